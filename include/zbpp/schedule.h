@@ -1,0 +1,175 @@
+/* zbpp — the schedule IR: per-rank ordered lists of actions.
+ *
+ * P ranks, S = v·P stages (v = chunks per rank), M microbatches. Generators produce a schedule,
+ * the comm pass lowers it (inserts SEND/RECV), the validator and simulator read it, and the
+ * runtime executes exactly it. This module depends on libc only. */
+#ifndef ZBPP_SCHEDULE_H
+#define ZBPP_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zbpp/error.h"
+
+typedef enum {
+    ZB_ACT_F,      /* forward */
+    ZB_ACT_B,      /* backward w.r.t. the input (critical path) */
+    ZB_ACT_W,      /* backward w.r.t. the weights (may be deferred) */
+    ZB_ACT_BW,     /* fused full backward: B then W */
+    ZB_ACT_SEND_F, /* send forward activation of (stage, mb) to stage+1 */
+    ZB_ACT_RECV_F, /* receive forward activation for (stage, mb) from stage-1 */
+    ZB_ACT_SEND_B, /* send input gradient of (stage, mb) to stage-1 */
+    ZB_ACT_RECV_B, /* receive output gradient for (stage, mb) from stage+1 */
+    ZB_ACT_COUNT
+} zb_action_type_t;
+
+/* One action. For SEND_F/SEND_B `stage` is the sending stage; for RECV_F/RECV_B it is the
+ * receiving stage (so RECV_F(s, m) pairs with SEND_F(s-1, m), RECV_B(s, m) with SEND_B(s+1, m)). */
+typedef struct {
+    uint8_t type; /* zb_action_type_t */
+    int32_t stage;
+    int32_t mb;
+} zb_action_t;
+
+typedef enum {
+    ZB_PLACE_LOOP, /* stage s on rank s mod P */
+    ZB_PLACE_V     /* v = 2: stage s < P on rank s, else on rank 2P-1-s */
+} zb_placement_t;
+
+typedef struct {
+    zb_action_t *actions;
+    int len, cap;
+} zb_rank_program_t;
+
+typedef struct {
+    char name[48];          /* family that produced it ("zb-h1", "csv", ...) */
+    int ranks;              /* P */
+    int chunks;             /* v */
+    int stages;             /* S = v·P */
+    int microbatches;       /* M */
+    zb_placement_t placement;
+    zb_rank_program_t *rank; /* [ranks] */
+} zb_schedule_t;
+
+/* Allocate an empty schedule. Returns NULL on bad sizes (ranks, chunks, microbatches < 1, V
+ * placement with chunks != 2) or out of memory. Free with zb_schedule_free. */
+zb_schedule_t *zb_schedule_new(const char *name, int ranks, int chunks, zb_placement_t placement,
+                               int microbatches);
+void zb_schedule_free(zb_schedule_t *s);
+/* Deep copy; NULL on out of memory. */
+zb_schedule_t *zb_schedule_clone(const zb_schedule_t *s);
+/* Append an action to a rank's program. ZB_ENOMEM or ZB_EINVAL (rank out of range). */
+zb_status_t zb_schedule_push(zb_schedule_t *s, int rank, zb_action_t a);
+/* Same shape (P, v, placement, M) and the same action lists. Names are not compared. */
+bool zb_schedule_equal(const zb_schedule_t *a, const zb_schedule_t *b);
+/* Rank that holds `stage` under the schedule's placement. */
+int zb_stage_rank(const zb_schedule_t *s, int stage);
+int zb_stage_rank_of(int ranks, int chunks, zb_placement_t placement, int stage);
+/* True if any action is B or W (split backward). */
+bool zb_schedule_is_split(const zb_schedule_t *s);
+/* True if any SEND/RECV action is present (lowered). */
+bool zb_schedule_has_comms(const zb_schedule_t *s);
+/* "F", "B", "W", "BW", "SEND_F", ... */
+const char *zb_action_type_name(zb_action_type_t t);
+bool zb_action_is_compute(zb_action_type_t t);
+const char *zb_placement_name(zb_placement_t p);
+
+/* ---- Costs and memory: per stage, for the chunking of the schedule they are used with ---- */
+
+typedef struct {
+    int stages;
+    double *t_f, *t_b, *t_w; /* duration of F, B, W at stage s (BW takes t_b + t_w) */
+    double *comm;            /* latency of a message between stage s and a stage on another rank
+                                (sent from s) */
+    double *m_f, *m_b, *m_w; /* memory delta of F, B, W at stage s; m_f + m_b + m_w == 0 */
+    double mem_limit;        /* per-rank limit on the running memory sum; INFINITY = none */
+} zb_costs_t;
+
+/* Allocate per-stage arrays filled with uniform values. mem_limit starts at INFINITY.
+ * ZB_EINVAL for stages < 1, negative or non-finite times, non-finite memory, or memory deltas
+ * that do not sum to zero (relative tolerance 1e-9). Free with zb_costs_free. */
+zb_status_t zb_costs_init_uniform(zb_costs_t *c, int stages, double f, double b, double w,
+                                  double comm, double mf, double mb, double mw, zb_err_t *err);
+/* Check an existing cost model (same rules as above, every stage). */
+zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err);
+zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err);
+void zb_costs_free(zb_costs_t *c);
+
+/* ---- Generators ---- */
+
+typedef struct {
+    int ranks;                /* P */
+    int microbatches;         /* M */
+    int chunks;               /* v; 0 = the family's default */
+    const zb_costs_t *costs;  /* may be NULL for handcrafted families; needed by auto/optimal.
+                                 Its `stages` must equal v·P of the schedule asked for. */
+    bool any_placement;       /* auto: also try other chunkings */
+    double time_limit;        /* optimal: solver seconds (0 = default) */
+    int verbose;              /* generators may report what they tried via `note` */
+    char note[256];           /* out: a short remark (e.g. "auto chose zb-v"); may stay empty */
+} zb_gen_params_t;
+
+typedef zb_status_t (*zb_generator_fn)(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+
+typedef struct {
+    const char *name;    /* "1f1b" */
+    const char *summary; /* one line for --help */
+    zb_generator_fn fn;
+} zb_generator_info_t;
+
+/* The registry of schedule families, in display order. */
+const zb_generator_info_t *zb_generators(size_t *count);
+const zb_generator_info_t *zb_generator_find(const char *name);
+/* Generate a compute-only schedule of family `name`. ZB_EINVAL for an unknown name or (P, M, v)
+ * the family does not support, with a message saying which. *out owned by the caller. */
+zb_status_t zb_generate(const char *name, zb_gen_params_t *p, zb_schedule_t **out,
+                        zb_err_t *err);
+
+/* ---- Passes ---- */
+
+/* Lower a compute-only schedule: after each F whose next stage is on another rank a SEND_F, before
+ * each F whose previous stage is on another rank a RECV_F (likewise SEND_B/RECV_B around B/BW).
+ * Never between two stages on the same rank. *out owned by the caller. */
+zb_status_t zb_insert_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err_t *err);
+/* Drop every SEND/RECV action. */
+zb_status_t zb_strip_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err_t *err);
+
+/* ---- Validation ---- */
+
+/* Checks: every (stage, mb) has exactly one F and one B (or one BW), plus one W when split; each
+ * action on the rank that holds its stage; W after B on its stage; dependencies F(s-1)->F(s),
+ * F(s)->B(s), B(s+1)->B(s) satisfiable; memory (when costs != NULL and costs->mem_limit finite)
+ * within the limit on every rank; and on the lowered program (comms inserted if absent) no
+ * deadlock, with sends buffered and receives blocking. On failure returns ZB_ESCHEDULE,
+ * ZB_EMEMLIMIT or ZB_EDEADLOCK with a message naming the action, or for a deadlock the cycle of
+ * ranks and the actions they wait on. */
+zb_status_t zb_validate(const zb_schedule_t *s, const zb_costs_t *costs, zb_err_t *err);
+
+/* ---- Simulation ---- */
+
+typedef struct {
+    int ranks;
+    int *len;             /* [ranks] actions per rank (of the simulated program) */
+    double **start;       /* [ranks][len] */
+    double **end;         /* [ranks][len] */
+    double makespan;      /* last end - first start, over all ranks */
+    double *span;         /* [ranks] end of last action - start of first F */
+    double *busy;         /* [ranks] compute time */
+    double span_max;      /* T = max span */
+    double busy_max;      /* largest per-rank compute time */
+    double bubble_rate;   /* (T - busy_max) / T */
+    double *peak_mem;     /* [ranks] peak running memory sum */
+    double *peak_time;    /* [ranks] time at which the peak is first reached */
+    const zb_schedule_t *schedule; /* the simulated schedule (borrowed, not owned) */
+} zb_sim_t;
+
+/* Event-driven simulation with the given costs. A compute-only schedule is simulated with comm
+ * latency on every cross-rank dependency; a lowered one with SEND/RECV taking no time and a
+ * message arriving `comm` after its send. Fails with ZB_EDEADLOCK if the program cannot finish.
+ * `s` must stay alive while *out is used. Free with zb_sim_free. */
+zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_t *out,
+                        zb_err_t *err);
+void zb_sim_free(zb_sim_t *sim);
+
+#endif

@@ -1,0 +1,31 @@
+/* zbpp — small utilities: monotonic time, atomic file writes, whole-file reads. */
+#ifndef ZBPP_UTIL_H
+#define ZBPP_UTIL_H
+
+#include <stdio.h>
+#include <stddef.h>
+
+#include "zbpp/error.h"
+
+/* Seconds on the monotonic clock (arbitrary origin). */
+double zb_now(void);
+
+/* Atomic file write (SQLite-style): write to "<path>.tmp.<pid>", fsync, rename over path, fsync
+ * the directory. Until zb_atomic_commit succeeds the old file at `path` is untouched; on any
+ * failure (or zb_atomic_abort) the temp file is removed. */
+typedef struct {
+    FILE *f;             /* write here */
+    char path[4096];
+    char tmp_path[4200];
+} zb_atomic_file_t;
+
+zb_status_t zb_atomic_open(zb_atomic_file_t *af, const char *path, zb_err_t *err);
+zb_status_t zb_atomic_commit(zb_atomic_file_t *af, zb_err_t *err);
+void zb_atomic_abort(zb_atomic_file_t *af);
+
+/* Read a whole file into a NUL-terminated malloc'd buffer (*len excludes the NUL). Rejects files
+ * larger than max_bytes. Caller frees *data. */
+zb_status_t zb_read_file(const char *path, size_t max_bytes, char **data, size_t *len,
+                         zb_err_t *err);
+
+#endif

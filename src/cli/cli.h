@@ -1,0 +1,11 @@
+/* zbpp CLI — one file per subcommand (cmd_<name>.c), each exporting zb_cmd_<name>.
+ * A command returns the process exit status: 0 on success, 1 on a runtime failure, 2 on bad
+ * usage. Errors are printed as one line "zbpp <cmd>: <message>" on stderr. */
+#ifndef ZBPP_CLI_H
+#define ZBPP_CLI_H
+
+int zb_cmd_schedule(int argc, char **argv);
+int zb_cmd_simulate(int argc, char **argv);
+int zb_cmd_validate(int argc, char **argv);
+
+#endif

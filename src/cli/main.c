@@ -1,0 +1,42 @@
+/* zbpp — command-line entry point: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command_t;
+
+static const command_t commands[] = {
+    {"schedule", zb_cmd_schedule, "generate a pipeline schedule and show or export it"},
+    {"simulate", zb_cmd_simulate, "simulate a schedule read from a PyTorch CSV file"},
+    {"validate", zb_cmd_validate, "check a schedule CSV: completeness, dependencies, memory, deadlock"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: zbpp <command> [options]    (zbpp <command> --help for its flags)\n\n"
+                 "Zero-bubble pipeline-parallel planning and training.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "zbpp: unknown command '%s' (see zbpp --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,131 @@
+/* zbpp — GPT-2 model: configuration, parameters in one buffer (llm.c order), and the stage API
+ * the trainer and the pipeline runtime call: forward, backward_input (B), backward_weight (W).
+ *
+ * A stage owns a contiguous range of transformer blocks; the first stage also owns the token and
+ * position embeddings, the last the final LayerNorm and the LM head (tied to the token
+ * embedding). A whole model is one stage that has both. Fused backward is B then W. */
+#ifndef ZBPP_GPT2_H
+#define ZBPP_GPT2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zbpp/error.h"
+
+/* The 16 parameter tensors, in llm.c's checkpoint order. Per-layer tensors are [L, ...]. */
+typedef enum {
+    ZB_WTE,      /* [Vp, C] */
+    ZB_WPE,      /* [maxT, C] */
+    ZB_LN1W,     /* [L, C] */
+    ZB_LN1B,     /* [L, C] */
+    ZB_QKVW,     /* [L, 3C, C] */
+    ZB_QKVB,     /* [L, 3C] */
+    ZB_ATTPROJW, /* [L, C, C] */
+    ZB_ATTPROJB, /* [L, C] */
+    ZB_LN2W,     /* [L, C] */
+    ZB_LN2B,     /* [L, C] */
+    ZB_FCW,      /* [L, 4C, C] */
+    ZB_FCB,      /* [L, 4C] */
+    ZB_FCPROJW,  /* [L, C, 4C] */
+    ZB_FCPROJB,  /* [L, C] */
+    ZB_LNFW,     /* [C] */
+    ZB_LNFB,     /* [C] */
+    ZB_GPT2_NUM_TENSORS
+} zb_gpt2_tensor_t;
+
+typedef struct {
+    int max_seq;      /* maxT */
+    int vocab;        /* V: real vocabulary size */
+    int padded_vocab; /* Vp >= V (llm.c pads to a multiple of 128) */
+    int layers;       /* L */
+    int heads;        /* NH, divides C */
+    int channels;     /* C */
+} zb_gpt2_config_t;
+
+/* ZB_EINVAL with a message for non-positive sizes, C % NH != 0, Vp < V. */
+zb_status_t zb_gpt2_config_check(const zb_gpt2_config_t *cfg, zb_err_t *err);
+
+/* A parameter-shaped buffer (used for parameters, gradients and optimizer moments): one
+ * allocation `data` of `count` floats, tensor pointers into it in llm.c order. */
+typedef struct {
+    zb_gpt2_config_t cfg;
+    size_t sizes[ZB_GPT2_NUM_TENSORS]; /* elements per tensor */
+    size_t count;                      /* total elements */
+    float *data;
+    float *t[ZB_GPT2_NUM_TENSORS];
+} zb_gpt2_params_t;
+
+/* Allocate a zeroed buffer for cfg. Free with zb_gpt2_params_free. */
+zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg, zb_err_t *err);
+void zb_gpt2_params_free(zb_gpt2_params_t *p);
+/* GPT-2 initialisation, deterministic in seed: weights N(0, 0.02) (residual projections
+ * ATTPROJW and FCPROJW scaled by 1/sqrt(2L)), LayerNorm weights 1, biases 0; padded vocab rows 0. */
+void zb_gpt2_params_init_random(zb_gpt2_params_t *p, uint64_t seed);
+
+/* llm.c model checkpoint: header of 256 int32 (magic 20240326, version 3 = fp32 with padded
+ * vocab, maxT, V, L, NH, C, Vp), then the 16 tensors as fp32 in order. Load rejects a wrong
+ * magic/version, bad sizes, truncated or oversized files. Save is atomic. */
+zb_status_t zb_gpt2_load_llmc(const char *path, zb_gpt2_params_t *out, zb_err_t *err);
+zb_status_t zb_gpt2_save_llmc(const char *path, const zb_gpt2_params_t *p, zb_err_t *err);
+
+/* ---- stages ---- */
+
+typedef struct {
+    int layer_begin, layer_end; /* blocks [begin, end) */
+    bool embed;                 /* owns WTE (as embedding) and WPE: input is tokens */
+    bool head;                  /* owns LNFW/LNFB and the tied LM head: output is the loss */
+} zb_gpt2_span_t;
+
+/* Gradients: parameter-shaped, plus a separate accumulator for the LM head's contribution to
+ * WTE. zb_gpt2_fold_tied adds it into t[ZB_WTE] elementwise as (embedding part) + (head part),
+ * the one fixed order every configuration uses, so pipelines match single-process bits. */
+typedef struct {
+    zb_gpt2_params_t g;
+    float *wte_head; /* [Vp, C] */
+} zb_gpt2_grads_t;
+
+zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg, zb_err_t *err);
+void zb_gpt2_grads_free(zb_gpt2_grads_t *g);
+void zb_gpt2_grads_zero(zb_gpt2_grads_t *g);
+void zb_gpt2_fold_tied(zb_gpt2_grads_t *g);
+
+/* Norm units: the fixed decomposition used for the global gradient norm, so the same sum is
+ * formed whatever the partition. Unit 0 = embeddings (WTE after folding, WPE), units 1..L = block
+ * l-1 (its 12 tensors), unit L+1 = final LayerNorm. zb_gpt2_unit_ranges writes up to 16
+ * (offset, count) element ranges into the parameter buffer and returns how many. */
+int zb_gpt2_num_units(const zb_gpt2_config_t *cfg);
+int zb_gpt2_unit_ranges(const zb_gpt2_config_t *cfg, int unit, size_t offset[16], size_t count[16]);
+
+/* Activations of one (stage, microbatch), kept from F for B and W. Allocated once for a batch
+ * shape (B sequences of T tokens) and reusable across microbatches. */
+typedef struct zb_gpt2_stash zb_gpt2_stash_t;
+
+zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                              int T, zb_gpt2_stash_t **out, zb_err_t *err);
+void zb_gpt2_stash_free(zb_gpt2_stash_t *st);
+/* Bytes this stash logically holds now: 0 before F, F's kept activations after F, what W still
+ * needs after B, 0 after W. */
+size_t zb_gpt2_stash_live_bytes(const zb_gpt2_stash_t *st);
+/* Memory model of a stage per microbatch in bytes: held after F, and after B (before W). */
+void zb_gpt2_stage_mem(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B, int T,
+                       size_t *after_f, size_t *after_b);
+
+/* Forward of a stage for one microbatch.
+ * embed stage: tokens [B,T] (x_in unused); else x_in [B,T,C].
+ * head stage: targets [B,T], writes *loss = mean cross-entropy over B·T (x_out unused);
+ * else writes x_out [B,T,C]. */
+zb_status_t zb_gpt2_forward(const zb_gpt2_params_t *p, const zb_gpt2_span_t *span,
+                            zb_gpt2_stash_t *st, const int *tokens, const float *x_in,
+                            const int *targets, float *x_out, float *loss, zb_err_t *err);
+/* B: gradient w.r.t. the stage input. head stage: dloss of every token is grad_scale (e.g.
+ * 1/(B·T·M) for a mean over M microbatches), dx_out unused; else dx_out [B,T,C].
+ * embed stage: dx_in unused (nothing before it); else dx_in [B,T,C] is overwritten. */
+zb_status_t zb_gpt2_backward_input(const zb_gpt2_params_t *p, const zb_gpt2_span_t *span,
+                                   zb_gpt2_stash_t *st, const float *dx_out, float grad_scale,
+                                   float *dx_in, zb_err_t *err);
+/* W: accumulate (+=) the parameter gradients of the stage from what F and B kept. */
+zb_status_t zb_gpt2_backward_weight(const zb_gpt2_params_t *p, const zb_gpt2_span_t *span,
+                                    zb_gpt2_stash_t *st, zb_gpt2_grads_t *g, zb_err_t *err);
+
+#endif

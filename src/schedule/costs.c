@@ -1,0 +1,132 @@
+/* Per-stage cost and memory model (durations, comm latency, memory deltas, limit). */
+#include "zbpp/schedule.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Memory deltas must cancel: F allocates what B and W free. */
+static bool mem_sums_to_zero(double mf, double mb, double mw)
+{
+    double scale = fabs(mf) + fabs(mb) + fabs(mw);
+    return fabs(mf + mb + mw) <= 1e-9 * (scale > 1.0 ? scale : 1.0);
+}
+
+static zb_status_t check_stage(int s, double f, double b, double w, double comm, double mf,
+                               double mb, double mw, zb_err_t *err)
+{
+    const double t[4] = {f, b, w, comm};
+    const char *tn[4] = {"F time", "B time", "W time", "comm latency"};
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(t[i]) || t[i] < 0)
+            return zb_err_set(err, ZB_EINVAL, "costs: stage %d: %s %g must be finite and >= 0",
+                              s, tn[i], t[i]);
+    if (!isfinite(mf) || !isfinite(mb) || !isfinite(mw))
+        return zb_err_set(err, ZB_EINVAL, "costs: stage %d: memory deltas must be finite", s);
+    if (!mem_sums_to_zero(mf, mb, mw))
+        return zb_err_set(err, ZB_EINVAL,
+                          "costs: stage %d: memory deltas F %g + B %g + W %g must sum to 0", s, mf,
+                          mb, mw);
+    return ZB_OK;
+}
+
+/* Each array is its own malloc block so that callers who build a cost model by hand (malloc per
+ * array) can still release it with zb_costs_free. */
+static zb_status_t alloc_arrays(zb_costs_t *c, int stages, zb_err_t *err)
+{
+    memset(c, 0, sizeof *c);
+    double **arrays[7] = {&c->t_f, &c->t_b, &c->t_w, &c->comm, &c->m_f, &c->m_b, &c->m_w};
+    for (int i = 0; i < 7; i++) {
+        *arrays[i] = calloc((size_t)stages, sizeof(double));
+        if (!*arrays[i]) {
+            zb_costs_free(c);
+            return zb_err_set(err, ZB_ENOMEM, "costs: out of memory for %d stages", stages);
+        }
+    }
+    c->stages = stages;
+    c->mem_limit = INFINITY;
+    return ZB_OK;
+}
+
+zb_status_t zb_costs_init_uniform(zb_costs_t *c, int stages, double f, double b, double w,
+                                  double comm, double mf, double mb, double mw, zb_err_t *err)
+{
+    if (!c)
+        return zb_err_set(err, ZB_EINVAL, "costs: NULL cost model");
+    memset(c, 0, sizeof *c);
+    if (stages < 1 || stages > (1 << 24))
+        return zb_err_set(err, ZB_EINVAL, "costs: stages %d out of range (1..%d)", stages,
+                          1 << 24);
+    zb_status_t st = check_stage(0, f, b, w, comm, mf, mb, mw, err);
+    if (st != ZB_OK)
+        return st;
+    st = alloc_arrays(c, stages, err);
+    if (st != ZB_OK)
+        return st;
+    for (int s = 0; s < stages; s++) {
+        c->t_f[s] = f;
+        c->t_b[s] = b;
+        c->t_w[s] = w;
+        c->comm[s] = comm;
+        c->m_f[s] = mf;
+        c->m_b[s] = mb;
+        c->m_w[s] = mw;
+    }
+    return ZB_OK;
+}
+
+zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err)
+{
+    if (!c)
+        return zb_err_set(err, ZB_EINVAL, "costs: NULL cost model");
+    if (c->stages < 1)
+        return zb_err_set(err, ZB_EINVAL, "costs: stages %d must be >= 1", c->stages);
+    if (!c->t_f || !c->t_b || !c->t_w || !c->comm || !c->m_f || !c->m_b || !c->m_w)
+        return zb_err_set(err, ZB_EINVAL, "costs: missing per-stage arrays");
+    for (int s = 0; s < c->stages; s++) {
+        zb_status_t st = check_stage(s, c->t_f[s], c->t_b[s], c->t_w[s], c->comm[s], c->m_f[s],
+                                     c->m_b[s], c->m_w[s], err);
+        if (st != ZB_OK)
+            return st;
+    }
+    if (isnan(c->mem_limit))
+        return zb_err_set(err, ZB_EINVAL, "costs: memory limit is NaN");
+    return ZB_OK;
+}
+
+zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err)
+{
+    if (!dst || !src)
+        return zb_err_set(err, ZB_EINVAL, "costs: NULL cost model");
+    memset(dst, 0, sizeof *dst);
+    if (src->stages < 1 || !src->t_f || !src->t_b || !src->t_w || !src->comm || !src->m_f ||
+        !src->m_b || !src->m_w)
+        return zb_err_set(err, ZB_EINVAL, "costs: cannot clone an uninitialised cost model");
+    zb_status_t st = alloc_arrays(dst, src->stages, err);
+    if (st != ZB_OK)
+        return st;
+    size_t n = (size_t)src->stages * sizeof(double);
+    memcpy(dst->t_f, src->t_f, n);
+    memcpy(dst->t_b, src->t_b, n);
+    memcpy(dst->t_w, src->t_w, n);
+    memcpy(dst->comm, src->comm, n);
+    memcpy(dst->m_f, src->m_f, n);
+    memcpy(dst->m_b, src->m_b, n);
+    memcpy(dst->m_w, src->m_w, n);
+    dst->mem_limit = src->mem_limit;
+    return ZB_OK;
+}
+
+void zb_costs_free(zb_costs_t *c)
+{
+    if (!c)
+        return;
+    free(c->t_f);
+    free(c->t_b);
+    free(c->t_w);
+    free(c->comm);
+    free(c->m_f);
+    free(c->m_b);
+    free(c->m_w);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,101 @@
+/* The registry of schedule families and the preamble every generator shares. */
+#include "schedule/generators.h"
+
+#include <string.h>
+
+/* Display order. One line per family; see generators.h for how to add one. */
+static const zb_generator_info_t registry[] = {
+    {"gpipe", "all forwards, then all fused backwards (peak M activations)", zb_gen_gpipe},
+    {"1f1b", "one-forward-one-backward, fused backward (peak P activations)", zb_gen_1f1b},
+    {"interleaved-1f1b", "Megatron interleaved 1F1B, v chunks per rank (loop placement)",
+     zb_gen_interleaved},
+    {"zb-h1", "zero bubble H1: split B/W, 1F1B memory, bubble (P-1)(F+B-W)", zb_gen_zbh1},
+    {"zb-h2", "zero bubble H2: split B/W, 2P-1 activations, bubble (P-1)(F+B-2W)", zb_gen_zbh2},
+};
+
+const zb_generator_info_t *zb_generators(size_t *count)
+{
+    if (count)
+        *count = sizeof registry / sizeof registry[0];
+    return registry;
+}
+
+const zb_generator_info_t *zb_generator_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
+        if (strcmp(registry[i].name, name) == 0)
+            return &registry[i];
+    return NULL;
+}
+
+zb_status_t zb_generate(const char *name, zb_gen_params_t *p, zb_schedule_t **out,
+                        zb_err_t *err)
+{
+    if (!out || !p)
+        return zb_err_set(err, ZB_EINVAL, "generate: NULL argument");
+    *out = NULL;
+    const zb_generator_info_t *g = zb_generator_find(name);
+    if (!g) {
+        char known[256] = "";
+        size_t n = sizeof registry / sizeof registry[0];
+        for (size_t i = 0; i < n; i++) {
+            strncat(known, registry[i].name, sizeof known - strlen(known) - 1);
+            if (i + 1 < n)
+                strncat(known, ", ", sizeof known - strlen(known) - 1);
+        }
+        return zb_err_set(err, ZB_EINVAL, "unknown schedule family '%s' (known: %s)",
+                          name ? name : "(null)", known);
+    }
+    p->note[0] = '\0';
+    zb_status_t st = g->fn(p, out, err);
+    if (st != ZB_OK) {
+        zb_schedule_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+zb_status_t zb_gen_begin(const char *family, zb_gen_params_t *p, int default_chunks,
+                         int min_chunks, int max_chunks, zb_placement_t placement,
+                         zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (p->ranks < 1 || p->ranks > ZB_GEN_MAX_RANKS)
+        return zb_err_set(err, ZB_EINVAL, "%s: ranks (P) = %d, need 1..%d", family, p->ranks,
+                          ZB_GEN_MAX_RANKS);
+    if (p->microbatches < 1 || p->microbatches > ZB_GEN_MAX_MICROBATCHES)
+        return zb_err_set(err, ZB_EINVAL, "%s: microbatches (M) = %d, need 1..%d", family,
+                          p->microbatches, ZB_GEN_MAX_MICROBATCHES);
+    int v = p->chunks == 0 ? default_chunks : p->chunks;
+    if (v < min_chunks || v > max_chunks) {
+        if (min_chunks == max_chunks)
+            return zb_err_set(err, ZB_EINVAL, "%s: chunks per rank (v) = %d, this family uses %d",
+                              family, v, min_chunks);
+        return zb_err_set(err, ZB_EINVAL, "%s: chunks per rank (v) = %d, need %d..%d", family, v,
+                          min_chunks, max_chunks);
+    }
+    long long actions = 3LL * p->ranks * v * p->microbatches;
+    if (actions > ZB_GEN_MAX_ACTIONS)
+        return zb_err_set(err, ZB_EINVAL, "%s: P=%d v=%d M=%d gives %lld actions, limit %lld",
+                          family, p->ranks, v, p->microbatches, actions, ZB_GEN_MAX_ACTIONS);
+    if (p->costs && p->costs->stages != v * p->ranks)
+        return zb_err_set(err, ZB_EINVAL, "%s: cost model has %d stages, schedule has v*P = %d",
+                          family, p->costs->stages, v * p->ranks);
+    *out = zb_schedule_new(family, p->ranks, v, placement, p->microbatches);
+    if (!*out)
+        return zb_err_set(err, ZB_ENOMEM, "%s: out of memory", family);
+    return ZB_OK;
+}
+
+zb_status_t zb_gen_push(zb_schedule_t *s, int rank, zb_action_type_t type, int stage, int mb,
+                        zb_err_t *err)
+{
+    zb_action_t a = {.type = (uint8_t)type, .stage = stage, .mb = mb};
+    zb_status_t st = zb_schedule_push(s, rank, a);
+    if (st != ZB_OK)
+        return zb_err_set(err, st, "%s: cannot append %s(stage %d, mb %d) to rank %d", s->name,
+                          zb_action_type_name(type), stage, mb, rank);
+    return ZB_OK;
+}

@@ -1,0 +1,314 @@
+/* PyTorch pipelining CSV: writer and a strict, bounded reader.
+ *
+ * The reader walks the buffer once, collecting (rank, action) pairs into a growable array, then
+ * infers the shape (P, S, v, M, placement) and builds the schedule. Every number is parsed by
+ * hand with an explicit bound so no input can overflow, allocate without limit or hang. */
+#include "zbpp/schedule_io.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* PyTorch's names: our B is its I (input grad), our BW is its B (full backward). */
+static const char *csv_type_name(zb_action_type_t t)
+{
+    switch (t) {
+    case ZB_ACT_F: return "F";
+    case ZB_ACT_B: return "I";
+    case ZB_ACT_W: return "W";
+    case ZB_ACT_BW: return "B";
+    case ZB_ACT_SEND_F: return "SEND_F";
+    case ZB_ACT_RECV_F: return "RECV_F";
+    case ZB_ACT_SEND_B: return "SEND_B";
+    case ZB_ACT_RECV_B: return "RECV_B";
+    default: return NULL;
+    }
+}
+
+zb_status_t zb_csv_write(const zb_schedule_t *s, FILE *out, zb_err_t *err)
+{
+    if (!s || !out)
+        return zb_err_set(err, ZB_EINVAL, "csv: no schedule or no output");
+    for (int r = 0; r < s->ranks; r++) {
+        const zb_rank_program_t *rp = &s->rank[r];
+        for (int i = 0; i < rp->len; i++) {
+            const zb_action_t *a = &rp->actions[i];
+            const char *tn = csv_type_name((zb_action_type_t)a->type);
+            if (!tn)
+                return zb_err_set(err, ZB_EINVAL, "csv: rank %d action %d has unknown type %d", r,
+                                  i, a->type);
+            fprintf(out, "%s%d%s%d", i ? "," : "", a->stage, tn, a->mb);
+        }
+        fputc('\n', out);
+    }
+    if (ferror(out))
+        return zb_err_set(err, ZB_EIO, "csv: write failed");
+    return ZB_OK;
+}
+
+/* ---- reader ---- */
+
+typedef struct {
+    int rank;
+    zb_action_t a;
+} parsed_action_t;
+
+typedef struct {
+    parsed_action_t *v;
+    size_t len, cap;
+} action_list_t;
+
+static zb_status_t list_push(action_list_t *l, int rank, zb_action_t a, zb_err_t *err)
+{
+    if (l->len == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        parsed_action_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return zb_err_set(err, ZB_ENOMEM, "csv: out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->len++] = (parsed_action_t){rank, a};
+    return ZB_OK;
+}
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+/* Parse a decimal index at *p (within [*p, end)), bounded by ZB_CSV_MAX_INDEX. Returns 0 on
+ * success, -1 if there is no digit, -2 if the value is too large. */
+static int parse_index(const char **p, const char *end, int32_t *out)
+{
+    const char *q = *p;
+    long v = 0;
+    if (q == end || !is_digit(*q))
+        return -1;
+    while (q < end && is_digit(*q)) {
+        v = v * 10 + (*q - '0');
+        if (v > ZB_CSV_MAX_INDEX)
+            return -2;
+        q++;
+    }
+    *p = q;
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* Type tokens, longest first so "BW" wins over "B" and "SEND_F" is not read as "S...". */
+static const struct {
+    const char *tok;
+    zb_action_type_t type;
+} type_tokens[] = {
+    {"SEND_F", ZB_ACT_SEND_F}, {"RECV_F", ZB_ACT_RECV_F}, {"SEND_B", ZB_ACT_SEND_B},
+    {"RECV_B", ZB_ACT_RECV_B}, {"BW", ZB_ACT_BW},         {"F", ZB_ACT_F},
+    {"I", ZB_ACT_B},           {"W", ZB_ACT_W},           {"B", ZB_ACT_BW},
+};
+
+/* Printable copy of a (possibly binary) cell for an error message. */
+static void cell_excerpt(const char *c, size_t n, char *buf, size_t cap)
+{
+    size_t o = 0, i = 0;
+    for (; i < n && o + 8 < cap; i++) {
+        unsigned char ch = (unsigned char)c[i];
+        if (ch >= 32 && ch < 127 && ch != '\'')
+            buf[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", ch);
+    }
+    if (i < n) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+}
+
+/* Parse one cell [c, end) (already without its separators). *idle is set for an empty cell. */
+static zb_status_t parse_cell(const char *c, const char *end, int line, int cell, bool *idle,
+                              zb_action_t *a, zb_err_t *err)
+{
+    char ex[64];
+    const char *b = c, *e = end;
+    while (b < e && is_blank(*b))
+        b++;
+    while (e > b && is_blank(e[-1]))
+        e--;
+    /* A quoted cell ("0F0") is legal CSV; quotes inside would not be. */
+    if (e - b >= 2 && *b == '"' && e[-1] == '"') {
+        b++;
+        e--;
+    }
+    *idle = b == e;
+    if (*idle)
+        return ZB_OK;
+    cell_excerpt(c, (size_t)(end - c), ex, sizeof ex);
+    const char *p = b;
+    int32_t stage, mb;
+    int rc = parse_index(&p, e, &stage);
+    if (rc == -1)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' does not start with a stage "
+                                           "number", line, cell, ex);
+    if (rc == -2)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has a stage number above %d",
+                          line, cell, ex, ZB_CSV_MAX_INDEX);
+    size_t ntok = sizeof type_tokens / sizeof type_tokens[0];
+    size_t k = 0;
+    for (; k < ntok; k++) {
+        size_t tl = strlen(type_tokens[k].tok);
+        if ((size_t)(e - p) >= tl && !memcmp(p, type_tokens[k].tok, tl)) {
+            p += tl;
+            break;
+        }
+    }
+    if (k == ntok)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has no known action type "
+                                           "(F, I, W, B, BW, SEND_F, RECV_F, SEND_B, RECV_B)",
+                          line, cell, ex);
+    rc = parse_index(&p, e, &mb);
+    if (rc == -1)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has no microbatch number after "
+                                           "its type", line, cell, ex);
+    if (rc == -2)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has a microbatch number above "
+                                           "%d", line, cell, ex, ZB_CSV_MAX_INDEX);
+    if (p != e)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has junk after the microbatch "
+                                           "number", line, cell, ex);
+    *a = (zb_action_t){.type = (uint8_t)type_tokens[k].type, .stage = stage, .mb = mb};
+    return ZB_OK;
+}
+
+/* Does every action sit on the rank `placement` assigns to its stage? */
+static bool placement_fits(const action_list_t *l, int ranks, int chunks, zb_placement_t pl)
+{
+    for (size_t i = 0; i < l->len; i++)
+        if (zb_stage_rank_of(ranks, chunks, pl, l->v[i].a.stage) != l->v[i].rank)
+            return false;
+    return true;
+}
+
+/* Split the buffer into rows and cells, appending actions to `l`. Sets *rows. */
+static zb_status_t scan_rows(const char *data, size_t len, action_list_t *l, int *rows,
+                             zb_err_t *err)
+{
+    const char *p = data, *end = data + len;
+    int line = 0, nrows = 0, pending_blank = 0;
+    while (p < end) {
+        line++;
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *next = eol ? eol + 1 : end;
+        const char *le = eol ? eol : end;
+        if (le > p && le[-1] == '\r')
+            le--;
+        /* Blank lines are fine only at the end; remember them until a row follows. */
+        const char *q = p;
+        while (q < le && is_blank(*q))
+            q++;
+        if (q == le) {
+            if (!pending_blank)
+                pending_blank = line;
+            p = next;
+            continue;
+        }
+        if (pending_blank)
+            return zb_err_set(err, ZB_EFORMAT, "line %d: blank line between rows (each line is "
+                                               "one rank)", pending_blank);
+        if (nrows == ZB_CSV_MAX_RANKS)
+            return zb_err_set(err, ZB_EFORMAT, "line %d: more than %d rows (ranks)", line,
+                              ZB_CSV_MAX_RANKS);
+        int cell = 0;
+        const char *c = p;
+        for (;;) {
+            const char *ce = memchr(c, ',', (size_t)(le - c));
+            if (!ce)
+                ce = le;
+            cell++;
+            bool idle;
+            zb_action_t a = {0};
+            zb_status_t st = parse_cell(c, ce, line, cell, &idle, &a, err);
+            if (st != ZB_OK)
+                return st;
+            if (!idle && (st = list_push(l, nrows, a, err)) != ZB_OK)
+                return st;
+            if (ce == le)
+                break;
+            c = ce + 1;
+        }
+        nrows++;
+        p = next;
+    }
+    *rows = nrows;
+    return ZB_OK;
+}
+
+zb_status_t zb_csv_read(const char *data, size_t len, zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!data && len)
+        return zb_err_set(err, ZB_EINVAL, "csv: no data");
+    if (len > ZB_CSV_MAX_BYTES)
+        return zb_err_set(err, ZB_EFORMAT, "csv: input of %zu bytes exceeds the %u byte limit",
+                          len, ZB_CSV_MAX_BYTES);
+    action_list_t l = {0};
+    int rows = 0;
+    zb_status_t st = scan_rows(data, len, &l, &rows, err);
+    if (st != ZB_OK)
+        goto done;
+    if (rows == 0 || l.len == 0) {
+        st = zb_err_set(err, ZB_EFORMAT, "csv: no actions (empty schedule)");
+        goto done;
+    }
+    int max_stage = 0, max_mb = 0;
+    for (size_t i = 0; i < l.len; i++) {
+        if (l.v[i].a.stage > max_stage)
+            max_stage = l.v[i].a.stage;
+        if (l.v[i].a.mb > max_mb)
+            max_mb = l.v[i].a.mb;
+    }
+    int stages = max_stage + 1, mbs = max_mb + 1;
+    if (stages % rows != 0) {
+        st = zb_err_set(err, ZB_EFORMAT, "csv: %d stages (largest stage %d) do not divide evenly "
+                                         "over %d ranks (rows)", stages, max_stage, rows);
+        goto done;
+    }
+    /* A complete schedule holds at least one F per (stage, mb); refusing anything far smaller
+     * keeps a tiny hostile file from claiming a gigantic shape that later passes would allocate. */
+    if ((double)stages * (double)mbs > (double)l.len) {
+        st = zb_err_set(err, ZB_EFORMAT, "csv: %d stages x %d microbatches needs at least %.0f "
+                                         "actions but the file holds %zu: incomplete schedule",
+                        stages, mbs, (double)stages * mbs, l.len);
+        goto done;
+    }
+    int chunks = stages / rows;
+    zb_placement_t pl;
+    if (placement_fits(&l, rows, chunks, ZB_PLACE_LOOP)) {
+        pl = ZB_PLACE_LOOP;
+    } else if (chunks == 2 && placement_fits(&l, rows, chunks, ZB_PLACE_V)) {
+        pl = ZB_PLACE_V;
+    } else {
+        /* Name the first action that breaks the loop placement: the most useful hint. */
+        size_t i = 0;
+        while (i < l.len && zb_stage_rank_of(rows, chunks, ZB_PLACE_LOOP, l.v[i].a.stage) ==
+                                l.v[i].rank)
+            i++;
+        st = zb_err_set(err, ZB_EFORMAT, "csv: no stage placement fits (P=%d, S=%d): stage %d "
+                                         "appears on rank %d, which neither loop%s placement "
+                                         "allows", rows, stages, l.v[i].a.stage, l.v[i].rank,
+                        chunks == 2 ? " nor V" : "");
+        goto done;
+    }
+    zb_schedule_t *s = zb_schedule_new("csv", rows, chunks, pl, mbs);
+    if (!s) {
+        st = zb_err_set(err, ZB_ENOMEM, "csv: out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < l.len; i++) {
+        if ((st = zb_schedule_push(s, l.v[i].rank, l.v[i].a)) != ZB_OK) {
+            zb_schedule_free(s);
+            st = zb_err_set(err, st, "csv: cannot store action %zu", i);
+            goto done;
+        }
+    }
+    *out = s;
+done:
+    free(l.v);
+    return st;
+}

@@ -1,0 +1,158 @@
+/* zbpp — the training loop: configuration, trainer state, one optimizer step, training
+ * checkpoints (save / bit-exact resume), progress output and metrics.
+ *
+ * A step is split so a pipeline runtime can replace only the compute:
+ *   zb_trainer_next_batch   data -> t->inputs / t->targets            (whole batch, B·T tokens)
+ *   t->compute              F, B, W per microbatch; fold tied; fill t->grads and t->unit_sumsq
+ *                           (default zb_trainer_compute_local: the whole model in this thread)
+ *   zb_train_update         global norm from the unit partials, clip, AdamW on owned units
+ * zb_trainer_step runs the three; zb_train_run loops it with metrics and checkpoints. */
+#ifndef ZBPP_TRAIN_H
+#define ZBPP_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "zbpp/data.h"
+#include "zbpp/error.h"
+#include "zbpp/gpt2.h"
+#include "zbpp/optim.h"
+
+typedef struct {
+    /* model: resume_path, else init_from, else a fresh random model of shape `model` */
+    const char *init_from;  /* llm.c model checkpoint, or NULL */
+    zb_gpt2_config_t model; /* fresh model (padded_vocab 0 = round vocab up to 128) */
+    /* data: data_glob (llm.c shards), else text_path (byte-level tokenized text) */
+    const char *data_glob;
+    const char *text_path;
+    int batch;        /* B: sequences per step */
+    int seq;          /* T: tokens per sequence, <= model max_seq */
+    int microbatches; /* M: divides B; gradient accumulation over M microbatches of B/M */
+    long steps;       /* total steps of the run (a resumed run continues up to it) */
+    bool shuffle;
+    uint64_t seed; /* model init and data order */
+    /* optimizer */
+    zb_adamw_hparams_t adamw;
+    float grad_clip; /* 0 = no clipping */
+    zb_lr_kind_t lr_schedule;
+    long warmup;
+    float lr_min;
+    /* checkpoints and output */
+    const char *save_path;   /* training checkpoint written at the end (and every save_every) */
+    const char *resume_path; /* training checkpoint to continue from */
+    long save_every;         /* 0 = only at the end */
+    const char *metrics_path;
+    bool quiet;
+} zb_train_config_t;
+
+/* Defaults: B 4, T 64, M 1, 20 steps, shuffle on, seed 1337, AdamW defaults, clip 1.0, cosine
+ * with no warm-up to lr_min 0, model L 2, NH 4, C 64, V 257 (the byte tokenizer), max_seq 0 (=T). */
+void zb_train_config_defaults(zb_train_config_t *c);
+/* Validate every field of the training setup that does not need the files (sizes, B % M,
+ * hyperparameters, save_every without save_path, ...). ZB_EINVAL with a message naming the flag. */
+zb_status_t zb_train_config_check(const zb_train_config_t *c, zb_err_t *err);
+
+/* What one step did. */
+typedef struct {
+    long step;          /* 0-based index of the step */
+    float loss;         /* mean over microbatches of each microbatch's mean loss */
+    float lr;           /* learning rate used */
+    double grad_norm;   /* global norm before clipping */
+    float clip_scale;   /* factor applied to the gradients (1 = not clipped) */
+    bool skipped;       /* non-finite norm: no parameter or moment changed */
+    double step_ms;     /* wall time of the step */
+    double tokens_per_s;
+} zb_step_stats_t;
+
+typedef struct zb_trainer zb_trainer_t;
+typedef zb_status_t (*zb_train_compute_fn)(zb_trainer_t *t, void *ctx, float *loss, zb_err_t *err);
+
+struct zb_trainer {
+    zb_train_config_t cfg;
+    zb_gpt2_params_t params;
+    zb_gpt2_grads_t grads;
+    zb_adamw_state_t opt;
+    zb_data_t *data;
+    long step;          /* steps completed */
+    long skipped;       /* steps skipped (non-finite norm); AdamW's t = step - skipped + 1 */
+    int *inputs;        /* [B·T] current batch, row b = sequence b */
+    int *targets;       /* [B·T] */
+    double *unit_sumsq; /* [n_units] */
+    int n_units;
+    zb_train_compute_fn compute; /* defaults to zb_trainer_compute_local */
+    void *compute_ctx;
+    zb_gpt2_stash_t *stash; /* the local compute's whole-model stash, B/M sequences */
+};
+
+/* Build a trainer: model (resume > init_from > fresh), data (opened, checked against the model's
+ * vocab, configured for B, T, shuffle, seed), gradients, AdamW state; with resume_path, restore
+ * the checkpoint (see zb_train_load). The config's strings must outlive the trainer. On failure
+ * everything is released. */
+zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err);
+void zb_trainer_free(zb_trainer_t *t);
+
+/* Load the next batch into t->inputs / t->targets. */
+zb_status_t zb_trainer_next_batch(zb_trainer_t *t, zb_err_t *err);
+/* Single-process compute of the current batch: zero grads; for each microbatch m in order,
+ * forward, backward_input with grad_scale 1/(B·T), backward_weight; fold the tied embedding;
+ * fill t->unit_sumsq for every unit. *loss = zb_train_mean_loss of the microbatch losses. */
+zb_status_t zb_trainer_compute_local(zb_trainer_t *t, void *ctx, float *loss, zb_err_t *err);
+/* The reported loss: microbatch losses summed in order (float), divided by M. */
+float zb_train_mean_loss(const float *mb_losses, int M);
+
+/* The update after compute, for the units in `units` (all of them in a single process; a pipeline
+ * rank passes the ones it owns): norm from all n_units partials in unit order; non-finite ->
+ * skipped (nothing changes); else clip scale and AdamW with the step's scheduled lr. Fills stats
+ * (except step_ms, tokens_per_s). `adam_t` is the 1-based AdamW step number. */
+void zb_train_update(const zb_train_config_t *cfg, zb_gpt2_params_t *params,
+                     const zb_gpt2_params_t *grads, zb_adamw_state_t *opt, long step, long adam_t,
+                     const double *unit_sumsq, int n_units, const int *units, int n_owned,
+                     zb_step_stats_t *stats);
+
+/* One whole step: next batch, t->compute, zb_train_update over all units, t->step++. */
+zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *err);
+
+/* ---- training checkpoints (src/runtime/train_state.c; format in docs/training.md) ---- */
+
+/* Write params, AdamW moments, step, skipped count, data position and the training config
+ * atomically: the old file survives any failure. */
+zb_status_t zb_train_save(const zb_trainer_t *t, const char *path, zb_err_t *err);
+/* Read the config stored in a checkpoint (model shape, batch, seq, microbatches, steps, shuffle,
+ * seed, optimizer, schedule) into *cfg, leaving its other fields untouched. Checks the header. */
+zb_status_t zb_train_peek(const char *path, zb_train_config_t *cfg, zb_err_t *err);
+/* Restore a checkpoint into an initialised trainer. ZB_EFORMAT for a bad magic/version, truncated
+ * or oversized file or corrupt payload; ZB_EMISMATCH when the model, data or any
+ * determinism-relevant setting (all of the stored config but `steps`) differs from t->cfg. */
+zb_status_t zb_train_load(zb_trainer_t *t, const char *path, zb_err_t *err);
+
+/* ---- progress and metrics (src/runtime/progress.c) ---- */
+
+typedef struct zb_progress zb_progress_t;
+
+/* human: where progress goes (NULL = quiet); a terminal gets a one-line bar redrawn in place,
+ * anything else a plain line per step. metrics_path: JSON lines, one per step (NULL = none);
+ * append=true continues an existing file (resume). */
+zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metrics_path,
+                             bool append, long total_steps, zb_err_t *err);
+/* Record a step: {"step":..,"loss":%.9g,"lr":..,"grad_norm":..,"step_ms":..,"tokens_per_s":..,
+ * "skipped":true|false}. ZB_EIO if the metrics file cannot be written. */
+zb_status_t zb_progress_step(zb_progress_t *p, const zb_step_stats_t *s, zb_err_t *err);
+/* Finish the bar line, close the metrics file. ZB_EIO if it could not be flushed. p may be NULL. */
+zb_status_t zb_progress_close(zb_progress_t *p, zb_err_t *err);
+
+/* ---- the loop ---- */
+
+typedef struct {
+    long first_step, steps_run, skipped;
+    float first_loss, last_loss;
+    double median_tokens_per_s;
+} zb_train_summary_t;
+
+/* Initialise (or resume), run up to cfg->steps, save every save_every and at the end, report
+ * progress to `human` (NULL or cfg->quiet = none) and metrics. `compute`/`ctx` replace the local
+ * compute when non-NULL. */
+zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_compute_fn compute,
+                         void *ctx, zb_train_summary_t *summary, zb_err_t *err);
+
+#endif

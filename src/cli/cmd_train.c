@@ -1,0 +1,278 @@
+/* zbpp train — train a GPT-2 model in this process (flags documented in usage() and
+ * docs/training.md). Parsing only: the loop lives in the library (zb_train_run). */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "zbpp/train.h"
+
+#define GPT2_VOCAB 50257
+#define DEMO_CORPUS "data/demo_corpus.txt"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: zbpp train [options]\n\n"
+            "Train a GPT-2 model (single process). Without --data or --text it trains on the demo\n"
+            "corpus (" DEMO_CORPUS ") with the byte-level tokenizer.\n\n"
+            "model (fresh, random init from --seed; or --init-from):\n"
+            "  --init-from FILE     llm.c model checkpoint (.bin) to start from\n"
+            "  --layers L           transformer blocks (default 2)\n"
+            "  --heads NH           attention heads (default 4)\n"
+            "  --channels C         embedding width (default 64)\n"
+            "  --vocab V            vocabulary size (default 257 for text, 50257 with --data)\n"
+            "  --max-seq N          model's maximum sequence length (default --seq)\n"
+            "data:\n"
+            "  --data GLOB          llm.c token shards (sorted glob)\n"
+            "  --text FILE          plain text, byte-level tokenized\n"
+            "  --batch B            sequences per step (default 4)\n"
+            "  --seq T              tokens per sequence (default 64)\n"
+            "  --microbatches M     gradient accumulation: B/M sequences per microbatch (default 1)\n"
+            "  --steps N            total optimizer steps (default 20)\n"
+            "  --seed S             model init and data order (default 1337)\n"
+            "  --no-shuffle         read the data in order\n"
+            "optimizer:\n"
+            "  --lr X (3e-4)  --beta1 X (0.9)  --beta2 X (0.95)  --eps X (1e-8)\n"
+            "  --weight-decay X (0.1)  --grad-clip X (1.0, 0 = off)\n"
+            "  --lr-schedule constant|cosine (cosine)  --warmup N (0)  --lr-min X (0)\n"
+            "checkpoints and output:\n"
+            "  --save FILE          training checkpoint at the end (and every --save-every N)\n"
+            "  --save-every N       also save after every N steps\n"
+            "  --resume FILE        continue a training checkpoint (its settings are the defaults)\n"
+            "  --metrics FILE       JSON lines, one per step\n"
+            "  --quiet              no progress output\n");
+}
+
+/* ---- number parsing: the whole string must be a number in range ---- */
+
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "zbpp train: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
+                s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int *out)
+{
+    long v;
+    if (parse_long(flag, s, lo, INT_MAX, &v))
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *s, float lo, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < lo) {
+        fprintf(stderr, "zbpp train: %s expects a number >= %g, got '%s'\n", flag, lo, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_seed(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0' || s[0] == '-') {
+        fprintf(stderr, "zbpp train: --seed expects a non-negative integer, got '%s'\n", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The demo corpus: ./data/, else next to the executable's build tree (build/zbpp -> ../data). */
+static const char *find_demo_corpus(char *buf, size_t cap)
+{
+    if (access(DEMO_CORPUS, R_OK) == 0)
+        return DEMO_CORPUS;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return NULL;
+    *slash = '\0';
+    static const char *const ups[] = {"/../", "/../../"};
+    for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
+        snprintf(buf, cap, "%s%s%s", exe, ups[i], DEMO_CORPUS);
+        if (access(buf, R_OK) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
+static int fail(zb_status_t st, const zb_err_t *err)
+{
+    fprintf(stderr, "zbpp train: %s\n", err->msg[0] ? err->msg : zb_strerror(st));
+    return (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
+}
+
+int zb_cmd_train(int argc, char **argv)
+{
+    zb_train_config_t c;
+    zb_train_config_defaults(&c);
+    zb_err_t err;
+    zb_err_clear(&err);
+
+    /* --resume first: the checkpoint's settings replace the defaults, explicit flags then apply
+     * (and must agree with it, which zb_train_load checks) */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--resume")) {
+            zb_status_t st = zb_train_peek(argv[i + 1], &c, &err);
+            if (st != ZB_OK)
+                return fail(st, &err);
+        }
+
+    bool model_flag = false, vocab_given = false;
+    const char *lr_sched = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--no-shuffle")) {
+            c.shuffle = false;
+            continue;
+        }
+        if (!strcmp(a, "--quiet")) {
+            c.quiet = true;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "zbpp train: unexpected argument '%s' (see zbpp train --help)\n", a);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "zbpp train: %s needs a value\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (!strcmp(a, "--init-from"))
+            c.init_from = v;
+        else if (!strcmp(a, "--layers"))
+            bad = parse_int(a, v, 1, &c.model.layers), model_flag = true;
+        else if (!strcmp(a, "--heads"))
+            bad = parse_int(a, v, 1, &c.model.heads), model_flag = true;
+        else if (!strcmp(a, "--channels"))
+            bad = parse_int(a, v, 1, &c.model.channels), model_flag = true;
+        else if (!strcmp(a, "--vocab"))
+            bad = parse_int(a, v, 1, &c.model.vocab), model_flag = vocab_given = true;
+        else if (!strcmp(a, "--max-seq"))
+            bad = parse_int(a, v, 1, &c.model.max_seq), model_flag = true;
+        else if (!strcmp(a, "--data"))
+            c.data_glob = v;
+        else if (!strcmp(a, "--text"))
+            c.text_path = v;
+        else if (!strcmp(a, "--batch"))
+            bad = parse_int(a, v, 1, &c.batch);
+        else if (!strcmp(a, "--seq"))
+            bad = parse_int(a, v, 1, &c.seq);
+        else if (!strcmp(a, "--microbatches"))
+            bad = parse_int(a, v, 1, &c.microbatches);
+        else if (!strcmp(a, "--steps"))
+            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.steps);
+        else if (!strcmp(a, "--seed"))
+            bad = parse_seed(v, &c.seed);
+        else if (!strcmp(a, "--lr"))
+            bad = parse_float(a, v, 0.0f, &c.adamw.lr);
+        else if (!strcmp(a, "--beta1"))
+            bad = parse_float(a, v, 0.0f, &c.adamw.beta1);
+        else if (!strcmp(a, "--beta2"))
+            bad = parse_float(a, v, 0.0f, &c.adamw.beta2);
+        else if (!strcmp(a, "--eps"))
+            bad = parse_float(a, v, 0.0f, &c.adamw.eps);
+        else if (!strcmp(a, "--weight-decay"))
+            bad = parse_float(a, v, 0.0f, &c.adamw.weight_decay);
+        else if (!strcmp(a, "--grad-clip"))
+            bad = parse_float(a, v, 0.0f, &c.grad_clip);
+        else if (!strcmp(a, "--lr-schedule"))
+            lr_sched = v;
+        else if (!strcmp(a, "--warmup"))
+            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.warmup);
+        else if (!strcmp(a, "--lr-min"))
+            bad = parse_float(a, v, 0.0f, &c.lr_min);
+        else if (!strcmp(a, "--save"))
+            c.save_path = v;
+        else if (!strcmp(a, "--save-every"))
+            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.save_every);
+        else if (!strcmp(a, "--resume"))
+            c.resume_path = v;
+        else if (!strcmp(a, "--metrics"))
+            c.metrics_path = v;
+        else {
+            fprintf(stderr, "zbpp train: unknown option '%s' (see zbpp train --help)\n", a);
+            return 2;
+        }
+        if (bad)
+            return 2;
+    }
+    if (lr_sched) {
+        zb_status_t st = zb_lr_kind_parse(lr_sched, &c.lr_schedule, &err);
+        if (st != ZB_OK)
+            return fail(st, &err);
+    }
+    if (model_flag && (c.init_from || c.resume_path)) {
+        fprintf(stderr, "zbpp train: --layers/--heads/--channels/--vocab/--max-seq describe a fresh "
+                        "model; the shape comes from %s\n",
+                c.init_from ? "--init-from" : "--resume");
+        return 2;
+    }
+    if (c.data_glob && c.text_path) {
+        fprintf(stderr, "zbpp train: use either --data or --text, not both\n");
+        return 2;
+    }
+    if (c.data_glob && !vocab_given && !c.resume_path)
+        c.model.vocab = GPT2_VOCAB;
+    char demo[4300];
+    if (!c.data_glob && !c.text_path) {
+        c.text_path = find_demo_corpus(demo, sizeof demo);
+        if (!c.text_path) {
+            fprintf(stderr, "zbpp train: no --data or --text given and the demo corpus "
+                            "(" DEMO_CORPUS ") was not found\n");
+            return 1;
+        }
+    }
+
+    zb_status_t st = zb_train_config_check(&c, &err);
+    if (st != ZB_OK)
+        return fail(st, &err);
+    zb_train_summary_t sum;
+    st = zb_train_run(&c, stderr, NULL, NULL, &sum, &err);
+    if (st != ZB_OK)
+        return fail(st, &err);
+    if (!c.quiet) {
+        if (sum.steps_run > 0)
+            printf("trained steps %ld..%ld: loss %.4f -> %.4f, median %.0f tokens/s%s\n",
+                   sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
+                   sum.last_loss, sum.median_tokens_per_s,
+                   sum.skipped ? " (some steps skipped: non-finite gradient norm)" : "");
+        else
+            printf("nothing to do: already at step %ld of %ld\n", sum.first_step, c.steps);
+        if (c.save_path)
+            printf("saved %s\n", c.save_path);
+    }
+    return 0;
+}

@@ -1,0 +1,169 @@
+/* AdamW over parameter-buffer ranges, gradient norm by units, clipping, LR schedule.
+ * Bit-identity across pipeline partitions rests on two rules: the update is purely elementwise
+ * (per-step scalars computed once, the same for every range), and the norm is a fixed-order sum of
+ * fixed per-unit partials. */
+#include <math.h>
+#include <string.h>
+
+#include "zbpp/optim.h"
+
+zb_adamw_hparams_t zb_adamw_defaults(void)
+{
+    return (zb_adamw_hparams_t){.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                .weight_decay = 0.1f};
+}
+
+zb_status_t zb_adamw_check(const zb_adamw_hparams_t *h, zb_err_t *err)
+{
+    if (!(h->lr >= 0.0f) || !isfinite(h->lr))
+        return zb_err_set(err, ZB_EINVAL, "learning rate must be finite and >= 0 (got %g)", h->lr);
+    if (!(h->beta1 >= 0.0f && h->beta1 < 1.0f))
+        return zb_err_set(err, ZB_EINVAL, "beta1 must be in [0, 1) (got %g)", h->beta1);
+    if (!(h->beta2 >= 0.0f && h->beta2 < 1.0f))
+        return zb_err_set(err, ZB_EINVAL, "beta2 must be in [0, 1) (got %g)", h->beta2);
+    if (!(h->eps > 0.0f) || !isfinite(h->eps))
+        return zb_err_set(err, ZB_EINVAL, "eps must be finite and > 0 (got %g)", h->eps);
+    if (!(h->weight_decay >= 0.0f) || !isfinite(h->weight_decay))
+        return zb_err_set(err, ZB_EINVAL, "weight decay must be finite and >= 0 (got %g)",
+                          h->weight_decay);
+    return ZB_OK;
+}
+
+bool zb_adamw_decays(zb_gpt2_tensor_t t)
+{
+    switch (t) {
+    case ZB_WTE:
+    case ZB_WPE:
+    case ZB_QKVW:
+    case ZB_ATTPROJW:
+    case ZB_FCW:
+    case ZB_FCPROJW:
+        return true;
+    default:
+        return false;
+    }
+}
+
+zb_status_t zb_adamw_state_alloc(zb_adamw_state_t *s, const zb_gpt2_config_t *cfg, zb_err_t *err)
+{
+    memset(s, 0, sizeof *s);
+    zb_status_t st = zb_gpt2_params_alloc(&s->m, cfg, err);
+    if (st == ZB_OK)
+        st = zb_gpt2_params_alloc(&s->v, cfg, err);
+    if (st != ZB_OK)
+        zb_adamw_state_free(s);
+    return st;
+}
+
+void zb_adamw_state_free(zb_adamw_state_t *s)
+{
+    zb_gpt2_params_free(&s->m);
+    zb_gpt2_params_free(&s->v);
+}
+
+/* The inner loop: one tensor's slice, one decay value. */
+static void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2,
+                         float bc1, float bc2, float eps, float wd, float lr, float gs)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gs;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bc1;
+        float vhat = vi / bc2;
+        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+    }
+}
+
+void zb_adamw_update_range(zb_gpt2_params_t *params, const zb_gpt2_params_t *grads,
+                           zb_adamw_state_t *state, const zb_adamw_hparams_t *h, float lr,
+                           long t, float grad_scale, size_t offset, size_t count)
+{
+    /* per-step scalars: computed identically for every range */
+    float bc1 = (float)(1.0 - pow((double)h->beta1, (double)t));
+    float bc2 = (float)(1.0 - pow((double)h->beta2, (double)t));
+    size_t end = offset + count;
+    size_t tensor_begin = 0;
+    /* walk the tensors in order, updating the part of [offset, end) inside each */
+    for (int k = 0; k < ZB_GPT2_NUM_TENSORS && offset < end; k++) {
+        size_t tensor_end = tensor_begin + params->sizes[k];
+        if (offset < tensor_end) {
+            size_t stop = end < tensor_end ? end : tensor_end;
+            float wd = zb_adamw_decays((zb_gpt2_tensor_t)k) ? h->weight_decay : 0.0f;
+            adamw_kernel(params->data + offset, grads->data + offset, state->m.data + offset,
+                         state->v.data + offset, stop - offset, h->beta1, h->beta2, bc1, bc2,
+                         h->eps, wd, lr, grad_scale);
+            offset = stop;
+        }
+        tensor_begin = tensor_end;
+    }
+}
+
+void zb_adamw_update_units(zb_gpt2_params_t *params, const zb_gpt2_params_t *grads,
+                           zb_adamw_state_t *state, const zb_adamw_hparams_t *h, float lr, long t,
+                           float grad_scale, const int *units, int n_units)
+{
+    size_t off[16], cnt[16];
+    for (int u = 0; u < n_units; u++) {
+        int n = zb_gpt2_unit_ranges(&params->cfg, units[u], off, cnt);
+        for (int r = 0; r < n; r++)
+            zb_adamw_update_range(params, grads, state, h, lr, t, grad_scale, off[r], cnt[r]);
+    }
+}
+
+double zb_grad_unit_sumsq(const zb_gpt2_params_t *grads, int unit)
+{
+    size_t off[16], cnt[16];
+    int n = zb_gpt2_unit_ranges(&grads->cfg, unit, off, cnt);
+    double sum = 0.0;
+    for (int r = 0; r < n; r++) {
+        const float *g = grads->data + off[r];
+        for (size_t i = 0; i < cnt[r]; i++)
+            sum += (double)g[i] * (double)g[i];
+    }
+    return sum;
+}
+
+double zb_grad_norm_total(const double *unit_sumsq, int n)
+{
+    double sum = 0.0;
+    for (int u = 0; u < n; u++)
+        sum += unit_sumsq[u];
+    return sqrt(sum);
+}
+
+float zb_grad_clip_scale(double norm, float clip)
+{
+    if (clip > 0.0f && norm > (double)clip)
+        return (float)((double)clip / norm);
+    return 1.0f;
+}
+
+zb_status_t zb_lr_kind_parse(const char *s, zb_lr_kind_t *out, zb_err_t *err)
+{
+    if (!strcmp(s, "constant"))
+        *out = ZB_LR_CONSTANT;
+    else if (!strcmp(s, "cosine"))
+        *out = ZB_LR_COSINE;
+    else
+        return zb_err_set(err, ZB_EINVAL, "unknown LR schedule '%s' (constant or cosine)", s);
+    return ZB_OK;
+}
+
+const char *zb_lr_kind_name(zb_lr_kind_t k) { return k == ZB_LR_COSINE ? "cosine" : "constant"; }
+
+float zb_lr_at(const zb_lr_schedule_t *s, long step)
+{
+    if (step < s->warmup)
+        return s->lr * (float)(step + 1) / (float)s->warmup;
+    if (s->kind == ZB_LR_CONSTANT)
+        return s->lr;
+    long span = s->total - s->warmup;
+    if (span <= 0 || step >= s->total)
+        return s->lr_min;
+    double ratio = (double)(step - s->warmup) / (double)span;
+    double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * ratio));
+    return (float)((double)s->lr_min + coeff * ((double)s->lr - (double)s->lr_min));
+}

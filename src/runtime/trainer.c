@@ -1,0 +1,317 @@
+/* The single-process trainer: config defaults and checks, trainer setup, one step, the loop.
+ * The step is cut into next_batch / compute / update so the pipeline runtime swaps only compute. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zbpp/train.h"
+#include "zbpp/util.h"
+
+void zb_train_config_defaults(zb_train_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->model = (zb_gpt2_config_t){.max_seq = 0, .vocab = ZB_TOK_VOCAB, .padded_vocab = 0,
+                                  .layers = 2, .heads = 4, .channels = 64};
+    c->batch = 4;
+    c->seq = 64;
+    c->microbatches = 1;
+    c->steps = 20;
+    c->shuffle = true;
+    c->seed = 1337;
+    c->adamw = zb_adamw_defaults();
+    c->grad_clip = 1.0f;
+    c->lr_schedule = ZB_LR_COSINE;
+    c->warmup = 0;
+    c->lr_min = 0.0f;
+}
+
+zb_status_t zb_train_config_check(const zb_train_config_t *c, zb_err_t *err)
+{
+    if (c->batch < 1)
+        return zb_err_set(err, ZB_EINVAL, "--batch must be >= 1 (got %d)", c->batch);
+    if (c->seq < 1)
+        return zb_err_set(err, ZB_EINVAL, "--seq must be >= 1 (got %d)", c->seq);
+    if (c->microbatches < 1)
+        return zb_err_set(err, ZB_EINVAL, "--microbatches must be >= 1 (got %d)", c->microbatches);
+    if (c->batch % c->microbatches != 0)
+        return zb_err_set(err, ZB_EINVAL, "--batch %d is not divisible by --microbatches %d",
+                          c->batch, c->microbatches);
+    if (c->steps < 0)
+        return zb_err_set(err, ZB_EINVAL, "--steps must be >= 0 (got %ld)", c->steps);
+    if ((size_t)c->batch * (size_t)c->seq > (size_t)1 << 30)
+        return zb_err_set(err, ZB_EINVAL, "--batch * --seq is too large (%d * %d)", c->batch,
+                          c->seq);
+    zb_status_t st = zb_adamw_check(&c->adamw, err);
+    if (st != ZB_OK)
+        return st;
+    if (!(c->grad_clip >= 0.0f) || !isfinite(c->grad_clip))
+        return zb_err_set(err, ZB_EINVAL, "--grad-clip must be finite and >= 0 (got %g)",
+                          c->grad_clip);
+    if (c->warmup < 0)
+        return zb_err_set(err, ZB_EINVAL, "--warmup must be >= 0 (got %ld)", c->warmup);
+    if (!(c->lr_min >= 0.0f) || !isfinite(c->lr_min) || c->lr_min > c->adamw.lr)
+        return zb_err_set(err, ZB_EINVAL, "--lr-min must be in [0, --lr] (got %g, lr %g)",
+                          c->lr_min, c->adamw.lr);
+    if (c->lr_schedule != ZB_LR_CONSTANT && c->lr_schedule != ZB_LR_COSINE)
+        return zb_err_set(err, ZB_EINVAL, "unknown LR schedule %d", (int)c->lr_schedule);
+    if (c->save_every < 0)
+        return zb_err_set(err, ZB_EINVAL, "--save-every must be >= 0 (got %ld)", c->save_every);
+    if (c->save_every > 0 && !c->save_path)
+        return zb_err_set(err, ZB_EINVAL, "--save-every needs --save FILE");
+    if (c->init_from && c->resume_path)
+        return zb_err_set(err, ZB_EINVAL, "use either --init-from or --resume, not both");
+    if (!c->data_glob && !c->text_path)
+        return zb_err_set(err, ZB_EINVAL, "no training data: give --data GLOB or --text FILE");
+    return ZB_OK;
+}
+
+/* ---- setup ---- */
+
+static zb_status_t setup_model(zb_trainer_t *t, zb_err_t *err)
+{
+    const zb_train_config_t *c = &t->cfg;
+    if (c->resume_path) {
+        /* shape from the checkpoint; values are restored by zb_train_load afterwards */
+        zb_train_config_t stored = *c;
+        zb_status_t st = zb_train_peek(c->resume_path, &stored, err);
+        if (st != ZB_OK)
+            return st;
+        return zb_gpt2_params_alloc(&t->params, &stored.model, err);
+    }
+    if (c->init_from)
+        return zb_gpt2_load_llmc(c->init_from, &t->params, err);
+    zb_gpt2_config_t m = c->model;
+    if (m.max_seq == 0)
+        m.max_seq = c->seq;
+    if (m.padded_vocab == 0)
+        m.padded_vocab = m.vocab > 0 ? (m.vocab + 127) / 128 * 128 : 0;
+    zb_status_t st = zb_gpt2_config_check(&m, err);
+    if (st != ZB_OK)
+        return st;
+    st = zb_gpt2_params_alloc(&t->params, &m, err);
+    if (st == ZB_OK)
+        zb_gpt2_params_init_random(&t->params, c->seed);
+    return st;
+}
+
+static zb_status_t setup_data(zb_trainer_t *t, zb_err_t *err)
+{
+    const zb_train_config_t *c = &t->cfg;
+    int vocab = t->params.cfg.vocab;
+    zb_status_t st = c->data_glob ? zb_data_open_glob(c->data_glob, vocab, &t->data, err)
+                                  : zb_data_open_text(c->text_path, vocab, &t->data, err);
+    if (st != ZB_OK)
+        return st;
+    return zb_data_configure(t->data, c->batch, c->seq, c->shuffle, c->seed, err);
+}
+
+zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    t->compute = zb_trainer_compute_local;
+    zb_status_t st = zb_train_config_check(cfg, err);
+    if (st == ZB_OK)
+        st = setup_model(t, err);
+    if (st == ZB_OK && cfg->seq > t->params.cfg.max_seq)
+        st = zb_err_set(err, ZB_EINVAL, "--seq %d exceeds the model's maximum sequence length %d",
+                        cfg->seq, t->params.cfg.max_seq);
+    if (st == ZB_OK)
+        st = setup_data(t, err);
+    if (st == ZB_OK)
+        st = zb_gpt2_grads_alloc(&t->grads, &t->params.cfg, err);
+    if (st == ZB_OK)
+        st = zb_adamw_state_alloc(&t->opt, &t->params.cfg, err);
+    if (st == ZB_OK) {
+        size_t bt = (size_t)cfg->batch * (size_t)cfg->seq;
+        t->n_units = zb_gpt2_num_units(&t->params.cfg);
+        t->inputs = malloc(bt * sizeof *t->inputs);
+        t->targets = malloc(bt * sizeof *t->targets);
+        t->unit_sumsq = calloc((size_t)t->n_units, sizeof *t->unit_sumsq);
+        if (!t->inputs || !t->targets || !t->unit_sumsq)
+            st = zb_err_set(err, ZB_ENOMEM, "out of memory for the batch buffers");
+    }
+    if (st == ZB_OK) {
+        zb_gpt2_span_t whole = {0, t->params.cfg.layers, true, true};
+        st = zb_gpt2_stash_new(&t->params.cfg, &whole, cfg->batch / cfg->microbatches, cfg->seq,
+                               &t->stash, err);
+    }
+    if (st == ZB_OK && cfg->resume_path)
+        st = zb_train_load(t, cfg->resume_path, err);
+    if (st != ZB_OK)
+        zb_trainer_free(t);
+    return st;
+}
+
+void zb_trainer_free(zb_trainer_t *t)
+{
+    zb_gpt2_stash_free(t->stash);
+    zb_adamw_state_free(&t->opt);
+    zb_gpt2_grads_free(&t->grads);
+    zb_gpt2_params_free(&t->params);
+    zb_data_free(t->data);
+    free(t->inputs);
+    free(t->targets);
+    free(t->unit_sumsq);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- one step ---- */
+
+zb_status_t zb_trainer_next_batch(zb_trainer_t *t, zb_err_t *err)
+{
+    return zb_data_next(t->data, t->inputs, t->targets, err);
+}
+
+float zb_train_mean_loss(const float *mb_losses, int M)
+{
+    float sum = 0.0f;
+    for (int m = 0; m < M; m++)
+        sum += mb_losses[m];
+    return sum / (float)M;
+}
+
+zb_status_t zb_trainer_compute_local(zb_trainer_t *t, void *ctx, float *loss, zb_err_t *err)
+{
+    (void)ctx;
+    const zb_train_config_t *c = &t->cfg;
+    int M = c->microbatches;
+    size_t mb_tokens = (size_t)(c->batch / M) * (size_t)c->seq;
+    /* mean over the whole batch: every token's loss weighs 1/(B·T) */
+    float grad_scale = 1.0f / ((float)c->batch * (float)c->seq);
+    zb_gpt2_span_t whole = {0, t->params.cfg.layers, true, true};
+    float mb_loss[64];
+    float *losses = M <= 64 ? mb_loss : malloc((size_t)M * sizeof *losses);
+    if (!losses)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for %d microbatch losses", M);
+    zb_gpt2_grads_zero(&t->grads);
+    zb_status_t st = ZB_OK;
+    for (int m = 0; m < M && st == ZB_OK; m++) {
+        const int *in = t->inputs + (size_t)m * mb_tokens;
+        const int *tg = t->targets + (size_t)m * mb_tokens;
+        st = zb_gpt2_forward(&t->params, &whole, t->stash, in, NULL, tg, NULL, &losses[m], err);
+        if (st == ZB_OK)
+            st = zb_gpt2_backward_input(&t->params, &whole, t->stash, NULL, grad_scale, NULL, err);
+        if (st == ZB_OK)
+            st = zb_gpt2_backward_weight(&t->params, &whole, t->stash, &t->grads, err);
+    }
+    if (st == ZB_OK) {
+        *loss = zb_train_mean_loss(losses, M);
+        zb_gpt2_fold_tied(&t->grads);
+        for (int u = 0; u < t->n_units; u++)
+            t->unit_sumsq[u] = zb_grad_unit_sumsq(&t->grads.g, u);
+    }
+    if (losses != mb_loss)
+        free(losses);
+    return st;
+}
+
+void zb_train_update(const zb_train_config_t *cfg, zb_gpt2_params_t *params,
+                     const zb_gpt2_params_t *grads, zb_adamw_state_t *opt, long step, long adam_t,
+                     const double *unit_sumsq, int n_units, const int *units, int n_owned,
+                     zb_step_stats_t *stats)
+{
+    zb_lr_schedule_t sched = {cfg->lr_schedule, cfg->adamw.lr, cfg->lr_min, cfg->warmup,
+                              cfg->steps};
+    stats->step = step;
+    stats->lr = zb_lr_at(&sched, step);
+    stats->grad_norm = zb_grad_norm_total(unit_sumsq, n_units);
+    stats->skipped = !isfinite(stats->grad_norm);
+    stats->clip_scale = 1.0f;
+    if (stats->skipped)
+        return;
+    stats->clip_scale = zb_grad_clip_scale(stats->grad_norm, cfg->grad_clip);
+    zb_adamw_update_units(params, grads, opt, &cfg->adamw, stats->lr, adam_t, stats->clip_scale,
+                          units, n_owned);
+}
+
+zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *err)
+{
+    double t0 = zb_now();
+    zb_status_t st = zb_trainer_next_batch(t, err);
+    float loss = 0.0f;
+    if (st == ZB_OK)
+        st = t->compute(t, t->compute_ctx, &loss, err);
+    if (st != ZB_OK)
+        return st;
+    int all[64];
+    int *units = t->n_units <= 64 ? all : malloc((size_t)t->n_units * sizeof *units);
+    if (!units)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the unit list");
+    for (int u = 0; u < t->n_units; u++)
+        units[u] = u;
+    zb_train_update(&t->cfg, &t->params, &t->grads.g, &t->opt, t->step, t->step - t->skipped + 1,
+                    t->unit_sumsq, t->n_units, units, t->n_units, stats);
+    if (units != all)
+        free(units);
+    stats->loss = loss;
+    if (stats->skipped)
+        t->skipped++;
+    t->step++;
+    double secs = zb_now() - t0;
+    stats->step_ms = secs * 1e3;
+    stats->tokens_per_s = secs > 0 ? (double)t->cfg.batch * t->cfg.seq / secs : 0.0;
+    return ZB_OK;
+}
+
+/* ---- the loop ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_compute_fn compute,
+                         void *ctx, zb_train_summary_t *summary, zb_err_t *err)
+{
+    memset(summary, 0, sizeof *summary);
+    zb_trainer_t t;
+    zb_status_t st = zb_trainer_init(&t, cfg, err);
+    if (st != ZB_OK)
+        return st;
+    if (compute) {
+        t.compute = compute;
+        t.compute_ctx = ctx;
+    }
+    summary->first_step = t.step;
+    long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
+    double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
+    zb_progress_t *prog = NULL;
+    if (!tps)
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory for step timings");
+    if (st == ZB_OK)
+        st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
+                              cfg->resume_path != NULL, cfg->steps, err);
+    while (st == ZB_OK && t.step < cfg->steps) {
+        zb_step_stats_t s;
+        st = zb_trainer_step(&t, &s, err);
+        if (st != ZB_OK)
+            break;
+        if (summary->steps_run == 0)
+            summary->first_loss = s.loss;
+        summary->last_loss = s.loss;
+        tps[summary->steps_run++] = s.tokens_per_s;
+        summary->skipped += s.skipped;
+        st = zb_progress_step(prog, &s, err);
+        if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
+            t.step < cfg->steps)
+            st = zb_train_save(&t, cfg->save_path, err);
+    }
+    zb_err_t close_err;
+    zb_status_t cst = zb_progress_close(prog, &close_err);
+    if (st == ZB_OK && cst != ZB_OK) {
+        st = cst;
+        if (err)
+            *err = close_err;
+    }
+    if (st == ZB_OK && cfg->save_path)
+        st = zb_train_save(&t, cfg->save_path, err);
+    if (summary->steps_run > 0) {
+        qsort(tps, (size_t)summary->steps_run, sizeof *tps, cmp_double);
+        summary->median_tokens_per_s = tps[summary->steps_run / 2];
+    }
+    free(tps);
+    zb_trainer_free(&t);
+    return st;
+}

@@ -104,6 +104,9 @@ typedef struct zb_gpt2_stash zb_gpt2_stash_t;
 zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_gpt2_stash_t **out, zb_err_t *err);
 void zb_gpt2_stash_free(zb_gpt2_stash_t *st);
+/* Discard whatever the stash holds (e.g. after an aborted step or an evaluation-only forward);
+ * its state becomes empty. Added by helper k. */
+void zb_gpt2_stash_reset(zb_gpt2_stash_t *st);
 /* Bytes this stash logically holds now: 0 before F, F's kept activations after F, what W still
  * needs after B, 0 after W. */
 size_t zb_gpt2_stash_live_bytes(const zb_gpt2_stash_t *st);

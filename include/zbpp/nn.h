@@ -1,0 +1,98 @@
+/* zbpp — neural-network kernels for GPT-2, each split into forward, backward_input (B, gradient
+ * w.r.t. the op's input) and backward_weight (W, gradient w.r.t. its parameters).
+ *
+ * Conventions (llm.c style): outputs first, then inputs, then weights, then sizes; shapes in the
+ * comment, with N = B·T rows. Every backward ACCUMULATES (+=) into its gradient outputs; callers
+ * zero explicitly. The one documented exception is the loss (zb_crossentropy_backward), which
+ * turns probabilities into logit gradients in place because nothing flows into it.
+ * Kernels never allocate (attention takes a caller-provided scratch), never check their sizes,
+ * never spawn threads; accumulation order is fixed, so the same inputs give the same bits.
+ * Matrix products go through single-threaded CBLAS sgemm (see docs/blas.md). */
+#ifndef ZBPP_NN_H
+#define ZBPP_NN_H
+
+#include <stddef.h>
+
+/* ---- token + position embedding ---- */
+
+/* out[B,T,C] = wte[tokens[b,t], :] + wpe[t, :]. tokens must lie in [0, rows of wte). */
+void zb_encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B,
+                        int T, int C);
+/* dwte[tokens[b,t], :] += dout[b,t,:]; dwpe[t, :] += dout[b,t,:] (rows in (b,t) order).
+ * There is no backward_input: tokens are not differentiable. */
+void zb_encoder_backward_weight(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                                int B, int T, int C);
+
+/* ---- LayerNorm over the last dimension (eps 1e-5) ---- */
+
+/* out[N,C] = (inp - mean) * rstd * weight[C] + bias[C]; writes mean[N], rstd[N] for backward. */
+void zb_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                          const float *weight, const float *bias, int N, int C);
+/* dinp[N,C] += d/dinp of the normalisation, given dout[N,C] and the forward's mean/rstd. */
+void zb_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                 const float *mean, const float *rstd, const float *weight, int N,
+                                 int C);
+/* dweight[C] += sum_n dout·xhat; dbias[C] += sum_n dout, xhat recomputed from inp/mean/rstd. */
+void zb_layernorm_backward_weight(float *dweight, float *dbias, const float *dout,
+                                  const float *inp, const float *mean, const float *rstd, int N,
+                                  int C);
+
+/* ---- linear layer: out = inp · weight^T + bias ---- */
+
+/* out[N,OC] = inp[N,C] · weight[OC,C]^T + bias[OC]; bias may be NULL. */
+void zb_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                       int N, int C, int OC);
+/* dinp[N,C] += dout[N,OC] · weight[OC,C]. */
+void zb_matmul_backward_input(float *dinp, const float *dout, const float *weight, int N, int C,
+                              int OC);
+/* dweight[OC,C] += dout^T · inp; dbias[OC] += column sums of dout (rows in order); dbias may be
+ * NULL. W needs exactly the forward's input and the output gradient. */
+void zb_matmul_backward_weight(float *dweight, float *dbias, const float *dout, const float *inp,
+                               int N, int C, int OC);
+
+/* ---- GELU, tanh approximation (GPT-2) ---- */
+
+/* out[n] = 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x^3))). */
+void zb_gelu_forward(float *out, const float *inp, size_t n);
+/* dinp[n] += gelu'(inp) · dout. No weights, so no backward_weight. */
+void zb_gelu_backward_input(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- residual add ---- */
+
+/* out[n] = a + b. */
+void zb_residual_forward(float *out, const float *a, const float *b, size_t n);
+/* da[n] += dout; db[n] += dout (the gradient of a sum flows to both inputs). */
+void zb_residual_backward_input(float *da, float *db, const float *dout, size_t n);
+
+/* ---- causal multi-head self-attention (no parameters: the projections are matmuls) ---- */
+
+/* Floats of scratch zb_attention_backward_input needs: T·T. */
+size_t zb_attention_scratch_floats(int T);
+/* qkv[B,T,3C] holds q | k | v, each [NH heads × hs = C/NH]. Writes att[B,NH,T,T] (softmax
+ * probabilities, the causal upper triangle zero) and out[B,T,C] (heads concatenated). */
+void zb_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+/* dqkv[B,T,3C] += gradient w.r.t. qkv given dout[B,T,C] and the forward's att. scratch holds
+ * zb_attention_scratch_floats(T) floats, contents irrelevant. */
+void zb_attention_backward_input(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                 const float *att, int B, int T, int C, int NH);
+
+/* ---- softmax cross-entropy over a padded vocabulary ---- */
+
+/* In place on probs[N,Vp]: holds logits on entry, softmax probabilities over the first V columns
+ * on return (columns V..Vp-1 set to 0, never read). losses[N] = -log p[target]. targets must lie
+ * in [0, V). */
+void zb_crossentropy_forward(float *losses, float *probs, const int *targets, int N, int V,
+                             int Vp);
+/* In place on probs[N,Vp]: turns probabilities into dlogits = (p - onehot(target)) · dloss,
+ * padded columns 0. The loss is the end of the graph, so there is nothing to accumulate onto
+ * and no second buffer of N·Vp floats is kept (the exception to the += rule). */
+void zb_crossentropy_backward(float *probs, const int *targets, float dloss, int N, int V,
+                              int Vp);
+
+/* ---- BLAS ---- */
+
+/* Make the BLAS library single-threaded (idempotent, thread-safe; the kernels call it before
+ * their first sgemm). Returns a short name of the BLAS in use, e.g. "OpenBLAS Cooperlake". */
+const char *zb_blas_init(void);
+
+#endif

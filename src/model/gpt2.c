@@ -1,0 +1,201 @@
+/* GPT-2 configuration, parameter buffers (one allocation, llm.c tensor order), gradients with the
+ * separate tied-head accumulator, deterministic initialisation and the norm units. */
+#include "zbpp/gpt2.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpt2_internal.h"
+
+zb_status_t zb_gpt2_config_check(const zb_gpt2_config_t *cfg, zb_err_t *err)
+{
+    if (!cfg)
+        return zb_err_set(err, ZB_EINVAL, "gpt2 config is NULL");
+    if (cfg->max_seq <= 0 || cfg->vocab <= 0 || cfg->padded_vocab <= 0 || cfg->layers <= 0 ||
+        cfg->heads <= 0 || cfg->channels <= 0)
+        return zb_err_set(err, ZB_EINVAL,
+                          "gpt2 config: sizes must be positive (maxT=%d V=%d Vp=%d L=%d NH=%d C=%d)",
+                          cfg->max_seq, cfg->vocab, cfg->padded_vocab, cfg->layers, cfg->heads,
+                          cfg->channels);
+    if (cfg->channels > ZB_GPT2_MAX_CHANNELS || cfg->layers > ZB_GPT2_MAX_LAYERS ||
+        cfg->padded_vocab > ZB_GPT2_MAX_VOCAB || cfg->max_seq > ZB_GPT2_MAX_SEQ)
+        return zb_err_set(err, ZB_EINVAL,
+                          "gpt2 config too large (limits: C<=%d L<=%d Vp<=%d maxT<=%d)",
+                          ZB_GPT2_MAX_CHANNELS, ZB_GPT2_MAX_LAYERS, ZB_GPT2_MAX_VOCAB,
+                          ZB_GPT2_MAX_SEQ);
+    if (cfg->channels % cfg->heads != 0)
+        return zb_err_set(err, ZB_EINVAL, "gpt2 config: heads (%d) must divide channels (%d)",
+                          cfg->heads, cfg->channels);
+    if (cfg->padded_vocab < cfg->vocab)
+        return zb_err_set(err, ZB_EINVAL, "gpt2 config: padded vocab %d < vocab %d",
+                          cfg->padded_vocab, cfg->vocab);
+    return ZB_OK;
+}
+
+void zb_gpt2_tensor_sizes(const zb_gpt2_config_t *cfg, size_t s[ZB_GPT2_NUM_TENSORS])
+{
+    size_t C = (size_t)cfg->channels, L = (size_t)cfg->layers;
+    s[ZB_WTE] = (size_t)cfg->padded_vocab * C;
+    s[ZB_WPE] = (size_t)cfg->max_seq * C;
+    s[ZB_LN1W] = L * C;
+    s[ZB_LN1B] = L * C;
+    s[ZB_QKVW] = L * 3 * C * C;
+    s[ZB_QKVB] = L * 3 * C;
+    s[ZB_ATTPROJW] = L * C * C;
+    s[ZB_ATTPROJB] = L * C;
+    s[ZB_LN2W] = L * C;
+    s[ZB_LN2B] = L * C;
+    s[ZB_FCW] = L * 4 * C * C;
+    s[ZB_FCB] = L * 4 * C;
+    s[ZB_FCPROJW] = L * C * 4 * C;
+    s[ZB_FCPROJB] = L * C;
+    s[ZB_LNFW] = C;
+    s[ZB_LNFB] = C;
+}
+
+zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg, zb_err_t *err)
+{
+    memset(p, 0, sizeof *p);
+    zb_status_t st = zb_gpt2_config_check(cfg, err);
+    if (st != ZB_OK)
+        return st;
+    p->cfg = *cfg;
+    zb_gpt2_tensor_sizes(cfg, p->sizes);
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++)
+        p->count += p->sizes[i];
+    p->data = calloc(p->count, sizeof(float));
+    if (!p->data)
+        return zb_err_set(err, ZB_ENOMEM, "cannot allocate %zu parameters (%.1f MB)", p->count,
+                          p->count * 4.0 / 1e6);
+    float *ptr = p->data;
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++) {
+        p->t[i] = ptr;
+        ptr += p->sizes[i];
+    }
+    return ZB_OK;
+}
+
+void zb_gpt2_params_free(zb_gpt2_params_t *p)
+{
+    if (!p)
+        return;
+    free(p->data);
+    memset(p, 0, sizeof *p);
+}
+
+/* splitmix64: tiny, seedable, good enough for initialisation. */
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) /* (0, 1] */
+{
+    return ((splitmix64(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+}
+
+static void fill_normal(float *x, size_t n, double std, uint64_t *s)
+{
+    for (size_t i = 0; i < n; i += 2) { /* Box-Muller, two values per draw */
+        double r = sqrt(-2.0 * log(uniform01(s))), th = 6.283185307179586 * uniform01(s);
+        x[i] = (float)(std * r * cos(th));
+        if (i + 1 < n)
+            x[i + 1] = (float)(std * r * sin(th));
+    }
+}
+
+void zb_gpt2_params_init_random(zb_gpt2_params_t *p, uint64_t seed)
+{
+    const zb_gpt2_config_t *c = &p->cfg;
+    uint64_t s = seed;
+    double resid_std = 0.02 / sqrt(2.0 * c->layers);
+    memset(p->data, 0, p->count * sizeof(float));
+    fill_normal(p->t[ZB_WTE], (size_t)c->vocab * c->channels, 0.02, &s); /* padded rows stay 0 */
+    fill_normal(p->t[ZB_WPE], p->sizes[ZB_WPE], 0.02, &s);
+    fill_normal(p->t[ZB_QKVW], p->sizes[ZB_QKVW], 0.02, &s);
+    fill_normal(p->t[ZB_ATTPROJW], p->sizes[ZB_ATTPROJW], resid_std, &s);
+    fill_normal(p->t[ZB_FCW], p->sizes[ZB_FCW], 0.02, &s);
+    fill_normal(p->t[ZB_FCPROJW], p->sizes[ZB_FCPROJW], resid_std, &s);
+    static const zb_gpt2_tensor_t ones[] = {ZB_LN1W, ZB_LN2W, ZB_LNFW};
+    for (size_t k = 0; k < sizeof ones / sizeof ones[0]; k++)
+        for (size_t i = 0; i < p->sizes[ones[k]]; i++)
+            p->t[ones[k]][i] = 1.0f;
+}
+
+zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg, zb_err_t *err)
+{
+    g->wte_head = NULL;
+    zb_status_t st = zb_gpt2_params_alloc(&g->g, cfg, err);
+    if (st != ZB_OK)
+        return st;
+    g->wte_head = calloc(g->g.sizes[ZB_WTE], sizeof(float));
+    if (!g->wte_head) {
+        zb_gpt2_params_free(&g->g);
+        return zb_err_set(err, ZB_ENOMEM, "cannot allocate the tied-head gradient (%zu floats)",
+                          (size_t)cfg->padded_vocab * cfg->channels);
+    }
+    return ZB_OK;
+}
+
+void zb_gpt2_grads_free(zb_gpt2_grads_t *g)
+{
+    if (!g)
+        return;
+    free(g->wte_head);
+    g->wte_head = NULL;
+    zb_gpt2_params_free(&g->g);
+}
+
+void zb_gpt2_grads_zero(zb_gpt2_grads_t *g)
+{
+    memset(g->g.data, 0, g->g.count * sizeof(float));
+    memset(g->wte_head, 0, g->g.sizes[ZB_WTE] * sizeof(float));
+}
+
+void zb_gpt2_fold_tied(zb_gpt2_grads_t *g)
+{
+    float *e = g->g.t[ZB_WTE];
+    for (size_t i = 0; i < g->g.sizes[ZB_WTE]; i++)
+        e[i] = e[i] + g->wte_head[i]; /* (embedding part) + (head part), always this order */
+}
+
+int zb_gpt2_num_units(const zb_gpt2_config_t *cfg)
+{
+    return cfg->layers + 2;
+}
+
+int zb_gpt2_unit_ranges(const zb_gpt2_config_t *cfg, int unit, size_t offset[16], size_t count[16])
+{
+    size_t sizes[ZB_GPT2_NUM_TENSORS], start[ZB_GPT2_NUM_TENSORS], pos = 0;
+    zb_gpt2_tensor_sizes(cfg, sizes);
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++) {
+        start[i] = pos;
+        pos += sizes[i];
+    }
+    int L = cfg->layers, n = 0;
+    if (unit < 0 || unit > L + 1)
+        return 0;
+    if (unit == 0) {
+        for (int i = ZB_WTE; i <= ZB_WPE; i++, n++) {
+            offset[n] = start[i];
+            count[n] = sizes[i];
+        }
+    } else if (unit == L + 1) {
+        for (int i = ZB_LNFW; i <= ZB_LNFB; i++, n++) {
+            offset[n] = start[i];
+            count[n] = sizes[i];
+        }
+    } else {
+        size_t l = (size_t)(unit - 1);
+        for (int i = ZB_LN1W; i <= ZB_FCPROJB; i++, n++) {
+            size_t per_layer = sizes[i] / (size_t)L;
+            offset[n] = start[i] + l * per_layer;
+            count[n] = per_layer;
+        }
+    }
+    return n;
+}

@@ -1,0 +1,97 @@
+/* llm.c model checkpoint (version 3: fp32, padded vocabulary).
+ * Layout: int32 header[256] = {20240326, 3, maxT, V, L, NH, C, Vp, 0...}, then the 16 tensors as
+ * little-endian fp32 in llm.c order. The file size must be exactly 1024 + 4·count bytes. */
+#include "zbpp/gpt2.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/gpt2_internal.h"
+#include "zbpp/util.h"
+
+#define LLMC_MAGIC 20240326
+#define LLMC_VERSION 3
+#define LLMC_HEADER_INTS 256
+
+zb_status_t zb_gpt2_load_llmc(const char *path, zb_gpt2_params_t *out, zb_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return zb_err_set(err, ZB_EIO, "cannot open checkpoint %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return zb_err_set(err, ZB_EIO, "checkpoint %s: not a regular file", path);
+    }
+    int32_t h[LLMC_HEADER_INTS];
+    if (fread(h, sizeof h, 1, f) != 1) {
+        fclose(f);
+        return zb_err_set(err, ZB_EFORMAT,
+                          "checkpoint %s: truncated header (%lld bytes, need %zu)", path,
+                          (long long)sb.st_size, sizeof h);
+    }
+    if (h[0] != LLMC_MAGIC) {
+        fclose(f);
+        return zb_err_set(err, ZB_EFORMAT, "checkpoint %s: bad magic %d (expected %d)", path,
+                          h[0], LLMC_MAGIC);
+    }
+    if (h[1] != LLMC_VERSION) {
+        fclose(f);
+        return zb_err_set(err, ZB_EFORMAT,
+                          "checkpoint %s: unsupported version %d (only %d = fp32 padded vocab)",
+                          path, h[1], LLMC_VERSION);
+    }
+    zb_gpt2_config_t cfg = {.max_seq = h[2], .vocab = h[3], .layers = h[4], .heads = h[5],
+                            .channels = h[6], .padded_vocab = h[7]};
+    zb_err_t cerr;
+    if (zb_gpt2_config_check(&cfg, &cerr) != ZB_OK) {
+        fclose(f);
+        return zb_err_set(err, ZB_EFORMAT, "checkpoint %s: %s", path, cerr.msg);
+    }
+    size_t sizes[ZB_GPT2_NUM_TENSORS], count = 0;
+    zb_gpt2_tensor_sizes(&cfg, sizes);
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++)
+        count += sizes[i];
+    unsigned long long expect = sizeof h + (unsigned long long)count * sizeof(float);
+    if ((unsigned long long)sb.st_size != expect) {
+        fclose(f);
+        return zb_err_set(err, ZB_EFORMAT, "checkpoint %s: %s: %lld bytes, expected %llu", path,
+                          (unsigned long long)sb.st_size < expect ? "truncated" : "extra bytes",
+                          (long long)sb.st_size, expect);
+    }
+    zb_status_t s = zb_gpt2_params_alloc(out, &cfg, err);
+    if (s != ZB_OK) {
+        fclose(f);
+        return s;
+    }
+    if (fread(out->data, sizeof(float), out->count, f) != out->count) {
+        fclose(f);
+        zb_gpt2_params_free(out);
+        return zb_err_set(err, ZB_EIO, "checkpoint %s: read failed", path);
+    }
+    fclose(f);
+    return ZB_OK;
+}
+
+zb_status_t zb_gpt2_save_llmc(const char *path, const zb_gpt2_params_t *p, zb_err_t *err)
+{
+    zb_status_t s = zb_gpt2_config_check(&p->cfg, err);
+    if (s != ZB_OK)
+        return s;
+    int32_t h[LLMC_HEADER_INTS] = {LLMC_MAGIC,        LLMC_VERSION,    p->cfg.max_seq,
+                                   p->cfg.vocab,      p->cfg.layers,   p->cfg.heads,
+                                   p->cfg.channels,   p->cfg.padded_vocab};
+    zb_atomic_file_t af;
+    if ((s = zb_atomic_open(&af, path, err)) != ZB_OK)
+        return s;
+    if (fwrite(h, sizeof h, 1, af.f) != 1 ||
+        fwrite(p->data, sizeof(float), p->count, af.f) != p->count) {
+        int e = errno;
+        zb_atomic_abort(&af);
+        return zb_err_set(err, ZB_EIO, "cannot write checkpoint %s: %s", path, strerror(e));
+    }
+    return zb_atomic_commit(&af, err);
+}

@@ -1,0 +1,20 @@
+/* Internal: the one sgemm entry point of the kernels (row-major CBLAS), which makes sure the BLAS
+ * is single-threaded before its first use. */
+#ifndef ZBPP_NN_GEMM_H
+#define ZBPP_NN_GEMM_H
+
+#include <cblas.h>
+
+#include "zbpp/nn.h"
+
+/* C[M,N] = alpha · op(A) · op(B) + beta · C, row-major, leading dimensions given. */
+static inline void zb_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                            const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                            int ldc)
+{
+    zb_blas_init();
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* zbpp CLI — argument parsing helpers shared by every command.
+ *
+ * Every parser is strict (the whole string must be consumed, numbers finite, ranges checked) and
+ * reports one line through zb_err_t naming the flag ("--cost: 'x' is not a number"). Commands
+ * print it with zb_cli_error and exit 2 (bad usage). */
+#ifndef ZBPP_CLI_ARGS_H
+#define ZBPP_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "zbpp/error.h"
+#include "zbpp/schedule.h"
+#include "zbpp/util.h"
+
+/* Exit statuses of a command (see cli.h). */
+enum { ZB_EXIT_OK = 0, ZB_EXIT_FAIL = 1, ZB_EXIT_USAGE = 2 };
+
+/* getopt_long codes of the long-only options shared by the commands (values above any char). */
+enum {
+    ZB_OPT_COST = 1000,
+    ZB_OPT_MEM,
+    ZB_OPT_MEM_LIMIT,
+    ZB_OPT_COST_FILE,
+    ZB_OPT_FORMAT,
+    ZB_OPT_WIDTH,
+    ZB_OPT_HELP,
+};
+
+/* Print "zbpp <cmd>: <message>" and a newline on stderr. */
+void zb_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The message for an option getopt_long rejected ('?' or ':' returned, opterr = 0, optstring
+ * starting with ':'): unknown option or missing argument. Prints it; returns ZB_EXIT_USAGE. */
+int zb_cli_bad_option(const char *cmd, int c, char **argv);
+
+/* A finite number; with nonneg also >= 0. `what` names the flag in the message. */
+zb_status_t zb_cli_parse_number(const char *s, bool nonneg, const char *what, double *out,
+                                zb_err_t *err);
+/* A decimal integer in [lo, hi]. */
+zb_status_t zb_cli_parse_int(const char *s, int lo, int hi, const char *what, int *out,
+                             zb_err_t *err);
+/* A comma-separated list of min_n..max_n finite numbers (each >= 0 with nonneg), e.g. "1,1,1"
+ * or "1,1,0.7,0.05". *n receives the count. */
+zb_status_t zb_cli_parse_list(const char *s, int min_n, int max_n, bool nonneg, const char *what,
+                              double *out, int *n, zb_err_t *err);
+
+/* Output formats of the planner commands. */
+typedef enum {
+    ZB_FMT_ASCII,
+    ZB_FMT_CSV,
+    ZB_FMT_CSV_COMMS,
+    ZB_FMT_JSON,
+    ZB_FMT_TRACE,
+    ZB_FMT_SVG,
+} zb_cli_format_t;
+
+/* "ascii" -> ZB_FMT_ASCII, ...; the message lists the known names. */
+zb_status_t zb_cli_parse_format(const char *s, zb_cli_format_t *out, zb_err_t *err);
+/* "ascii|csv|csv-comms|json|trace|svg" for --help. */
+const char *zb_cli_format_names(void);
+
+/* -o FILE: an atomic file (nothing appears at `path` until commit; an existing file is untouched
+ * on failure) or stdout when path is NULL or "-". */
+typedef struct {
+    zb_atomic_file_t af;
+    FILE *f;       /* write here */
+    bool atomic;
+} zb_cli_out_t;
+
+zb_status_t zb_cli_out_open(zb_cli_out_t *o, const char *path, zb_err_t *err);
+/* Finish: rename into place (file) or flush (stdout). On failure nothing is left behind. */
+zb_status_t zb_cli_out_commit(zb_cli_out_t *o, zb_err_t *err);
+/* Drop what was written (the temp file is removed; stdout output cannot be taken back). */
+void zb_cli_out_abort(zb_cli_out_t *o);
+
+/* Cost and memory options: --cost F,B,W[,C] --mem F,B,W --mem-limit X --cost-file FILE. */
+typedef struct {
+    double t[4];          /* F, B, W, C (comm); default 1,1,1,0 */
+    double mem[3];        /* M_F, M_B, M_W; default 1,0,-1 */
+    double mem_limit;     /* INFINITY = none */
+    bool cost_given;      /* --cost seen (conflicts with --cost-file) */
+    const char *cost_file;
+    int file_stages;      /* stages in the cost file (0 = none loaded) */
+    double *file_t;       /* [file_stages][4]: F, B, W, C per stage */
+} zb_cli_costs_t;
+
+void zb_cli_costs_init(zb_cli_costs_t *c);
+void zb_cli_costs_free(zb_cli_costs_t *c);
+/* Handle one of ZB_OPT_COST, ZB_OPT_MEM, ZB_OPT_MEM_LIMIT, ZB_OPT_COST_FILE with its argument.
+ * --cost-file is read and checked here: rows "stage,F,B,W,C" ('#' comments, blank lines and an
+ * optional header "stage,F,B,W,C" allowed), every stage 0..S-1 exactly once. */
+zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_err_t *err);
+/* Build the cost model for `stages` stages (uniform values, or the cost file's rows, which must
+ * then cover exactly `stages` stages), memory deltas and limit included. Free with
+ * zb_costs_free. */
+zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, zb_costs_t *out,
+                               zb_err_t *err);
+/* The --help text for the four cost options (shared wording). */
+void zb_cli_costs_help(FILE *out, bool with_times);
+
+#endif

@@ -1,0 +1,164 @@
+/* zbpp schedule — generate a schedule of a family, validate it, and show or export it. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/planner_out.h"
+
+static const char *const CMD = "schedule";
+
+static void help(FILE *out)
+{
+    fputs("usage: zbpp schedule -s NAME -p RANKS -m MICROBATCHES [-v CHUNKS]\n"
+          "                     [--cost F,B,W[,C] | --cost-file FILE] [--mem F,B,W]\n"
+          "                     [--mem-limit X] [--format FMT] [--width N] [-o FILE]\n\n"
+          "Generate a pipeline schedule, check it (completeness, dependencies, memory limit,\n"
+          "deadlock), simulate it and print it.\n\n"
+          "  -s, --schedule NAME  schedule family (see below)\n"
+          "  -p, --ranks P        pipeline ranks (1..4096)\n"
+          "  -m, --microbatches M microbatches per step (1..1000000)\n"
+          "  -v, --chunks V       model chunks per rank, S = V*P stages (default: the family's)\n",
+          out);
+    zb_cli_costs_help(out, true);
+    fprintf(out,
+            "  --format FMT        output: %s (default ascii)\n"
+            "                      ascii: grid + summary; csv: PyTorch pipelining CSV (compute\n"
+            "                      only); csv-comms: with SEND/RECV; json: summary; trace:\n"
+            "                      Chrome/Perfetto trace (1 time unit = 1 ms); svg: Gantt chart\n"
+            "  --width N           widest ascii grid in characters (default 200)\n"
+            "  -o, --output FILE   write there (atomically) instead of standard output\n"
+            "  -h, --help          this help\n\nschedule families:\n",
+            zb_cli_format_names());
+    size_t n;
+    const zb_generator_info_t *g = zb_generators(&n);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "  %-18s %s\n", g[i].name, g[i].summary);
+}
+
+/* The family's default chunking: generate once without a cost model (cheap for the handcrafted
+ * families) and read it off. Families that need costs fail here; then v = 1 is assumed and the
+ * family's own message asks for -v if that is wrong. */
+static int default_chunks(const char *name, int ranks, int mbs)
+{
+    zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .time_limit = 1e-3};
+    zb_schedule_t *s = NULL;
+    int v = 1;
+    if (zb_generate(name, &p, &s, NULL) == ZB_OK)
+        v = s->chunks;
+    zb_schedule_free(s);
+    return v;
+}
+
+int zb_cmd_schedule(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"schedule", required_argument, NULL, 's'},
+        {"ranks", required_argument, NULL, 'p'},
+        {"microbatches", required_argument, NULL, 'm'},
+        {"chunks", required_argument, NULL, 'v'},
+        {"output", required_argument, NULL, 'o'},
+        {"cost", required_argument, NULL, ZB_OPT_COST},
+        {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
+        {"mem", required_argument, NULL, ZB_OPT_MEM},
+        {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"format", required_argument, NULL, ZB_OPT_FORMAT},
+        {"width", required_argument, NULL, ZB_OPT_WIDTH},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *name = NULL, *path = NULL;
+    int ranks = 0, mbs = 0, chunks = 0, width = 0;
+    zb_cli_format_t fmt = ZB_FMT_ASCII;
+    zb_cli_costs_t copt;
+    zb_cli_costs_init(&copt);
+    zb_err_t err = {0};
+    int rc = ZB_EXIT_USAGE, c;
+    zb_status_t st = ZB_OK;
+
+    optind = 0; /* glibc: full re-initialisation */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":s:p:m:v:o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's': name = optarg; break;
+        case 'p': st = zb_cli_parse_int(optarg, 1, 4096, "-p (ranks)", &ranks, &err); break;
+        case 'm':
+            st = zb_cli_parse_int(optarg, 1, 1000000, "-m (microbatches)", &mbs, &err);
+            break;
+        case 'v': st = zb_cli_parse_int(optarg, 1, 64, "-v (chunks)", &chunks, &err); break;
+        case 'o': path = optarg; break;
+        case ZB_OPT_FORMAT: st = zb_cli_parse_format(optarg, &fmt, &err); break;
+        case ZB_OPT_WIDTH: st = zb_cli_parse_int(optarg, 8, 100000, "--width", &width, &err); break;
+        case ZB_OPT_COST:
+        case ZB_OPT_COST_FILE:
+        case ZB_OPT_MEM:
+        case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case 'h':
+            help(stdout);
+            rc = ZB_EXIT_OK;
+            goto out;
+        default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
+        }
+        if (st != ZB_OK) {
+            zb_cli_error(CMD, "%s", err.msg);
+            /* An unreadable cost file is a runtime failure, a bad value bad usage. */
+            rc = st == ZB_EIO ? ZB_EXIT_FAIL : ZB_EXIT_USAGE;
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        zb_cli_error(CMD, "unexpected argument '%s' (see zbpp schedule --help)", argv[optind]);
+        goto out;
+    }
+    if (!name || !ranks || !mbs) {
+        zb_cli_error(CMD, "missing %s (see zbpp schedule --help)",
+                     !name ? "-s NAME" : !ranks ? "-p RANKS" : "-m MICROBATCHES");
+        goto out;
+    }
+    if (!zb_generator_find(name)) {
+        zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs};
+        zb_schedule_t *none = NULL;
+        zb_generate(name, &p, &none, &err); /* its message lists the known families */
+        zb_schedule_free(none);
+        zb_cli_error(CMD, "%s", err.msg);
+        goto out;
+    }
+
+    /* Chunks: -v, else the cost file's stage count, else the family's default. */
+    if (!chunks && copt.file_stages) {
+        if (copt.file_stages % ranks) {
+            zb_cli_error(CMD, "--cost-file has %d stages, not a multiple of P = %d",
+                         copt.file_stages, ranks);
+            goto out;
+        }
+        chunks = copt.file_stages / ranks;
+    }
+    if (!chunks)
+        chunks = default_chunks(name, ranks, mbs);
+
+    zb_costs_t costs;
+    if ((st = zb_cli_costs_build(&copt, chunks * ranks, &costs, &err)) != ZB_OK) {
+        zb_cli_error(CMD, "%s", err.msg);
+        goto out;
+    }
+    zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .chunks = chunks, .costs = &costs};
+    zb_schedule_t *s = NULL;
+    st = zb_generate(name, &p, &s, &err);
+    if (st != ZB_OK) {
+        zb_cli_error(CMD, "%s", err.msg);
+        rc = st == ZB_EINVAL || st == ZB_EUNSUPPORTED ? ZB_EXIT_USAGE : ZB_EXIT_FAIL;
+    } else if ((st = zb_validate(s, &costs, &err)) != ZB_OK) {
+        /* A generated schedule that fails: most often the memory limit. */
+        zb_cli_error(CMD, "%s", err.msg);
+        rc = ZB_EXIT_FAIL;
+    } else {
+        rc = zb_cli_emit(CMD, s, &costs, fmt, path, width);
+    }
+    zb_schedule_free(s);
+    zb_costs_free(&costs);
+out:
+    zb_cli_costs_free(&copt);
+    return rc;
+}

@@ -1,0 +1,102 @@
+/* zbpp validate — check a PyTorch pipelining CSV schedule: every action present once, on the
+ * right rank, dependencies satisfiable, memory within the limit, no deadlock once lowered. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/planner_out.h"
+
+static const char *const CMD = "validate";
+
+static void help(FILE *out)
+{
+    fputs("usage: zbpp validate FILE.csv [--mem F,B,W] [--mem-limit X]\n\n"
+          "Check a schedule written as a PyTorch pipelining CSV: each (stage, microbatch) has one\n"
+          "F and one backward (B and W, or a fused BW), every action sits on the rank holding its\n"
+          "stage, W follows its B, the dependencies can be met, the per-rank memory stays within\n"
+          "--mem-limit, and the program with SEND/RECV inserted cannot deadlock.\n"
+          "Prints 'valid: ...' and exits 0, or prints the problem and exits 1.\n\n",
+          out);
+    zb_cli_costs_help(out, false);
+    fputs("  -h, --help          this help\n", out);
+}
+
+int zb_cmd_validate(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"mem", required_argument, NULL, ZB_OPT_MEM},
+        {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c, rc = ZB_EXIT_USAGE;
+    zb_cli_costs_t copt;
+    zb_cli_costs_init(&copt);
+    zb_err_t err = {0};
+    zb_status_t st = ZB_OK;
+
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case ZB_OPT_MEM:
+        case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case 'h':
+            help(stdout);
+            rc = ZB_EXIT_OK;
+            goto out;
+        default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
+        }
+        if (st != ZB_OK) {
+            zb_cli_error(CMD, "%s", err.msg);
+            goto out;
+        }
+    }
+    if (argc - optind != 1) {
+        if (argc == optind)
+            zb_cli_error(CMD, "missing FILE.csv (see zbpp validate --help)");
+        else
+            zb_cli_error(CMD, "expected one FILE.csv, got %d arguments", argc - optind);
+        goto out;
+    }
+    const char *file = argv[optind];
+    zb_schedule_t *s = NULL;
+    if ((rc = zb_cli_load_csv(CMD, file, &s)) != ZB_EXIT_OK)
+        goto out;
+    zb_costs_t costs;
+    if ((st = zb_cli_costs_build(&copt, s->stages, &costs, &err)) != ZB_OK) {
+        zb_cli_error(CMD, "%s", err.msg);
+        rc = ZB_EXIT_USAGE;
+    } else {
+        zb_sim_t sim;
+        if ((st = zb_validate(s, &costs, &err)) != ZB_OK ||
+            (st = zb_simulate(s, &costs, &sim, &err)) != ZB_OK) {
+            zb_cli_error(CMD, "%s: %s", file, err.msg);
+            rc = ZB_EXIT_FAIL;
+        } else {
+            double peak = 0;
+            long n = 0;
+            for (int r = 0; r < s->ranks; r++) {
+                peak = r == 0 || sim.peak_mem[r] > peak ? sim.peak_mem[r] : peak;
+                n += s->rank[r].len;
+            }
+            printf("valid: %s: P=%d v=%d S=%d M=%d, %s placement, %ld actions, %s backward, %s, "
+                   "peak memory %.6g",
+                   file, s->ranks, s->chunks, s->stages, s->microbatches,
+                   zb_placement_name(s->placement), n, zb_schedule_is_split(s) ? "split" : "fused",
+                   zb_schedule_has_comms(s) ? "with comms" : "compute only", peak);
+            if (isfinite(costs.mem_limit))
+                printf(" (limit %.6g)", costs.mem_limit);
+            printf("\n");
+            zb_sim_free(&sim);
+            rc = ZB_EXIT_OK;
+        }
+        zb_costs_free(&costs);
+    }
+    zb_schedule_free(s);
+out:
+    zb_cli_costs_free(&copt);
+    return rc;
+}

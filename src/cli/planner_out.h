@@ -1,0 +1,23 @@
+/* zbpp CLI — what `schedule` and `simulate` share: simulate a schedule and write it in the
+ * chosen format, atomically when -o names a file. */
+#ifndef ZBPP_CLI_PLANNER_OUT_H
+#define ZBPP_CLI_PLANNER_OUT_H
+
+#include "cli/args.h"
+#include "zbpp/schedule.h"
+
+/* Simulate `s` with `costs` and write it as `fmt` to `path` (NULL = stdout). The ascii format
+ * adds a summary line (makespan, bubble rate, peak memory). Errors are printed as
+ * "zbpp <cmd>: ..."; returns the exit status. A failed run leaves no file at `path` (an existing
+ * one is untouched). */
+int zb_cli_emit(const char *cmd, const zb_schedule_t *s, const zb_costs_t *costs,
+                zb_cli_format_t fmt, const char *path, int width);
+
+/* One line: "makespan X, bubble rate Y%, peak memory Z (rank r)". */
+void zb_cli_summary_line(FILE *out, const zb_sim_t *sim);
+
+/* Read and parse a PyTorch pipelining CSV file into *out. Prints the error and returns the exit
+ * status (ZB_EXIT_FAIL) on failure, ZB_EXIT_OK on success. */
+int zb_cli_load_csv(const char *cmd, const char *path, zb_schedule_t **out);
+
+#endif

@@ -1,0 +1,601 @@
+/* Greedy list scheduler in the spirit of the zero-bubble paper's heuristic.
+ *
+ * Every rank keeps a simulated clock. The rank with the smallest clock acts next: it runs a ready
+ * B (critical path), else a ready F that memory allows, else a pending W (gap filling); if none is
+ * possible it waits until the next event.
+ *
+ * Memory deadlocks (a rank full of F's of microbatches that can never reach their B) are ruled
+ * out with a banker's check. On each rank the microbatches that entered it and have not done
+ * their last B there ("active") form a FIFO. A state is safe if, freeing every pending W of
+ * finished microbatches, the oldest active one can still grow to its full footprint on the rank,
+ * then (once it finishes and its W's free what it holds) the next one can, and so on. The
+ * globally oldest unfinished microbatch is first in every rank's FIFO, so in a safe state it can
+ * always advance; an F (or a B that allocates) is allowed only if the state after it is safe. */
+#include "schedule/auto_greedy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EPS 1e-9
+
+zb_greedy_opts_t zb_greedy_defaults(void)
+{
+    zb_greedy_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.w_mode = ZB_WMODE_FILL;
+    o.w_tight = 1.0;
+    o.lookahead = true;
+    o.f_deep_first = true;
+    o.mem_cap = INFINITY;
+    return o;
+}
+
+zb_status_t zb_unit_costs(zb_costs_t *c, int stages, zb_err_t *err)
+{
+    return zb_costs_init_uniform(c, stages, 1, 1, 1, 0, 1, 0, -1, err);
+}
+
+/* Stages held by a rank, ascending (a microbatch meets them in this order going forward). */
+static void rank_stages(int P, int v, zb_placement_t pl, int r, int *out)
+{
+    if (pl == ZB_PLACE_V) {
+        out[0] = r;
+        out[1] = 2 * P - 1 - r;
+    } else {
+        for (int k = 0; k < v; k++)
+            out[k] = r + k * P;
+    }
+}
+
+/* Peak of one microbatch alone on rank r: F's ascending, then B's descending, each followed by
+ * its W when with_w. */
+static double single_mb_peak(int P, int v, zb_placement_t pl, const zb_costs_t *c, int r,
+                             bool with_w)
+{
+    int st[64];
+    rank_stages(P, v, pl, r, st);
+    double cur = 0, peak = 0;
+    for (int k = 0; k < v; k++) {
+        cur += c->m_f[st[k]];
+        peak = fmax(peak, cur);
+    }
+    for (int k = v - 1; k >= 0; k--) {
+        cur += c->m_b[st[k]];
+        peak = fmax(peak, cur);
+        if (with_w) {
+            cur += c->m_w[st[k]];
+            peak = fmax(peak, cur);
+        }
+    }
+    return peak;
+}
+
+double zb_min_memory_needed(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs)
+{
+    double y = 0;
+    for (int r = 0; r < ranks; r++)
+        y = fmax(y, single_mb_peak(ranks, chunks, pl, costs, r, true));
+    return y;
+}
+
+double zb_schedule_peak_memory(const zb_schedule_t *s, const zb_costs_t *c, double *peaks)
+{
+    double best = -INFINITY;
+    for (int r = 0; r < s->ranks; r++) {
+        double cur = 0, peak = 0;
+        const zb_rank_program_t *p = &s->rank[r];
+        for (int i = 0; i < p->len; i++) {
+            const zb_action_t *a = &p->actions[i];
+            if (a->stage < 0 || a->stage >= c->stages)
+                continue;
+            switch (a->type) {
+            case ZB_ACT_F: cur += c->m_f[a->stage]; break;
+            case ZB_ACT_B: cur += c->m_b[a->stage]; break;
+            case ZB_ACT_W: cur += c->m_w[a->stage]; break;
+            case ZB_ACT_BW: cur += c->m_b[a->stage] + c->m_w[a->stage]; break;
+            default: break;
+            }
+            if (cur > peak)
+                peak = cur;
+        }
+        if (peaks)
+            peaks[r] = peak;
+        if (peak > best)
+            best = peak;
+    }
+    return best;
+}
+
+zb_status_t zb_min_memory_schedule(const char *name, int P, int v, zb_placement_t pl, int M,
+                                   zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    zb_schedule_t *s = zb_schedule_new(name, P, v, pl, M);
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "%s: bad sizes P=%d v=%d M=%d", name, P, v, M);
+    int S = v * P;
+    for (int m = 0; m < M; m++) {
+        for (int st = 0; st < S; st++)
+            if (zb_schedule_push(s, zb_stage_rank(s, st), (zb_action_t){ZB_ACT_F, st, m}))
+                goto oom;
+        for (int st = S - 1; st >= 0; st--) {
+            int r = zb_stage_rank(s, st);
+            if (zb_schedule_push(s, r, (zb_action_t){ZB_ACT_B, st, m}) ||
+                zb_schedule_push(s, r, (zb_action_t){ZB_ACT_W, st, m}))
+                goto oom;
+        }
+    }
+    *out = s;
+    return ZB_OK;
+oom:
+    zb_schedule_free(s);
+    return zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
+}
+
+/* ---- the greedy ---- */
+
+typedef struct {
+    int P, v, S, M;
+    zb_placement_t pl;
+    const zb_costs_t *c;
+    const zb_greedy_opts_t *o;
+    int *stage_rank;    /* [S] */
+    int *stages;        /* [P*v] stages of rank r at r*v + k, ascending */
+    double *end_f;      /* [S*M], NAN until done */
+    double *end_b;      /* [S*M] */
+    int *next_f;        /* [S] next microbatch to run F at stage s (microbatch order) */
+    int *next_b;        /* [S] */
+    double *clock;      /* [P] */
+    double *mem;        /* [P] running memory */
+    double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
+    double *contrib;    /* [P*M] memory a microbatch holds on a rank (all deltas applied) */
+    double *fbsum;      /* [P*M] sum of its F and B deltas applied on the rank */
+    double *pendw;      /* [P*M] memory its pending W's will free on the rank */
+    bool *active;       /* [P*M] entered the rank, last B there not done */
+    int *fifo;          /* [P*M] active microbatches per rank, oldest first */
+    int *fifo_head, *fifo_tail;
+    double *wfree;      /* [P] memory pending W's of inactive microbatches will free */
+    int *wq;            /* [P*(v*M)] pending W's per rank, FIFO of (stage*M + mb) */
+    int *wq_head, *wq_tail;
+    int *fb_pos;        /* [P] position in opts->fb_order (fixed-order mode) */
+    int *left;          /* [P] compute actions still to place */
+    int *fb_left;       /* [P] F and B actions still to place */
+    zb_schedule_t *s;
+} greedy_t;
+
+static double dur(const greedy_t *g, int type, int st)
+{
+    switch (type) {
+    case ZB_ACT_F: return g->c->t_f[st];
+    case ZB_ACT_B: return g->c->t_b[st];
+    case ZB_ACT_W: return g->c->t_w[st];
+    default: return g->c->t_b[st] + g->c->t_w[st];
+    }
+}
+
+static double mdelta(const greedy_t *g, int type, int st)
+{
+    switch (type) {
+    case ZB_ACT_F: return g->c->m_f[st];
+    case ZB_ACT_B: return g->c->m_b[st];
+    case ZB_ACT_W: return g->c->m_w[st];
+    default: return g->c->m_b[st] + g->c->m_w[st];
+    }
+}
+
+/* Time at which F(st, m) can start on its rank, NAN if its predecessor is not placed yet. */
+static double ready_f(const greedy_t *g, int st, int m)
+{
+    if (st == 0)
+        return 0;
+    double e = g->end_f[(st - 1) * g->M + m];
+    if (isnan(e))
+        return NAN;
+    return g->stage_rank[st - 1] == g->stage_rank[st] ? e : e + g->c->comm[st - 1];
+}
+
+static double ready_b(const greedy_t *g, int st, int m)
+{
+    double e = g->end_f[st * g->M + m];
+    if (isnan(e))
+        return NAN;
+    if (st == g->S - 1)
+        return e;
+    double eb = g->end_b[(st + 1) * g->M + m];
+    if (isnan(eb))
+        return NAN;
+    if (g->stage_rank[st + 1] != g->stage_rank[st])
+        eb += g->c->comm[st + 1];
+    return fmax(e, eb);
+}
+
+/* A lower bound on when F/B (type, st, m) can be ready, for the lookahead: the unplaced
+ * predecessor cannot start before its rank's clock. */
+static double ready_lb(const greedy_t *g, int type, int st, int m)
+{
+    double t = type == ZB_ACT_F ? ready_f(g, st, m) : ready_b(g, st, m);
+    if (!isnan(t))
+        return t;
+    int ps;
+    if (type == ZB_ACT_F)
+        ps = st - 1;
+    else if (isnan(g->end_f[st * g->M + m]))
+        return g->clock[g->stage_rank[st]] + g->c->t_f[st];
+    else
+        ps = st + 1;
+    int pr = g->stage_rank[ps];
+    double lb = g->clock[pr] + dur(g, type, ps);
+    if (pr != g->stage_rank[st])
+        lb += g->c->comm[ps];
+    return lb;
+}
+
+static bool is_first_stage(const greedy_t *g, int r, int st) { return g->stages[r * g->v] == st; }
+
+/* Banker's check: is rank r safe after microbatch m applies delta d of an F/B (admitting it
+ * first if it is not active)? */
+static bool safe_after(const greedy_t *g, int r, int m, double d)
+{
+    double cap = g->o->mem_cap;
+    if (isinf(cap))
+        return true;
+    const int M = g->M;
+    double base = g->mem[r] + d - g->wfree[r];
+    bool seen = false;
+    for (int i = g->fifo_head[r]; i <= g->fifo_tail[r]; i++) {
+        int k;
+        if (i < g->fifo_tail[r])
+            k = g->fifo[r * M + i];
+        else if (!seen)
+            k = m; /* being admitted: joins the back of the FIFO */
+        else
+            break;
+        double c = g->contrib[r * M + k], rem = g->need[r] - g->fbsum[r * M + k];
+        if (k == m) {
+            seen = true;
+            c += d;
+            rem -= d;
+        }
+        if (base + rem > cap + EPS)
+            return false;
+        base -= c;
+    }
+    return true;
+}
+
+/* May rank r run F(st, m) now as far as memory and the in-flight cap go? */
+static bool f_allowed(const greedy_t *g, int r, int st, int m)
+{
+    double cap = g->o->mem_cap;
+    if (g->o->fb_order)
+        return g->mem[r] + g->c->m_f[st] <= cap + EPS;
+    if (is_first_stage(g, r, st) && g->o->max_inflight > 0) {
+        double k = fmax(1.0, floor(g->o->max_inflight - g->o->inflight_slope * r + EPS));
+        if (g->fifo_tail[r] - g->fifo_head[r] >= k)
+            return false;
+    }
+    /* fits now (else pending W's must run first) and leaves a safe state */
+    return g->mem[r] + g->c->m_f[st] <= cap + EPS && safe_after(g, r, m, g->c->m_f[st]);
+}
+
+/* Memory after admitting a microbatch / running an F, counted as the banker's worst case (for
+ * the TIGHT W mode). */
+static double committed_after(const greedy_t *g, int r, int st, int m)
+{
+    (void)st;
+    double tot = g->mem[r];
+    for (int i = g->fifo_head[r]; i < g->fifo_tail[r]; i++) {
+        int k = g->fifo[r * g->M + i];
+        tot += g->need[r] - g->fbsum[r * g->M + k];
+    }
+    if (!g->active[r * g->M + m])
+        tot += g->need[r];
+    return tot;
+}
+
+typedef struct {
+    int type, st, m;
+    double ready; /* NAN = unknown */
+} cand_t;
+
+/* The F/B candidates of rank r: in free mode the next F and next B of each of its stages, in
+ * fixed-order mode only the next F/B of the given order. Returns the count. */
+static int candidates(const greedy_t *g, int r, cand_t *out)
+{
+    int n = 0;
+    if (g->o->fb_order) {
+        const zb_rank_program_t *p = &g->o->fb_order->rank[r];
+        int i = g->fb_pos[r];
+        while (i < p->len && p->actions[i].type != ZB_ACT_F && p->actions[i].type != ZB_ACT_B &&
+               p->actions[i].type != ZB_ACT_BW)
+            i++;
+        g->fb_pos[r] = i;
+        if (i < p->len) {
+            const zb_action_t *a = &p->actions[i];
+            out[n].type = a->type == ZB_ACT_BW ? ZB_ACT_B : a->type;
+            out[n].st = a->stage;
+            out[n].m = a->mb;
+            out[n].ready = out[n].type == ZB_ACT_F ? ready_f(g, a->stage, a->mb)
+                                                   : ready_b(g, a->stage, a->mb);
+            n++;
+        }
+        return n;
+    }
+    for (int k = 0; k < g->v; k++) {
+        int st = g->stages[r * g->v + k];
+        if (g->next_b[st] < g->M && g->next_b[st] < g->next_f[st]) {
+            int m = g->next_b[st];
+            out[n++] = (cand_t){ZB_ACT_B, st, m, ready_b(g, st, m)};
+        }
+        if (g->next_f[st] < g->M) {
+            int m = g->next_f[st];
+            out[n++] = (cand_t){ZB_ACT_F, st, m, ready_f(g, st, m)};
+        }
+    }
+    return n;
+}
+
+static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
+{
+    double t = g->clock[r];
+    double e = t + dur(g, type, st);
+    double dm = mdelta(g, type, st);
+    if (type == ZB_ACT_F) {
+        g->end_f[st * g->M + m] = e;
+        g->next_f[st] = m + 1;
+        if (!g->o->fb_order && is_first_stage(g, r, st)) {
+            g->active[r * g->M + m] = true;
+            g->fifo[r * g->M + g->fifo_tail[r]++] = m;
+        }
+    } else if (type == ZB_ACT_B) {
+        g->end_b[st * g->M + m] = e;
+        g->next_b[st] = m + 1;
+        int idx = r * g->v * g->M + (g->wq_tail[r]++);
+        g->wq[idx] = st * g->M + m;
+    }
+    if (!g->o->fb_order) {
+        int i = r * g->M + m;
+        double freed = fmax(0.0, -g->c->m_w[st]);
+        g->contrib[i] += dm;
+        if (type == ZB_ACT_W) {
+            g->pendw[i] -= freed;
+            if (!g->active[i])
+                g->wfree[r] -= freed;
+        } else {
+            g->fbsum[i] += dm;
+        }
+        if (type == ZB_ACT_B) {
+            g->pendw[i] += freed;
+            if (is_first_stage(g, r, st)) {
+                /* last B of the microbatch on this rank: it leaves the FIFO (always the oldest,
+                   since B's of a stage run in microbatch order) */
+                g->active[i] = false;
+                g->fifo_head[r]++;
+                g->wfree[r] += g->pendw[i];
+            }
+        }
+    }
+    g->mem[r] += dm;
+    g->clock[r] = e;
+    g->left[r]--;
+    if (type != ZB_ACT_W)
+        g->fb_left[r]--;
+    if (g->o->fb_order && type != ZB_ACT_W)
+        g->fb_pos[r]++;
+    int act = type;
+    if (g->o->fb_order && type == ZB_ACT_B) {
+        /* keep BW entries of the given order split: B now, W placed by the greedy */
+        act = ZB_ACT_B;
+    }
+    if (zb_schedule_push(g->s, r, (zb_action_t){(uint8_t)act, st, m}))
+        return ZB_ENOMEM;
+    return ZB_OK;
+}
+
+/* Try to act on rank r at its clock. Returns 1 if an action was placed, 0 if the rank must wait
+ * (then *next_ev gets the earliest known time something of it becomes ready), <0 on error. With
+ * force_w the lookahead is ignored (used to break a global wait). */
+static int try_act(greedy_t *g, int r, bool force_w, double *next_ev)
+{
+    cand_t cand[130];
+    int n = candidates(g, r, cand);
+    double t = g->clock[r];
+    int best_b = -1, best_f = -1;
+    bool f_blocked = false;
+    for (int i = 0; i < n; i++) {
+        if (isnan(cand[i].ready) || cand[i].ready > t + EPS) {
+            if (!isnan(cand[i].ready) && cand[i].ready < *next_ev)
+                *next_ev = cand[i].ready;
+            continue;
+        }
+        if (cand[i].type == ZB_ACT_B) {
+            double db = g->c->m_b[cand[i].st];
+            bool fits = g->o->fb_order ? g->mem[r] + db <= g->o->mem_cap + EPS
+                                       : db <= 0 || (g->mem[r] + db <= g->o->mem_cap + EPS &&
+                                                   safe_after(g, r, cand[i].m, db));
+            if (!fits) {
+                f_blocked = true;
+                continue;
+            }
+            if (best_b < 0 || cand[i].m < cand[best_b].m ||
+                (cand[i].m == cand[best_b].m && cand[i].st > cand[best_b].st))
+                best_b = i;
+        } else {
+            if (!f_allowed(g, r, cand[i].st, cand[i].m)) {
+                f_blocked = true;
+                continue;
+            }
+            if (best_f < 0)
+                best_f = i;
+            else if (g->o->f_deep_first ? cand[i].st > cand[best_f].st
+                                        : cand[i].m < cand[best_f].m)
+                best_f = i;
+        }
+    }
+    bool have_w = g->wq_head[r] < g->wq_tail[r];
+    int w_item = have_w ? g->wq[r * g->v * g->M + g->wq_head[r]] : -1;
+    int w_st = have_w ? w_item / g->M : 0, w_m = have_w ? w_item % g->M : 0;
+    bool w_fits = have_w && g->mem[r] + g->c->m_w[w_st] <= g->o->mem_cap + EPS;
+
+    if (best_b >= 0 && !(g->o->f_over_b && best_f >= 0))
+        return place(g, r, ZB_ACT_B, cand[best_b].st, cand[best_b].m) ? -1 : 1;
+    if (w_fits && g->o->w_mode == ZB_WMODE_EAGER) {
+        g->wq_head[r]++;
+        return place(g, r, ZB_ACT_W, w_st, w_m) ? -1 : 1;
+    }
+    if (best_f >= 0) {
+        bool prefer_w = false;
+        if (w_fits && g->o->w_mode == ZB_WMODE_TIGHT && isfinite(g->o->mem_cap)) {
+            double after = g->o->fb_order
+                               ? g->mem[r] + g->c->m_f[cand[best_f].st]
+                               : committed_after(g, r, cand[best_f].st, cand[best_f].m);
+            prefer_w = after > g->o->w_tight * g->o->mem_cap + EPS;
+        }
+        if (!prefer_w)
+            return place(g, r, ZB_ACT_F, cand[best_f].st, cand[best_f].m) ? -1 : 1;
+    }
+    if (!w_fits)
+        return 0;
+    if (!f_blocked && g->o->w_keep > 0 && g->wq_tail[r] - g->wq_head[r] <= g->o->w_keep &&
+        g->fb_left[r] > 0)
+        return 0; /* hold these W's back for the cool-down */
+    /* Gap filling (or memory relief when an F is blocked): a W, unless the lookahead says an
+     * F/B could become ready before it ends. */
+    if (g->o->lookahead && !force_w && !f_blocked && best_f < 0) {
+        double lb = INFINITY;
+        for (int i = 0; i < n; i++)
+            lb = fmin(lb, ready_lb(g, cand[i].type, cand[i].st, cand[i].m));
+        if (t + g->c->t_w[w_st] > lb + EPS) {
+            if (lb > t + EPS && lb < *next_ev)
+                *next_ev = lb;
+            return 0;
+        }
+    }
+    g->wq_head[r]++;
+    return place(g, r, ZB_ACT_W, w_st, w_m) ? -1 : 1;
+}
+
+static void greedy_free(greedy_t *g)
+{
+    free(g->stage_rank); free(g->stages); free(g->end_f); free(g->end_b); free(g->next_f);
+    free(g->next_b); free(g->clock); free(g->mem); free(g->need);
+    free(g->contrib); free(g->fbsum); free(g->pendw); free(g->active); free(g->fifo);
+    free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
+    free(g->fb_pos); free(g->left); free(g->fb_left);
+}
+
+zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
+                            const zb_costs_t *c, const zb_greedy_opts_t *o, zb_schedule_t **out,
+                            double *makespan, zb_err_t *err)
+{
+    *out = NULL;
+    if (P < 1 || v < 1 || v > 64 || M < 1 || (pl == ZB_PLACE_V && v != 2))
+        return zb_err_set(err, ZB_EINVAL, "%s: unsupported sizes P=%d v=%d M=%d", name, P, v, M);
+    if (!c || c->stages != v * P)
+        return zb_err_set(err, ZB_EINVAL, "%s: cost model has %d stages, need v*P = %d", name,
+                          c ? c->stages : 0, v * P);
+    greedy_t g;
+    memset(&g, 0, sizeof g);
+    g.P = P; g.v = v; g.S = v * P; g.M = M; g.pl = pl; g.c = c; g.o = o;
+    size_t SM = (size_t)g.S * M;
+    g.stage_rank = malloc(sizeof(int) * g.S);
+    g.stages = malloc(sizeof(int) * g.S);
+    g.end_f = malloc(sizeof(double) * SM);
+    g.end_b = malloc(sizeof(double) * SM);
+    g.next_f = calloc(g.S, sizeof(int));
+    g.next_b = calloc(g.S, sizeof(int));
+    g.clock = calloc(P, sizeof(double));
+    g.mem = calloc(P, sizeof(double));
+    g.need = calloc(P, sizeof(double));
+    g.contrib = calloc((size_t)P * M, sizeof(double));
+    g.fbsum = calloc((size_t)P * M, sizeof(double));
+    g.pendw = calloc((size_t)P * M, sizeof(double));
+    g.active = calloc((size_t)P * M, sizeof(bool));
+    g.fifo = calloc((size_t)P * M, sizeof(int));
+    g.fifo_head = calloc(P, sizeof(int));
+    g.fifo_tail = calloc(P, sizeof(int));
+    g.wfree = calloc(P, sizeof(double));
+    g.wq = malloc(sizeof(int) * SM);
+    g.wq_head = calloc(P, sizeof(int));
+    g.wq_tail = calloc(P, sizeof(int));
+    g.fb_pos = calloc(P, sizeof(int));
+    g.left = calloc(P, sizeof(int));
+    g.fb_left = calloc(P, sizeof(int));
+    g.s = zb_schedule_new(name, P, v, pl, M);
+    zb_status_t st = ZB_OK;
+    if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
+        !g.clock || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
+        !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.s) {
+        st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
+        goto done;
+    }
+    if (o->fb_order && (o->fb_order->ranks != P || o->fb_order->microbatches != M ||
+                        o->fb_order->stages != g.S)) {
+        st = zb_err_set(err, ZB_EINVAL, "%s: fixed order has a different shape", name);
+        goto done;
+    }
+    for (size_t i = 0; i < SM; i++)
+        g.end_f[i] = g.end_b[i] = NAN;
+    for (int s = 0; s < g.S; s++)
+        g.stage_rank[s] = zb_stage_rank(g.s, s);
+    for (int r = 0; r < P; r++) {
+        rank_stages(P, v, pl, r, &g.stages[r * v]);
+        g.need[r] = single_mb_peak(P, v, pl, c, r, false);
+        g.left[r] = 3 * v * M;
+        g.fb_left[r] = 2 * v * M;
+    }
+    for (;;) {
+        double tmin = INFINITY;
+        for (int r = 0; r < P; r++)
+            if (g.left[r] > 0 && g.clock[r] < tmin)
+                tmin = g.clock[r];
+        if (isinf(tmin))
+            break; /* all placed */
+        double next = INFINITY;
+        int acted = 0;
+        for (int pass = 0; pass < 2 && !acted; pass++) {
+            for (int r = 0; r < P && !acted; r++) {
+                if (g.left[r] == 0 || g.clock[r] > tmin + EPS)
+                    continue;
+                int rc = try_act(&g, r, pass == 1, &next);
+                if (rc < 0) {
+                    st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
+                    goto done;
+                }
+                acted = rc;
+            }
+            if (acted)
+                break;
+            for (int r = 0; r < P; r++)
+                if (g.left[r] > 0 && g.clock[r] > tmin + EPS && g.clock[r] < next)
+                    next = g.clock[r];
+            if (isfinite(next))
+                break; /* wait for the next event */
+        }
+        if (acted)
+            continue;
+        if (!isfinite(next)) {
+            st = zb_err_set(err, ZB_EMEMLIMIT,
+                            "%s: memory cap %g blocks every rank (no schedule of this kind fits)",
+                            name, o->mem_cap);
+            goto done;
+        }
+        for (int r = 0; r < P; r++)
+            if (g.left[r] > 0 && g.clock[r] <= tmin + EPS)
+                g.clock[r] = next;
+    }
+    if (makespan) {
+        double mk = 0;
+        for (int r = 0; r < P; r++)
+            mk = fmax(mk, g.clock[r]);
+        *makespan = mk;
+    }
+    *out = g.s;
+    g.s = NULL;
+done:
+    zb_schedule_free(g.s);
+    greedy_free(&g);
+    return st;
+}

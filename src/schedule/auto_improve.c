@@ -1,0 +1,106 @@
+/* Local improvement: adjacent swaps within a rank, judged by zb_simulate.
+ *
+ * Two kinds of move, both found from the simulated timeline so the work stays bounded:
+ *  - a W that an F/B had to wait for (the F/B starts exactly when the W ends) goes after it;
+ *  - a W that follows an idle gap moves one slot earlier, into the gap (never before its own B).
+ * The F/B order of a rank never changes, so a move cannot create a deadlock; memory is checked
+ * on the rank after each move. A move is kept when (makespan, max span) drops. */
+#include "schedule/auto_greedy.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct {
+    double mk, span;
+} score_t;
+
+static bool better(score_t a, score_t b)
+{
+    double tol = 1e-9 * fmax(1.0, b.mk);
+    if (a.mk < b.mk - tol)
+        return true;
+    if (a.mk > b.mk + tol)
+        return false;
+    return a.span < b.span - tol;
+}
+
+static double rank_peak(const zb_rank_program_t *p, const zb_costs_t *c)
+{
+    double cur = 0, peak = 0;
+    for (int i = 0; i < p->len; i++) {
+        const zb_action_t *a = &p->actions[i];
+        switch (a->type) {
+        case ZB_ACT_F: cur += c->m_f[a->stage]; break;
+        case ZB_ACT_B: cur += c->m_b[a->stage]; break;
+        case ZB_ACT_W: cur += c->m_w[a->stage]; break;
+        case ZB_ACT_BW: cur += c->m_b[a->stage] + c->m_w[a->stage]; break;
+        default: break;
+        }
+        peak = fmax(peak, cur);
+    }
+    return peak;
+}
+
+static void swap(zb_rank_program_t *p, int i)
+{
+    zb_action_t t = p->actions[i];
+    p->actions[i] = p->actions[i + 1];
+    p->actions[i + 1] = t;
+}
+
+static bool is_fb(const zb_action_t *a)
+{
+    return a->type == ZB_ACT_F || a->type == ZB_ACT_B || a->type == ZB_ACT_BW;
+}
+
+zb_status_t zb_improve_local(zb_schedule_t **sp, const zb_costs_t *c, int max_evals,
+                             double *makespan, zb_err_t *err)
+{
+    zb_schedule_t *s = *sp;
+    zb_sim_t sim;
+    zb_status_t st = zb_simulate(s, c, &sim, err);
+    if (st != ZB_OK)
+        return st;
+    score_t cur = {sim.makespan, sim.span_max};
+    double limit = c->mem_limit;
+    int evals = 0;
+    bool improved = true;
+    while (improved && evals < max_evals) {
+        improved = false;
+        for (int r = 0; r < s->ranks && !improved && evals < max_evals; r++) {
+            zb_rank_program_t *p = &s->rank[r];
+            for (int i = 0; i + 1 < p->len && !improved && evals < max_evals; i++) {
+                zb_action_t *a = &p->actions[i], *b = &p->actions[i + 1];
+                bool later = a->type == ZB_ACT_W && is_fb(b) &&
+                             fabs(sim.start[r][i + 1] - sim.end[r][i]) < 1e-12;
+                bool earlier = b->type == ZB_ACT_W && is_fb(a) &&
+                               !(a->stage == b->stage && a->mb == b->mb) && i > 0 &&
+                               sim.start[r][i] > sim.end[r][i - 1] + 1e-12;
+                if (!later && !earlier)
+                    continue;
+                swap(p, i);
+                if (isfinite(limit) && rank_peak(p, c) > limit + 1e-9 * fmax(1.0, limit)) {
+                    swap(p, i);
+                    continue;
+                }
+                zb_sim_t trial;
+                evals++;
+                zb_status_t ts = zb_simulate(s, c, &trial, NULL);
+                if (ts == ZB_OK && better((score_t){trial.makespan, trial.span_max}, cur)) {
+                    zb_sim_free(&sim);
+                    sim = trial;
+                    cur = (score_t){sim.makespan, sim.span_max};
+                    improved = true;
+                } else {
+                    if (ts == ZB_OK)
+                        zb_sim_free(&trial);
+                    swap(p, i);
+                }
+            }
+        }
+    }
+    zb_sim_free(&sim);
+    if (makespan)
+        *makespan = cur.mk;
+    return ZB_OK;
+}

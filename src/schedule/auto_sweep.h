@@ -1,0 +1,29 @@
+/* Internal: keep-the-best bookkeeping and the greedy strategy sweep (helper "a"). */
+#ifndef ZBPP_AUTO_SWEEP_H
+#define ZBPP_AUTO_SWEEP_H
+
+#include "schedule/auto_greedy.h"
+
+typedef struct {
+    zb_schedule_t *s; /* best so far (owned), NULL if none */
+    double makespan;  /* zb_simulate's makespan of s */
+    double span;      /* its max per-rank span T (bubble-rate basis) */
+    double peak;      /* max per-rank peak memory of s */
+    char label[96];   /* what produced it */
+} zb_sweep_best_t;
+
+void zb_sweep_init(zb_sweep_best_t *b);
+/* Free the kept schedule and reset. */
+void zb_sweep_clear(zb_sweep_best_t *b);
+/* Offer a candidate (ownership passes): kept if it fits `cap`, simulates, and beats the best:
+ * smaller makespan; equal makespan (relative 1e-9): smaller max span T, i.e. lower bubble rate;
+ * then lower peak memory. Returns true if kept; otherwise it is freed. */
+bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, double cap,
+                    const char *label);
+/* Run the greedy with a grid of settings (effort 0: a small grid, 1: the full grid) and offer
+ * every result to *best. Error only when no setting produced a schedule. */
+zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, int M,
+                            const zb_costs_t *c, double cap, int effort, zb_sweep_best_t *best,
+                            zb_err_t *err);
+
+#endif

@@ -1,0 +1,262 @@
+/* Generators: registry, argument checks, validity over a grid, and the closed forms
+ * (bubble time and peak activations) checked with the simulator at zero comm cost. */
+#include "schedule_testutil.h"
+
+#include <string.h>
+
+static void test_registry(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const zb_generator_info_t *g = zb_generators(&n);
+    assert_true(n >= 5);
+    const char *mine[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2"};
+    for (size_t i = 0; i < 5; i++) {
+        const zb_generator_info_t *f = zb_generator_find(mine[i]);
+        assert_non_null(f);
+        assert_string_equal(f->name, mine[i]);
+        assert_non_null(f->summary);
+        assert_non_null(f->fn);
+    }
+    for (size_t i = 0; i < n; i++)
+        assert_ptr_equal(zb_generator_find(g[i].name), &g[i]);
+    assert_null(zb_generator_find("2f2b"));
+    assert_null(zb_generator_find(NULL));
+
+    zb_gen_params_t gp = {.ranks = 2, .microbatches = 2};
+    zb_schedule_t *s = (zb_schedule_t *)1;
+    zb_err_t e;
+    assert_int_equal(zb_generate("2f2b", &gp, &s, &e), ZB_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(e.msg, "2f2b"));
+    assert_non_null(strstr(e.msg, "zb-h1")); /* lists the known families */
+}
+
+static void expect_einval(const char *family, int P, int M, int v, const char *needle)
+{
+    zb_gen_params_t gp = {.ranks = P, .microbatches = M, .chunks = v};
+    zb_schedule_t *s = (zb_schedule_t *)1;
+    zb_err_t e = {0};
+    zb_status_t st = zb_generate(family, &gp, &s, &e);
+    if (st != ZB_EINVAL)
+        fail_msg("%s P=%d M=%d v=%d: status %d, expected ZB_EINVAL", family, P, M, v, st);
+    assert_null(s);
+    if (!strstr(e.msg, needle))
+        fail_msg("%s: message '%s' lacks '%s'", family, e.msg, needle);
+    assert_non_null(strstr(e.msg, family));
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    const char *one_chunk[] = {"gpipe", "1f1b", "zb-h1", "zb-h2"};
+    for (int i = 0; i < 4; i++) {
+        expect_einval(one_chunk[i], 4, 0, 0, "microbatches");
+        expect_einval(one_chunk[i], 4, -3, 0, "microbatches");
+        expect_einval(one_chunk[i], 0, 4, 0, "ranks");
+        expect_einval(one_chunk[i], 4, 8, 2, "chunks");
+    }
+    expect_einval("interleaved-1f1b", 4, 8, 1, "chunks");
+    expect_einval("interleaved-1f1b", 4, 6, 2, "multiple");
+    expect_einval("interleaved-1f1b", 4, 0, 2, "microbatches");
+    expect_einval("1f1b", 1 << 20, 4, 0, "ranks");
+    expect_einval("1f1b", 4096, 1 << 20, 0, "actions");
+
+    /* a cost model must match v·P stages */
+    zb_costs_t c;
+    tu_costs(&c, 3, 1, 1, 1, 0);
+    zb_gen_params_t gp = {.ranks = 4, .microbatches = 8, .costs = &c};
+    zb_schedule_t *s;
+    zb_err_t e;
+    assert_int_equal(zb_generate("zb-h1", &gp, &s, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "stages"));
+    zb_costs_free(&c);
+}
+
+/* Every supported (P, M) gives a complete schedule that validates and simulates. */
+static void test_all_valid(void **state)
+{
+    (void)state;
+    const char *fam[] = {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b"};
+    for (int f = 0; f < 5; f++)
+        for (int P = 1; P <= 7; P++)
+            for (int M = 1; M <= 3 * P + 2; M++) {
+                bool inter = f == 4;
+                if (inter && M % P != 0)
+                    continue;
+                for (int v = inter ? 2 : 0; v <= (inter ? 4 : 0); v++) {
+                    zb_schedule_t *s = tu_gen(fam[f], P, M, v);
+                    zb_err_t e = {0};
+                    if (zb_validate(s, NULL, &e) != ZB_OK)
+                        fail_msg("%s P=%d M=%d v=%d: %s", fam[f], P, M, v, e.msg);
+                    assert_int_equal(zb_schedule_is_split(s), f == 2 || f == 3);
+                    assert_false(zb_schedule_has_comms(s));
+                    size_t total = 0;
+                    for (int r = 0; r < P; r++)
+                        total += (size_t)s->rank[r].len;
+                    assert_int_equal(total, (size_t)s->stages * M * (f == 2 || f == 3 ? 3 : 2));
+                    zb_costs_t c;
+                    tu_costs(&c, s->stages, 1, 2, 1, 0.25);
+                    zb_sim_t sim;
+                    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
+                        fail_msg("%s P=%d M=%d: simulate: %s", fam[f], P, M, e.msg);
+                    zb_sim_free(&sim);
+                    zb_costs_free(&c);
+                    zb_schedule_free(s);
+                }
+            }
+}
+
+/* Handcrafted families ignore the cost model. */
+static void test_independent_of_costs(void **state)
+{
+    (void)state;
+    const char *fam[] = {"gpipe", "1f1b", "zb-h1", "zb-h2"};
+    for (int f = 0; f < 4; f++) {
+        zb_costs_t c;
+        tu_costs(&c, 4, 3, 0.5, 7, 2);
+        zb_gen_params_t gp = {.ranks = 4, .microbatches = 9, .costs = &c};
+        zb_schedule_t *a, *b = tu_gen(fam[f], 4, 9, 0);
+        zb_err_t e;
+        assert_int_equal(zb_generate(fam[f], &gp, &a, &e), ZB_OK);
+        assert_true(zb_schedule_equal(a, b));
+        assert_string_equal(a->name, fam[f]);
+        zb_schedule_free(a);
+        zb_schedule_free(b);
+        zb_costs_free(&c);
+    }
+}
+
+typedef struct {
+    double bubble; /* span_max - busy_max */
+    double peak0;  /* peak activations on rank 0 */
+    double peak_max;
+} result_t;
+
+static result_t run(const char *family, int P, int M, int v, double F, double B, double W)
+{
+    zb_schedule_t *s = tu_gen(family, P, M, v);
+    zb_costs_t c;
+    tu_costs(&c, s->stages, F, B, W, 0);
+    zb_sim_t sim;
+    zb_err_t e;
+    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
+        fail_msg("%s: %s", family, e.msg);
+    result_t r = {.bubble = sim.span_max - sim.busy_max, .peak0 = sim.peak_mem[0]};
+    for (int i = 0; i < P; i++)
+        r.peak_max = fmax(r.peak_max, sim.peak_mem[i]);
+    assert_true(sim.makespan >= sim.span_max - 1e-9);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+    return r;
+}
+
+/* Cost triples (F, B, W). The ZB closed forms are exact when W <= F: with W > F the bubble
+ * before rank 0's first B is at least (P-1)·B (H1) or (P-1)(B-F) (H2), whatever the order,
+ * which exceeds the formula (see docs/schedule.md). */
+static const double costs_grid[][3] = {{1, 1, 1}, {2, 1.5, 1}, {2, 2, 1}, {1, 1, 0.5},
+                                       {1.5, 3, 1.25}, {2, 1, 1}};
+#define NCOSTS (sizeof costs_grid / sizeof costs_grid[0])
+
+#define CHECK(cond, ...)                                                                      \
+    do {                                                                                      \
+        if (!(cond))                                                                          \
+            fail_msg(__VA_ARGS__);                                                            \
+    } while (0)
+
+static void test_closed_forms_1f1b_gpipe(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < NCOSTS; k++) {
+        double F = costs_grid[k][0], B = costs_grid[k][1], W = costs_grid[k][2];
+        for (int P = 2; P <= 8; P++)
+            for (int M = P; M <= 3 * P; M++) {
+                double want = (P - 1) * (F + B + W);
+                result_t a = run("1f1b", P, M, 0, F, B, W);
+                CHECK(tu_close(a.bubble, want), "1f1b P=%d M=%d: bubble %g, want %g", P, M,
+                      a.bubble, want);
+                CHECK(tu_close(a.peak0, P) && tu_close(a.peak_max, P), "1f1b peak %g", a.peak0);
+                result_t g = run("gpipe", P, M, 0, F, B, W);
+                CHECK(tu_close(g.bubble, want), "gpipe P=%d M=%d: bubble %g, want %g", P, M,
+                      g.bubble, want);
+                CHECK(tu_close(g.peak0, M), "gpipe P=%d M=%d: peak %g, want M", P, M, g.peak0);
+            }
+    }
+    /* fewer microbatches than ranks: 1F1B peak is min(P, M) on rank 0 */
+    assert_close(run("1f1b", 6, 3, 0, 1, 1, 1).peak0, 3);
+}
+
+static void test_closed_form_zbh1(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < NCOSTS; k++) {
+        double F = costs_grid[k][0], B = costs_grid[k][1], W = costs_grid[k][2];
+        for (int P = 2; P <= 8; P++)
+            for (int M = P; M <= 3 * P; M++) {
+                double want = (P - 1) * (F + B - W);
+                result_t r = run("zb-h1", P, M, 0, F, B, W);
+                CHECK(tu_close(r.bubble, want), "zb-h1 P=%d M=%d F=%g B=%g W=%g: bubble %g, "
+                      "want %g", P, M, F, B, W, r.bubble, want);
+                /* same activation memory as 1F1B */
+                CHECK(tu_close(r.peak0, P) && tu_close(r.peak_max, P),
+                      "zb-h1 P=%d M=%d: peak %g / %g, want %d", P, M, r.peak0, r.peak_max, P);
+            }
+    }
+    assert_close(run("zb-h1", 6, 4, 0, 1, 1, 1).peak0, 4);
+}
+
+static void test_closed_form_zbh2(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < NCOSTS; k++) {
+        double F = costs_grid[k][0], B = costs_grid[k][1], W = costs_grid[k][2];
+        for (int P = 2; P <= 8; P++)
+            for (int M = 2 * P - 1; M <= 3 * P + 4; M++) {
+                double want = fmax(0.0, (P - 1) * (F + B - 2 * W));
+                result_t r = run("zb-h2", P, M, 0, F, B, W);
+                CHECK(tu_close(r.bubble, want), "zb-h2 P=%d M=%d F=%g B=%g W=%g: bubble %g, "
+                      "want %g", P, M, F, B, W, r.bubble, want);
+                CHECK(tu_close(r.peak0, 2 * P - 1) && tu_close(r.peak_max, 2 * P - 1),
+                      "zb-h2 P=%d M=%d: peak %g, want %d", P, M, r.peak0, 2 * P - 1);
+            }
+    }
+    /* zero bubble at F = B = W, and a case where F+B-2W < 0 still gives zero */
+    assert_close(run("zb-h2", 5, 40, 0, 1, 1, 1).bubble, 0);
+    assert_close(run("zb-h2", 5, 40, 0, 2, 0.5, 1.5).bubble, 0);
+    /* below M = 2P-1 it stays valid, only the memory is capped by M */
+    assert_close(run("zb-h2", 5, 4, 0, 1, 1, 1).peak0, 4);
+}
+
+static void test_closed_form_interleaved(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < NCOSTS; k++) {
+        double F = costs_grid[k][0], B = costs_grid[k][1], W = costs_grid[k][2];
+        for (int P = 2; P <= 6; P++)
+            for (int v = 2; v <= 4; v++)
+                for (int M = P; M <= 3 * P; M += P) {
+                    /* per-chunk costs: a rank's model is split into v chunks */
+                    double want = (P - 1) * (F + B + W) / v;
+                    result_t r = run("interleaved-1f1b", P, M, v, F / v, B / v, W / v);
+                    CHECK(tu_close(r.bubble, want),
+                          "interleaved P=%d M=%d v=%d: bubble %g, want %g", P, M, v, r.bubble,
+                          want);
+                }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_all_valid),
+        cmocka_unit_test(test_independent_of_costs),
+        cmocka_unit_test(test_closed_forms_1f1b_gpipe),
+        cmocka_unit_test(test_closed_form_zbh1),
+        cmocka_unit_test(test_closed_form_zbh2),
+        cmocka_unit_test(test_closed_form_interleaved),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,6 +1,7 @@
 /* zbpp CLI — strict argument parsing helpers (see args.h). */
 #include "cli/args.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -25,16 +26,19 @@ void zb_cli_error(const char *cmd, const char *fmt, ...)
 int zb_cli_bad_option(const char *cmd, int c, char **argv)
 {
     extern int optind, optopt;
+    /* glibc: optopt is the short option character, or a long option's `val` (not a char). */
     const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    bool short_opt = optopt > 0 && optopt < 128 && isprint(optopt) && strncmp(arg, "--", 2) != 0;
     if (c == ':') {
-        if (optopt)
+        if (short_opt)
             zb_cli_error(cmd, "option -%c needs a value (see zbpp %s --help)", optopt, cmd);
         else
             zb_cli_error(cmd, "option %s needs a value (see zbpp %s --help)", arg, cmd);
-    } else if (optopt) {
+    } else if (short_opt) {
         zb_cli_error(cmd, "unknown option -%c (see zbpp %s --help)", optopt, cmd);
     } else {
-        zb_cli_error(cmd, "unknown option %s (see zbpp %s --help)", arg, cmd);
+        zb_cli_error(cmd, "unknown option %s%s (see zbpp %s --help)", arg,
+                     optopt && strchr(arg, '=') ? " (it takes no value)" : "", cmd);
     }
     return ZB_EXIT_USAGE;
 }

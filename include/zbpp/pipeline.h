@@ -1,0 +1,104 @@
+/* zbpp — the pipeline trainer: GPT-2 training with P pipeline ranks (threads of this process),
+ * any schedule of the registry, bit-identical to the single-process trainer with the same
+ * microbatches (`--ranks 1`).
+ *
+ * Each rank holds its own copy of the parameters, its own gradients and the AdamW moments of the
+ * parameters it owns, like an MPI process would. Per step: the driver loads the batch; every rank
+ * runs its lowered program through the executor (F, B, W on its stages, activations and gradients
+ * through the transport); the ranks holding the first and the last stage exchange their parts of
+ * the tied embedding gradient; the per-unit squared norms are gathered in a fixed order; each rank
+ * steps its optimizer (barrier, or optimistic post-validation with rollback). */
+#ifndef ZBPP_PIPELINE_H
+#define ZBPP_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "zbpp/error.h"
+#include "zbpp/gpt2.h"
+#include "zbpp/schedule.h"
+#include "zbpp/train.h"
+
+/* ---- partition: S contiguous block ranges ---- */
+
+/* Relative cost of each block and of the extra work of the first (embedding) and last (final
+ * LayerNorm + LM head + loss) stage, in any consistent unit. */
+typedef struct {
+    int layers;
+    double *block; /* [layers] F+B+W of block l */
+    double embed;  /* added to the stage with block 0 */
+    double head;   /* added to the stage with the last block */
+} zb_block_costs_t;
+
+/* FLOP model of one microbatch of B sequences of T tokens (forward + backward = 3x forward):
+ * block = 24·C² + 4·T·C per token (matmuls + attention), head = 2·C·Vp per token (the LM head's
+ * matmul) plus the cross-entropy, embed = C per token. block must hold cfg->layers doubles. */
+void zb_block_costs_flops(const zb_gpt2_config_t *cfg, int T, double *block, double *embed,
+                          double *head);
+
+/* Split `layers` blocks into `stages` contiguous non-empty ranges minimising the largest stage
+ * cost (ties: the earliest split). first[s] = first block of stage s, first[stages] = layers.
+ * ZB_EINVAL if stages > layers or stages < 1 ("more stages than blocks"). */
+zb_status_t zb_partition(const zb_block_costs_t *c, int stages, int *first, zb_err_t *err);
+
+/* The span of stage s of S given the partition. */
+zb_gpt2_span_t zb_partition_span(const int *first, int stages, int s);
+
+/* ---- options ---- */
+
+typedef enum {
+    ZB_OPT_SYNC_POST_VALIDATION, /* step optimistically, validate, roll back if wrong (default) */
+    ZB_OPT_SYNC_BARRIER          /* every rank waits for the global norm before stepping */
+} zb_opt_sync_t;
+
+const char *zb_opt_sync_name(zb_opt_sync_t m);
+zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err);
+
+typedef struct {
+    int ranks;            /* P >= 1 */
+    const char *schedule; /* family in the registry ("1f1b", "zb-h1", ...) */
+    int chunks;           /* v; 0 = the family's default */
+    zb_opt_sync_t opt_sync;
+    double mem_limit;     /* bytes of activation stash per rank; <= 0 = none */
+    const char *trace_path; /* measured timeline of the last step (Chrome trace); NULL = none */
+    bool profile;         /* measure stage costs for partition + prediction (else FLOP model) */
+    bool pin;             /* pin rank r's thread to core r when there are enough cores */
+    double timeout;       /* seconds a rank may wait for a message (<= 0 = forever) */
+    /* test hooks (-1 = off): at step inject_inf_step, after the tied fold, the first gradient
+     * element of norm unit inject_inf_unit becomes +Inf on the rank that owns the unit;
+     * a failing compute on `fail_rank` at step fail_step (its `fail_action`-th compute). */
+    long inject_inf_step;
+    int inject_inf_unit;
+    long fail_step;
+    int fail_rank, fail_action;
+} zb_pipeline_opts_t;
+
+/* ranks 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,
+ * hooks off. */
+void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o);
+
+/* What the run measured and what the models predicted. */
+typedef struct {
+    int stages;
+    int first[1025];          /* partition (first[stages] = layers) */
+    double step_ms_median;
+    double bubble_measured;   /* last step, ZB definition, from the executor's timeline */
+    double bubble_predicted;  /* simulator with the cost model used (profiled or FLOPs) */
+    double peak_stash_bytes[1024];      /* measured, per rank */
+    double predicted_stash_bytes[1024]; /* memory model (zb_simulate), per rank */
+    long rollbacks;           /* post-validation steps that had to be undone and redone */
+    char note[256];           /* e.g. what the cost model was */
+} zb_pipeline_report_t;
+
+/* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,
+ * v); stages <= layers; B % M == 0; sizes fit message tags; mem limit met by the memory model
+ * (ZB_EMEMLIMIT). Then like zb_train_run: resume/init, steps, progress to `human`, metrics,
+ * checkpoints (gathered from the ranks; written only after a complete step, never after a
+ * failure). With final_params != NULL, *final_params receives a copy of the trained parameters
+ * (free with zb_gpt2_params_free). A rank failure stops every rank; the error names the rank. */
+zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
+                              FILE *human, zb_train_summary_t *summary,
+                              zb_pipeline_report_t *report, zb_gpt2_params_t *final_params,
+                              zb_err_t *err);
+
+#endif

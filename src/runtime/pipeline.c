@@ -1,0 +1,376 @@
+/* zbpp — the pipeline trainer's driver: checks and plans before training (schedule, partition,
+ * memory model), then steps the ranks (threads) and does what zb_train_run does around them:
+ * data, progress, metrics, checkpoints gathered from the ranks. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+#include "zbpp/nn.h"
+#include "zbpp/schedule_io.h"
+#include "zbpp/util.h"
+
+void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->ranks = 1;
+    o->schedule = "1f1b";
+    o->opt_sync = ZB_OPT_SYNC_POST_VALIDATION;
+    o->pin = true;
+    o->timeout = 600;
+    o->inject_inf_step = -1;
+    o->inject_inf_unit = -1;
+    o->fail_step = -1;
+    o->fail_rank = -1;
+    o->fail_action = -1;
+}
+
+const char *zb_opt_sync_name(zb_opt_sync_t m)
+{
+    return m == ZB_OPT_SYNC_BARRIER ? "barrier" : "post-validation";
+}
+
+zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
+{
+    if (!strcmp(s, "post-validation"))
+        *out = ZB_OPT_SYNC_POST_VALIDATION;
+    else if (!strcmp(s, "barrier"))
+        *out = ZB_OPT_SYNC_BARRIER;
+    else
+        return zb_err_set(err, ZB_EINVAL,
+                          "--optimizer-sync must be post-validation or barrier (got '%s')", s);
+    return ZB_OK;
+}
+
+/* ---- planning ---- */
+
+/* Partition S stages with the FLOP model; fill per-stage costs (F = B = W = a third of the
+ * stage's work, in units of one block's F) and the memory model of each stage. */
+static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err)
+{
+    int L = pl->mcfg.layers;
+    double *block = malloc((size_t)L * sizeof *block);
+    if (!block)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory planning stages");
+    zb_block_costs_t bc = {.layers = L, .block = block};
+    zb_block_costs_flops(&pl->mcfg, pl->T, block, &bc.embed, &bc.head);
+    zb_status_t st = zb_partition(&bc, S, pl->first, err);
+    if (st == ZB_OK)
+        st = zb_costs_init_uniform(costs, S, 1, 1, 1, 0, 1, 0, -1, err);
+    for (int s = 0; st == ZB_OK && s < S; s++) {
+        double work = 0;
+        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
+            work += block[l];
+        if (s == 0)
+            work += bc.embed;
+        if (s == S - 1)
+            work += bc.head;
+        double unit = block[0] / 3.0; /* time of one block's F */
+        costs->t_f[s] = costs->t_b[s] = costs->t_w[s] = work / 3.0 / unit;
+        zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
+        size_t after_f, after_b;
+        zb_gpt2_stage_mem(&pl->mcfg, &span, pl->mbB, pl->T, &after_f, &after_b);
+        costs->m_f[s] = (double)after_f;
+        costs->m_b[s] = (double)after_b - (double)after_f;
+        costs->m_w[s] = -(double)after_b;
+    }
+    free(block);
+    return st;
+}
+
+/* Generate the compute-only schedule; families that need a cost model get the FLOP one. */
+static zb_status_t make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs,
+                                 zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = pl->opts;
+    zb_gen_params_t gp = {.ranks = pl->P, .microbatches = pl->M, .chunks = o->chunks};
+    zb_err_t first_err;
+    zb_status_t st = zb_generate(o->schedule, &gp, out, &first_err);
+    if (st == ZB_OK) {
+        int S = (*out)->stages;
+        st = plan_stages(pl, S, costs, err);
+        if (st != ZB_OK) {
+            zb_schedule_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
+    if (zb_generator_find(o->schedule)) {
+        for (int v = o->chunks ? o->chunks : 1; v <= (o->chunks ? o->chunks : 2); v++) {
+            zb_err_t e2;
+            if (v * pl->P > pl->mcfg.layers || plan_stages(pl, v * pl->P, costs, &e2) != ZB_OK)
+                continue;
+            zb_gen_params_t gc = gp;
+            gc.chunks = v;
+            gc.costs = costs;
+            if (zb_generate(o->schedule, &gc, out, &e2) == ZB_OK)
+                return ZB_OK;
+            zb_costs_free(costs);
+        }
+    }
+    if (err)
+        *err = first_err;
+    return st;
+}
+
+static void gather(pl_t *pl, zb_trainer_t *t)
+{
+    for (int u = 0; u < pl->n_units; u++) {
+        const pl_rank_t *R = &pl->ranks[pl->unit_owner[u]];
+        size_t off[16], cnt[16];
+        int n = zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt);
+        for (int i = 0; i < n; i++) {
+            size_t bytes = cnt[i] * sizeof(float);
+            memcpy(t->params.data + off[i], R->params.data + off[i], bytes);
+            memcpy(t->opt.m.data + off[i], R->opt.m.data + off[i], bytes);
+            memcpy(t->opt.v.data + off[i], R->opt.v.data + off[i], bytes);
+        }
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static zb_status_t write_trace(pl_t *pl, zb_sim_t *measured, zb_err_t *err)
+{
+    zb_atomic_file_t af;
+    zb_status_t st = zb_atomic_open(&af, pl->opts->trace_path, err);
+    if (st != ZB_OK)
+        return st;
+    st = zb_trace_write(measured, 1e6, af.f, err);
+    if (st != ZB_OK) {
+        zb_atomic_abort(&af);
+        return st;
+    }
+    return zb_atomic_commit(&af, err);
+}
+
+/* After the run: measured bubble (last step), trace, peaks. */
+static zb_status_t report_run(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    zb_exec_timeline_t *tls = calloc((size_t)pl->P, sizeof *tls);
+    double *peaks = calloc((size_t)pl->P, sizeof *peaks);
+    if (!tls || !peaks) {
+        free(tls), free(peaks);
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
+    }
+    for (int r = 0; r < pl->P; r++) {
+        tls[r] = pl->ranks[r].tl;
+        peaks[r] = (double)pl->ranks[r].live_peak;
+        rep->peak_stash_bytes[r] = peaks[r];
+        rep->rollbacks += pl->ranks[r].rollbacks;
+    }
+    zb_sim_t measured;
+    zb_status_t st = zb_exec_fill_sim(pl->sched, tls, peaks, &measured, err);
+    if (st == ZB_OK) {
+        rep->bubble_measured = measured.bubble_rate;
+        if (pl->opts->trace_path)
+            st = write_trace(pl, &measured, err);
+        zb_exec_sim_free(&measured);
+    }
+    free(tls), free(peaks);
+    return st;
+}
+
+/* ---- the run ---- */
+
+static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = pl->opts;
+    const zb_train_config_t *c = pl->cfg;
+    pl->mcfg = t->params.cfg;
+    pl->P = o->ranks;
+    pl->M = c->microbatches;
+    pl->mbB = c->batch / c->microbatches;
+    pl->T = c->seq;
+    pl->NC = (size_t)pl->mbB * (size_t)pl->T * (size_t)pl->mcfg.channels;
+    pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq); /* as the local trainer */
+
+    zb_schedule_t *plain = NULL;
+    zb_costs_t costs;
+    zb_status_t st = make_schedule(pl, &plain, &costs, err);
+    if (st != ZB_OK)
+        return st;
+    pl->S = plain->stages;
+    rep->stages = pl->S;
+    memcpy(rep->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));
+    if ((st = zb_transport_check_sizes(pl->S, pl->M, err)) != ZB_OK)
+        goto done;
+    costs.mem_limit = o->mem_limit > 0 ? o->mem_limit : INFINITY;
+    if ((st = zb_validate(plain, &costs, err)) != ZB_OK)
+        goto done;
+    zb_sim_t sim;
+    if ((st = zb_simulate(plain, &costs, &sim, err)) != ZB_OK)
+        goto done;
+    rep->bubble_predicted = sim.bubble_rate;
+    for (int r = 0; r < pl->P; r++)
+        rep->predicted_stash_bytes[r] = sim.peak_mem[r];
+    zb_sim_free(&sim);
+    snprintf(rep->note, sizeof rep->note,
+             "%s, P=%d v=%d M=%d, stage costs from the FLOP model", plain->name, pl->P,
+             plain->chunks, pl->M);
+    if ((st = zb_insert_comms(plain, &pl->sched, err)) != ZB_OK)
+        goto done;
+
+    pl->n_units = zb_gpt2_num_units(&pl->mcfg);
+    pl->unit_owner = malloc((size_t)pl->n_units * sizeof(int));
+    pl->ranks = calloc((size_t)pl->P, sizeof *pl->ranks);
+    if (!pl->unit_owner || !pl->ranks) {
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory for the pipeline");
+        goto done;
+    }
+    pl->embed_rank = zb_stage_rank(pl->sched, 0);
+    pl->head_rank = zb_stage_rank(pl->sched, pl->S - 1);
+    pl->unit_owner[0] = pl->embed_rank;
+    pl->unit_owner[pl->n_units - 1] = pl->head_rank;
+    for (int s = 0; s < pl->S; s++)
+        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
+            pl->unit_owner[1 + l] = zb_stage_rank(pl->sched, s);
+    for (int r = 0; r < pl->P && st == ZB_OK; r++)
+        st = pl_rank_init(pl, r, &t->params, &t->opt, t->skipped, err);
+done:
+    zb_costs_free(&costs);
+    zb_schedule_free(plain);
+    return st;
+}
+
+static void teardown(pl_t *pl)
+{
+    for (int r = 0; pl->ranks && r < pl->P; r++)
+        pl_rank_free(&pl->ranks[r]);
+    free(pl->ranks);
+    free(pl->unit_owner);
+    zb_schedule_free(pl->sched);
+}
+
+/* Mailboxes big enough that a valid schedule never waits for room: every message a rank can
+ * receive in a step (its RECVs, collectives, the exchange). */
+static int mailbox_capacity(const pl_t *pl)
+{
+    int most = 0;
+    for (int r = 0; r < pl->P; r++) {
+        int n = 0;
+        for (int i = 0; i < pl->sched->rank[r].len; i++) {
+            int ty = pl->sched->rank[r].actions[i].type;
+            n += ty == ZB_ACT_RECV_F || ty == ZB_ACT_RECV_B;
+        }
+        if (n > most)
+            most = n;
+    }
+    return most + pl->P + 8;
+}
+
+zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
+                              FILE *human, zb_train_summary_t *summary,
+                              zb_pipeline_report_t *report, zb_gpt2_params_t *final_params,
+                              zb_err_t *err)
+{
+    memset(summary, 0, sizeof *summary);
+    zb_pipeline_report_t rep_local;
+    zb_pipeline_report_t *rep = report ? report : &rep_local;
+    memset(rep, 0, sizeof *rep);
+    if (opts->ranks < 1 || opts->ranks > 1024)
+        return zb_err_set(err, ZB_EINVAL, "--ranks must be in 1..1024 (got %d)", opts->ranks);
+    if (!opts->schedule || !zb_generator_find(opts->schedule))
+        return zb_err_set(err, ZB_EINVAL, "unknown schedule '%s' (see zbpp schedule --help)",
+                          opts->schedule ? opts->schedule : "(none)");
+    if (opts->chunks < 0)
+        return zb_err_set(err, ZB_EINVAL, "--chunks must be >= 1 (got %d)", opts->chunks);
+    zb_status_t st = zb_train_config_check(cfg, err);
+    if (st != ZB_OK)
+        return st;
+    zb_blas_init();
+
+    zb_trainer_t t;
+    if ((st = zb_trainer_init(&t, cfg, err)) != ZB_OK)
+        return st;
+    pl_t pl = {.cfg = cfg, .opts = opts};
+    zb_thread_world_t *world = NULL;
+    void **args = NULL;
+    double *step_ms = NULL;
+    zb_progress_t *prog = NULL;
+    long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
+    if ((st = setup(&pl, &t, rep, err)) != ZB_OK)
+        goto out;
+    args = calloc((size_t)pl.P, sizeof *args);
+    step_ms = calloc(todo > 0 ? (size_t)todo : 1, sizeof *step_ms);
+    double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
+    if (!args || !step_ms || !tps) {
+        free(tps);
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory starting the pipeline");
+        goto out;
+    }
+    for (int r = 0; r < pl.P; r++)
+        args[r] = &pl.ranks[r];
+    if ((st = zb_thread_world_new(pl.P, mailbox_capacity(&pl), opts->timeout, &world, err)) ==
+        ZB_OK)
+        st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
+                              cfg->resume_path != NULL, cfg->steps, err);
+    summary->first_step = t.step;
+    while (st == ZB_OK && t.step < cfg->steps) {
+        double t0 = zb_now();
+        if ((st = zb_trainer_next_batch(&t, err)) != ZB_OK)
+            break;
+        pl.inputs = t.inputs;
+        pl.targets = t.targets;
+        pl.step = t.step;
+        pl.t0 = t0;
+        if ((st = zb_thread_world_run(world, pl_rank_step, args, opts->pin, NULL, err)) != ZB_OK)
+            break;
+        zb_step_stats_t s = pl.ranks[0].stats;
+        s.loss = pl.ranks[0].loss;
+        t.step++;
+        t.skipped += s.skipped;
+        double secs = zb_now() - t0;
+        s.step_ms = secs * 1e3;
+        s.tokens_per_s = secs > 0 ? (double)cfg->batch * cfg->seq / secs : 0;
+        if (summary->steps_run == 0)
+            summary->first_loss = s.loss;
+        summary->last_loss = s.loss;
+        step_ms[summary->steps_run] = s.step_ms;
+        tps[summary->steps_run++] = s.tokens_per_s;
+        summary->skipped += s.skipped;
+        st = zb_progress_step(prog, &s, err);
+        if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
+            t.step < cfg->steps) {
+            gather(&pl, &t);
+            st = zb_train_save(&t, cfg->save_path, err);
+        }
+    }
+    zb_err_t close_err;
+    zb_status_t cst = zb_progress_close(prog, &close_err);
+    if (st == ZB_OK && cst != ZB_OK) {
+        st = cst;
+        if (err)
+            *err = close_err;
+    }
+    if (summary->steps_run > 0) {
+        qsort(tps, (size_t)summary->steps_run, sizeof *tps, cmp_double);
+        summary->median_tokens_per_s = tps[summary->steps_run / 2];
+        qsort(step_ms, (size_t)summary->steps_run, sizeof *step_ms, cmp_double);
+        rep->step_ms_median = step_ms[summary->steps_run / 2];
+    }
+    free(tps);
+    if (st == ZB_OK) {
+        gather(&pl, &t);
+        if (summary->steps_run > 0)
+            st = report_run(&pl, rep, err);
+        if (st == ZB_OK && cfg->save_path) /* only after a complete run: never a partial one */
+            st = zb_train_save(&t, cfg->save_path, err);
+        if (st == ZB_OK && final_params) {
+            st = zb_gpt2_params_alloc(final_params, &t.params.cfg, err);
+            if (st == ZB_OK)
+                memcpy(final_params->data, t.params.data, t.params.count * sizeof(float));
+        }
+    }
+out:
+    free(args);
+    free(step_ms);
+    zb_thread_world_free(world);
+    teardown(&pl);
+    zb_trainer_free(&t);
+    return st;
+}

@@ -1,0 +1,87 @@
+/* zbpp — pipeline trainer internals shared by pipeline.c (driver) and pipeline_rank.c (one rank's
+ * state and step). */
+#ifndef ZBPP_PIPELINE_INTERNAL_H
+#define ZBPP_PIPELINE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "zbpp/executor.h"
+#include "zbpp/optim.h"
+#include "zbpp/pipeline.h"
+#include "zbpp/transport.h"
+
+typedef struct pl pl_t;
+
+/* One stage held by a rank: its stash pool and message buffers ([M][B/M·T·C] each). */
+typedef struct {
+    int stage;
+    zb_gpt2_span_t span;
+    int pool_n;
+    zb_gpt2_stash_t **pool;
+    int *pool_mb;  /* [pool_n] microbatch using the slot, -1 = free */
+    int *slot;     /* [M] slot of a microbatch between F and W, -1 = none */
+    float *x_in;   /* activations in (not for the embedding stage) */
+    float *x_out;  /* activations out (not for the head stage); may alias next stage's x_in */
+    float *dx_out; /* gradient of the output (not for the head stage) */
+    float *dx_in;  /* gradient of the input (not for the embedding stage); may alias */
+    bool own_x_out, own_dx_in;
+} pl_stage_t;
+
+typedef struct {
+    size_t off, count;
+} pl_range_t;
+
+typedef struct {
+    pl_t *pl;
+    int rank;
+    zb_gpt2_params_t params;
+    zb_gpt2_grads_t grads;
+    zb_adamw_state_t opt;
+    int n_local;
+    pl_stage_t *st;      /* [n_local] in stage order */
+    int *local_of_stage; /* [S] index into st, -1 if not here */
+    int *units;          /* norm units this rank owns */
+    int n_owned;
+    bool has_embed, has_head;
+    pl_range_t *upd; /* parameter ranges this rank updates (owned units + WTE on the head) */
+    int n_upd;
+    size_t upd_elems;
+    float *backup;   /* [3 * upd_elems]: params, m, v before an optimistic step */
+    float *mb_loss;  /* [M] */
+    double *vec;     /* [n_units + 1] unit partials, loss last */
+    size_t live_peak;
+    zb_exec_timeline_t tl;
+    long skipped;    /* steps skipped so far (same on every rank) */
+    long rollbacks;
+    int computes;
+    zb_step_stats_t stats;
+    float loss;
+} pl_rank_t;
+
+struct pl {
+    const zb_train_config_t *cfg;
+    const zb_pipeline_opts_t *opts;
+    zb_gpt2_config_t mcfg;
+    int P, S, M, mbB, T;
+    size_t NC; /* B/M · T · C floats per activation message */
+    int first[1025];
+    zb_schedule_t *sched; /* lowered */
+    int *unit_owner;      /* [n_units] */
+    int n_units;
+    int embed_rank, head_rank;
+    float grad_scale;
+    pl_rank_t *ranks;
+    /* per step, set by the driver */
+    long step;
+    const int *inputs, *targets;
+    double t0;
+};
+
+zb_status_t pl_rank_init(pl_t *pl, int rank, const zb_gpt2_params_t *init,
+                         const zb_adamw_state_t *opt, long skipped, zb_err_t *err);
+void pl_rank_free(pl_rank_t *R);
+/* The zb_rank_fn of one training step (compute, tied exchange, norm, optimizer). */
+zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
+
+#endif

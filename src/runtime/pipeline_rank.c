@@ -1,0 +1,477 @@
+/* zbpp — one pipeline rank: its parameter copy, stages, stash pools, the executor ops that call
+ * the GPT-2 stage API, the tied-embedding exchange and the optimizer step (barrier or
+ * post-validation). Everything here touches only this rank's memory and its transport, so the
+ * same code serves an MPI process. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+
+/* ---- setup ---- */
+
+static zb_status_t oom(zb_err_t *err, int rank)
+{
+    return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its pipeline state", rank);
+}
+
+/* Peak number of microbatches of `stage` between F and W in this rank's program. */
+static int peak_in_flight(const zb_rank_program_t *prog, int stage)
+{
+    int now = 0, peak = 0;
+    for (int i = 0; i < prog->len; i++) {
+        const zb_action_t *a = &prog->actions[i];
+        if (a->stage != stage)
+            continue;
+        if (a->type == ZB_ACT_F && ++now > peak)
+            peak = now;
+        if (a->type == ZB_ACT_W || a->type == ZB_ACT_BW)
+            now--;
+    }
+    return peak;
+}
+
+static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage, zb_err_t *err)
+{
+    ls->stage = stage;
+    ls->span = zb_partition_span(pl->first, pl->S, stage);
+    ls->pool_n = peak_in_flight(&pl->sched->rank[R->rank], stage);
+    if (ls->pool_n < 1)
+        ls->pool_n = 1;
+    ls->pool = calloc((size_t)ls->pool_n, sizeof *ls->pool);
+    ls->pool_mb = malloc((size_t)ls->pool_n * sizeof *ls->pool_mb);
+    ls->slot = malloc((size_t)pl->M * sizeof *ls->slot);
+    if (!ls->pool || !ls->pool_mb || !ls->slot)
+        return oom(err, R->rank);
+    for (int k = 0; k < ls->pool_n; k++) {
+        ls->pool_mb[k] = -1;
+        zb_status_t st = zb_gpt2_stash_new(&pl->mcfg, &ls->span, pl->mbB, pl->T, &ls->pool[k], err);
+        if (st != ZB_OK)
+            return st;
+    }
+    for (int m = 0; m < pl->M; m++)
+        ls->slot[m] = -1;
+    size_t buf = (size_t)pl->M * pl->NC * sizeof(float);
+    if (!ls->span.embed && !(ls->x_in = malloc(buf)))
+        return oom(err, R->rank);
+    if (!ls->span.head && !(ls->dx_out = malloc(buf)))
+        return oom(err, R->rank);
+    return ZB_OK;
+}
+
+/* Output buffers: a neighbouring stage on the same rank is fed directly (no message). */
+static zb_status_t stage_link(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, zb_err_t *err)
+{
+    size_t buf = (size_t)pl->M * pl->NC * sizeof(float);
+    int s = ls->stage;
+    if (!ls->span.head) {
+        int next = R->local_of_stage[s + 1];
+        if (next >= 0) {
+            ls->x_out = R->st[next].x_in;
+        } else if ((ls->x_out = malloc(buf)) != NULL) {
+            ls->own_x_out = true;
+        } else {
+            return oom(err, R->rank);
+        }
+    }
+    if (!ls->span.embed) {
+        int prev = R->local_of_stage[s - 1];
+        if (prev >= 0) {
+            ls->dx_in = R->st[prev].dx_out;
+        } else if ((ls->dx_in = malloc(buf)) != NULL) {
+            ls->own_dx_in = true;
+        } else {
+            return oom(err, R->rank);
+        }
+    }
+    return ZB_OK;
+}
+
+static zb_status_t add_unit_ranges(pl_rank_t *R, int unit)
+{
+    size_t off[16], cnt[16];
+    int n = zb_gpt2_unit_ranges(&R->pl->mcfg, unit, off, cnt);
+    pl_range_t *grown = realloc(R->upd, (size_t)(R->n_upd + n) * sizeof *grown);
+    if (!grown)
+        return ZB_ENOMEM;
+    R->upd = grown;
+    for (int i = 0; i < n; i++) {
+        R->upd[R->n_upd++] = (pl_range_t){off[i], cnt[i]};
+        R->upd_elems += cnt[i];
+    }
+    return ZB_OK;
+}
+
+zb_status_t pl_rank_init(pl_t *pl, int rank, const zb_gpt2_params_t *init,
+                         const zb_adamw_state_t *opt, long skipped, zb_err_t *err)
+{
+    pl_rank_t *R = &pl->ranks[rank];
+    memset(R, 0, sizeof *R);
+    R->pl = pl;
+    R->rank = rank;
+    R->skipped = skipped;
+    zb_status_t st;
+    if ((st = zb_gpt2_params_alloc(&R->params, &pl->mcfg, err)) != ZB_OK ||
+        (st = zb_gpt2_grads_alloc(&R->grads, &pl->mcfg, err)) != ZB_OK ||
+        (st = zb_adamw_state_alloc(&R->opt, &pl->mcfg, err)) != ZB_OK)
+        return st;
+    /* Own copies, like separate processes (see docs/decisions.md). */
+    memcpy(R->params.data, init->data, init->count * sizeof(float));
+    memcpy(R->opt.m.data, opt->m.data, opt->m.count * sizeof(float));
+    memcpy(R->opt.v.data, opt->v.data, opt->v.count * sizeof(float));
+
+    R->local_of_stage = malloc((size_t)pl->S * sizeof(int));
+    R->st = calloc((size_t)pl->S, sizeof *R->st);
+    R->mb_loss = calloc((size_t)pl->M, sizeof(float));
+    R->vec = calloc((size_t)pl->n_units + 1, sizeof(double));
+    R->units = malloc((size_t)pl->n_units * sizeof(int));
+    if (!R->local_of_stage || !R->st || !R->mb_loss || !R->vec || !R->units)
+        return oom(err, rank);
+    for (int s = 0; s < pl->S; s++) {
+        R->local_of_stage[s] = -1;
+        if (zb_stage_rank(pl->sched, s) == rank) {
+            R->local_of_stage[s] = R->n_local;
+            if ((st = stage_init(pl, R, &R->st[R->n_local++], s, err)) != ZB_OK)
+                return st;
+        }
+    }
+    for (int i = 0; i < R->n_local; i++)
+        if ((st = stage_link(pl, R, &R->st[i], err)) != ZB_OK)
+            return st;
+    R->has_embed = R->local_of_stage[0] >= 0;
+    R->has_head = R->local_of_stage[pl->S - 1] >= 0;
+
+    for (int u = 0; u < pl->n_units; u++)
+        if (pl->unit_owner[u] == rank) {
+            R->units[R->n_owned++] = u;
+            if (add_unit_ranges(R, u) != ZB_OK)
+                return oom(err, rank);
+        }
+    if (R->has_head && !R->has_embed) {
+        /* the head's copy of the tied WTE steps with the same gradient as the embedding's */
+        pl_range_t *grown = realloc(R->upd, (size_t)(R->n_upd + 1) * sizeof *grown);
+        if (!grown)
+            return oom(err, rank);
+        R->upd = grown;
+        size_t wte_off = (size_t)(R->params.t[ZB_WTE] - R->params.data);
+        R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE]};
+        R->upd_elems += R->params.sizes[ZB_WTE];
+    }
+    if (pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && R->upd_elems > 0 &&
+        !(R->backup = malloc(3 * R->upd_elems * sizeof(float))))
+        return oom(err, rank);
+    return zb_exec_timeline_alloc(&R->tl, pl->sched->rank[rank].len, err);
+}
+
+void pl_rank_free(pl_rank_t *R)
+{
+    if (!R->pl)
+        return;
+    for (int i = 0; i < R->n_local; i++) {
+        pl_stage_t *ls = &R->st[i];
+        for (int k = 0; ls->pool && k < ls->pool_n; k++)
+            zb_gpt2_stash_free(ls->pool[k]);
+        free(ls->pool), free(ls->pool_mb), free(ls->slot);
+        free(ls->x_in), free(ls->dx_out);
+        if (ls->own_x_out)
+            free(ls->x_out);
+        if (ls->own_dx_in)
+            free(ls->dx_in);
+    }
+    free(R->st), free(R->local_of_stage), free(R->units), free(R->upd), free(R->backup);
+    free(R->mb_loss), free(R->vec);
+    zb_exec_timeline_free(&R->tl);
+    zb_adamw_state_free(&R->opt);
+    zb_gpt2_grads_free(&R->grads);
+    zb_gpt2_params_free(&R->params);
+    memset(R, 0, sizeof *R);
+}
+
+/* ---- executor ops ---- */
+
+static pl_stage_t *local_stage(pl_rank_t *R, int stage, zb_err_t *err)
+{
+    int i = stage >= 0 && stage < R->pl->S ? R->local_of_stage[stage] : -1;
+    if (i < 0) {
+        zb_err_set(err, ZB_ESCHEDULE, "stage %d is not held by rank %d", stage, R->rank);
+        return NULL;
+    }
+    return &R->st[i];
+}
+
+static zb_gpt2_stash_t *stash_of(pl_stage_t *ls, int mb, bool take, zb_err_t *err)
+{
+    if (ls->slot[mb] >= 0) {
+        if (take) {
+            zb_err_set(err, ZB_ESCHEDULE, "F of microbatch %d repeated before its W", mb);
+            return NULL;
+        }
+        return ls->pool[ls->slot[mb]];
+    }
+    if (!take) {
+        zb_err_set(err, ZB_ESCHEDULE, "microbatch %d has no forward state (B/W before F?)", mb);
+        return NULL;
+    }
+    for (int k = 0; k < ls->pool_n; k++)
+        if (ls->pool_mb[k] < 0) {
+            ls->pool_mb[k] = mb;
+            ls->slot[mb] = k;
+            return ls->pool[k];
+        }
+    zb_err_set(err, ZB_ESCHEDULE, "no free activation stash (%d in flight)", ls->pool_n);
+    return NULL;
+}
+
+static void stash_release(pl_stage_t *ls, int mb)
+{
+    ls->pool_mb[ls->slot[mb]] = -1;
+    ls->slot[mb] = -1;
+}
+
+static void track_memory(pl_rank_t *R)
+{
+    size_t live = 0;
+    for (int i = 0; i < R->n_local; i++)
+        for (int k = 0; k < R->st[i].pool_n; k++)
+            live += zb_gpt2_stash_live_bytes(R->st[i].pool[k]);
+    if (live > R->live_peak)
+        R->live_peak = live;
+}
+
+static zb_status_t do_b(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    const float *dx_out = ls->span.head ? NULL : ls->dx_out + (size_t)m * pl->NC;
+    float *dx_in = ls->span.embed ? NULL : ls->dx_in + (size_t)m * pl->NC;
+    return zb_gpt2_backward_input(&R->params, &ls->span, sh, dx_out, pl->grad_scale, dx_in, err);
+}
+
+static zb_status_t do_w(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh, zb_err_t *err)
+{
+    zb_status_t st = zb_gpt2_backward_weight(&R->params, &ls->span, sh, &R->grads, err);
+    if (st == ZB_OK)
+        stash_release(ls, m);
+    return st;
+}
+
+static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
+{
+    pl_rank_t *R = ctx;
+    pl_t *pl = R->pl;
+    const zb_pipeline_opts_t *o = pl->opts;
+    if (pl->step == o->fail_step && R->rank == o->fail_rank && R->computes == o->fail_action)
+        return zb_err_set(err, ZB_ENUMERIC, "injected fault (test hook) in a kernel");
+    R->computes++;
+    pl_stage_t *ls = local_stage(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    int m = a->mb;
+    if (m < 0 || m >= pl->M)
+        return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", m);
+    zb_gpt2_stash_t *sh = stash_of(ls, m, a->type == ZB_ACT_F, err);
+    if (!sh)
+        return ZB_ESCHEDULE;
+    size_t tok = (size_t)m * (size_t)pl->mbB * (size_t)pl->T;
+    zb_status_t st;
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_F:
+        st = zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
+                             ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
+                             ls->span.head ? pl->targets + tok : NULL,
+                             ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
+                             ls->span.head ? &R->mb_loss[m] : NULL, err);
+        break;
+    case ZB_ACT_B: st = do_b(R, ls, m, sh, err); break;
+    case ZB_ACT_W: st = do_w(R, ls, m, sh, err); break;
+    case ZB_ACT_BW:
+        st = do_b(R, ls, m, sh, err);
+        if (st == ZB_OK)
+            st = do_w(R, ls, m, sh, err);
+        break;
+    default: st = zb_err_set(err, ZB_EINVAL, "not a compute action"); break;
+    }
+    track_memory(R);
+    return st;
+}
+
+static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, size_t *bytes,
+                           zb_err_t *err)
+{
+    pl_rank_t *R = ctx;
+    pl_stage_t *ls = local_stage(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    float *base = a->type == ZB_ACT_SEND_F ? ls->x_out : ls->dx_in;
+    if (!base)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send that way", a->stage);
+    *buf = base + (size_t)a->mb * R->pl->NC;
+    *bytes = R->pl->NC * sizeof(float);
+    return ZB_OK;
+}
+
+static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *bytes,
+                           zb_err_t *err)
+{
+    pl_rank_t *R = ctx;
+    pl_stage_t *ls = local_stage(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    float *base = a->type == ZB_ACT_RECV_F ? ls->x_in : ls->dx_out;
+    if (!base)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing that way", a->stage);
+    *buf = base + (size_t)a->mb * R->pl->NC;
+    *bytes = R->pl->NC * sizeof(float);
+    return ZB_OK;
+}
+
+static size_t op_recv_bytes(void *ctx, const zb_action_t *a)
+{
+    (void)a;
+    return ((pl_rank_t *)ctx)->pl->NC * sizeof(float);
+}
+
+/* ---- after the compute: tied embedding, norm, optimizer ---- */
+
+/* Both holders of WTE end with (embedding part) + (head part), formed by zb_gpt2_fold_tied. */
+static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    size_t n = R->grads.g.sizes[ZB_WTE];
+    uint32_t tag = zb_tag(ZB_TAG_EXCHANGE, 0, 0);
+    zb_status_t st = ZB_OK;
+    if (R->has_embed && !R->has_head) /* receive the head part where fold expects it */
+        st = zb_exchange(t, R->grads.g.t[ZB_WTE], R->grads.wte_head, n, pl->head_rank, tag, err);
+    else if (R->has_head && !R->has_embed) /* receive the embedding part into the gradient */
+        st = zb_exchange(t, R->grads.wte_head, R->grads.g.t[ZB_WTE], n, pl->embed_rank, tag, err);
+    if (st == ZB_OK && (R->has_embed || R->has_head))
+        zb_gpt2_fold_tied(&R->grads);
+    return st;
+}
+
+static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
+{
+    pl_t *pl = R->pl;
+    long adam_t = pl->step - R->skipped + 1;
+    zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, pl->step, adam_t, sumsq,
+                    pl->n_units, R->units, R->n_owned, stats);
+    if (!stats->skipped && R->has_head && !R->has_embed) {
+        const pl_range_t *wte = &R->upd[R->n_upd - 1];
+        zb_adamw_update_range(&R->params, &R->grads.g, &R->opt, &pl->cfg->adamw, stats->lr, adam_t,
+                              stats->clip_scale, wte->off, wte->count);
+    }
+}
+
+static void backup_copy(pl_rank_t *R, bool save)
+{
+    float *b = R->backup;
+    float *bufs[3] = {R->params.data, R->opt.m.data, R->opt.v.data};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < R->n_upd; i++) {
+            float *p = bufs[k] + R->upd[i].off;
+            size_t bytes = R->upd[i].count * sizeof(float);
+            if (save)
+                memcpy(b, p, bytes);
+            else
+                memcpy(p, b, bytes);
+            b += R->upd[i].count;
+        }
+}
+
+/* Post-validation: step with what this rank knows (its own units) while the others finish, then
+ * check against the global norm. Its own partial norm is a lower bound of the global one, so:
+ * own norm non-finite -> the step is skipped anyway; own norm above the clip -> clipping is
+ * certain, wait for the exact factor; else step with factor 1 and undo if the global norm says
+ * clip or skip. The redo uses the same inputs as the barrier mode, so the bits are the same. */
+static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    int U = pl->n_units;
+    double *local = R->vec;
+    zb_status_t st;
+    if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
+        if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
+            return st;
+        update(R, local, &R->stats);
+        return ZB_OK;
+    }
+    double own_norm = zb_grad_norm_total(local, U);
+    float clip = pl->cfg->grad_clip;
+    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f &&
+                      R->upd_elems > 0;
+    if (optimistic) {
+        backup_copy(R, true);
+        zb_step_stats_t guess;
+        update(R, local, &guess);
+    }
+    if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
+        return st;
+    double norm = zb_grad_norm_total(local, U);
+    bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
+    if (optimistic && right) {
+        /* what zb_train_update would report, without touching the parameters again */
+        zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
+                                  pl->cfg->warmup, pl->cfg->steps};
+        R->stats = (zb_step_stats_t){.step = pl->step, .lr = zb_lr_at(&sched, pl->step),
+                                     .grad_norm = norm, .clip_scale = 1.0f, .skipped = false};
+        return ZB_OK;
+    }
+    if (optimistic) {
+        backup_copy(R, false);
+        R->rollbacks++;
+    }
+    update(R, local, &R->stats);
+    return ZB_OK;
+}
+
+static void inject_inf(pl_rank_t *R)
+{
+    const zb_pipeline_opts_t *o = R->pl->opts;
+    if (R->pl->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
+        o->inject_inf_unit >= R->pl->n_units || R->pl->unit_owner[o->inject_inf_unit] != R->rank)
+        return;
+    size_t off[16], cnt[16];
+    zb_gpt2_unit_ranges(&R->pl->mcfg, o->inject_inf_unit, off, cnt);
+    R->grads.g.data[off[0]] = INFINITY;
+}
+
+zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
+{
+    pl_rank_t *R = arg;
+    pl_t *pl = R->pl;
+    zb_gpt2_grads_zero(&R->grads);
+    R->computes = 0;
+    for (int i = 0; i < R->n_local; i++) {
+        pl_stage_t *ls = &R->st[i];
+        for (int k = 0; k < ls->pool_n; k++)
+            ls->pool_mb[k] = -1;
+        for (int m = 0; m < pl->M; m++)
+            ls->slot[m] = -1;
+    }
+    zb_exec_ops_t ops = {.ctx = R,
+                         .compute = op_compute,
+                         .send_payload = op_send,
+                         .recv_payload = op_recv,
+                         .recv_bytes = op_recv_bytes};
+    zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = pl->t0};
+    zb_status_t st = zb_execute(pl->sched, t, &ops, &eo, &R->tl, err);
+    if (st == ZB_OK)
+        st = tied_embedding(t, R, err);
+    if (st != ZB_OK) {
+        if (st != ZB_EABORT)
+            zb_transport_abort(t, err ? err->msg : zb_strerror(st));
+        return st;
+    }
+    inject_inf(R);
+    memset(R->vec, 0, (size_t)(pl->n_units + 1) * sizeof(double));
+    for (int i = 0; i < R->n_owned; i++)
+        R->vec[R->units[i]] = zb_grad_unit_sumsq(&R->grads.g, R->units[i]);
+    if (R->has_head)
+        R->vec[pl->n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
+    if ((st = optimizer(t, R, err)) != ZB_OK)
+        return st;
+    R->loss = (float)R->vec[pl->n_units]; /* 0 + ... + loss + 0: exact */
+    if (R->stats.skipped)
+        R->skipped++;
+    return zb_flush(t, err);
+}

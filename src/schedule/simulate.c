@@ -23,6 +23,7 @@ typedef struct {
     const zb_costs_t *c;
     int S, M;
     bool lowered;
+    int *owner; /* [S] rank of each stage (placement lookup without a call) */
     /* [S*M], -1 = not produced yet */
     double *end_f, *end_b, *arr_f, *arr_b;
     int *pos;       /* [ranks] next action index */
@@ -45,7 +46,7 @@ static void wake(sim_ctx_t *x, int rank)
  * `done` is the producer's end time (or -1), `arrival` the message arrival (lowered only). */
 static double input_ready(const sim_ctx_t *x, int rank, int stage_src, double done, double arrival)
 {
-    if (zb_stage_rank(x->s, stage_src) == rank)
+    if (x->owner[stage_src] == rank)
         return done;
     if (x->lowered)
         return arrival;
@@ -119,21 +120,21 @@ static void publish(sim_ctx_t *x, const zb_action_t *a, double end)
     case ZB_ACT_F:
         x->end_f[i] = end;
         if (s + 1 < x->S)
-            wake(x, zb_stage_rank(x->s, s + 1));
+            wake(x, x->owner[s + 1]);
         break;
     case ZB_ACT_B:
     case ZB_ACT_BW:
         x->end_b[i] = end;
         if (s > 0)
-            wake(x, zb_stage_rank(x->s, s - 1));
+            wake(x, x->owner[s - 1]);
         break;
     case ZB_ACT_SEND_F:
         x->arr_f[i + M] = end + x->c->comm[s];
-        wake(x, zb_stage_rank(x->s, s + 1));
+        wake(x, x->owner[s + 1]);
         break;
     case ZB_ACT_SEND_B:
         x->arr_b[i - M] = end + x->c->comm[s];
-        wake(x, zb_stage_rank(x->s, s - 1));
+        wake(x, x->owner[s - 1]);
         break;
     default:
         break;
@@ -311,11 +312,14 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
     x.free_t = calloc((size_t)P, sizeof *x.free_t);
     x.queue = calloc((size_t)P, sizeof *x.queue);
     x.queued = calloc((size_t)P, sizeof *x.queued);
+    x.owner = malloc((size_t)x.S * sizeof *x.owner);
     if (!x.end_f || !x.end_b || !x.arr_f || !x.arr_b || !x.pos || !x.free_t || !x.queue ||
-        !x.queued || alloc_result(out, s) != ZB_OK) {
+        !x.queued || !x.owner || alloc_result(out, s) != ZB_OK) {
         st = zb_err_set(err, ZB_ENOMEM, "simulate: out of memory");
         goto done;
     }
+    for (int i = 0; i < x.S; i++)
+        x.owner[i] = zb_stage_rank(s, i);
     for (size_t i = 0; i < n; i++)
         x.end_f[i] = x.end_b[i] = x.arr_f[i] = x.arr_b[i] = -1;
     st = run(&x, out, err);
@@ -330,6 +334,7 @@ done:
     free(x.free_t);
     free(x.queue);
     free(x.queued);
+    free(x.owner);
     if (st != ZB_OK)
         zb_sim_free(out);
     return st;

@@ -183,6 +183,7 @@ typedef struct {
     const zb_schedule_t *s;
     int M;
     unsigned char *done; /* [S*M] bit per kind below */
+    int *owner;          /* [S] rank of each stage */
     int *pos;            /* [ranks] */
 } order_t;
 
@@ -203,7 +204,7 @@ static bool is_ready(const order_t *o, int rank, const zb_action_t *a, int *who,
         if (st == 0)
             return true;
         src = st - 1;
-        if (zb_stage_rank(s, src) == rank)
+        if (o->owner[src] == rank)
             flag = DONE_F, nt = ZB_ACT_F;
         else
             flag = SENT_F, nt = ZB_ACT_SEND_F;
@@ -217,7 +218,7 @@ static bool is_ready(const order_t *o, int rank, const zb_action_t *a, int *who,
         if (st + 1 == s->stages)
             return true;
         src = st + 1;
-        if (zb_stage_rank(s, src) == rank)
+        if (o->owner[src] == rank)
             flag = DONE_B, nt = ZB_ACT_B;
         else
             flag = SENT_B, nt = ZB_ACT_SEND_B;
@@ -231,7 +232,7 @@ static bool is_ready(const order_t *o, int rank, const zb_action_t *a, int *who,
     }
     if (o->done[(size_t)src * M + a->mb] & flag)
         return true;
-    *who = zb_stage_rank(s, src);
+    *who = o->owner[src];
     *need = (zb_action_t){.type = (uint8_t)nt, .stage = src, .mb = a->mb};
     return false;
 }
@@ -305,13 +306,16 @@ static zb_status_t check_order(const zb_schedule_t *s, zb_err_t *err)
     o.pos = calloc((size_t)P, sizeof *o.pos);
     int *queue = malloc((size_t)P * sizeof *queue);
     bool *queued = calloc((size_t)P, sizeof *queued);
+    o.owner = malloc((size_t)s->stages * sizeof *o.owner);
     zb_status_t st = ZB_OK;
-    if (!o.done || !o.pos || !queue || !queued) {
+    if (!o.done || !o.pos || !queue || !queued || !o.owner) {
         st = zb_err_set(err, ZB_ENOMEM, "validate: out of memory");
         goto out;
     }
     /* Worklist of ranks that may advance; a rank that blocks is re-queued by the rank that
      * produces what it waits for. */
+    for (int i = 0; i < s->stages; i++)
+        o.owner[i] = zb_stage_rank(s, i);
     int head = 0, len = 0;
     for (int r = 0; r < P; r++) {
         queue[len++] = r;
@@ -334,9 +338,9 @@ static zb_status_t check_order(const zb_schedule_t *s, zb_err_t *err)
             /* Wake the neighbour that may consume this output. */
             int wake = -1;
             if (a->type == ZB_ACT_F || a->type == ZB_ACT_SEND_F)
-                wake = a->stage + 1 < s->stages ? zb_stage_rank(s, a->stage + 1) : -1;
+                wake = a->stage + 1 < s->stages ? o.owner[a->stage + 1] : -1;
             else if (a->type == ZB_ACT_B || a->type == ZB_ACT_BW || a->type == ZB_ACT_SEND_B)
-                wake = a->stage > 0 ? zb_stage_rank(s, a->stage - 1) : -1;
+                wake = a->stage > 0 ? o.owner[a->stage - 1] : -1;
             if (wake >= 0 && wake != r && !queued[wake]) {
                 queued[wake] = true;
                 queue[(head + len) % P] = wake;
@@ -351,6 +355,7 @@ static zb_status_t check_order(const zb_schedule_t *s, zb_err_t *err)
         }
 out:
     free(o.done);
+    free(o.owner);
     free(o.pos);
     free(queue);
     free(queued);

@@ -1,4 +1,20 @@
-/* ZB-H1 / ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024). */
+/* ZB-H1 / ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024), one chunk, split
+ * backward. Both are one rule with two parameters per rank r (stage r):
+ *
+ *   warm:  forwards before the first step (each step is F if any is left, then B, then W)
+ *   delay: how many W's the rank keeps owing before it starts paying them (a W after a B only
+ *          when more than `delay` are owed); the owed W's fill the tail.
+ *
+ *   ZB-H1: warm = P-1-r (1F1B's warm-up), delay = r. In-flight activations peak at P on every
+ *          rank (1F1B's P·M_F); bubble time (P-1)(F+B-W) at zero comm cost.
+ *   ZB-H2: warm = 2(P-1-r), delay = 2r: rank r runs 2(P-1-r)+1 forwards before its first B,
+ *          filling the head bubble; peak 2P-1 on every rank; bubble (P-1)(F+B-2W), clamped at 0.
+ *
+ * The closed forms are exact (checked over a grid by tests/test_schedule_gen.c) for M >= P (H1)
+ * and M >= 2P-1 (H2) whenever W <= F. If W > F no order can reach them under these memory
+ * caps: rank 0 sits idle before its first B for at least (P-1)·B (H1) or (P-1)(B-F) (H2).
+ * Smaller M is supported and valid; peaks are then capped at M. The order never depends on
+ * costs. */
 #include "schedule/generators.h"
 
 /* One rank's program for a split-backward 1F1B-like schedule on stage r:

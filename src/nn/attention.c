@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "nn/fastmath.h"
 #include "nn/gemm.h"
 
 size_t zb_attention_scratch_floats(int T)
@@ -33,7 +34,7 @@ void zb_attention_forward(float *out, float *att, const float *qkv, int B, int T
                         maxv = row[u];
                 float sum = 0.0f;
                 for (int u = 0; u <= t; u++) {
-                    row[u] = expf(row[u] - maxv);
+                    row[u] = zb_fast_expf(row[u] - maxv);
                     sum += row[u];
                 }
                 float inv = 1.0f / sum;

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "nn/fastmath.h"
+
 void zb_crossentropy_forward(float *losses, float *probs, const int *targets, int N, int V,
                              int Vp)
 {
@@ -11,15 +13,30 @@ void zb_crossentropy_forward(float *losses, float *probs, const int *targets, in
     for (int n = 0; n < N; n++) {
         float *row = probs + (size_t)n * Vp;
         float target_logit = row[targets[n]];
-        float maxv = row[0];
-        for (int i = 1; i < V; i++)
-            if (row[i] > maxv)
-                maxv = row[i];
+        /* max and sum in 8 fixed lanes: vectorisable, and the order never changes */
+        float lmax[8];
+        for (int j = 0; j < 8; j++)
+            lmax[j] = row[0];
+        int V8 = V & ~7;
+        for (int i = 0; i < V8; i += 8)
+            for (int j = 0; j < 8; j++)
+                lmax[j] = row[i + j] > lmax[j] ? row[i + j] : lmax[j];
+        float maxv = lmax[0];
+        for (int j = 1; j < 8; j++)
+            maxv = lmax[j] > maxv ? lmax[j] : maxv;
+        for (int i = V8; i < V; i++)
+            maxv = row[i] > maxv ? row[i] : maxv;
+        for (int i = 0; i < V; i++)
+            row[i] = zb_fast_expf(row[i] - maxv);
+        double lsum[8] = {0};
+        for (int i = 0; i < V8; i += 8)
+            for (int j = 0; j < 8; j++)
+                lsum[j] += row[i + j];
         double sum = 0.0;
-        for (int i = 0; i < V; i++) {
-            row[i] = expf(row[i] - maxv);
+        for (int j = 0; j < 8; j++)
+            sum += lsum[j];
+        for (int i = V8; i < V; i++)
             sum += row[i];
-        }
         float inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++)
             row[i] *= inv;

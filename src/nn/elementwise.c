@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "nn/fastmath.h"
+
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
 void zb_gelu_forward(float *out, const float *inp, size_t n)
@@ -10,7 +12,7 @@ void zb_gelu_forward(float *out, const float *inp, size_t n)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanhf(u));
+        out[i] = 0.5f * x * (1.0f + zb_fast_tanhf(u));
     }
 }
 
@@ -20,7 +22,7 @@ void zb_gelu_backward_input(float *dinp, const float *inp, const float *dout, si
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = zb_fast_tanhf(u);
         float sech2 = 1.0f - th * th;
         float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += (0.5f * (1.0f + th) + 0.5f * x * sech2 * du) * dout[i];

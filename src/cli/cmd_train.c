@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/pipeline_flags.h"
 #include "zbpp/train.h"
 
 #define GPT2_VOCAB 50257
@@ -46,6 +47,7 @@ static void usage(FILE *out)
             "  --resume FILE        continue a training checkpoint (its settings are the defaults)\n"
             "  --metrics FILE       JSON lines, one per step\n"
             "  --quiet              no progress output\n");
+    zb_cli_pipeline_usage(out);
 }
 
 /* ---- number parsing: the whole string must be a number in range ---- */
@@ -132,6 +134,8 @@ int zb_cmd_train(int argc, char **argv)
 {
     zb_train_config_t c;
     zb_train_config_defaults(&c);
+    zb_cli_pipeline_t pipe; /* --ranks, --schedule, ... (cli/pipeline_flags.c) */
+    zb_cli_pipeline_init(&pipe);
     zb_err_t err;
     zb_err_clear(&err);
 
@@ -222,6 +226,8 @@ int zb_cmd_train(int argc, char **argv)
             c.resume_path = v;
         else if (!strcmp(a, "--metrics"))
             c.metrics_path = v;
+        else if ((bad = zb_cli_pipeline_flag(&pipe, a, v)) != 0)
+            bad = bad < 0;
         else {
             fprintf(stderr, "zbpp train: unknown option '%s' (see zbpp train --help)\n", a);
             return 2;
@@ -259,6 +265,8 @@ int zb_cmd_train(int argc, char **argv)
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)
         return fail(st, &err);
+    if (pipe.opts.ranks > 1)
+        return zb_cli_pipeline_run(&pipe, &c);
     zb_train_summary_t sum;
     st = zb_train_run(&c, stderr, NULL, NULL, &sum, &err);
     if (st != ZB_OK)

@@ -1,0 +1,128 @@
+/* zbpp CLI — pipeline flags of `zbpp train` and the report printed after a pipeline run. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/pipeline_flags.h"
+
+void zb_cli_pipeline_init(zb_cli_pipeline_t *pc)
+{
+    memset(pc, 0, sizeof *pc);
+    zb_pipeline_opts_defaults(&pc->opts);
+}
+
+static int bad(const char *a, const char *v, const char *want)
+{
+    fprintf(stderr, "zbpp train: %s expects %s, got '%s'\n", a, want, v);
+    return -1;
+}
+
+static int parse_pos_int(const char *a, const char *v, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < 1 || x > hi)
+        return bad(a, v, "a positive integer");
+    *out = (int)x;
+    return 1;
+}
+
+static int parse_bytes(const char *a, const char *v, double scale, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0) || !isfinite(x))
+        return bad(a, v, "a positive number");
+    *out = x * scale;
+    return 1;
+}
+
+int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
+{
+    zb_pipeline_opts_t *o = &pc->opts;
+    int r = 0;
+    if (!strcmp(a, "--ranks"))
+        r = parse_pos_int(a, v, 1024, &o->ranks);
+    else if (!strcmp(a, "--schedule"))
+        o->schedule = v, r = 1;
+    else if (!strcmp(a, "--chunks"))
+        r = parse_pos_int(a, v, 64, &o->chunks);
+    else if (!strcmp(a, "--optimizer-sync")) {
+        zb_err_t err;
+        if (zb_opt_sync_parse(v, &o->opt_sync, &err) != ZB_OK) {
+            fprintf(stderr, "zbpp train: %s\n", err.msg);
+            return -1;
+        }
+        r = 1;
+    } else if (!strcmp(a, "--mem-limit"))
+        r = parse_bytes(a, v, 1.0, &o->mem_limit);
+    else if (!strcmp(a, "--mem-limit-mb"))
+        r = parse_bytes(a, v, 1024.0 * 1024.0, &o->mem_limit);
+    else if (!strcmp(a, "--trace"))
+        o->trace_path = v, r = 1;
+    if (r != 0)
+        pc->given = 1;
+    return r;
+}
+
+void zb_cli_pipeline_usage(FILE *out)
+{
+    fprintf(out,
+            "pipeline (ranks are threads of this process; bit-identical to --ranks 1):\n"
+            "  --ranks P            pipeline ranks (default 1: the single-process trainer)\n"
+            "  --schedule NAME      schedule family (default 1f1b; see zbpp schedule --help)\n"
+            "  --chunks V           stages per rank (default: the family's)\n"
+            "  --optimizer-sync post-validation|barrier   (default post-validation)\n"
+            "  --mem-limit BYTES | --mem-limit-mb X   refuse schedules whose activation stash\n"
+            "                       per rank would exceed it\n"
+            "  --trace FILE         measured timeline of the last step (Chrome trace JSON)\n");
+}
+
+int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
+{
+    zb_train_summary_t sum;
+    zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+    if (!rep) {
+        fprintf(stderr, "zbpp train: out of memory\n");
+        return 1;
+    }
+    zb_err_t err;
+    zb_err_clear(&err);
+    zb_status_t st = zb_pipeline_train(c, &pc->opts, stderr, &sum, rep, NULL, &err);
+    if (st != ZB_OK) {
+        fprintf(stderr, "zbpp train: %s\n", err.msg[0] ? err.msg : zb_strerror(st));
+        free(rep);
+        return (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
+    }
+    if (!c->quiet) {
+        printf("pipeline: %s\n", rep->note);
+        printf("partition (first block of each stage):");
+        for (int s = 0; s <= rep->stages; s++)
+            printf(" %d", rep->first[s]);
+        printf("\n");
+        if (sum.steps_run > 0) {
+            printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
+                   sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
+                   sum.last_loss, rep->step_ms_median, sum.median_tokens_per_s);
+            printf("bubble: measured %.1f%% (last step), predicted %.1f%% (simulator)\n",
+                   100 * rep->bubble_measured, 100 * rep->bubble_predicted);
+            for (int r = 0; r < pc->opts.ranks; r++)
+                printf("rank %d activation stash peak: measured %.2f MiB, predicted %.2f MiB\n", r,
+                       rep->peak_stash_bytes[r] / 1048576.0,
+                       rep->predicted_stash_bytes[r] / 1048576.0);
+            if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
+                printf("optimizer post-validation: %ld rank-steps rolled back and redone\n",
+                       rep->rollbacks);
+        }
+        if (pc->opts.trace_path && sum.steps_run > 0)
+            printf("trace: %s\n", pc->opts.trace_path);
+        if (c->save_path)
+            printf("saved %s\n", c->save_path);
+    }
+    free(rep);
+    return 0;
+}

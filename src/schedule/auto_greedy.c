@@ -438,7 +438,9 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev)
     int w_st = have_w ? w_item / g->M : 0, w_m = have_w ? w_item % g->M : 0;
     bool w_fits = have_w && g->mem[r] + g->c->m_w[w_st] <= g->o->mem_cap + EPS;
 
-    if (best_b >= 0 && !(g->o->f_over_b && best_f >= 0))
+    bool f_wins = best_f >= 0 && best_b >= 0 &&
+                  (g->o->oldest_first ? cand[best_f].m < cand[best_b].m : g->o->f_over_b);
+    if (best_b >= 0 && !f_wins)
         return place(g, r, ZB_ACT_B, cand[best_b].st, cand[best_b].m) ? -1 : 1;
     if (w_fits && g->o->w_mode == ZB_WMODE_EAGER) {
         g->wq_head[r]++;
@@ -457,7 +459,8 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev)
     }
     if (!w_fits)
         return 0;
-    if (!f_blocked && g->o->w_keep > 0 && g->wq_tail[r] - g->wq_head[r] <= g->o->w_keep &&
+    double keep = g->o->w_keep + g->o->w_keep_slope * r;
+    if (!f_blocked && keep > 0 && g->wq_tail[r] - g->wq_head[r] <= keep + EPS &&
         g->fb_left[r] > 0)
         return 0; /* hold these W's back for the cool-down */
     /* Gap filling (or memory relief when an F is blocked): a W, unless the lookahead says an
@@ -577,6 +580,17 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         if (acted)
             continue;
         if (!isfinite(next)) {
+#ifdef ZB_GREEDY_DEBUG
+            for (int r = 0; r < P; r++) {
+                cand_t cd[130];
+                int n = candidates(&g, r, cd);
+                fprintf(stderr, "rank %d clock %g mem %g left %d wq %d:", r, g.clock[r], g.mem[r],
+                        g.left[r], g.wq_tail[r] - g.wq_head[r]);
+                for (int i = 0; i < n; i++)
+                    fprintf(stderr, " %d(%d,%d)@%g", cd[i].type, cd[i].st, cd[i].m, cd[i].ready);
+                fprintf(stderr, "\n");
+            }
+#endif
             st = zb_err_set(err, ZB_EMEMLIMIT,
                             "%s: memory cap %g blocks every rank (no schedule of this kind fits)",
                             name, o->mem_cap);

@@ -22,10 +22,13 @@ typedef struct {
     double w_tight;     /* ZB_WMODE_TIGHT threshold, fraction of mem_cap (0..1] */
     int w_keep;         /* keep this many W's pending for the cool-down (only memory relief or
                            a rank with no F/B left runs them) */
+    double w_keep_slope; /* rank r keeps w_keep + w_keep_slope*r (later ranks end later) */
     bool lookahead;     /* start a gap-filling W only if it ends before the next F/B on the rank
                            can possibly become ready */
     bool f_over_b;      /* when an F and a B are both ready, run the F first (keeps the next
                            ranks fed, 1F1B steady state); else B first (critical path) */
+    bool oldest_first;  /* when an F and a B are both ready, run the one of the older microbatch
+                           (ties: B); overrides f_over_b */
     bool f_deep_first;  /* among ready F's on a rank prefer the later stage (else oldest mb) */
     double mem_cap;     /* per-rank memory cap used while building; INFINITY = none */
     /* Optional fixed per-rank order of F and B/BW actions (W's in it are ignored): the greedy

@@ -37,6 +37,15 @@ bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, d
     zb_sim_free(&sim);
     const double tol = 1e-9 * fmax(1.0, mk);
     bool better;
+    if (b->by_span) {
+        /* swap the roles of the two keys */
+        double t = mk;
+        mk = span;
+        span = t;
+        double bt = b->makespan;
+        b->makespan = b->span;
+        b->span = bt;
+    }
     if (mk < b->makespan - tol)
         better = true;
     else if (mk > b->makespan + tol)
@@ -47,6 +56,14 @@ bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, d
         better = false;
     else
         better = peak < b->peak - 1e-12;
+    if (b->by_span) {
+        double t = mk;
+        mk = span;
+        span = t;
+        double bt = b->makespan;
+        b->makespan = b->span;
+        b->span = bt;
+    }
     if (!better) {
         zb_schedule_free(s);
         return false;
@@ -69,7 +86,7 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
     struct {
         double k, slope;
     } caps[] = {{0, 0}, {P, 1}, {2 * P, 2}, {2 * P, 1}, {P, 0}, {2 * P, 0},
-                {1.5 * P, 1}, {P + 1, 1}, {2 * P - 1, 2}, {3 * P, 2}};
+                {1.5 * P, 1}, {P + 1, 1}, {2 * P - 1, 2}, {3 * P, 2}, {2 * P - 2, 2}, {2 * P - 3, 2}};
     int ncaps = effort > 0 ? (int)(sizeof caps / sizeof caps[0]) : 4;
     const zb_wmode_t modes[] = {ZB_WMODE_FILL, ZB_WMODE_EAGER, ZB_WMODE_TIGHT};
     int tried = 0, ok = 0;
@@ -77,7 +94,7 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
     zb_err_t e;
     for (int ci = 0; ci < ncaps; ci++)
         for (int wm = 0; wm < 3; wm++)
-            for (int fb = 0; fb < 2; fb++)
+            for (int fb = 0; fb < 3; fb++)
                 for (int la = 0; la < 2; la++)
                     for (int deep = 0; deep < (v > 1 ? 2 : 1); deep++)
                     for (int keep = 0; keep < 3; keep++) {
@@ -88,13 +105,15 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
                         o.inflight_slope = caps[ci].slope;
                         o.w_mode = modes[wm];
                         o.w_tight = 0.75;
-                        o.f_over_b = fb;
+                        o.f_over_b = fb == 1;
+                        o.oldest_first = fb == 2;
                         o.lookahead = la == 0;
                         o.f_deep_first = deep == 0;
                         o.mem_cap = cap;
-                        o.w_keep = keep == 0 ? 0 : keep == 1 ? P / 2 : P;
-                        if (keep > 0 && o.w_keep == 0)
-                            continue;
+                        /* W's held for the cool-down: none, or 2r (later ranks finish later:
+                           the last microbatch's B chain reaches them first) */
+                        o.w_keep = keep == 2 ? 1 : 0;
+                        o.w_keep_slope = keep == 0 ? 0 : keep == 1 ? 1 : 2;
                         zb_schedule_t *s = NULL;
                         tried++;
                         zb_status_t st = zb_greedy_build(name, P, v, pl, M, c, &o, &s, NULL, &e);
@@ -108,7 +127,7 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
                         char label[96];
                         snprintf(label, sizeof label, "greedy(w=%s,%s,%s,inflight=%g-%g*r)",
                                  wm == 0 ? "fill" : wm == 1 ? "eager" : "tight",
-                                 fb ? "F-first" : "B-first", la == 0 ? "lookahead" : "no-look",
+                                 fb == 0 ? "B-first" : fb == 1 ? "F-first" : "oldest-first", la == 0 ? "lookahead" : "no-look",
                                  caps[ci].k, caps[ci].slope);
                         zb_sweep_offer(best, s, c, cap, label);
                     }

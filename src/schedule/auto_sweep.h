@@ -10,6 +10,7 @@ typedef struct {
     double span;      /* its max per-rank span T (bubble-rate basis) */
     double peak;      /* max per-rank peak memory of s */
     char label[96];   /* what produced it */
+    bool by_span;     /* judge by max span (bubble rate) first, makespan second */
 } zb_sweep_best_t;
 
 void zb_sweep_init(zb_sweep_best_t *b);

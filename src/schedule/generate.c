@@ -1,5 +1,6 @@
 /* The registry of schedule families and the preamble every generator shares. */
 #include "schedule/generators.h"
+#include "schedule/gen_v.h" /* helper a: V family, interleaved-zb, auto, optimal */
 
 #include <string.h>
 
@@ -11,6 +12,17 @@ static const zb_generator_info_t registry[] = {
      zb_gen_interleaved},
     {"zb-h1", "zero bubble H1: split B/W, 1F1B memory, bubble (P-1)(F+B-W)", zb_gen_zbh1},
     {"zb-h2", "zero bubble H2: split B/W, 2P-1 activations, bubble (P-1)(F+B-2W)", zb_gen_zbh2},
+    {"interleaved-zb", "interleaved 1F1B with B/W split: same memory, W's fill the bubbles",
+     zb_gen_interleaved_zb},
+    {"zb-v", "ZB-V: V placement, 2 chunks, peak 2P chunk activations (1F1B's), ~zero bubble",
+     zb_gen_zbv},
+    {"v-half", "V-Half: V placement, about half of 1F1B's memory and bubble", zb_gen_vhalf},
+    {"v-min", "V-Min: V placement, about 1/3 of 1F1B's memory, 2/3 of its bubble", zb_gen_vmin},
+    {"dualpipev", "DeepSeek DualPipeV: V placement, M >= 2P, W's deferred in the cool-down",
+     zb_gen_dualpipev},
+    {"auto", "best schedule under --mem-limit (greedy search + families + local moves)",
+     zb_gen_auto},
+    {"optimal", "exact MILP (GLPK) for small P, M; warm-started from auto", zb_gen_optimal},
 };
 
 const zb_generator_info_t *zb_generators(size_t *count)

@@ -1,0 +1,195 @@
+/* `auto`: the best schedule under a memory limit.
+ *
+ * Candidates, all judged by zb_simulate (makespan, then max span, then peak): the greedy list
+ * scheduler over a grid of settings, every handcrafted family of the same chunking that fits the
+ * limit, and the minimal-memory schedule. With any_placement a one-stage-per-rank cost model is
+ * also split over 2 chunks per rank (loop and V placement) and those chunkings compete too.
+ * The winner then goes through the local-improvement pass. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "schedule/auto_sweep.h"
+#include "schedule/gen_v.h"
+#include "schedule/generators.h"
+#include "zbpp/plan.h"
+
+zb_status_t zb_costs_rechunk(const zb_costs_t *src, int P, int v, zb_placement_t pl,
+                             zb_costs_t *dst, zb_err_t *err)
+{
+    if (!src || !dst || P < 1 || v < 1 || src->stages != P)
+        return zb_err_set(err, ZB_EINVAL, "rechunk: need a cost model with one stage per rank "
+                                          "(stages %d, ranks %d)",
+                          src ? src->stages : 0, P);
+    if (pl == ZB_PLACE_V && v != 2)
+        return zb_err_set(err, ZB_EINVAL, "rechunk: V placement needs 2 chunks, not %d", v);
+    zb_status_t st = zb_costs_init_uniform(dst, v * P, 0, 0, 0, 0, 0, 0, 0, err);
+    if (st != ZB_OK)
+        return st;
+    for (int s = 0; s < v * P; s++) {
+        int r = zb_stage_rank_of(P, v, pl, s);
+        dst->t_f[s] = src->t_f[r] / v;
+        dst->t_b[s] = src->t_b[r] / v;
+        dst->t_w[s] = src->t_w[r] / v;
+        dst->comm[s] = src->comm[r];
+        dst->m_f[s] = src->m_f[r] / v;
+        dst->m_b[s] = src->m_b[r] / v;
+        dst->m_w[s] = src->m_w[r] / v;
+    }
+    dst->mem_limit = src->mem_limit;
+    return ZB_OK;
+}
+
+double zb_min_feasible_memory(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *c)
+{
+    return zb_min_memory_needed(ranks, chunks, pl, c);
+}
+
+/* Families auto never calls (itself, the solver that calls it). */
+static bool skip_family(const char *name)
+{
+    return !strcmp(name, "auto") || !strcmp(name, "optimal");
+}
+
+/* Every candidate for one chunking (v, pl) with its per-stage costs c. */
+static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement_t pl,
+                                   const zb_costs_t *c, zb_sweep_best_t *best, zb_err_t *err)
+{
+    const int P = p->ranks, M = p->microbatches;
+    const double cap = c->mem_limit;
+    long long n = 3LL * v * P * M;
+    zb_err_t e;
+    zb_sweep_best_t local;
+    zb_sweep_init(&local);
+    zb_status_t st = zb_greedy_sweep("auto", P, v, pl, M, c, cap, n <= 6000 ? 1 : 0, &local, &e);
+    if (st == ZB_ENOMEM) {
+        zb_sweep_clear(&local);
+        return zb_err_set(err, st, "%s", e.msg);
+    }
+    /* Handcrafted families of this chunking. */
+    size_t nf;
+    const zb_generator_info_t *fam = zb_generators(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        if (skip_family(fam[i].name))
+            continue;
+        zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = c};
+        zb_schedule_t *s = NULL;
+        if (zb_generate(fam[i].name, &q, &s, NULL) != ZB_OK)
+            continue;
+        if (s->placement != pl || s->chunks != v) {
+            zb_schedule_free(s);
+            continue;
+        }
+        zb_sweep_offer(&local, s, c, cap, fam[i].name);
+    }
+    zb_schedule_t *minmem = NULL;
+    if (zb_min_memory_schedule("auto", P, v, pl, M, &minmem, NULL) == ZB_OK)
+        zb_sweep_offer(&local, minmem, c, cap, "min-memory");
+    if (local.s) {
+        char label[96];
+        snprintf(label, sizeof label, "%s", local.label);
+        zb_schedule_t *s = local.s;
+        local.s = NULL;
+        /* re-offer into the overall best with the chunking in the label */
+        char full[96];
+        snprintf(full, sizeof full, "%.60s v=%d %s", label, v, zb_placement_name(pl));
+        zb_sweep_offer(best, s, c, cap, full);
+    }
+    zb_sweep_clear(&local);
+    return ZB_OK;
+}
+
+typedef struct {
+    int v;
+    zb_placement_t pl;
+    zb_costs_t c;
+    bool owned;
+} chunking_t;
+
+zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!p->costs)
+        return zb_err_set(err, ZB_EINVAL, "auto: needs a cost model (times and memory)");
+    zb_status_t st = zb_costs_check(p->costs, err);
+    if (st != ZB_OK)
+        return st;
+    const int P = p->ranks;
+    if (P < 1 || p->microbatches < 1)
+        return zb_err_set(err, ZB_EINVAL, "auto: ranks %d and microbatches %d must be >= 1", P,
+                          p->microbatches);
+    int v = p->chunks ? p->chunks : (p->costs->stages % P == 0 ? p->costs->stages / P : 0);
+    if (v < 1 || p->costs->stages != v * P)
+        return zb_err_set(err, ZB_EINVAL, "auto: cost model has %d stages, need v*P with P=%d",
+                          p->costs->stages, P);
+    long long actions = 3LL * v * P * p->microbatches;
+    if (actions > 4000000)
+        return zb_err_set(err, ZB_EINVAL, "auto: P=%d v=%d M=%d is too large (%lld actions)", P,
+                          v, p->microbatches, actions);
+
+    chunking_t ch[4];
+    int nch = 0;
+    ch[nch++] = (chunking_t){v, ZB_PLACE_LOOP, *p->costs, false};
+    if (v == 2)
+        ch[nch++] = (chunking_t){2, ZB_PLACE_V, *p->costs, false};
+    if (p->any_placement && v == 1) {
+        const zb_placement_t pls[2] = {ZB_PLACE_LOOP, ZB_PLACE_V};
+        for (int k = 0; k < 2; k++) {
+            ch[nch] = (chunking_t){2, pls[k], {0}, true};
+            if ((st = zb_costs_rechunk(p->costs, P, 2, pls[k], &ch[nch].c, err)) != ZB_OK)
+                goto out;
+            nch++;
+        }
+    }
+    /* The limit must be reachable by some chunking. */
+    double ymin = INFINITY;
+    for (int k = 0; k < nch; k++)
+        ymin = fmin(ymin, zb_min_memory_needed(P, ch[k].v, ch[k].pl, &ch[k].c));
+    double limit = p->costs->mem_limit;
+    if (limit < ymin - 1e-9 * fmax(1.0, fabs(ymin))) {
+        st = zb_err_set(err, ZB_EMEMLIMIT,
+                        "auto: memory limit %g is below the minimum %g that any schedule needs "
+                        "(one microbatch at a time)",
+                        limit, ymin);
+        goto out;
+    }
+    zb_sweep_best_t best;
+    zb_sweep_init(&best);
+    for (int k = 0; k < nch && st == ZB_OK; k++)
+        st = search_chunking(p, ch[k].v, ch[k].pl, &ch[k].c, &best, err);
+    if (st == ZB_OK && !best.s)
+        st = zb_err_set(err, ZB_EMEMLIMIT, "auto: no schedule fits memory limit %g", limit);
+    if (st == ZB_OK) {
+        /* local improvement with the costs of the winner's chunking */
+        const zb_costs_t *wc = p->costs;
+        for (int k = 0; k < nch; k++)
+            if (ch[k].v == best.s->chunks && ch[k].pl == best.s->placement)
+                wc = &ch[k].c;
+        double before = best.makespan, after = before;
+        int evals = (int)fmin(300.0, 3e6 / (double)(3LL * best.s->chunks * P * p->microbatches));
+        zb_err_t e;
+        if (zb_improve_local(&best.s, wc, evals < 10 ? 10 : evals, &after, &e) != ZB_OK)
+            after = before;
+        snprintf(best.s->name, sizeof best.s->name, "auto");
+        snprintf(p->note, sizeof p->note, "auto chose %s; makespan %g%s", best.label, after,
+                 after < before - 1e-12 ? " after local improvement" : "");
+        *out = best.s;
+        best.s = NULL;
+    }
+    zb_sweep_clear(&best);
+out:
+    for (int k = 0; k < nch; k++)
+        if (ch[k].owned)
+            zb_costs_free(&ch[k].c);
+    return st;
+}
+
+#ifndef ZB_HAVE_GLPK
+zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+{
+    (void)p;
+    *out = NULL;
+    return zb_err_set(err, ZB_EUNSUPPORTED,
+                      "optimal: this build has no GLPK (install libglpk-dev and rebuild)");
+}
+#endif

@@ -1,0 +1,23 @@
+/* Internal: V-shaped families (helper "a"): zb-v, v-half, v-min (gen_v.c), dualpipev
+ * (gen_dualpipev.c), interleaved-zb (gen_interleaved_zb.c). */
+#ifndef ZBPP_GEN_V_H
+#define ZBPP_GEN_V_H
+
+#include "zbpp/schedule.h"
+
+/* Append the DualPipeV program to every rank of the empty V-placed schedule s (M >= 2P). With
+ * with_w false only its F/B order is written (the template zb-v places W's into). cut > 0 moves
+ * that many chunk-0 warm-up forwards of each rank into the steady state (less memory). */
+zb_status_t zb_v_template(zb_schedule_t *s, bool with_w, int cut, zb_err_t *err);
+
+/* Registered families (see gen_v.c, gen_dualpipev.c, gen_interleaved_zb.c, auto_search.c,
+ * optimal_glpk.c). */
+zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+zb_status_t zb_gen_vhalf(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+zb_status_t zb_gen_vmin(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+zb_status_t zb_gen_dualpipev(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+zb_status_t zb_gen_interleaved_zb(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+
+#endif

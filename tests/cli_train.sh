@@ -91,6 +91,17 @@ expect_error 2 "fresh model" --resume "$TMP/leg.ckpt" --layers 3
 head -c 1000 "$TMP/leg.ckpt" >"$TMP/trunc.ckpt"
 expect_error 1 "truncated" --resume "$TMP/trunc.ckpt" --text "$SRC/data/demo_corpus.txt"
 
+# an llm.c model written by --save-model starts a new run with --init-from (its shape, its weights)
+"$ZBPP" train "${TINY[@]}" --steps 3 --quiet --save-model "$TMP/model.bin" || fail "--save-model failed"
+"$ZBPP" train --init-from "$TMP/model.bin" --text "$SRC/data/demo_corpus.txt" --seq 16 --batch 4 \
+  --steps 1 --metrics "$TMP/i.jsonl" --quiet || fail "--init-from failed"
+"$ZBPP" train "${TINY[@]}" --steps 1 --metrics "$TMP/f.jsonl" --quiet || fail "fresh run failed"
+loss_init=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$TMP/i.jsonl")
+loss_fresh=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$TMP/f.jsonl")
+[ "$loss_init" != "$loss_fresh" ] || fail "--init-from did not load the trained weights"
+expect_error 2 "maximum sequence length" --init-from "$TMP/model.bin" --seq 32 --steps 1
+expect_error 2 "fresh model" --init-from "$TMP/model.bin" --channels 64
+
 # the same text as an llm.c shard (written by the corpus generator) trains identically
 python3 "$SRC/data/gen_corpus.py" --bytes 30000 --out "$TMP/small.txt" --shard "$TMP/small.bin" ||
   fail "corpus generator failed"

@@ -42,6 +42,7 @@ typedef struct {
     const char *save_path;   /* training checkpoint written at the end (and every save_every) */
     const char *resume_path; /* training checkpoint to continue from */
     long save_every;         /* 0 = only at the end */
+    const char *save_model_path; /* llm.c model checkpoint (params only) written at the end */
     const char *metrics_path;
     bool quiet;
 } zb_train_config_t;

@@ -7,5 +7,6 @@
 int zb_cmd_schedule(int argc, char **argv);
 int zb_cmd_simulate(int argc, char **argv);
 int zb_cmd_validate(int argc, char **argv);
+int zb_cmd_train(int argc, char **argv);
 
 #endif

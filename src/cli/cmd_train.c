@@ -44,6 +44,7 @@ static void usage(FILE *out)
             "checkpoints and output:\n"
             "  --save FILE          training checkpoint at the end (and every --save-every N)\n"
             "  --save-every N       also save after every N steps\n"
+            "  --save-model FILE    llm.c model checkpoint (.bin, for --init-from or llm.c)\n"
             "  --resume FILE        continue a training checkpoint (its settings are the defaults)\n"
             "  --metrics FILE       JSON lines, one per step\n"
             "  --quiet              no progress output\n");
@@ -220,6 +221,8 @@ int zb_cmd_train(int argc, char **argv)
             bad = parse_float(a, v, 0.0f, &c.lr_min);
         else if (!strcmp(a, "--save"))
             c.save_path = v;
+        else if (!strcmp(a, "--save-model"))
+            c.save_model_path = v;
         else if (!strcmp(a, "--save-every"))
             bad = parse_long(a, v, 0, LONG_MAX / 2, &c.save_every);
         else if (!strcmp(a, "--resume"))
@@ -281,6 +284,8 @@ int zb_cmd_train(int argc, char **argv)
             printf("nothing to do: already at step %ld of %ld\n", sum.first_step, c.steps);
         if (c.save_path)
             printf("saved %s\n", c.save_path);
+        if (c.save_model_path)
+            printf("saved model %s\n", c.save_model_path);
     }
     return 0;
 }

@@ -14,6 +14,7 @@ static const command_t commands[] = {
     {"schedule", zb_cmd_schedule, "generate a pipeline schedule and show or export it"},
     {"simulate", zb_cmd_simulate, "simulate a schedule read from a PyTorch CSV file"},
     {"validate", zb_cmd_validate, "check a schedule CSV: completeness, dependencies, memory, deadlock"},
+    {"train", zb_cmd_train, "train a GPT-2 model (demo corpus, llm.c shards or text)"},
 };
 
 static void usage(FILE *out)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "zbpp/train.h"
+#include "zbpp/util.h"
 
 struct zb_progress {
     FILE *human;
@@ -16,6 +17,7 @@ struct zb_progress {
     char *metrics_path;
     long total;
     bool bar_drawn;
+    double last_draw; /* zb_now() of the last bar redraw */
 };
 
 zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metrics_path,
@@ -68,13 +70,18 @@ zb_status_t zb_progress_step(zb_progress_t *p, const zb_step_stats_t *s, zb_err_
     if (!p)
         return ZB_OK;
     if (p->human) {
-        if (p->tty)
-            draw_bar(p, s);
-        else
+        /* redraw at most ~10 times a second (and always for the last step) */
+        if (p->tty) {
+            if (s->step + 1 >= p->total || zb_now() - p->last_draw >= 0.1) {
+                draw_bar(p, s);
+                p->last_draw = zb_now();
+            }
+        } else {
             fprintf(p->human,
                     "step %ld/%ld  loss %.6f  lr %.3e  norm %.4f  %.1f ms  %.0f tok/s%s\n",
                     s->step + 1, p->total, s->loss, s->lr, s->grad_norm, s->step_ms,
                     s->tokens_per_s, s->skipped ? "  skipped: non-finite gradient norm" : "");
+        }
     }
     if (p->metrics) {
         /* JSON has no NaN/Inf: a non-finite value is written as null */

@@ -307,6 +307,8 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
     }
     if (st == ZB_OK && cfg->save_path)
         st = zb_train_save(&t, cfg->save_path, err);
+    if (st == ZB_OK && cfg->save_model_path)
+        st = zb_gpt2_save_llmc(cfg->save_model_path, &t.params, err);
     if (summary->steps_run > 0) {
         qsort(tps, (size_t)summary->steps_run, sizeof *tps, cmp_double);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];

@@ -49,6 +49,9 @@ zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
 static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err)
 {
     int L = pl->mcfg.layers;
+    if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds pl->first[] */
+        return zb_err_set(err, ZB_EINVAL, "%d stages: at most %d are supported", S,
+                          ZB_TAG_MAX_STAGE + 1);
     double *block = malloc((size_t)L * sizeof *block);
     if (!block)
         return zb_err_set(err, ZB_ENOMEM, "out of memory planning stages");

@@ -4,7 +4,7 @@
  *  - a W that an F/B had to wait for (the F/B starts exactly when the W ends) goes after it;
  *  - a W that follows an idle gap moves one slot earlier, into the gap (never before its own B).
  * The F/B order of a rank never changes, so a move cannot create a deadlock; memory is checked
- * on the rank after each move. A move is kept when (makespan, max span) drops. */
+ * on the rank after each move. A move is kept when (max span, makespan) drops. */
 #include "schedule/auto_greedy.h"
 
 #include <math.h>
@@ -14,14 +14,15 @@ typedef struct {
     double mk, span;
 } score_t;
 
+/* Same order as auto's judge: max span T (bubble rate) first, then makespan. */
 static bool better(score_t a, score_t b)
 {
     double tol = 1e-9 * fmax(1.0, b.mk);
-    if (a.mk < b.mk - tol)
+    if (a.span < b.span - tol)
         return true;
-    if (a.mk > b.mk + tol)
+    if (a.span > b.span + tol)
         return false;
-    return a.span < b.span - tol;
+    return a.mk < b.mk - tol;
 }
 
 static double rank_peak(const zb_rank_program_t *p, const zb_costs_t *c)

@@ -61,6 +61,7 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
     zb_err_t e;
     zb_sweep_best_t local;
     zb_sweep_init(&local);
+    local.by_span = true;
     zb_status_t st = zb_greedy_sweep("auto", P, v, pl, M, c, cap, n <= 6000 ? 1 : 0, &local, &e);
     if (st == ZB_ENOMEM) {
         zb_sweep_clear(&local);
@@ -155,6 +156,7 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
     }
     zb_sweep_best_t best;
     zb_sweep_init(&best);
+    best.by_span = true;
     for (int k = 0; k < nch && st == ZB_OK; k++)
         st = search_chunking(p, ch[k].v, ch[k].pl, &ch[k].c, &best, err);
     if (st == ZB_OK && !best.s)

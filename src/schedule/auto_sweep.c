@@ -86,18 +86,21 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
     struct {
         double k, slope;
     } caps[] = {{0, 0}, {P, 1}, {2 * P, 2}, {2 * P, 1}, {P, 0}, {2 * P, 0},
-                {1.5 * P, 1}, {P + 1, 1}, {2 * P - 1, 2}, {3 * P, 2}, {2 * P - 2, 2}, {2 * P - 3, 2}};
+                {1.5 * P, 1}, {P + 1, 1}, {2 * P - 1, 2}, {3 * P, 2}, {2 * P - 2, 2}, {2 * P - 3, 2}, {1.25 * P, 0}, {1.5 * P, 0}, {1.75 * P, 0}};
     int ncaps = effort > 0 ? (int)(sizeof caps / sizeof caps[0]) : 4;
-    const zb_wmode_t modes[] = {ZB_WMODE_FILL, ZB_WMODE_EAGER, ZB_WMODE_TIGHT};
+    const zb_wmode_t modes[] = {ZB_WMODE_FILL, ZB_WMODE_TIGHT, ZB_WMODE_EAGER};
+    const int nwm = effort > 0 ? 3 : 2, nfb = effort > 0 ? 3 : 2, nla = effort > 0 ? 2 : 1;
+    const int ndeep = v > 1 && effort > 0 ? 2 : 1, nkeep = effort > 0 ? 3 : 1;
     int tried = 0, ok = 0;
     zb_status_t last = ZB_OK;
     zb_err_t e;
     for (int ci = 0; ci < ncaps; ci++)
-        for (int wm = 0; wm < 3; wm++)
-            for (int fb = 0; fb < 3; fb++)
-                for (int la = 0; la < 2; la++)
-                    for (int deep = 0; deep < (v > 1 ? 2 : 1); deep++)
-                    for (int keep = 0; keep < 3; keep++) {
+        for (int wi = 0; wi < nwm; wi++)
+            for (int fb = 0; fb < nfb; fb++)
+                for (int la = 0; la < nla; la++)
+                    for (int deep = 0; deep < ndeep; deep++)
+                    for (int keep = 0; keep < nkeep; keep++) {
+                        const zb_wmode_t wm = modes[wi];
                         if (wm == ZB_WMODE_TIGHT && !isfinite(cap))
                             continue;
                         zb_greedy_opts_t o = zb_greedy_defaults();

@@ -205,7 +205,8 @@ static void test_malformed(void **state)
     static const bad_case_t cases[] = {
         {"", "no actions"},
         {"\n\n", "no actions"},
-        {",,\n", "no actions"},
+        {",,\n", "line 1: the row of rank 0 has only empty cells"},
+        {"0F0\n , ,\n", "line 2: the row of rank 1 has only empty cells"},
         {"0F0,0X1\n", "line 1, cell 2"},
         {"0F0,0X1\n", "no known action type"},
         {"F0\n", "line 1, cell 1: 'F0' does not start with a stage"},

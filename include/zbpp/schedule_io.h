@@ -27,8 +27,9 @@ zb_status_t zb_csv_write(const zb_schedule_t *s, FILE *out, zb_err_t *err);
  * v = S / P, M = max microbatch + 1 and the placement (loop if every action sits on rank
  * stage mod P, else V if v == 2 and every action fits it). Accepts "\r\n" line ends, spaces
  * around a cell, empty cells (idle slots, skipped), trailing blank lines, and the legacy `BW`
- * type. Anything else (unknown type, bad or huge number, junk, blank line between rows, no
- * placement fits, S % P != 0, input over the limits) gives ZB_EFORMAT with a message
+ * type. Anything else (unknown type, bad or huge number, junk, a blank or all-empty row before
+ * the last row, no placement fits, S % P != 0, input over the limits) gives ZB_EFORMAT with a
+ * message
  * "line L, cell K: <what>" (or a whole-file message). The schedule is named "csv"; it is only
  * parsed, not validated (call zb_validate). *out is owned by the caller; NULL on failure. */
 zb_status_t zb_csv_read(const char *data, size_t len, zb_schedule_t **out, zb_err_t *err);

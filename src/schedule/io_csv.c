@@ -210,12 +210,14 @@ static zb_status_t scan_rows(const char *data, size_t len, action_list_t *l, int
         }
         if (pending_blank)
             return zb_err_set(err, ZB_EFORMAT, "line %d: blank line between rows (each line is "
-                                               "one rank)", pending_blank);
+                                               "one rank, and every rank has actions)",
+                              pending_blank);
         if (nrows == ZB_CSV_MAX_RANKS)
             return zb_err_set(err, ZB_EFORMAT, "line %d: more than %d rows (ranks)", line,
                               ZB_CSV_MAX_RANKS);
         int cell = 0;
         const char *c = p;
+        size_t before = l->len;
         for (;;) {
             const char *ce = memchr(c, ',', (size_t)(le - c));
             if (!ce)
@@ -232,6 +234,10 @@ static zb_status_t scan_rows(const char *data, size_t len, action_list_t *l, int
                 break;
             c = ce + 1;
         }
+        /* Every rank of a real schedule holds a stage, so an all-idle row is a mistake. */
+        if (l->len == before)
+            return zb_err_set(err, ZB_EFORMAT, "line %d: the row of rank %d has only empty cells "
+                                               "(no actions)", line, nrows);
         nrows++;
         p = next;
     }
@@ -252,7 +258,7 @@ zb_status_t zb_csv_read(const char *data, size_t len, zb_schedule_t **out, zb_er
     zb_status_t st = scan_rows(data, len, &l, &rows, err);
     if (st != ZB_OK)
         goto done;
-    if (rows == 0 || l.len == 0) {
+    if (rows == 0) {
         st = zb_err_set(err, ZB_EFORMAT, "csv: no actions (empty schedule)");
         goto done;
     }

@@ -53,7 +53,7 @@ done
 # ---- schedule: every format ----
 run "ascii" "$ZBPP" schedule -s zb-h1 -p 4 -m 8
 grep -q "^r3 |" "$T/out" || fail "ascii: no rank 3 row"
-grep -Eq "^makespan [0-9.]+, bubble rate [0-9.]+%, peak memory" "$T/out" || fail "ascii: no summary"
+grep -Eq "^makespan [0-9.]+, span [0-9.]+, bubble rate [0-9.]+%, peak memory" "$T/out" || fail "ascii: no summary"
 run "csv" "$ZBPP" schedule -s zb-h1 -p 4 -m 8 --format csv
 [ "$(wc -l <"$T/out")" -eq 4 ] || fail "csv: expected 4 rows"
 head -1 "$T/out" | grep -q "^0F0,0F1," || fail "csv: row 0 does not start with 0F0,0F1"

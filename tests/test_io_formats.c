@@ -113,8 +113,8 @@ static void test_ascii_exact(void **state)
     assert_int_equal(zb_ascii_write(&h->sim, 0, c.f, &err), ZB_OK);
     char *out = cap_close(&c);
     assert_non_null(strstr(out, "hand: P=2 v=1 M=2, one cell = 1 time units\n"
-                                "r0 |F0F1....B0W0B1W1|\n"
-                                "r1 |..F0B0F1B1W0W1..|\n"));
+                                "r0 |F0 F1 ......B0 W0 B1 W1 |\n"
+                                "r1 |...F0 B0 F1 B1 W0 W1 ...|\n"));
     free(out);
     hand_free(h);
 }
@@ -140,7 +140,18 @@ static void test_ascii_long_and_chunks(void **state)
     zb_err_t err = {0};
     assert_int_equal(zb_ascii_write(&sim, 0, c.f, &err), ZB_OK);
     char *out = cap_close(&c);
+    assert_non_null(strstr(out, "r0 |F0 f0 b0--- B0--- |\n"));
+    free(out);
+    /* Narrower: no spaces, then letters only. */
+    cap_open(&c);
+    assert_int_equal(zb_ascii_write(&sim, 12, c.f, &err), ZB_OK);
+    out = cap_close(&c);
     assert_non_null(strstr(out, "r0 |F0f0b0--B0--|\n"));
+    free(out);
+    cap_open(&c);
+    assert_int_equal(zb_ascii_write(&sim, 8, c.f, &err), ZB_OK);
+    out = cap_close(&c);
+    assert_non_null(strstr(out, "r0 |FfbbBB|\n"));
     free(out);
     zb_schedule_free(s);
 }

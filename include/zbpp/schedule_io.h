@@ -58,8 +58,8 @@ zb_status_t zb_svg_write(const zb_sim_t *sim, const char *title, FILE *out, zb_e
 /* Write an ASCII grid of `sim` for a terminal: one line per rank, time quantised to the shortest
  * compute action, each action drawn over its duration as its letter and microbatch (F, B, W; a
  * fused BW also as B; lowercase for a rank's second chunk), idle as '.'. If the grid would be
- * wider than max_width characters (0 = 200) it drops the microbatch numbers, then scales time
- * down so it fits. Ends with a legend line. */
+ * wider than max_width characters (0 = 200) it drops the spaces between actions, then the
+ * microbatch numbers, then scales time down so it fits. Ends with a legend line. */
 zb_status_t zb_ascii_write(const zb_sim_t *sim, int max_width, FILE *out, zb_err_t *err);
 
 #endif

@@ -12,8 +12,9 @@ void zb_cli_summary_line(FILE *out, const zb_sim_t *sim)
     for (int r = 1; r < sim->ranks; r++)
         if (sim->peak_mem[r] > sim->peak_mem[peak_rank])
             peak_rank = r;
-    fprintf(out, "makespan %.6g, bubble rate %.2f%%, peak memory %.6g (rank %d)\n", sim->makespan,
-            100.0 * sim->bubble_rate, sim->ranks ? sim->peak_mem[peak_rank] : 0.0, peak_rank);
+    fprintf(out, "makespan %.6g, span %.6g, bubble rate %.2f%%, peak memory %.6g (rank %d)\n",
+            sim->makespan, sim->span_max, 100.0 * sim->bubble_rate,
+            sim->ranks ? sim->peak_mem[peak_rank] : 0.0, peak_rank);
 }
 
 /* Write the format body; the simulation is already done. */

@@ -13,7 +13,8 @@
 int zb_cli_emit(const char *cmd, const zb_schedule_t *s, const zb_costs_t *costs,
                 zb_cli_format_t fmt, const char *path, int width);
 
-/* One line: "makespan X, bubble rate Y%, peak memory Z (rank r)". */
+/* One line: "makespan X, span T, bubble rate Y%, peak memory Z (rank r)" (T = the longest
+ * per-rank span, from its first F to its last action: the bubble rate's denominator). */
 void zb_cli_summary_line(FILE *out, const zb_sim_t *sim);
 
 /* Read and parse a PyTorch pipelining CSV file into *out. Prints the error and returns the exit

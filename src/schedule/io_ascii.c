@@ -2,9 +2,9 @@
  *
  * Time is cut into cells of width q (the shortest compute action). An action owns every cell
  * whose midpoint lies inside [start, end), so adjacent actions never fight over a cell and
- * rounding is consistent across ranks. Each cell is cw characters: room for a letter and the
- * largest microbatch number. Too wide for max_width: first drop the numbers (cw = 1), then grow
- * q until it fits. */
+ * rounding is consistent across ranks. Each cell is cw characters: room for a letter, the
+ * largest microbatch number and a separating space. Too wide for max_width: first drop the space,
+ * then the numbers (cw = 1), then grow q until it fits. */
 #include "zbpp/schedule_io.h"
 
 #include <math.h>
@@ -63,9 +63,14 @@ zb_status_t zb_ascii_write(const zb_sim_t *sim, int max_width, FILE *out, zb_err
     double range = t1 - t0;
     if (!isfinite(q) || range / q > 1e6)
         q = range / max_width;
-    int cw = 1 + digits(s->microbatches > 0 ? s->microbatches - 1 : 0);
+    /* Widest layout that fits: "F12 " (a space between actions), then "F12", then "F". */
+    int cw = 2 + digits(s->microbatches > 0 ? s->microbatches - 1 : 0);
     long ncols = (long)ceil(range / q - 1e-9);
-    bool scaled = false;
+    bool scaled = false, spaced = true;
+    if (ncols * cw > max_width) {
+        cw--;
+        spaced = false;
+    }
     if (ncols * cw > max_width) {
         cw = 1; /* letters only */
         if (ncols > max_width) {
@@ -110,6 +115,8 @@ zb_status_t zb_ascii_write(const zb_sim_t *sim, int max_width, FILE *out, zb_err
             char fill = cw == 1 ? letter : last == first ? ' ' : '-';
             for (size_t k = 0; o + k < e; k++)
                 row[o + k] = (int)k < ln ? label[k] : fill;
+            if (spaced && e - o > (size_t)ln)
+                row[e - 1] = ' '; /* keep neighbours apart */
         }
         fprintf(out, "r%-*d |%s|\n", rw, r, row);
     }

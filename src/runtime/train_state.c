@@ -140,6 +140,16 @@ zb_status_t zb_train_save(const zb_trainer_t *t, const char *path, zb_err_t *err
     return zb_atomic_commit(&af, err);
 }
 
+/* Parameters of a GPT-2 shape (llm.c layout), or 0 if it overflows: a header whose count does not
+ * follow from its shape is rejected before anything is allocated. */
+static uint64_t shape_param_count(const zb_gpt2_config_t *m)
+{
+    double C = m->channels, L = m->layers;
+    double n = (double)m->padded_vocab * C + (double)m->max_seq * C +
+               L * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+    return n < 9e15 ? (uint64_t)n : 0;
+}
+
 /* Open a checkpoint, read and check its header (magic, version, size against the model shape). */
 static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE **fp,
                                zb_err_t *err)
@@ -180,6 +190,14 @@ static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE 
     }
     if (st == ZB_OK) {
         uint64_t count = h[H_PARAM_COUNT];
+        zb_train_config_t c;
+        memset(&c, 0, sizeof c);
+        get_config(h, &c);
+        if (count != shape_param_count(&c.model)) {
+            fclose(f);
+            return zb_err_set(err, ZB_EFORMAT,
+                              "checkpoint %s: parameter count does not match its model shape", path);
+        }
         uint64_t want = HEADER_WORDS * sizeof(uint64_t) + 3 * count * sizeof(float);
         if (count == 0 || count > ((uint64_t)1 << 40) || size != want)
             st = zb_err_set(err, ZB_EFORMAT,

@@ -247,6 +247,11 @@ void zb_gpt2_stash_reset(zb_gpt2_stash_t *st)
     st->state = STATE_EMPTY;
 }
 
+const float *zb_gpt2_stash_probs(const zb_gpt2_stash_t *st)
+{
+    return st->span.head && st->state == STATE_AFTER_F ? st->probs : NULL;
+}
+
 size_t zb_gpt2_stash_live_bytes(const zb_gpt2_stash_t *st)
 {
     switch (st->state) {

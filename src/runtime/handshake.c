@@ -1,0 +1,167 @@
+/* zbpp — start-up handshake: hash what must agree, allgather, compare with rank 0. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zbpp/handshake.h"
+#include "zbpp/util.h"
+
+#define MAX_ITEMS 256
+
+/* FNV-style on 64-bit words with a final avalanche: ~8x faster than byte-wise FNV on the
+ * parameter buffers, and the tail bytes are folded one by one. */
+uint64_t zb_hash_bytes(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    size_t words = n / 8;
+    for (size_t i = 0; i < words; i++) {
+        uint64_t w;
+        memcpy(&w, p + 8 * i, 8);
+        h = (h ^ w) * 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    for (size_t i = words * 8; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001B3ull;
+    h ^= (uint64_t)n;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    return h;
+}
+
+uint64_t zb_hash_str(uint64_t h, const char *s)
+{
+    return zb_hash_bytes(h, s ? s : "", s ? strlen(s) : 0);
+}
+
+uint64_t zb_build_id(void)
+{
+    static uint64_t cached;
+    if (cached)
+        return cached;
+    uint64_t h = ZB_HASH_SEED;
+    FILE *f = fopen("/proc/self/exe", "rb");
+    if (f) {
+        static unsigned char buf[1 << 16];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            h = zb_hash_bytes(h, buf, n);
+        fclose(f);
+    } else {
+        h = zb_hash_str(h, __DATE__ " " __TIME__ " zbpp");
+    }
+    cached = h ? h : 1;
+    return cached;
+}
+
+/* A 64-bit hash travels as two doubles holding 32 bits each (exact). */
+static void put64(double *row, uint64_t h)
+{
+    row[0] = (double)(uint32_t)(h >> 32);
+    row[1] = (double)(uint32_t)h;
+}
+
+static uint64_t get64(const double *row)
+{
+    return (uint64_t)row[0] << 32 | (uint64_t)row[1];
+}
+
+static void append(char *msg, size_t cap, const char *text)
+{
+    size_t len = strlen(msg);
+    if (len + strlen(text) + 4 < cap)
+        memcpy(msg + len, text, strlen(text) + 1);
+    else if (len + 4 < cap && strcmp(msg + len - 3, "...") != 0)
+        memcpy(msg + len, "...", 4);
+}
+
+/* Row layout: status, message hash (2), then 2 per item. */
+enum { HDR = 3 };
+
+static zb_status_t report_failures(const zb_transport_t *t, const double *all, int row_n,
+                                   zb_status_t local, zb_err_t *err)
+{
+    int first_bad = -1, n_bad = 0;
+    for (int r = 0; r < t->size; r++)
+        if (all[(size_t)r * row_n] != 0) {
+            n_bad++;
+            if (first_bad < 0)
+                first_bad = r;
+        }
+    if (local != ZB_OK) {
+        const double *mine = all + (size_t)t->rank * row_n;
+        for (int r = 0; r < t->rank; r++) {
+            const double *o = all + (size_t)r * row_n;
+            if (o[0] == mine[0] && get64(o + 1) == get64(mine + 1))
+                return zb_err_set(err, ZB_EABORT, "rank %d failed during start-up (like rank %d)",
+                                  t->rank, r);
+        }
+        return local; /* this rank's own message is the one to show */
+    }
+    if (n_bad > 1)
+        return zb_err_set(err, ZB_EABORT,
+                          "rank %d and %d other rank%s failed during start-up; stopping", first_bad,
+                          n_bad - 1, n_bad > 2 ? "s" : "");
+    return zb_err_set(err, ZB_EABORT, "rank %d failed during start-up; stopping", first_bad);
+}
+
+zb_status_t zb_handshake(zb_transport_t *t, const zb_hs_item_t *items, int n, zb_status_t local,
+                         zb_err_t *err)
+{
+    if (n < 0 || n > MAX_ITEMS)
+        return zb_err_set(err, ZB_EINVAL, "handshake of %d items (at most %d)", n, MAX_ITEMS);
+    int row_n = HDR + 2 * n;
+    double *mine = calloc((size_t)row_n, sizeof *mine);
+    double *all = calloc((size_t)row_n * (size_t)t->size, sizeof *all);
+    if (!mine || !all) {
+        free(mine), free(all);
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the start-up handshake");
+    }
+    mine[0] = (double)local;
+    if (local != ZB_OK) {
+        put64(mine + 1, zb_hash_str(ZB_HASH_SEED, err ? err->msg : ""));
+    } else {
+        for (int i = 0; i < n; i++)
+            put64(mine + HDR + 2 * i, items[i].hash);
+    }
+    zb_err_t xerr;
+    zb_status_t st = zb_allgather(t, mine, row_n, all, &xerr);
+    if (st != ZB_OK) {
+        /* a start-up failure explains a broken exchange better than the exchange does */
+        if (local == ZB_OK && err)
+            *err = xerr;
+        free(mine), free(all);
+        return local != ZB_OK ? local : st;
+    }
+    bool failed = false;
+    for (int r = 0; r < t->size; r++)
+        failed |= all[(size_t)r * row_n] != 0;
+    if (failed) {
+        st = report_failures(t, all, row_n, local, err);
+        free(mine), free(all);
+        return st;
+    }
+    char msg[sizeof ((zb_err_t *)0)->msg] = "";
+    for (int r = 1; r < t->size; r++) {
+        const double *o = all + (size_t)r * row_n;
+        bool any = false;
+        for (int i = 0; i < n; i++) {
+            if (get64(o + HDR + 2 * i) == get64(all + HDR + 2 * i))
+                continue;
+            char part[96];
+            if (!any)
+                snprintf(part, sizeof part, "%srank %d disagrees on: %s", msg[0] ? "; " : "", r,
+                         items[i].name);
+            else
+                snprintf(part, sizeof part, ", %s", items[i].name);
+            append(msg, sizeof msg, part);
+            any = true;
+        }
+    }
+    free(mine), free(all);
+    if (!msg[0])
+        return ZB_OK;
+    return zb_err_set(err, t->rank == 0 ? ZB_EMISMATCH : ZB_EABORT,
+                      "ranks started with different settings (compared with rank 0): %s", msg);
+}

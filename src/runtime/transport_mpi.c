@@ -1,0 +1,534 @@
+/* zbpp — the MPI transport (see zbpp/transport_mpi.h for the contract, docs/mpi.md for why).
+ *
+ * Never block inside MPI: every wait is a loop of MPI_Test on the request we need plus an
+ * MPI_Iprobe of the abort tag, spinning for a few microseconds and then sleeping with a growing
+ * (capped) pause. That is what makes --comm-timeout and "another rank failed" possible at all:
+ * a blocking MPI_Recv on a peer that was SIGSTOPped would wait forever. */
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "zbpp/transport_mpi.h"
+#include "zbpp/util.h"
+
+/* Tag kinds 0..4 belong to zb_tag; 15 carries abort notices (outside any zb_tag_kind_t). */
+#define ABORT_TAG ((int)zb_tag((zb_tag_kind_t)15, 0, 0))
+#define MAX_SENDS 4096   /* staging buffers in flight before send() waits for one */
+#define MAX_POSTED 1024  /* early receives outstanding */
+#define SPIN_S 50e-6     /* poll without sleeping this long, for latency */
+#define MAX_SLEEP_NS 200000L
+
+typedef struct {
+    void *buf;
+    size_t cap;
+    MPI_Request req; /* MPI_REQUEST_NULL = free */
+    int peer;
+} send_slot_t;
+
+typedef struct {
+    void *buf;
+    size_t cap, bytes;
+    int peer;
+    uint32_t tag;
+    long seq;        /* posting order: recv takes the oldest match (MPI matches in this order) */
+    bool active;
+    MPI_Request req;
+} post_slot_t;
+
+typedef struct {
+    zb_transport_t base; /* first: a zb_transport_t* is an mpi_t* */
+    MPI_Comm comm;
+    send_slot_t *sends;
+    int n_sends;
+    post_slot_t *posts;
+    int n_posts;
+    long next_seq;
+    bool aborted;
+    char abort_msg[480];
+    char abort_out[480];     /* our own reason, kept alive for the Isends */
+    MPI_Request *abort_reqs; /* [size] */
+    zb_mpi_stats_t stats;
+} mpi_t;
+
+static const zb_transport_ops_t mpi_ops;
+
+bool zb_mpi_compiled(void) { return true; }
+
+int zb_mpi_launcher_size(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                                       "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0)
+            return atoi(v);
+    }
+    return 0;
+}
+
+static zb_status_t mpi_error(zb_err_t *err, int rc, const char *what, int rank)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", rc);
+    return zb_err_set(err, ZB_ECOMM, "rank %d: %s failed: %s", rank, what, text);
+}
+
+static zb_status_t aborted_error(mpi_t *m, zb_err_t *err)
+{
+    return zb_err_set(err, ZB_EABORT, "%s", m->abort_msg);
+}
+
+/* Has another rank sent an abort notice? Takes it (first reason wins). */
+static bool poll_abort(mpi_t *m)
+{
+    if (m->aborted)
+        return true;
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, ABORT_TAG, m->comm, &flag, &st) != MPI_SUCCESS || !flag)
+        return false;
+    char reason[sizeof m->abort_out];
+    int n = 0;
+    MPI_Get_count(&st, MPI_CHAR, &n);
+    if (n < 0 || n > (int)sizeof reason)
+        n = (int)sizeof reason;
+    MPI_Recv(reason, n, MPI_CHAR, st.MPI_SOURCE, ABORT_TAG, m->comm, MPI_STATUS_IGNORE);
+    reason[n > 0 ? n - 1 : 0] = '\0';
+    m->aborted = true;
+    snprintf(m->abort_msg, sizeof m->abort_msg, "rank %d failed: %.400s", st.MPI_SOURCE, reason);
+    return true;
+}
+
+static void pause_a_little(double waited, long *sleep_ns)
+{
+    if (waited < SPIN_S)
+        return;
+    *sleep_ns = *sleep_ns ? *sleep_ns * 2 : 2000;
+    if (*sleep_ns > MAX_SLEEP_NS)
+        *sleep_ns = MAX_SLEEP_NS;
+    struct timespec ts = {0, *sleep_ns};
+    nanosleep(&ts, NULL);
+}
+
+/* Wait for `req` while watching for aborts and the timeout. `peer` is whom we wait on (named in
+ * the timeout message), `what` says for what. On failure the request is left to the caller. */
+static zb_status_t wait_req(mpi_t *m, MPI_Request *req, MPI_Status *status, int peer,
+                            const char *what, zb_err_t *err)
+{
+    double t0 = zb_now();
+    long sleep_ns = 0;
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, status);
+        if (rc != MPI_SUCCESS) {
+            m->stats.wait_s += zb_now() - t0;
+            return mpi_error(err, rc, what, m->base.rank);
+        }
+        double waited = zb_now() - t0;
+        if (done) {
+            m->stats.wait_s += waited;
+            return ZB_OK;
+        }
+        if (poll_abort(m)) {
+            m->stats.wait_s += waited;
+            return aborted_error(m, err);
+        }
+        if (m->base.timeout > 0 && waited > m->base.timeout) {
+            m->stats.wait_s += waited;
+            return zb_err_set(err, ZB_ETIMEOUT,
+                              "rank %d failed or stopped responding (timeout after %g s at %s)",
+                              peer, m->base.timeout, what);
+        }
+        pause_a_little(waited, &sleep_ns);
+    }
+}
+
+/* Give up on a receive whose wait failed: its buffer must not be written later. */
+static void cancel_req(MPI_Request *req)
+{
+    if (*req == MPI_REQUEST_NULL)
+        return;
+    MPI_Cancel(req);
+    MPI_Request_free(req);
+    *req = MPI_REQUEST_NULL;
+}
+
+static zb_status_t check_count(mpi_t *m, const MPI_Status *st, size_t bytes, int peer,
+                               uint32_t tag, zb_err_t *err)
+{
+    int n = 0;
+    MPI_Get_count(st, MPI_BYTE, &n);
+    if ((size_t)n != bytes)
+        return zb_err_set(err, ZB_ECOMM,
+                          "rank %d: message from rank %d (tag kind %d, stage %d, mb %d) has %d "
+                          "bytes, expected %zu",
+                          m->base.rank, peer, zb_tag_kind(tag), zb_tag_stage(tag), zb_tag_mb(tag),
+                          n, bytes);
+    m->stats.bytes_received += (double)bytes;
+    m->stats.msgs_received++;
+    return ZB_OK;
+}
+
+static zb_status_t check_size(mpi_t *m, size_t bytes, zb_err_t *err)
+{
+    if (bytes > INT_MAX)
+        return zb_err_set(err, ZB_EUNSUPPORTED,
+                          "rank %d: a message of %zu bytes exceeds MPI's int count", m->base.rank,
+                          bytes);
+    return ZB_OK;
+}
+
+static const char *describe(uint32_t tag, int peer, bool sending, char *buf, size_t cap)
+{
+    static const char *const kinds[] = {"activation", "gradient", "collective", "exchange",
+                                        "user message"};
+    int k = zb_tag_kind(tag);
+    snprintf(buf, cap, "%s %s %s rank %d (stage %d, mb %d)", sending ? "sending" : "receiving",
+             k < 5 ? kinds[k] : "message", sending ? "to" : "from", peer, zb_tag_stage(tag),
+             zb_tag_mb(tag));
+    return buf;
+}
+
+/* ---- sends: staging pool ---- */
+
+/* Complete what has finished; returns a free slot able to hold `bytes`, or -1. */
+static int free_send_slot(mpi_t *m, size_t bytes)
+{
+    int best = -1;
+    for (int i = 0; i < m->n_sends; i++) {
+        send_slot_t *s = &m->sends[i];
+        if (s->req != MPI_REQUEST_NULL) {
+            int done = 0;
+            if (MPI_Test(&s->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
+                continue;
+        }
+        if (s->cap >= bytes)
+            return i;
+        if (best < 0)
+            best = i;
+    }
+    return best;
+}
+
+static zb_status_t mpi_send(zb_transport_t *t, const void *buf, size_t bytes, int peer,
+                            uint32_t tag, zb_err_t *err)
+{
+    mpi_t *m = (mpi_t *)t;
+    if (poll_abort(m))
+        return aborted_error(m, err);
+    zb_status_t st = check_size(m, bytes, err);
+    if (st != ZB_OK)
+        return st;
+    int i = free_send_slot(m, bytes);
+    if (i < 0 && m->n_sends < MAX_SENDS) {
+        send_slot_t *grown = realloc(m->sends, (size_t)(m->n_sends + 1) * sizeof *grown);
+        if (!grown)
+            return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for a send buffer", t->rank);
+        m->sends = grown;
+        i = m->n_sends++;
+        m->sends[i] = (send_slot_t){.req = MPI_REQUEST_NULL};
+    }
+    if (i < 0) { /* pool full: wait for the oldest-posted slot (slot 0 is as good as any) */
+        char what[128];
+        i = 0;
+        st = wait_req(m, &m->sends[0].req, MPI_STATUS_IGNORE, m->sends[0].peer,
+                      describe(tag, m->sends[0].peer, true, what, sizeof what), err);
+        if (st != ZB_OK)
+            return st;
+    }
+    send_slot_t *s = &m->sends[i];
+    if (s->cap < bytes) {
+        void *nb = realloc(s->buf, bytes ? bytes : 1);
+        if (!nb)
+            return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for a %zu-byte send buffer",
+                              t->rank, bytes);
+        s->buf = nb;
+        s->cap = bytes;
+    }
+    if (bytes)
+        memcpy(s->buf, buf, bytes);
+    s->peer = peer;
+    int rc = MPI_Isend(s->buf, (int)bytes, MPI_BYTE, peer, (int)tag, m->comm, &s->req);
+    if (rc != MPI_SUCCESS)
+        return mpi_error(err, rc, "MPI_Isend", t->rank);
+    m->stats.bytes_sent += (double)bytes;
+    m->stats.msgs_sent++;
+    return ZB_OK;
+}
+
+static zb_status_t mpi_flush(zb_transport_t *t, zb_err_t *err)
+{
+    mpi_t *m = (mpi_t *)t;
+    for (int i = 0; i < m->n_sends; i++) {
+        send_slot_t *s = &m->sends[i];
+        if (s->req == MPI_REQUEST_NULL)
+            continue;
+        char what[128];
+        snprintf(what, sizeof what, "flushing a message to rank %d", s->peer);
+        zb_status_t st = wait_req(m, &s->req, MPI_STATUS_IGNORE, s->peer, what, err);
+        if (st != ZB_OK)
+            return st;
+    }
+    return poll_abort(m) ? aborted_error(m, err) : ZB_OK;
+}
+
+/* ---- receives ---- */
+
+static zb_status_t mpi_post_recv(zb_transport_t *t, size_t bytes, int peer, uint32_t tag,
+                                 zb_err_t *err)
+{
+    mpi_t *m = (mpi_t *)t;
+    if (poll_abort(m))
+        return aborted_error(m, err);
+    zb_status_t st = check_size(m, bytes, err);
+    if (st != ZB_OK)
+        return st;
+    int i = -1;
+    for (int k = 0; k < m->n_posts && i < 0; k++)
+        if (!m->posts[k].active && m->posts[k].cap >= bytes)
+            i = k;
+    for (int k = 0; k < m->n_posts && i < 0; k++)
+        if (!m->posts[k].active)
+            i = k;
+    if (i < 0) {
+        if (m->n_posts >= MAX_POSTED)
+            return ZB_OK; /* announcing is optional: recv() will post it itself */
+        post_slot_t *grown = realloc(m->posts, (size_t)(m->n_posts + 1) * sizeof *grown);
+        if (!grown)
+            return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for a receive buffer",
+                              t->rank);
+        m->posts = grown;
+        i = m->n_posts++;
+        m->posts[i] = (post_slot_t){.req = MPI_REQUEST_NULL};
+    }
+    post_slot_t *p = &m->posts[i];
+    if (p->cap < bytes) {
+        void *nb = realloc(p->buf, bytes ? bytes : 1);
+        if (!nb)
+            return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for a %zu-byte receive buffer",
+                              t->rank, bytes);
+        p->buf = nb;
+        p->cap = bytes;
+    }
+    int rc = MPI_Irecv(p->buf, (int)bytes, MPI_BYTE, peer, (int)tag, m->comm, &p->req);
+    if (rc != MPI_SUCCESS)
+        return mpi_error(err, rc, "MPI_Irecv", t->rank);
+    p->bytes = bytes;
+    p->peer = peer;
+    p->tag = tag;
+    p->seq = m->next_seq++;
+    p->active = true;
+    return ZB_OK;
+}
+
+static zb_status_t mpi_recv(zb_transport_t *t, void *buf, size_t bytes, int peer, uint32_t tag,
+                            zb_err_t *err)
+{
+    mpi_t *m = (mpi_t *)t;
+    if (poll_abort(m))
+        return aborted_error(m, err);
+    zb_status_t st = check_size(m, bytes, err);
+    if (st != ZB_OK)
+        return st;
+    char what[128];
+    describe(tag, peer, false, what, sizeof what);
+    post_slot_t *p = NULL;
+    for (int k = 0; k < m->n_posts; k++) {
+        post_slot_t *q = &m->posts[k];
+        if (q->active && q->peer == peer && q->tag == tag && (!p || q->seq < p->seq))
+            p = q;
+    }
+    MPI_Status status;
+    if (p) { /* announced: it was posted with the announced size, may already be here */
+        st = wait_req(m, &p->req, &status, peer, what, err);
+        if (st != ZB_OK) {
+            cancel_req(&p->req);
+            p->active = false;
+            return st;
+        }
+        p->active = false;
+        if ((st = check_count(m, &status, bytes, peer, tag, err)) != ZB_OK)
+            return st;
+        if (bytes)
+            memcpy(buf, p->buf, bytes);
+        return ZB_OK;
+    }
+    MPI_Request req;
+    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, (int)tag, m->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_error(err, rc, "MPI_Irecv", t->rank);
+    st = wait_req(m, &req, &status, peer, what, err);
+    if (st != ZB_OK) {
+        cancel_req(&req);
+        return st;
+    }
+    return check_count(m, &status, bytes, peer, tag, err);
+}
+
+/* ---- collectives, exchange: the rank-ordered p2p versions (bit-identical to threads) ---- */
+
+static zb_status_t mpi_allgather(zb_transport_t *t, const double *mine, int n, double *all,
+                                 zb_err_t *err)
+{
+    mpi_t *m = (mpi_t *)t;
+    if (poll_abort(m))
+        return aborted_error(m, err);
+    return zb_allgather_p2p(t, mine, n, all, err);
+}
+
+static zb_status_t mpi_exchange(zb_transport_t *t, const float *send_buf, float *recv_buf,
+                                size_t count, int peer, uint32_t tag, zb_err_t *err)
+{
+    return zb_exchange_p2p(t, send_buf, recv_buf, count, peer, tag, err);
+}
+
+/* ---- abort ---- */
+
+static void mpi_abort(zb_transport_t *t, const char *reason)
+{
+    mpi_t *m = (mpi_t *)t;
+    if (m->aborted)
+        return;
+    m->aborted = true;
+    snprintf(m->abort_out, sizeof m->abort_out, "%s", reason);
+    snprintf(m->abort_msg, sizeof m->abort_msg, "rank %d failed: %.400s", t->rank, reason);
+    int len = (int)strlen(m->abort_out) + 1;
+    for (int r = 0; r < t->size; r++)
+        if (r != t->rank && m->abort_reqs[r] == MPI_REQUEST_NULL)
+            MPI_Isend(m->abort_out, len, MPI_CHAR, r, ABORT_TAG, m->comm, &m->abort_reqs[r]);
+}
+
+static void mpi_destroy(zb_transport_t *t)
+{
+    mpi_t *m = (mpi_t *)t;
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_posts; i++) {
+        if (m->posts[i].active)
+            cancel_req(&m->posts[i].req);
+        free(m->posts[i].buf);
+    }
+    /* a send still in flight keeps its buffer: only after a failure, when the job is aborted */
+    for (int i = 0; i < m->n_sends; i++) {
+        int done = 1;
+        if (m->sends[i].req != MPI_REQUEST_NULL)
+            MPI_Test(&m->sends[i].req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            free(m->sends[i].buf);
+        else
+            MPI_Request_free(&m->sends[i].req);
+    }
+    for (int r = 0; r < t->size; r++)
+        if (m->abort_reqs[r] != MPI_REQUEST_NULL)
+            MPI_Request_free(&m->abort_reqs[r]);
+    free(m->posts);
+    free(m->sends);
+    free(m->abort_reqs);
+    if (m->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&m->comm);
+    free(m);
+}
+
+static const zb_transport_ops_t mpi_ops = {
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .post_recv = mpi_post_recv,
+    .allgather = mpi_allgather,
+    .exchange = mpi_exchange,
+    .flush = mpi_flush,
+    .abort = mpi_abort,
+    .destroy = mpi_destroy,
+};
+
+/* ---- life cycle ---- */
+
+zb_status_t zb_mpi_transport_new(int *argc, char ***argv, double timeout, zb_transport_t **out,
+                                 zb_err_t *err)
+{
+    *out = NULL;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return zb_err_set(err, ZB_ECOMM, "MPI was already finalised in this process");
+    if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS)
+        return zb_err_set(err, ZB_ECOMM, "MPI_Init failed (is this an MPI launch?)");
+    mpi_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the MPI transport");
+    m->comm = MPI_COMM_NULL;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
+        free(m);
+        return zb_err_set(err, ZB_ECOMM, "MPI_Comm_dup failed");
+    }
+    /* errors come back as codes (a truncated message must be a message, not a crash) */
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(m->comm, &m->base.rank);
+    MPI_Comm_size(m->comm, &m->base.size);
+    m->base.ops = &mpi_ops;
+    m->base.name = "mpi";
+    m->base.timeout = timeout;
+    m->abort_reqs = malloc((size_t)m->base.size * sizeof *m->abort_reqs);
+    if (!m->abort_reqs) {
+        mpi_destroy(&m->base);
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the MPI transport");
+    }
+    for (int r = 0; r < m->base.size; r++)
+        m->abort_reqs[r] = MPI_REQUEST_NULL;
+    int *ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    if (!flag || !ub || (unsigned)*ub < (unsigned)ABORT_TAG) {
+        int have = flag && ub ? *ub : -1;
+        mpi_destroy(&m->base);
+        return zb_err_set(err, ZB_ECOMM,
+                          "this MPI allows tags up to %d; zbpp needs %d (kind/stage/microbatch "
+                          "packing)",
+                          have, ABORT_TAG);
+    }
+    *out = &m->base;
+    return ZB_OK;
+}
+
+void zb_mpi_transport_stats(const zb_transport_t *t, zb_mpi_stats_t *s)
+{
+    memset(s, 0, sizeof *s);
+    if (t && t->ops == &mpi_ops)
+        *s = ((const mpi_t *)t)->stats;
+}
+
+void zb_mpi_finalize(void)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized)
+        MPI_Finalize();
+}
+
+void zb_mpi_abort_job(zb_transport_t *t, int code)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return;
+    if (t && t->ops == &mpi_ops) {
+        mpi_t *m = (mpi_t *)t;
+        double t0 = zb_now();
+        for (int r = 0; r < t->size; r++) {
+            while (m->abort_reqs[r] != MPI_REQUEST_NULL && zb_now() - t0 < 1.0) {
+                int done = 0;
+                if (MPI_Test(&m->abort_reqs[r], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done)
+                    break;
+                struct timespec ts = {0, 1000000L};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+}

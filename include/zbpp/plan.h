@@ -23,7 +23,7 @@ typedef struct {
     int chunks;              /* v of the schedule (or the family's default when it failed) */
     zb_placement_t placement;
     bool fits;               /* generated, valid, within the memory limit */
-    char reason[200];        /* when !fits: why (does not apply / over the limit / ...) */
+    char reason[512];        /* when !fits: why (does not apply / over the limit / ...) */
     char note[256];          /* the generator's note (auto: what it chose) */
     double makespan;         /* end-to-end time of one step */
     double bubble_rate;      /* ZB paper's definition (schedule.h) */

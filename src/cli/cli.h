@@ -9,4 +9,6 @@ int zb_cmd_simulate(int argc, char **argv);
 int zb_cmd_validate(int argc, char **argv);
 int zb_cmd_train(int argc, char **argv);
 
+int zb_cmd_plan(int argc, char **argv); /* cmd_plan.c (helper a) */
+
 #endif

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/planner_out.h"
+#include "zbpp/plan.h"
 
 static const char *const CMD = "schedule";
 
@@ -30,6 +31,9 @@ static void help(FILE *out)
             "                      Chrome/Perfetto trace (1 time unit = 1 ms); svg: Gantt chart\n"
             "  --width N           widest ascii grid in characters (default 200)\n"
             "  -o, --output FILE   write there (atomically) instead of standard output\n"
+            "  --any-placement     auto: also try 2 chunks per rank (loop and V) from the\n"
+            "                      one-stage-per-rank costs; says which won on stderr\n"
+            "  --time-limit S      optimal: solver seconds (default 10)\n"
             "  -h, --help          this help\n\nschedule families:\n",
             zb_cli_format_names());
     size_t n;
@@ -66,11 +70,15 @@ int zb_cmd_schedule(int argc, char **argv)
         {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"width", required_argument, NULL, ZB_OPT_WIDTH},
+        {"any-placement", no_argument, NULL, 3001},
+        {"time-limit", required_argument, NULL, 3002},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *name = NULL, *path = NULL;
     int ranks = 0, mbs = 0, chunks = 0, width = 0;
+    bool any_placement = false; /* auto (helper a) */
+    double time_limit = 0;      /* optimal (helper a) */
     zb_cli_format_t fmt = ZB_FMT_ASCII;
     zb_cli_costs_t copt;
     zb_cli_costs_init(&copt);
@@ -91,6 +99,8 @@ int zb_cmd_schedule(int argc, char **argv)
         case 'o': path = optarg; break;
         case ZB_OPT_FORMAT: st = zb_cli_parse_format(optarg, &fmt, &err); break;
         case ZB_OPT_WIDTH: st = zb_cli_parse_int(optarg, 8, 100000, "--width", &width, &err); break;
+        case 3001: any_placement = true; break;
+        case 3002: st = zb_cli_parse_number(optarg, true, "--time-limit", &time_limit, &err); break;
         case ZB_OPT_COST:
         case ZB_OPT_COST_FILE:
         case ZB_OPT_MEM:
@@ -143,9 +153,20 @@ int zb_cmd_schedule(int argc, char **argv)
         zb_cli_error(CMD, "%s", err.msg);
         goto out;
     }
-    zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .chunks = chunks, .costs = &costs};
+    zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .chunks = chunks, .costs = &costs,
+                         .any_placement = any_placement, .time_limit = time_limit};
     zb_schedule_t *s = NULL;
     st = zb_generate(name, &p, &s, &err);
+    if (st == ZB_OK && p.note[0])
+        fprintf(stderr, "zbpp %s: %s\n", CMD, p.note);
+    if (st == ZB_OK && (s->chunks != chunks || s->placement != ZB_PLACE_LOOP) && chunks == 1) {
+        /* auto --any-placement chose another chunking: split the per-rank costs to match */
+        zb_costs_t split;
+        if ((st = zb_costs_rechunk(&costs, ranks, s->chunks, s->placement, &split, &err)) == ZB_OK) {
+            zb_costs_free(&costs);
+            costs = split;
+        }
+    }
     if (st != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
         rc = st == ZB_EINVAL || st == ZB_EUNSUPPORTED ? ZB_EXIT_USAGE : ZB_EXIT_FAIL;

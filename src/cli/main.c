@@ -15,6 +15,7 @@ static const command_t commands[] = {
     {"simulate", zb_cmd_simulate, "simulate a schedule read from a PyTorch CSV file"},
     {"validate", zb_cmd_validate, "check a schedule CSV: completeness, dependencies, memory, deadlock"},
     {"train", zb_cmd_train, "train a GPT-2 model (demo corpus, llm.c shards or text)"},
+    {"plan", zb_cmd_plan, "compare every schedule family under a memory limit, best first"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,219 @@
+/* zbpp plan — compare every schedule family under one cost model and memory limit. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "zbpp/plan.h"
+
+#define CMD "plan"
+
+enum { OPT_TIME_LIMIT = 2000 };
+
+static void help(FILE *out)
+{
+    fputs("usage: zbpp plan -p RANKS -m MICROBATCHES [--cost F,B,W[,C]] [--mem F,B,W]\n"
+          "                 [--mem-limit X] [--time-limit S] [--format table|json]\n\n"
+          "Generate every schedule family for the same model and rank them: makespan, bubble\n"
+          "rate, peak memory per rank and cross-rank messages. Costs and memory are those of one\n"
+          "rank's whole stage; families with 2 chunks per rank get half of each per chunk.\n"
+          "Families that fit the limit come first, best first; the others follow with a reason.\n\n"
+          "  -p, --ranks P          pipeline ranks\n"
+          "  -m, --microbatches M   microbatches per step\n",
+          out);
+    zb_cli_costs_help(out, true);
+    fputs("  --time-limit S       seconds for the exact solver (optimal, P*M <= 32; default 10)\n"
+          "  --format table|json  output (default table)\n"
+          "Messages: SEND actions per step after lowering; volume counts one activation-sized\n"
+          "tensor (microbatch x sequence x hidden) per message.\n",
+          out);
+}
+
+static void print_peaks(FILE *f, const zb_plan_row_t *row, int P, bool json)
+{
+    for (int r = 0; r < P; r++)
+        fprintf(f, json ? "%s%.6g" : "%s%.4g", r ? (json ? ", " : " ") : "", row->peak[r]);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void print_table(const zb_plan_t *pl)
+{
+    printf("P=%d M=%d, memory limit %s%.6g\n", pl->ranks, pl->microbatches,
+           isfinite(pl->mem_limit) ? "" : "none ", isfinite(pl->mem_limit) ? pl->mem_limit : 0.0);
+    printf("%-4s %-17s %-9s %12s %8s %10s %9s  %s\n", "rank", "family", "chunking", "makespan",
+           "bubble", "peak(max)", "messages", "peak per rank");
+    int n = 0;
+    for (int i = 0; i < pl->count; i++) {
+        const zb_plan_row_t *row = &pl->rows[i];
+        if (!row->fits)
+            continue;
+        char chunking[24];
+        snprintf(chunking, sizeof chunking, "v=%d %s", row->chunks,
+                 zb_placement_name(row->placement));
+        printf("%-4d %-17s %-9s %12.6g %7.2f%% %10.4g %9ld  ", ++n, row->family, chunking,
+               row->makespan, 100 * row->bubble_rate, row->peak_max, row->messages);
+        print_peaks(stdout, row, pl->ranks, false);
+        printf("\n");
+        if (row->note[0])
+            printf("     (%s)\n", row->note);
+    }
+    if (pl->fitting < pl->count) {
+        printf("\nnot applicable or over the limit:\n");
+        for (int i = 0; i < pl->count; i++)
+            if (!pl->rows[i].fits)
+                printf("  %-17s %s\n", pl->rows[i].family, pl->rows[i].reason);
+    }
+}
+
+static void print_json(const zb_plan_t *pl)
+{
+    printf("{\n  \"ranks\": %d,\n  \"microbatches\": %d,\n  \"mem_limit\": ", pl->ranks,
+           pl->microbatches);
+    if (isfinite(pl->mem_limit))
+        printf("%.17g", pl->mem_limit);
+    else
+        printf("null");
+    printf(",\n  \"families\": [");
+    for (int i = 0; i < pl->count; i++) {
+        const zb_plan_row_t *row = &pl->rows[i];
+        printf("%s\n    {\"family\": ", i ? "," : "");
+        json_str(stdout, row->family);
+        printf(", \"fits\": %s", row->fits ? "true" : "false");
+        if (row->fits) {
+            printf(", \"chunks\": %d, \"placement\": \"%s\", \"makespan\": %.17g, "
+                   "\"bubble_rate\": %.17g, \"peak_memory_max\": %.17g, \"peak_memory\": [",
+                   row->chunks, zb_placement_name(row->placement), row->makespan,
+                   row->bubble_rate, row->peak_max);
+            print_peaks(stdout, row, pl->ranks, true);
+            printf("], \"messages\": %ld, \"volume\": %.17g, \"note\": ", row->messages,
+                   row->volume);
+            json_str(stdout, row->note);
+        } else {
+            printf(", \"reason\": ");
+            json_str(stdout, row->reason);
+        }
+        printf("}");
+    }
+    printf("\n  ]\n}\n");
+}
+
+int zb_cmd_plan(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"ranks", required_argument, NULL, 'p'},
+        {"microbatches", required_argument, NULL, 'm'},
+        {"cost", required_argument, NULL, ZB_OPT_COST},
+        {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
+        {"mem", required_argument, NULL, ZB_OPT_MEM},
+        {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+        {"format", required_argument, NULL, ZB_OPT_FORMAT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ranks = 0, mbs = 0, rc = ZB_EXIT_USAGE, c;
+    bool json = false;
+    double time_limit = 0;
+    zb_cli_costs_t copt;
+    zb_cli_costs_init(&copt);
+    zb_err_t err = {0};
+    zb_status_t st = ZB_OK;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":p:m:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'p': st = zb_cli_parse_int(optarg, 1, 4096, "-p (ranks)", &ranks, &err); break;
+        case 'm':
+            st = zb_cli_parse_int(optarg, 1, 100000, "-m (microbatches)", &mbs, &err);
+            break;
+        case OPT_TIME_LIMIT:
+            st = zb_cli_parse_number(optarg, true, "--time-limit", &time_limit, &err);
+            break;
+        case ZB_OPT_FORMAT:
+            if (!strcmp(optarg, "table") || !strcmp(optarg, "json")) {
+                json = !strcmp(optarg, "json");
+            } else {
+                st = zb_err_set(&err, ZB_EINVAL, "--format: '%s' is not table or json", optarg);
+            }
+            break;
+        case ZB_OPT_COST:
+        case ZB_OPT_COST_FILE:
+        case ZB_OPT_MEM:
+        case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case 'h':
+            help(stdout);
+            rc = ZB_EXIT_OK;
+            goto out;
+        default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
+        }
+        if (st != ZB_OK) {
+            zb_cli_error(CMD, "%s", err.msg);
+            rc = st == ZB_EIO ? ZB_EXIT_FAIL : ZB_EXIT_USAGE;
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        zb_cli_error(CMD, "unexpected argument '%s' (see zbpp plan --help)", argv[optind]);
+        goto out;
+    }
+    if (!ranks || !mbs) {
+        zb_cli_error(CMD, "missing %s (see zbpp plan --help)",
+                     !ranks ? "-p RANKS" : "-m MICROBATCHES");
+        goto out;
+    }
+    zb_costs_t costs;
+    if ((st = zb_cli_costs_build(&copt, ranks, &costs, &err)) != ZB_OK) {
+        zb_cli_error(CMD, "%s", err.msg);
+        goto out;
+    }
+    /* A limit nothing can meet is an error, not an empty table. */
+    double need = zb_min_feasible_memory(ranks, 1, ZB_PLACE_LOOP, &costs);
+    if (ranks >= 1) {
+        zb_costs_t vc;
+        if (zb_costs_rechunk(&costs, ranks, 2, ZB_PLACE_V, &vc, NULL) == ZB_OK) {
+            need = fmin(need, zb_min_feasible_memory(ranks, 2, ZB_PLACE_V, &vc));
+            zb_costs_free(&vc);
+        }
+    }
+    if (costs.mem_limit < need - 1e-9 * fmax(1.0, need)) {
+        zb_cli_error(CMD, "memory limit %g is below the minimum %g that any schedule needs",
+                     costs.mem_limit, need);
+        zb_costs_free(&costs);
+        rc = ZB_EXIT_FAIL;
+        goto out;
+    }
+    zb_plan_t plan;
+    st = zb_plan_compare(ranks, mbs, &costs, time_limit, &plan, &err);
+    zb_costs_free(&costs);
+    if (st != ZB_OK) {
+        zb_cli_error(CMD, "%s", err.msg);
+        rc = st == ZB_EINVAL ? ZB_EXIT_USAGE : ZB_EXIT_FAIL;
+        goto out;
+    }
+    if (json)
+        print_json(&plan);
+    else
+        print_table(&plan);
+    rc = plan.fitting > 0 ? ZB_EXIT_OK : ZB_EXIT_FAIL;
+    if (!plan.fitting)
+        zb_cli_error(CMD, "no schedule family fits memory limit %g", plan.mem_limit);
+    zb_plan_free(&plan);
+out:
+    zb_cli_costs_free(&copt);
+    return rc;
+}

@@ -1,0 +1,169 @@
+/* The comparison behind `zbpp plan`: every registered family under one cost model and limit. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/auto_greedy.h"
+#include "zbpp/plan.h"
+
+void zb_plan_free(zb_plan_t *plan)
+{
+    if (!plan)
+        return;
+    for (int i = 0; i < plan->count; i++)
+        free(plan->rows[i].peak);
+    free(plan->rows);
+    memset(plan, 0, sizeof *plan);
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const zb_plan_row_t *x = a, *y = b;
+    if (x->fits != y->fits)
+        return x->fits ? -1 : 1;
+    if (!x->fits)
+        return strcmp(x->family, y->family);
+    double tol = 1e-9 * fmax(1.0, fmax(x->makespan, y->makespan));
+    if (fabs(x->makespan - y->makespan) > tol)
+        return x->makespan < y->makespan ? -1 : 1;
+    if (fabs(x->bubble_rate - y->bubble_rate) > 1e-12)
+        return x->bubble_rate < y->bubble_rate ? -1 : 1;
+    return x->peak_max < y->peak_max ? -1 : x->peak_max > y->peak_max;
+}
+
+/* The family's default chunking and placement, from a cost-free generation. */
+static bool family_shape(const char *name, int P, int M, int *v, zb_placement_t *pl,
+                         char *why, size_t why_len)
+{
+    zb_gen_params_t q = {.ranks = P, .microbatches = M};
+    zb_schedule_t *s = NULL;
+    zb_err_t e;
+    zb_err_clear(&e);
+    if (zb_generate(name, &q, &s, &e) != ZB_OK) {
+        snprintf(why, why_len, "%s", e.msg);
+        return false;
+    }
+    *v = s->chunks;
+    *pl = s->placement;
+    zb_schedule_free(s);
+    return true;
+}
+
+static void fill_row(zb_plan_row_t *row, const zb_schedule_t *s, const zb_costs_t *c, int P,
+                     zb_err_t *e)
+{
+    zb_sim_t sim;
+    row->chunks = s->chunks;
+    row->placement = s->placement;
+    if (zb_validate(s, c, e) != ZB_OK) {
+        snprintf(row->reason, sizeof row->reason, "%s", e->msg);
+        return;
+    }
+    if (zb_simulate(s, c, &sim, e) != ZB_OK) {
+        snprintf(row->reason, sizeof row->reason, "%s", e->msg);
+        return;
+    }
+    row->makespan = sim.makespan;
+    row->bubble_rate = sim.bubble_rate;
+    zb_sim_free(&sim);
+    row->peak = calloc((size_t)P, sizeof(double));
+    if (!row->peak) {
+        snprintf(row->reason, sizeof row->reason, "out of memory");
+        return;
+    }
+    row->peak_max = zb_schedule_peak_memory(s, c, row->peak);
+    zb_schedule_t *low = NULL;
+    row->messages = 0;
+    if (zb_insert_comms(s, &low, NULL) == ZB_OK) {
+        for (int r = 0; r < low->ranks; r++)
+            for (int i = 0; i < low->rank[r].len; i++) {
+                int t = low->rank[r].actions[i].type;
+                if (t == ZB_ACT_SEND_F || t == ZB_ACT_SEND_B)
+                    row->messages++;
+            }
+    }
+    zb_schedule_free(low);
+    row->volume = (double)row->messages; /* one activation-sized tensor per message */
+    row->fits = true;
+}
+
+zb_status_t zb_plan_compare(int P, int M, const zb_costs_t *costs, double time_limit,
+                            zb_plan_t *out, zb_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!costs || P < 1 || M < 1)
+        return zb_err_set(err, ZB_EINVAL, "plan: need P >= 1, M >= 1 and a cost model");
+    if (costs->stages != P)
+        return zb_err_set(err, ZB_EINVAL,
+                          "plan: the cost model must have one stage per rank (%d stages, P=%d)",
+                          costs->stages, P);
+    zb_status_t st = zb_costs_check(costs, err);
+    if (st != ZB_OK)
+        return st;
+    size_t nf;
+    const zb_generator_info_t *fam = zb_generators(&nf);
+    out->rows = calloc(nf, sizeof *out->rows);
+    if (!out->rows)
+        return zb_err_set(err, ZB_ENOMEM, "plan: out of memory");
+    out->ranks = P;
+    out->microbatches = M;
+    out->mem_limit = costs->mem_limit;
+    for (size_t i = 0; i < nf; i++) {
+        zb_plan_row_t *row = &out->rows[out->count++];
+        snprintf(row->family, sizeof row->family, "%s", fam[i].name);
+        bool is_auto = !strcmp(fam[i].name, "auto"), is_opt = !strcmp(fam[i].name, "optimal");
+        int v = 1;
+        zb_placement_t pl = ZB_PLACE_LOOP;
+        if (is_opt && (long long)P * M > 32) {
+            snprintf(row->reason, sizeof row->reason,
+                     "skipped: P*M = %lld is too large for the exact solver here (<= 32)",
+                     (long long)P * M);
+            continue;
+        }
+        if (!is_auto && !is_opt &&
+            !family_shape(fam[i].name, P, M, &v, &pl, row->reason, sizeof row->reason))
+            continue; /* does not apply: the reason says why */
+        zb_costs_t c;
+        if ((st = zb_costs_rechunk(costs, P, v, pl, &c, err)) != ZB_OK)
+            goto fail;
+        zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = &c,
+                             .any_placement = is_auto, .time_limit = time_limit};
+        zb_schedule_t *s = NULL;
+        zb_err_t e;
+        zb_err_clear(&e);
+        zb_status_t gs = zb_generate(fam[i].name, &q, &s, &e);
+        if (gs == ZB_ENOMEM) {
+            zb_costs_free(&c);
+            st = zb_err_set(err, gs, "%s", e.msg);
+            goto fail;
+        }
+        if (gs != ZB_OK) {
+            snprintf(row->reason, sizeof row->reason, "%s", e.msg);
+        } else {
+            snprintf(row->note, sizeof row->note, "%s", q.note);
+            /* auto may have picked another chunking: judge it with the matching costs */
+            zb_costs_t sc;
+            bool own = false;
+            const zb_costs_t *use = &c;
+            if (s->chunks != v || s->placement != pl) {
+                if (zb_costs_rechunk(costs, P, s->chunks, s->placement, &sc, NULL) == ZB_OK) {
+                    use = &sc;
+                    own = true;
+                }
+            }
+            fill_row(row, s, use, P, &e);
+            if (own)
+                zb_costs_free(&sc);
+        }
+        zb_schedule_free(s);
+        zb_costs_free(&c);
+    }
+    qsort(out->rows, (size_t)out->count, sizeof *out->rows, row_cmp);
+    for (int i = 0; i < out->count; i++)
+        out->fitting += out->rows[i].fits;
+    return ZB_OK;
+fail:
+    zb_plan_free(out);
+    return st;
+}

@@ -56,8 +56,9 @@ void zb_adamw_update_units(zb_gpt2_params_t *params, const zb_gpt2_params_t *gra
 
 /* ---- global gradient norm ---- */
 
-/* Sum of squares of the gradient over one norm unit, in double, ranges in order, elements in
- * order. Gradients of the tied WTE must already be folded (zb_gpt2_fold_tied). */
+/* Sum of squares of the gradient over one norm unit, in double: ranges in order; inside a range
+ * element i goes to accumulator i % 8 and the 8 are added in order (a fixed order that vectorizes).
+ * Gradients of the tied WTE must already be folded (zb_gpt2_fold_tied). */
 double zb_grad_unit_sumsq(const zb_gpt2_params_t *grads, int unit);
 /* sqrt of the partials summed in unit order 0..n-1 (n = zb_gpt2_num_units). NaN/Inf propagate. */
 double zb_grad_norm_total(const double *unit_sumsq, int n);

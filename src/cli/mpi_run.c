@@ -1,0 +1,115 @@
+/* zbpp CLI — `zbpp train --transport mpi`: one pipeline rank per MPI process. Rank 0 prints the
+ * progress, metrics and report; a failure is printed once (by the rank that caused it, and by
+ * rank 0) and ends the whole job, cleanly when every rank knows of it (start-up checks), else
+ * with MPI_Abort so nobody is left waiting. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/pipeline_flags.h"
+#include "zbpp/transport_mpi.h"
+
+enum { ROW = 8 }; /* per-rank figures gathered for the report */
+
+static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c,
+                         const zb_train_summary_t *sum, const zb_pipeline_report_t *rep,
+                         const double *all, int P)
+{
+    printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, P);
+    printf("partition (first block of each stage):");
+    for (int s = 0; s <= rep->stages; s++)
+        printf(" %d", rep->first[s]);
+    printf("\n");
+    if (sum->steps_run <= 0) {
+        printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
+        return;
+    }
+    printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
+           sum->first_step + 1, sum->first_step + sum->steps_run, sum->first_loss,
+           sum->last_loss, rep->step_ms_median, sum->median_tokens_per_s);
+    printf("bubble: predicted %.1f%% (simulator; the measured bubble needs --transport threads)\n",
+           100 * rep->bubble_predicted);
+    long rollbacks = 0;
+    double steps = (double)sum->steps_run;
+    for (int r = 0; r < P; r++) {
+        const double *o = all + (size_t)r * ROW;
+        printf("rank %d: stash peak %.2f MiB (predicted %.2f), per step: sent %.3f MB in %.0f "
+               "messages, received %.3f MB, waited %.2f ms\n",
+               r, o[0] / 1048576.0, rep->predicted_stash_bytes[r] / 1048576.0, o[2] / steps / 1e6,
+               o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
+        rollbacks += (long)o[1];
+    }
+    if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
+        printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
+    if (c->save_path)
+        printf("saved %s%s\n", c->save_path,
+               pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");
+}
+
+static void print_error(const zb_transport_t *net, zb_status_t st, const zb_err_t *err)
+{
+    const char *msg = err->msg[0] ? err->msg : zb_strerror(st);
+    if (net && net->rank != 0 && strncmp(msg, "rank ", 5) != 0)
+        fprintf(stderr, "zbpp train: rank %d: %s\n", net->rank, msg);
+    else
+        fprintf(stderr, "zbpp train: %s\n", msg);
+}
+
+int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
+{
+    zb_err_t err;
+    zb_err_clear(&err);
+    if (!pc->timeout_given)
+        pc->opts.timeout = 60;
+    zb_transport_t *net = NULL;
+    zb_status_t st = zb_mpi_transport_new(NULL, NULL, pc->opts.timeout, &net, &err);
+    if (st != ZB_OK) {
+        print_error(NULL, st, &err);
+        return st == ZB_EUNSUPPORTED ? 2 : 1;
+    }
+    if (!pc->ranks_given)
+        pc->opts.ranks = net->size;
+    pc->opts.transport = net;
+    pc->opts.pin = false; /* one process per rank: the launcher binds processes to cores */
+    zb_train_config_t mine = *c;
+    if (net->rank != 0) { /* one voice: rank 0 prints progress and writes the metrics */
+        mine.quiet = true;
+        mine.metrics_path = NULL;
+    }
+    zb_train_summary_t sum;
+    zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+    double *all = calloc((size_t)net->size * ROW, sizeof *all);
+    if (!rep || !all)
+        st = zb_err_set(&err, ZB_ENOMEM, "out of memory");
+    else
+        st = zb_pipeline_train(&mine, &pc->opts, stderr, &sum, rep, NULL, &err);
+    int code = (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
+    if (st == ZB_OK) {
+        zb_mpi_stats_t ms;
+        zb_mpi_transport_stats(net, &ms);
+        double row[ROW] = {rep->peak_stash_bytes[net->rank], (double)rep->rollbacks,
+                           ms.bytes_sent, ms.bytes_received, (double)ms.msgs_sent,
+                           (double)ms.msgs_received, ms.wait_s, rep->step_ms_median};
+        st = zb_allgather(net, row, ROW, all, &err);
+        code = 1;
+    }
+    if (st != ZB_OK) {
+        if (net->rank == 0 || st != ZB_EABORT)
+            print_error(net, st, &err);
+        if (!rep || !rep->failed_together) {
+            fflush(stderr);
+            zb_mpi_abort_job(net, code); /* does not return */
+        }
+        free(rep), free(all);
+        zb_transport_destroy(net);
+        zb_mpi_finalize();
+        return code;
+    }
+    if (net->rank == 0 && !c->quiet)
+        print_report(pc, c, &sum, rep, all, net->size);
+    fflush(stdout);
+    free(rep), free(all);
+    zb_transport_destroy(net);
+    zb_mpi_finalize();
+    return 0;
+}

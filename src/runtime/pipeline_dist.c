@@ -1,0 +1,367 @@
+/* zbpp — the pipeline trainer across processes: handshake items, gathered and sharded
+ * checkpoints. See pipeline_dist.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/pipeline_dist.h"
+#include "zbpp/checkpoint_sharded.h"
+#include "zbpp/handshake.h"
+#include "zbpp/util.h"
+
+static bool is_local(const pl_t *pl, int r)
+{
+    return !pl->opts->transport || pl->opts->transport->rank == r;
+}
+
+/* ---- handshake ---- */
+
+static uint64_t hv(const void *p, size_t n) { return zb_hash_bytes(ZB_HASH_SEED, p, n); }
+#define HV(x) hv(&(x), sizeof(x))
+
+static uint64_t schedule_hash(const zb_schedule_t *s)
+{
+    uint64_t h = zb_hash_str(ZB_HASH_SEED, s->name);
+    int head[4] = {s->ranks, s->chunks, s->stages, s->microbatches};
+    h = zb_hash_bytes(h, head, sizeof head);
+    h = zb_hash_bytes(h, &s->placement, sizeof s->placement);
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++) {
+            const zb_action_t *a = &s->rank[r].actions[i];
+            int32_t w[3] = {a->type, a->stage, a->mb};
+            h = zb_hash_bytes(h, w, sizeof w);
+        }
+    return h;
+}
+
+zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_err_t *err)
+{
+    zb_transport_t *net = pl->opts->transport;
+    if (!net)
+        return local;
+    zb_hs_item_t it[40];
+    int n = 0;
+    if (local == ZB_OK) {
+        const zb_train_config_t *c = pl->cfg;
+        const zb_pipeline_opts_t *o = pl->opts;
+        it[n++] = (zb_hs_item_t){"binary", zb_build_id()};
+        it[n++] = (zb_hs_item_t){"ranks", HV(o->ranks)};
+        it[n++] = (zb_hs_item_t){"schedule", schedule_hash(pl->sched)};
+        it[n++] = (zb_hs_item_t){"partition", hv(pl->first, (size_t)(pl->S + 1) * sizeof(int))};
+        it[n++] = (zb_hs_item_t){"optimizer-sync", HV(o->opt_sync)};
+        it[n++] = (zb_hs_item_t){"mem-limit", HV(o->mem_limit)};
+        it[n++] = (zb_hs_item_t){"model", HV(pl->mcfg)};
+        uint64_t init;
+        if (c->resume_path && zb_ckpt_is_sharded(c->resume_path)) {
+            zb_ckpt_manifest_t m;
+            zb_err_t e2;
+            init = zb_ckpt_manifest_read(c->resume_path, &m, &e2) == ZB_OK ? m.hash : 0;
+            zb_ckpt_manifest_free(&m);
+        } else { /* every rank holds the full initial state: fresh, --init-from or --resume */
+            size_t bytes = t->params.count * sizeof(float);
+            init = zb_hash_bytes(ZB_HASH_SEED, t->params.data, bytes);
+            init = zb_hash_bytes(init, t->opt.m.data, bytes);
+            init = zb_hash_bytes(init, t->opt.v.data, bytes);
+        }
+        it[n++] = (zb_hs_item_t){"initial parameters", init};
+        long steps[2] = {t->step, t->skipped};
+        it[n++] = (zb_hs_item_t){"resume step", HV(steps)};
+        uint64_t data[3] = {zb_data_fingerprint(t->data), zb_data_total_tokens(t->data),
+                            zb_data_num_shards(t->data)};
+        zb_data_pos_t pos = zb_data_tell(t->data);
+        it[n++] = (zb_hs_item_t){"data", hv(data, sizeof data) ^ HV(pos)};
+        it[n++] = (zb_hs_item_t){"batch", HV(c->batch)};
+        it[n++] = (zb_hs_item_t){"seq", HV(c->seq)};
+        it[n++] = (zb_hs_item_t){"microbatches", HV(c->microbatches)};
+        it[n++] = (zb_hs_item_t){"steps", HV(c->steps)};
+        it[n++] = (zb_hs_item_t){"seed", HV(c->seed)};
+        it[n++] = (zb_hs_item_t){"shuffle", HV(c->shuffle)};
+        it[n++] = (zb_hs_item_t){"lr", HV(c->adamw.lr)};
+        it[n++] = (zb_hs_item_t){"beta1", HV(c->adamw.beta1)};
+        it[n++] = (zb_hs_item_t){"beta2", HV(c->adamw.beta2)};
+        it[n++] = (zb_hs_item_t){"eps", HV(c->adamw.eps)};
+        it[n++] = (zb_hs_item_t){"weight-decay", HV(c->adamw.weight_decay)};
+        it[n++] = (zb_hs_item_t){"grad-clip", HV(c->grad_clip)};
+        it[n++] = (zb_hs_item_t){"lr-schedule", HV(c->lr_schedule)};
+        it[n++] = (zb_hs_item_t){"warmup", HV(c->warmup)};
+        it[n++] = (zb_hs_item_t){"lr-min", HV(c->lr_min)};
+        long every[2] = {c->save_every, o->sharded_checkpoint};
+        it[n++] = (zb_hs_item_t){"save", zb_hash_str(HV(every), c->save_path)};
+    }
+    return zb_handshake(net, it, n, local, err);
+}
+
+/* ---- one status for everyone ---- */
+
+/* Every rank learns whether all succeeded; a failed rank keeps its own message, the others get
+ * "rank K could not <what>". */
+static zb_status_t agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t *err)
+{
+    zb_transport_t *net = pl->opts->transport;
+    if (!net)
+        return local;
+    double mine = (double)local, *all = calloc((size_t)net->size, sizeof *all);
+    if (!all)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory");
+    zb_err_t xerr;
+    zb_status_t st = zb_allgather(net, &mine, 1, all, &xerr);
+    if (st == ZB_OK && local == ZB_OK)
+        for (int r = 0; r < net->size && st == ZB_OK; r++)
+            if (all[r] != 0)
+                st = zb_err_set(err, (zb_status_t)(int)all[r], "rank %d could not %s", r, what);
+    free(all);
+    if (local != ZB_OK)
+        return local;
+    if (st != ZB_OK && err && err->status != st)
+        *err = xerr;
+    return st;
+}
+
+/* ---- gathered single-file checkpoint ---- */
+
+zb_status_t pl_save_gathered(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
+{
+    zb_transport_t *net = pl->opts->transport;
+    int me = net->rank;
+    const pl_rank_t *R = &pl->ranks[me];
+    zb_status_t st = ZB_OK;
+    for (int u = 0; u < pl->n_units && st == ZB_OK; u++) {
+        int owner = pl->unit_owner[u];
+        if (me != 0 && me != owner)
+            continue;
+        size_t off[16], cnt[16];
+        int n = zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt);
+        const float *src[3] = {R->params.data, R->opt.m.data, R->opt.v.data};
+        float *dst[3] = {t->params.data, t->opt.m.data, t->opt.v.data};
+        for (int i = 0; i < n && st == ZB_OK; i++)
+            for (int k = 0; k < 3 && st == ZB_OK; k++) {
+                uint32_t tag = zb_tag(ZB_TAG_USER, k, u * 16 + i);
+                size_t bytes = cnt[i] * sizeof(float);
+                if (owner == 0)
+                    memcpy(dst[k] + off[i], src[k] + off[i], bytes);
+                else if (me == 0)
+                    st = zb_recv(net, dst[k] + off[i], bytes, owner, tag, err);
+                else
+                    st = zb_send(net, src[k] + off[i], bytes, 0, tag, err);
+            }
+    }
+    if (st == ZB_OK)
+        st = zb_flush(net, err);
+    if (st != ZB_OK)
+        return st; /* a transport failure: the run aborts */
+    if (me == 0)
+        st = zb_train_save(t, pl->cfg->save_path, err);
+    return agree(pl, st, "write the checkpoint", err);
+}
+
+/* ---- sharded checkpoints ---- */
+
+static void split_path(const char *path, char *dir, size_t cap, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    snprintf(dir, cap, "%.*s", slash ? (int)(slash - path + 1) : 0, path);
+}
+
+static zb_ckpt_range_t *ranges_of(const pl_rank_t *R)
+{
+    zb_ckpt_range_t *rg = malloc((R->n_upd ? (size_t)R->n_upd : 1) * sizeof *rg);
+    for (int i = 0; rg && i < R->n_upd; i++)
+        rg[i] = (zb_ckpt_range_t){R->upd[i].off, R->upd[i].count};
+    return rg;
+}
+
+static zb_status_t write_shard(pl_t *pl, const pl_rank_t *R, const char *dir, long step,
+                               zb_ckpt_shard_ref_t *ref, zb_err_t *err)
+{
+    zb_ckpt_range_t *rg = ranges_of(R);
+    if (!rg)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory writing a shard");
+    char file[4400];
+    snprintf(file, sizeof file, "%s%s", dir, ref->file);
+    zb_status_t st = zb_ckpt_shard_write(file, R->rank, pl->P, step, rg, R->n_upd,
+                                         R->params.data, R->opt.m.data, R->opt.v.data,
+                                         R->params.count, ref, err);
+    free(rg);
+    return st;
+}
+
+static zb_status_t fill_manifest(pl_t *pl, const zb_trainer_t *t, zb_ckpt_manifest_t *m,
+                                 zb_err_t *err)
+{
+    zb_status_t st = zb_ckpt_manifest_alloc(m, pl->P, pl->S, err);
+    if (st != ZB_OK)
+        return st;
+    m->step = t->step;
+    m->skipped = t->skipped;
+    m->chunks = pl->sched->chunks;
+    snprintf(m->schedule, sizeof m->schedule, "%s", pl->opts->schedule);
+    for (int s = 0; s < pl->S; s++)
+        m->stage_rank[s] = zb_stage_rank(pl->sched, s);
+    memcpy(m->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));
+    m->cfg = t->cfg;
+    m->cfg.model = t->params.cfg;
+    m->param_count = t->params.count;
+    m->data_fp = zb_data_fingerprint(t->data);
+    m->data_tokens = zb_data_total_tokens(t->data);
+    m->data_shards = zb_data_num_shards(t->data);
+    m->pos = zb_data_tell(t->data);
+    return ZB_OK;
+}
+
+zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
+{
+    zb_transport_t *net = pl->opts->transport;
+    const char *path = pl->cfg->save_path, *base;
+    char dir[4096];
+    split_path(path, dir, sizeof dir, &base);
+    /* a nonce from rank 0 keeps a re-save of the same step from overwriting live shards */
+    double nonce = (double)(((uint32_t)time(NULL) * 2654435761u) ^ (uint32_t)getpid() ^
+                            (uint32_t)(zb_now() * 1e6));
+    zb_status_t st = ZB_OK;
+    if (net) {
+        double *all = calloc((size_t)net->size, sizeof *all);
+        if (!all)
+            return zb_err_set(err, ZB_ENOMEM, "out of memory");
+        st = zb_allgather(net, &nonce, 1, all, err);
+        nonce = all[0];
+        free(all);
+        if (st != ZB_OK)
+            return st;
+    }
+    zb_ckpt_manifest_t old, m;
+    zb_err_t ignore;
+    bool have_old = zb_ckpt_is_sharded(path) && zb_ckpt_manifest_read(path, &old, &ignore) == ZB_OK;
+    if ((st = fill_manifest(pl, t, &m, err)) != ZB_OK) {
+        if (have_old)
+            zb_ckpt_manifest_free(&old);
+        return st;
+    }
+    for (int r = 0; r < pl->P; r++)
+        snprintf(m.shard[r].file, sizeof m.shard[r].file, "%.200s.%ld-%08x.rank%d", base, t->step,
+                 (uint32_t)nonce, r);
+    for (int r = 0; r < pl->P && st == ZB_OK; r++)
+        if (is_local(pl, r))
+            st = write_shard(pl, &pl->ranks[r], dir, t->step, &m.shard[r], err);
+    if (net && st != ZB_OK) /* a transport error later would hide the real cause */
+        st = agree(pl, st, "write its checkpoint shard", err);
+    else if (net) {
+        /* rank 0 needs every shard's size and checksum for the manifest */
+        int me = net->rank;
+        double row[5] = {0, (double)(m.shard[me].bytes >> 32), (double)(uint32_t)m.shard[me].bytes,
+                         (double)(m.shard[me].checksum >> 32),
+                         (double)(uint32_t)m.shard[me].checksum};
+        double *all = calloc(5 * (size_t)net->size, sizeof *all);
+        if (!all)
+            st = zb_err_set(err, ZB_ENOMEM, "out of memory");
+        else if ((st = zb_allgather(net, row, 5, all, err)) == ZB_OK)
+            for (int r = 0; r < net->size; r++) {
+                const double *o = all + 5 * (size_t)r;
+                m.shard[r].bytes = (uint64_t)o[1] << 32 | (uint64_t)o[2];
+                m.shard[r].checksum = (uint64_t)o[3] << 32 | (uint64_t)o[4];
+            }
+        free(all);
+    }
+    if (st == ZB_OK) {
+        zb_status_t local = ZB_OK;
+        if (!net || net->rank == 0) /* the manifest last: it makes the new shards the checkpoint */
+            local = zb_ckpt_manifest_write(path, &m, err);
+        st = agree(pl, local, "write the checkpoint manifest", err);
+    }
+    if (st != ZB_OK) { /* leave the previous checkpoint as it was: drop our new shards */
+        for (int r = 0; r < pl->P; r++)
+            if (is_local(pl, r) && m.shard[r].bytes) {
+                char file[4400];
+                snprintf(file, sizeof file, "%s%s", dir, m.shard[r].file);
+                unlink(file);
+            }
+    } else if (have_old) { /* committed: the previous checkpoint's shards are garbage now */
+        for (int r = 0; r < old.ranks; r++) {
+            bool mine = r < pl->P ? is_local(pl, r) : (!net || net->rank == 0);
+            if (!mine || (r < pl->P && !strcmp(old.shard[r].file, m.shard[r].file)))
+                continue;
+            char file[4400];
+            snprintf(file, sizeof file, "%s%s", dir, old.shard[r].file);
+            unlink(file);
+        }
+    }
+    if (have_old)
+        zb_ckpt_manifest_free(&old);
+    zb_ckpt_manifest_free(&m);
+    return st;
+}
+
+static bool same_layout(const pl_t *pl, const zb_ckpt_manifest_t *m)
+{
+    if (m->ranks != pl->P || m->stages != pl->S)
+        return false;
+    for (int s = 0; s < pl->S; s++)
+        if (m->stage_rank[s] != zb_stage_rank(pl->sched, s))
+            return false;
+    return memcmp(m->first, pl->first, (size_t)(pl->S + 1) * sizeof(int)) == 0;
+}
+
+/* Every shard into t's full buffers; each parameter must be covered. */
+static zb_status_t assemble(const zb_ckpt_manifest_t *m, const char *dir, zb_trainer_t *t,
+                            zb_err_t *err)
+{
+    unsigned char *covered = calloc(t->params.count, 1);
+    if (!covered)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory resuming");
+    zb_status_t st = ZB_OK;
+    for (int r = 0; r < m->ranks && st == ZB_OK; r++) {
+        char file[4400];
+        snprintf(file, sizeof file, "%s%s", dir, m->shard[r].file);
+        st = zb_ckpt_shard_read(file, &m->shard[r], r, m->step, t->params.count, NULL, 0,
+                                t->params.data, t->opt.m.data, t->opt.v.data, covered, err);
+    }
+    for (size_t i = 0; st == ZB_OK && i < t->params.count; i++)
+        if (!covered[i])
+            st = zb_err_set(err, ZB_EFORMAT, "sharded checkpoint: parameter %zu is in no shard", i);
+    free(covered);
+    return st;
+}
+
+zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_err_t *err)
+{
+    zb_ckpt_manifest_t m;
+    zb_status_t st = zb_ckpt_manifest_read(path, &m, err);
+    if (st != ZB_OK)
+        return st;
+    const char *base;
+    char dir[4096];
+    split_path(path, dir, sizeof dir, &base);
+    if ((st = zb_ckpt_manifest_check(path, &m, t, err)) == ZB_OK)
+        st = zb_data_seek(t->data, &m.pos, err);
+    bool own = same_layout(pl, &m);
+    if (st == ZB_OK && !own)
+        st = assemble(&m, dir, t, err);
+    for (int r = 0; r < pl->P && st == ZB_OK; r++) {
+        if (!is_local(pl, r))
+            continue;
+        pl_rank_t *R = &pl->ranks[r];
+        R->skipped = m.skipped;
+        if (!own) {
+            size_t bytes = t->params.count * sizeof(float);
+            memcpy(R->params.data, t->params.data, bytes);
+            memcpy(R->opt.m.data, t->opt.m.data, bytes);
+            memcpy(R->opt.v.data, t->opt.v.data, bytes);
+            continue;
+        }
+        zb_ckpt_range_t *rg = ranges_of(R);
+        char file[4400];
+        snprintf(file, sizeof file, "%s%s", dir, m.shard[r].file);
+        st = rg ? zb_ckpt_shard_read(file, &m.shard[r], r, m.step, R->params.count, rg, R->n_upd,
+                                     R->params.data, R->opt.m.data, R->opt.v.data, NULL, err)
+                : zb_err_set(err, ZB_ENOMEM, "out of memory resuming");
+        free(rg);
+    }
+    if (st == ZB_OK) {
+        t->step = m.step;
+        t->skipped = m.skipped;
+    }
+    zb_ckpt_manifest_free(&m);
+    return st;
+}

@@ -1,0 +1,28 @@
+/* zbpp — what the pipeline trainer needs beyond one process: the start-up handshake's items,
+ * checkpoints gathered over the transport, and sharded checkpoints (save and resume) written by
+ * each rank for itself. Threads (opts->transport == NULL: every rank local) and MPI (one local
+ * rank) go through the same functions, so either can resume the other's checkpoints. */
+#ifndef ZBPP_PIPELINE_DIST_H
+#define ZBPP_PIPELINE_DIST_H
+
+#include "runtime/pipeline_internal.h"
+#include "zbpp/train.h"
+
+/* Collective start-up check (zb_handshake) over the run's settings, schedule, model, initial
+ * state and binary. `local` is this process's start-up status (err holds its message). */
+zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_err_t *err);
+
+/* Single-file checkpoint (zb_train_save format) of a distributed run: every unit's params and
+ * moments go to rank 0, which writes cfg->save_path; all ranks return the same status. */
+zb_status_t pl_save_gathered(pl_t *pl, zb_trainer_t *t, zb_err_t *err);
+
+/* Sharded checkpoint at cfg->save_path (see zbpp/checkpoint_sharded.h). Collective. */
+zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err);
+
+/* After setup: restore the sharded checkpoint `path` into the local ranks and `t` (step, skipped,
+ * data position). Same layout (P, stage->rank map, partition): each rank reads only its own
+ * shard; otherwise every shard is read and the full state assembled (all shard files must be
+ * readable here). */
+zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_err_t *err);
+
+#endif

@@ -18,6 +18,7 @@
 #include "zbpp/gpt2.h"
 #include "zbpp/schedule.h"
 #include "zbpp/train.h"
+#include "zbpp/transport.h"
 
 /* ---- partition: S contiguous block ranges ---- */
 
@@ -71,6 +72,12 @@ typedef struct {
     int inject_inf_unit;
     long fail_step;
     int fail_rank, fail_action;
+    /* Distributed run (helper m, docs/mpi.md): NULL = every rank a thread of this process; else
+     * this process runs only rank transport->rank of transport->size == ranks processes (MPI),
+     * checks with the others at start-up (zb_handshake) and reports figures of its own rank. */
+    struct zb_transport *transport;
+    /* --save writes a sharded checkpoint (zbpp/checkpoint_sharded.h) instead of one file. */
+    bool sharded_checkpoint;
 } zb_pipeline_opts_t;
 
 /* ranks 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,
@@ -88,6 +95,9 @@ typedef struct {
     double predicted_stash_bytes[1024]; /* memory model (zb_simulate), per rank */
     long rollbacks;           /* post-validation steps that had to be undone and redone */
     char note[256];           /* e.g. what the cost model was */
+    /* distributed run: the error (if any) is known to every rank, so processes may exit
+     * normally instead of aborting the job (start-up checks, checkpoint agreement) */
+    bool failed_together;
 } zb_pipeline_report_t;
 
 /* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/pipeline_dist.h"
 #include "runtime/pipeline_internal.h"
+#include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
 #include "zbpp/schedule_io.h"
 #include "zbpp/util.h"
@@ -233,11 +235,23 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
         for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
             pl->unit_owner[1 + l] = zb_stage_rank(pl->sched, s);
     for (int r = 0; r < pl->P && st == ZB_OK; r++)
-        st = pl_rank_init(pl, r, &t->params, &t->opt, t->skipped, err);
+        if (!o->transport || r == o->transport->rank) /* a process holds only its own rank */
+            st = pl_rank_init(pl, r, &t->params, &t->opt, t->skipped, err);
 done:
     zb_costs_free(&costs);
     zb_schedule_free(plain);
     return st;
+}
+
+/* --save: one gathered file (threads: from memory; MPI: through the transport) or shards. */
+static zb_status_t save(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
+{
+    if (pl->opts->sharded_checkpoint)
+        return pl_save_sharded(pl, t, err);
+    if (pl->opts->transport)
+        return pl_save_gathered(pl, t, err);
+    gather(pl, t);
+    return zb_train_save(t, pl->cfg->save_path, err);
 }
 
 static void teardown(pl_t *pl)
@@ -275,29 +289,54 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     zb_pipeline_report_t rep_local;
     zb_pipeline_report_t *rep = report ? report : &rep_local;
     memset(rep, 0, sizeof *rep);
+    /* With a transport (MPI) every start-up failure still reaches the handshake below, so the
+     * other processes hear of it instead of waiting for this one. */
+    zb_transport_t *net = opts->transport;
+    zb_status_t st = ZB_OK;
     if (opts->ranks < 1 || opts->ranks > 1024)
-        return zb_err_set(err, ZB_EINVAL, "--ranks must be in 1..1024 (got %d)", opts->ranks);
-    if (!opts->schedule || !zb_generator_find(opts->schedule))
-        return zb_err_set(err, ZB_EINVAL, "unknown schedule '%s' (see zbpp schedule --help)",
-                          opts->schedule ? opts->schedule : "(none)");
-    if (opts->chunks < 0)
-        return zb_err_set(err, ZB_EINVAL, "--chunks must be >= 1 (got %d)", opts->chunks);
-    zb_status_t st = zb_train_config_check(cfg, err);
-    if (st != ZB_OK)
+        st = zb_err_set(err, ZB_EINVAL, "--ranks must be in 1..1024 (got %d)", opts->ranks);
+    else if (!opts->schedule || !zb_generator_find(opts->schedule))
+        st = zb_err_set(err, ZB_EINVAL, "unknown schedule '%s' (see zbpp schedule --help)",
+                        opts->schedule ? opts->schedule : "(none)");
+    else if (opts->chunks < 0)
+        st = zb_err_set(err, ZB_EINVAL, "--chunks must be >= 1 (got %d)", opts->chunks);
+    else if (net && net->size != opts->ranks)
+        st = zb_err_set(err, ZB_EINVAL,
+                        "--ranks %d but %d processes were started: run one process per pipeline "
+                        "rank (mpirun -np %d)",
+                        opts->ranks, net->size, opts->ranks);
+    else if (net && final_params)
+        st = zb_err_set(err, ZB_EUNSUPPORTED, "final_params needs every rank in this process");
+    if (st == ZB_OK)
+        st = zb_train_config_check(cfg, err);
+    if (st != ZB_OK && !net)
         return st;
     zb_blas_init();
 
     zb_trainer_t t;
-    if ((st = zb_trainer_init(&t, cfg, err)) != ZB_OK)
+    memset(&t, 0, sizeof t);
+    /* a sharded checkpoint is restored after setup, into the ranks (pipeline_dist.c) */
+    bool sharded_resume = cfg->resume_path && zb_ckpt_is_sharded(cfg->resume_path);
+    zb_train_config_t icfg = *cfg;
+    if (sharded_resume)
+        icfg.resume_path = NULL;
+    if (st == ZB_OK && (st = zb_trainer_init(&t, &icfg, err)) != ZB_OK && !net)
         return st;
     pl_t pl = {.cfg = cfg, .opts = opts};
     zb_thread_world_t *world = NULL;
     void **args = NULL;
     double *step_ms = NULL;
     zb_progress_t *prog = NULL;
-    long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
-    if ((st = setup(&pl, &t, rep, err)) != ZB_OK)
+    if (st == ZB_OK)
+        st = setup(&pl, &t, rep, err);
+    if (st == ZB_OK && sharded_resume)
+        st = pl_resume_sharded(&pl, &t, cfg->resume_path, err);
+    if (net && (st = pl_handshake(&pl, &t, st, err)) != ZB_OK)
+        rep->failed_together = true;
+    if (st != ZB_OK)
         goto out;
+    long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
+    const int me = net ? net->rank : 0; /* the rank whose figures this process reports */
     args = calloc((size_t)pl.P, sizeof *args);
     step_ms = calloc(todo > 0 ? (size_t)todo : 1, sizeof *step_ms);
     double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
@@ -308,8 +347,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     }
     for (int r = 0; r < pl.P; r++)
         args[r] = &pl.ranks[r];
-    if ((st = zb_thread_world_new(pl.P, mailbox_capacity(&pl), opts->timeout, &world, err)) ==
-        ZB_OK)
+    if (net || (st = zb_thread_world_new(pl.P, mailbox_capacity(&pl), opts->timeout, &world,
+                                         err)) == ZB_OK)
         st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
                               cfg->resume_path != NULL, cfg->steps, err);
     summary->first_step = t.step;
@@ -321,10 +360,12 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         pl.targets = t.targets;
         pl.step = t.step;
         pl.t0 = t0;
-        if ((st = zb_thread_world_run(world, pl_rank_step, args, opts->pin, NULL, err)) != ZB_OK)
+        st = net ? pl_rank_step(net, &pl.ranks[me], err)
+                 : zb_thread_world_run(world, pl_rank_step, args, opts->pin, NULL, err);
+        if (st != ZB_OK)
             break;
-        zb_step_stats_t s = pl.ranks[0].stats;
-        s.loss = pl.ranks[0].loss;
+        zb_step_stats_t s = pl.ranks[me].stats;
+        s.loss = pl.ranks[me].loss;
         t.step++;
         t.skipped += s.skipped;
         double secs = zb_now() - t0;
@@ -338,10 +379,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         summary->skipped += s.skipped;
         st = zb_progress_step(prog, &s, err);
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
-            t.step < cfg->steps) {
-            gather(&pl, &t);
-            st = zb_train_save(&t, cfg->save_path, err);
-        }
+            t.step < cfg->steps)
+            st = save(&pl, &t, err);
     }
     zb_err_t close_err;
     zb_status_t cst = zb_progress_close(prog, &close_err);
@@ -358,11 +397,16 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     }
     free(tps);
     if (st == ZB_OK) {
-        gather(&pl, &t);
-        if (summary->steps_run > 0)
+        if (!net)
+            gather(&pl, &t);
+        if (summary->steps_run > 0 && !net)
             st = report_run(&pl, rep, err);
+        if (net) { /* only this process's rank: the others are in other processes */
+            rep->peak_stash_bytes[me] = (double)pl.ranks[me].live_peak;
+            rep->rollbacks = pl.ranks[me].rollbacks;
+        }
         if (st == ZB_OK && cfg->save_path) /* only after a complete run: never a partial one */
-            st = zb_train_save(&t, cfg->save_path, err);
+            st = save(&pl, &t, err);
         if (st == ZB_OK && final_params) {
             st = zb_gpt2_params_alloc(final_params, &t.params.cfg, err);
             if (st == ZB_OK)

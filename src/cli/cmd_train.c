@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
+#include "zbpp/checkpoint_sharded.h"
 #include "zbpp/train.h"
 
 #define GPT2_VOCAB 50257
@@ -144,7 +145,9 @@ int zb_cmd_train(int argc, char **argv)
      * (and must agree with it, which zb_train_load checks) */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--resume")) {
-            zb_status_t st = zb_train_peek(argv[i + 1], &c, &err);
+            zb_status_t st = zb_ckpt_is_sharded(argv[i + 1])
+                                 ? zb_ckpt_sharded_peek(argv[i + 1], &c, &err)
+                                 : zb_train_peek(argv[i + 1], &c, &err);
             if (st != ZB_OK)
                 return fail(st, &err);
         }
@@ -268,7 +271,7 @@ int zb_cmd_train(int argc, char **argv)
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)
         return fail(st, &err);
-    if (pipe.opts.ranks > 1)
+    if (zb_cli_pipeline_wanted(&pipe, &c))
         return zb_cli_pipeline_run(&pipe, &c);
     zb_train_summary_t sum;
     st = zb_train_run(&c, stderr, NULL, NULL, &sum, &err);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/pipeline_flags.h"
+#include "zbpp/checkpoint_sharded.h"
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc)
 {
@@ -46,7 +47,7 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
     zb_pipeline_opts_t *o = &pc->opts;
     int r = 0;
     if (!strcmp(a, "--ranks"))
-        r = parse_pos_int(a, v, 1024, &o->ranks);
+        r = parse_pos_int(a, v, 1024, &o->ranks), pc->ranks_given = 1;
     else if (!strcmp(a, "--schedule"))
         o->schedule = v, r = 1;
     else if (!strcmp(a, "--chunks"))
@@ -64,6 +65,18 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         r = parse_bytes(a, v, 1024.0 * 1024.0, &o->mem_limit);
     else if (!strcmp(a, "--trace"))
         o->trace_path = v, r = 1;
+    else if (!strcmp(a, "--transport")) {
+        if (strcmp(v, "threads") && strcmp(v, "mpi"))
+            return bad(a, v, "threads or mpi");
+        pc->mpi = !strcmp(v, "mpi"), r = 1;
+    } else if (!strcmp(a, "--comm-timeout")) {
+        r = parse_bytes(a, v, 1.0, &o->timeout);
+        pc->timeout_given = 1;
+    } else if (!strcmp(a, "--checkpoint-format")) {
+        if (strcmp(v, "file") && strcmp(v, "sharded"))
+            return bad(a, v, "file or sharded");
+        o->sharded_checkpoint = !strcmp(v, "sharded"), r = 1;
+    }
     if (r != 0)
         pc->given = 1;
     return r;
@@ -79,11 +92,25 @@ void zb_cli_pipeline_usage(FILE *out)
             "  --optimizer-sync post-validation|barrier   (default post-validation)\n"
             "  --mem-limit BYTES | --mem-limit-mb X   refuse schedules whose activation stash\n"
             "                       per rank would exceed it\n"
-            "  --trace FILE         measured timeline of the last step (Chrome trace JSON)\n");
+            "  --trace FILE         measured timeline of the last step (Chrome trace JSON)\n"
+            "  --transport threads|mpi   ranks as threads (default) or one per MPI process:\n"
+            "                       mpirun -np P zbpp train --transport mpi ... (docs/mpi.md)\n"
+            "  --comm-timeout S     a rank waiting longer than S seconds for another stops the\n"
+            "                       run (default 60 with mpi, 600 with threads)\n"
+            "  --checkpoint-format file|sharded   --save as one file (default) or one shard per\n"
+            "                       rank + a manifest at the --save path (--resume reads both)\n");
+}
+
+int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
+{
+    return pc->opts.ranks > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
+           (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
 int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
+    if (pc->mpi)
+        return zb_cli_pipeline_run_mpi(pc, c);
     zb_train_summary_t sum;
     zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
     if (!rep) {

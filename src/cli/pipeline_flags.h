@@ -10,6 +10,8 @@
 typedef struct {
     zb_pipeline_opts_t opts;
     int given; /* any pipeline flag seen */
+    int mpi;   /* --transport mpi: one rank per MPI process (cli/mpi_run.c) */
+    int ranks_given, timeout_given;
 } zb_cli_pipeline_t;
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc);
@@ -20,5 +22,11 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v);
 void zb_cli_pipeline_usage(FILE *out);
 /* Run the pipeline trainer and print its report; returns the exit status. */
 int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c);
+/* True when the run must go through the pipeline trainer even with one rank (MPI, sharded
+ * checkpoints in or out). */
+int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c);
+/* --transport mpi: open MPI, run, print on rank 0, exit status (MPI_Abort on a failure that
+ * not every rank knows about). In cli/mpi_run.c. */
+int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c);
 
 #endif

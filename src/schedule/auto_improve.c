@@ -12,7 +12,21 @@
 
 typedef struct {
     double mk, span;
+    double fb_starts; /* sum of the start times of F's and B's: moves that only pull the
+                         critical actions earlier still count, so plateaus can be crossed */
 } score_t;
+
+static score_t score_of(const zb_schedule_t *s, const zb_sim_t *sim)
+{
+    score_t sc = {sim->makespan, sim->span_max, 0};
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++) {
+            int t = s->rank[r].actions[i].type;
+            if (t == ZB_ACT_F || t == ZB_ACT_B || t == ZB_ACT_BW)
+                sc.fb_starts += sim->start[r][i];
+        }
+    return sc;
+}
 
 /* Same order as auto's judge: max span T (bubble rate) first, then makespan. */
 static bool better(score_t a, score_t b)
@@ -22,7 +36,11 @@ static bool better(score_t a, score_t b)
         return true;
     if (a.span > b.span + tol)
         return false;
-    return a.mk < b.mk - tol;
+    if (a.mk < b.mk - tol)
+        return true;
+    if (a.mk > b.mk + tol)
+        return false;
+    return a.fb_starts < b.fb_starts - tol;
 }
 
 static double rank_peak(const zb_rank_program_t *p, const zb_costs_t *c)
@@ -62,7 +80,7 @@ zb_status_t zb_improve_local(zb_schedule_t **sp, const zb_costs_t *c, int max_ev
     zb_status_t st = zb_simulate(s, c, &sim, err);
     if (st != ZB_OK)
         return st;
-    score_t cur = {sim.makespan, sim.span_max};
+    score_t cur = score_of(s, &sim);
     double limit = c->mem_limit;
     int evals = 0;
     bool improved = true;
@@ -87,10 +105,10 @@ zb_status_t zb_improve_local(zb_schedule_t **sp, const zb_costs_t *c, int max_ev
                 zb_sim_t trial;
                 evals++;
                 zb_status_t ts = zb_simulate(s, c, &trial, NULL);
-                if (ts == ZB_OK && better((score_t){trial.makespan, trial.span_max}, cur)) {
+                if (ts == ZB_OK && better(score_of(s, &trial), cur)) {
                     zb_sim_free(&sim);
                     sim = trial;
-                    cur = (score_t){sim.makespan, sim.span_max};
+                    cur = score_of(s, &sim);
                     improved = true;
                 } else {
                     if (ts == ZB_OK)

@@ -124,10 +124,11 @@ zb_status_t zb_v_template(zb_schedule_t *s, bool with_w, int cut, zb_err_t *err)
 
 zb_status_t zb_gen_dualpipev(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
 {
-    TRY(zb_gen_begin("dualpipev", p, 2, 2, 2, ZB_PLACE_V, out, err));
+    *out = NULL;
     if (p->microbatches < 2 * p->ranks)
         return zb_err_set(err, ZB_EINVAL, "dualpipev: needs M >= 2P (P=%d, M=%d)", p->ranks,
                           p->microbatches);
+    TRY(zb_gen_begin("dualpipev", p, 2, 2, 2, ZB_PLACE_V, out, err));
     if (p->ranks > 4096)
         return zb_err_set(err, ZB_EINVAL, "dualpipev: P=%d too large (max 4096)", p->ranks);
     return zb_v_template(*out, true, 0, err);

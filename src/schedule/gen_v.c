@@ -52,12 +52,12 @@ static zb_status_t finish(const char *family, zb_sweep_best_t *best, zb_schedule
 
 zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
 {
+    const int P = p->ranks, M = p->microbatches;
+    if (M < 2 * P) /* first: the most useful message when several things are wrong */
+        return zb_err_set(err, ZB_EINVAL, "zb-v: needs M >= 2P (P=%d, M=%d)", P, M);
     zb_status_t st = pick_sized("zb-v", p, out, err);
     if (st != ZB_OK)
         return st;
-    const int P = p->ranks, M = p->microbatches;
-    if (M < 2 * P)
-        return zb_err_set(err, ZB_EINVAL, "zb-v: needs M >= 2P (P=%d, M=%d)", P, M);
     zb_costs_t c;
     if ((st = zb_unit_costs(&c, 2 * P, err)) != ZB_OK)
         return st;

@@ -7,11 +7,13 @@
 
 #include "cli/pipeline_flags.h"
 #include "zbpp/checkpoint_sharded.h"
+#include "zbpp/pipeline_trace.h"
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc)
 {
     memset(pc, 0, sizeof *pc);
     zb_pipeline_opts_defaults(&pc->opts);
+    pc->opts.profile = true; /* --partition profile: measuring costs a few microbatches' time */
 }
 
 static int bad(const char *a, const char *v, const char *want)
@@ -65,6 +67,11 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         r = parse_bytes(a, v, 1024.0 * 1024.0, &o->mem_limit);
     else if (!strcmp(a, "--trace"))
         o->trace_path = v, r = 1;
+    else if (!strcmp(a, "--partition")) {
+        if (strcmp(v, "flops") && strcmp(v, "profile"))
+            return bad(a, v, "flops or profile");
+        o->profile = !strcmp(v, "profile"), r = 1;
+    }
     else if (!strcmp(a, "--transport")) {
         if (strcmp(v, "threads") && strcmp(v, "mpi"))
             return bad(a, v, "threads or mpi");
@@ -92,7 +99,12 @@ void zb_cli_pipeline_usage(FILE *out)
             "  --optimizer-sync post-validation|barrier   (default post-validation)\n"
             "  --mem-limit BYTES | --mem-limit-mb X   refuse schedules whose activation stash\n"
             "                       per rank would exceed it\n"
-            "  --trace FILE         measured timeline of the last step (Chrome trace JSON)\n"
+            "  --trace FILE         timeline of the last step, measured (FILE, Chrome trace JSON)\n"
+            "                       and predicted (STEM.predicted.json), and both as SVG\n"
+            "                       (STEM.svg, STEM.predicted.svg); STEM = FILE without .json\n"
+            "  --partition profile|flops   stage costs measured at start-up on one core\n"
+            "                       (default) or from a FLOP model: they balance the partition,\n"
+            "                       plan --schedule auto and give the predicted bubble\n"
             "  --transport threads|mpi   ranks as threads (default) or one per MPI process:\n"
             "                       mpirun -np P zbpp train --transport mpi ... (docs/mpi.md)\n"
             "  --comm-timeout S     a rank waiting longer than S seconds for another stops the\n"
@@ -145,10 +157,21 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
                 printf("optimizer post-validation: %ld rank-steps rolled back and redone\n",
                        rep->rollbacks);
         }
-        if (pc->opts.trace_path && sum.steps_run > 0)
-            printf("trace: %s\n", pc->opts.trace_path);
+        if (pc->opts.trace_path && sum.steps_run > 0) {
+            char path[ZB_TRACE_FILES][4400];
+            for (int k = 0; k < ZB_TRACE_FILES; k++)
+                if (zb_pipeline_trace_path(pc->opts.trace_path, (zb_trace_file_t)k, path[k],
+                                           sizeof path[k], NULL) != ZB_OK)
+                    path[k][0] = '\0';
+            printf("trace: measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_JSON],
+                   path[ZB_TRACE_PREDICTED_JSON]);
+            printf("svg:   measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_SVG],
+                   path[ZB_TRACE_PREDICTED_SVG]);
+        }
         if (c->save_path)
             printf("saved %s\n", c->save_path);
+        if (c->save_model_path)
+            printf("saved model %s\n", c->save_model_path);
     }
     free(rep);
     return 0;

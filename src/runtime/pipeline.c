@@ -44,80 +44,6 @@ zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
     return ZB_OK;
 }
 
-/* ---- planning ---- */
-
-/* Partition S stages with the FLOP model; fill per-stage costs (F = B = W = a third of the
- * stage's work, in units of one block's F) and the memory model of each stage. */
-static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err)
-{
-    int L = pl->mcfg.layers;
-    if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds pl->first[] */
-        return zb_err_set(err, ZB_EINVAL, "%d stages: at most %d are supported", S,
-                          ZB_TAG_MAX_STAGE + 1);
-    double *block = malloc((size_t)L * sizeof *block);
-    if (!block)
-        return zb_err_set(err, ZB_ENOMEM, "out of memory planning stages");
-    zb_block_costs_t bc = {.layers = L, .block = block};
-    zb_block_costs_flops(&pl->mcfg, pl->T, block, &bc.embed, &bc.head);
-    zb_status_t st = zb_partition(&bc, S, pl->first, err);
-    if (st == ZB_OK)
-        st = zb_costs_init_uniform(costs, S, 1, 1, 1, 0, 1, 0, -1, err);
-    for (int s = 0; st == ZB_OK && s < S; s++) {
-        double work = 0;
-        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
-            work += block[l];
-        if (s == 0)
-            work += bc.embed;
-        if (s == S - 1)
-            work += bc.head;
-        double unit = block[0] / 3.0; /* time of one block's F */
-        costs->t_f[s] = costs->t_b[s] = costs->t_w[s] = work / 3.0 / unit;
-        zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
-        size_t after_f, after_b;
-        zb_gpt2_stage_mem(&pl->mcfg, &span, pl->mbB, pl->T, &after_f, &after_b);
-        costs->m_f[s] = (double)after_f;
-        costs->m_b[s] = (double)after_b - (double)after_f;
-        costs->m_w[s] = -(double)after_b;
-    }
-    free(block);
-    return st;
-}
-
-/* Generate the compute-only schedule; families that need a cost model get the FLOP one. */
-static zb_status_t make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs,
-                                 zb_err_t *err)
-{
-    const zb_pipeline_opts_t *o = pl->opts;
-    zb_gen_params_t gp = {.ranks = pl->P, .microbatches = pl->M, .chunks = o->chunks};
-    zb_err_t first_err;
-    zb_status_t st = zb_generate(o->schedule, &gp, out, &first_err);
-    if (st == ZB_OK) {
-        int S = (*out)->stages;
-        st = plan_stages(pl, S, costs, err);
-        if (st != ZB_OK) {
-            zb_schedule_free(*out);
-            *out = NULL;
-        }
-        return st;
-    }
-    if (zb_generator_find(o->schedule)) {
-        for (int v = o->chunks ? o->chunks : 1; v <= (o->chunks ? o->chunks : 2); v++) {
-            zb_err_t e2;
-            if (v * pl->P > pl->mcfg.layers || plan_stages(pl, v * pl->P, costs, &e2) != ZB_OK)
-                continue;
-            zb_gen_params_t gc = gp;
-            gc.chunks = v;
-            gc.costs = costs;
-            if (zb_generate(o->schedule, &gc, out, &e2) == ZB_OK)
-                return ZB_OK;
-            zb_costs_free(costs);
-        }
-    }
-    if (err)
-        *err = first_err;
-    return st;
-}
-
 static void gather(pl_t *pl, zb_trainer_t *t)
 {
     for (int u = 0; u < pl->n_units; u++) {
@@ -137,20 +63,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static zb_status_t write_trace(pl_t *pl, zb_sim_t *measured, zb_err_t *err)
-{
-    zb_atomic_file_t af;
-    zb_status_t st = zb_atomic_open(&af, pl->opts->trace_path, err);
-    if (st != ZB_OK)
-        return st;
-    st = zb_trace_write(measured, 1e6, af.f, err);
-    if (st != ZB_OK) {
-        zb_atomic_abort(&af);
-        return st;
-    }
-    return zb_atomic_commit(&af, err);
 }
 
 /* After the run: measured bubble (last step), trace, peaks. */
@@ -173,7 +85,7 @@ static zb_status_t report_run(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err
     if (st == ZB_OK) {
         rep->bubble_measured = measured.bubble_rate;
         if (pl->opts->trace_path)
-            st = write_trace(pl, &measured, err);
+            st = pl_write_traces(pl, &measured, err);
         zb_exec_sim_free(&measured);
     }
     free(tls), free(peaks);
@@ -196,7 +108,9 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
 
     zb_schedule_t *plain = NULL;
     zb_costs_t costs;
-    zb_status_t st = make_schedule(pl, &plain, &costs, err);
+    zb_status_t st = pl_profile(pl, &t->params, err);
+    if (st == ZB_OK)
+        st = pl_make_schedule(pl, &plain, &costs, err);
     if (st != ZB_OK)
         return st;
     pl->S = plain->stages;
@@ -214,9 +128,9 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     for (int r = 0; r < pl->P; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     zb_sim_free(&sim);
-    snprintf(rep->note, sizeof rep->note,
-             "%s, P=%d v=%d M=%d, stage costs from the FLOP model", plain->name, pl->P,
-             plain->chunks, pl->M);
+    snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d, stage costs %s", plain->name,
+             pl->P, plain->chunks, pl->M,
+             pl->prof ? "measured (zbpp profile, one core)" : "from the FLOP model");
     if ((st = zb_insert_comms(plain, &pl->sched, err)) != ZB_OK)
         goto done;
 
@@ -238,7 +152,12 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
         if (!o->transport || r == o->transport->rank) /* a process holds only its own rank */
             st = pl_rank_init(pl, r, &t->params, &t->opt, t->skipped, err);
 done:
-    zb_costs_free(&costs);
+    if (st == ZB_OK) { /* kept for the predicted trace */
+        pl->costs = costs;
+        pl->have_costs = true;
+    } else {
+        zb_costs_free(&costs);
+    }
     zb_schedule_free(plain);
     return st;
 }
@@ -261,6 +180,7 @@ static void teardown(pl_t *pl)
     free(pl->ranks);
     free(pl->unit_owner);
     zb_schedule_free(pl->sched);
+    pl_plan_free(pl);
 }
 
 /* Mailboxes big enough that a valid schedule never waits for room: every message a rank can
@@ -305,6 +225,9 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                         "--ranks %d but %d processes were started: run one process per pipeline "
                         "rank (mpirun -np %d)",
                         opts->ranks, net->size, opts->ranks);
+    else if (net && cfg->save_model_path)
+        st = zb_err_set(err, ZB_EUNSUPPORTED,
+                        "--save-model is not available with --transport mpi (use --save)");
     else if (net && final_params)
         st = zb_err_set(err, ZB_EUNSUPPORTED, "final_params needs every rank in this process");
     if (st == ZB_OK)
@@ -407,6 +330,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         }
         if (st == ZB_OK && cfg->save_path) /* only after a complete run: never a partial one */
             st = save(&pl, &t, err);
+        if (st == ZB_OK && cfg->save_model_path && !net) /* llm.c export, as --ranks 1 */
+            st = zb_gpt2_save_llmc(cfg->save_model_path, &t.params, err);
         if (st == ZB_OK && final_params) {
             st = zb_gpt2_params_alloc(final_params, &t.params.cfg, err);
             if (st == ZB_OK)

@@ -9,6 +9,7 @@
 #include "zbpp/executor.h"
 #include "zbpp/optim.h"
 #include "zbpp/pipeline.h"
+#include "zbpp/profile.h"
 #include "zbpp/transport.h"
 
 typedef struct pl pl_t;
@@ -72,11 +73,23 @@ struct pl {
     int embed_rank, head_rank;
     float grad_scale;
     pl_rank_t *ranks;
+    /* start-up planning (pipeline_plan.c) */
+    zb_profile_t *prof; /* measured costs (opts->profile), NULL = FLOP model */
+    zb_costs_t costs;   /* per-stage cost model of the run (prediction, predicted trace) */
+    bool have_costs;
     /* per step, set by the driver */
     long step;
     const int *inputs, *targets;
     double t0;
 };
+
+/* pipeline_plan.c: measure the costs when opts->profile (not with an external transport);
+ * generate the schedule and partition pl->first with the cost model (*costs per stage, freed by
+ * the caller); write the --trace files (measured, and predicted with pl->costs); free. */
+zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err);
+zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err);
+zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err);
+void pl_plan_free(pl_t *pl);
 
 zb_status_t pl_rank_init(pl_t *pl, int rank, const zb_gpt2_params_t *init,
                          const zb_adamw_state_t *opt, long skipped, zb_err_t *err);

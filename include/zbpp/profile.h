@@ -1,0 +1,69 @@
+/* zbpp — profiler: measured costs of the GPT-2 stage API on this machine, turned into the cost
+ * models the partitioner and the schedule planner read.
+ *
+ * zb_profile_measure times F, B and W of every transformer block, of the embedding (alone) and
+ * of the head (final LayerNorm + LM head + loss, alone) for one microbatch shape, on one core with
+ * single-threaded BLAS (the way a pipeline rank runs), median of a few repetitions after a warm-up
+ * round; it also times one activation-sized message between two rank threads. From that:
+ *  - zb_profile_block_costs: per-block F+B+W for zb_partition (embedding on the first stage,
+ *    head on the last),
+ *  - zb_profile_stage_costs: a zb_costs_t per stage (seconds; memory deltas in bytes from
+ *    zb_gpt2_stage_mem; comm = the measured message time),
+ *  - zb_profile_rank_costs: one stage per rank (sum of the rank's stages), for zb_plan_compare. */
+#ifndef ZBPP_PROFILE_H
+#define ZBPP_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "zbpp/error.h"
+#include "zbpp/gpt2.h"
+#include "zbpp/pipeline.h"
+#include "zbpp/schedule.h"
+
+/* Seconds of F, B (input gradient) and W (weight gradient) of one microbatch. */
+typedef struct {
+    double f, b, w;
+} zb_op_time_t;
+
+typedef struct {
+    zb_gpt2_config_t cfg;
+    int batch, seq;       /* microbatch shape: batch sequences of seq tokens */
+    int reps;             /* timed repetitions (the median is kept) */
+    int layers;
+    zb_op_time_t *block;  /* [layers] */
+    zb_op_time_t embed;   /* token + position embedding */
+    zb_op_time_t head;    /* final LayerNorm, LM head, softmax cross-entropy */
+    size_t msg_bytes;     /* one activation message: batch·seq·C floats */
+    double comm;          /* seconds from send to receive of such a message between two rank
+                             threads (half a ping-pong round trip, median) */
+    double wall;          /* seconds the measurement took */
+} zb_profile_t;
+
+/* Measure. params: the model to time (NULL = a random model of shape *cfg, seed 1; the
+ * parameters are never changed). B, T: microbatch shape (T <= cfg->max_seq). reps >= 1 timed
+ * rounds (after one untimed warm-up round). With pin, the measuring thread is pinned to core 0
+ * and the ping-pong threads to cores 0 and 1 when the machine has them. Free with
+ * zb_profile_free. ZB_EINVAL for bad sizes, ZB_ENOMEM. */
+zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg, int B,
+                               int T, int reps, bool pin, zb_profile_t *out, zb_err_t *err);
+void zb_profile_free(zb_profile_t *p);
+
+/* The partitioner's input: bc->block must hold p->layers doubles; block[l] = F+B+W of block l,
+ * embed / head likewise, in seconds. */
+void zb_profile_block_costs(const zb_profile_t *p, zb_block_costs_t *bc);
+
+/* Per-stage cost model for the partition first[0..stages]: t_f/t_b/t_w sum the stage's blocks
+ * (+ embedding on stage 0, + head on the last), comm = p->comm for every stage, m_f = bytes held
+ * after F, m_b = the change at B, m_w = -(bytes held after B) (zb_gpt2_stage_mem), mem_limit =
+ * INFINITY. Free with zb_costs_free. */
+zb_status_t zb_profile_stage_costs(const zb_profile_t *p, const int *first, int stages,
+                                   zb_costs_t *out, zb_err_t *err);
+
+/* One stage per rank: rank r's figures are the sums over the stages it holds (chunks per rank,
+ * placement pl) of the per-stage model `stage` (stage->stages == ranks·chunks); comm is the
+ * largest of its stages'. Free with zb_costs_free. */
+zb_status_t zb_profile_rank_costs(const zb_costs_t *stage, int ranks, int chunks,
+                                  zb_placement_t pl, zb_costs_t *out, zb_err_t *err);
+
+#endif

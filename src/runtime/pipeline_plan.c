@@ -1,0 +1,240 @@
+/* zbpp — the pipeline trainer's start-up planning and its trace files.
+ *
+ * Cost model: measured (opts->profile: zb_profile_measure on this machine, one core) or the FLOP
+ * model. The partition balances it (embedding on the first stage, head on the last); the
+ * per-stage zb_costs_t (times, memory from zb_gpt2_stage_mem, comm) feeds the generators that
+ * need costs (auto, optimal), the memory check and the simulator's prediction. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+#include "zbpp/pipeline_trace.h"
+#include "zbpp/schedule_io.h"
+#include "zbpp/util.h"
+
+enum { PROFILE_REPS = 5 };
+
+zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
+{
+    if (!pl->opts->profile || pl->opts->transport)
+        return ZB_OK; /* MPI: each process would measure differently; they must agree */
+    zb_profile_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the profile");
+    zb_status_t st =
+        zb_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, pl->opts->pin, p, err);
+    if (st != ZB_OK) {
+        free(p);
+        return st;
+    }
+    pl->prof = p;
+    return ZB_OK;
+}
+
+void pl_plan_free(pl_t *pl)
+{
+    if (pl->prof)
+        zb_profile_free(pl->prof);
+    free(pl->prof);
+    pl->prof = NULL;
+    if (pl->have_costs)
+        zb_costs_free(&pl->costs);
+    pl->have_costs = false;
+}
+
+/* FLOP model per stage: F = B = W = a third of the stage's work, in units of one block's F. */
+static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S, zb_costs_t *costs,
+                                    zb_err_t *err)
+{
+    zb_status_t st = zb_costs_init_uniform(costs, S, 1, 1, 1, 0, 1, 0, -1, err);
+    for (int s = 0; st == ZB_OK && s < S; s++) {
+        double work = 0;
+        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
+            work += bc->block[l];
+        if (s == 0)
+            work += bc->embed;
+        if (s == S - 1)
+            work += bc->head;
+        double unit = bc->block[0] / 3.0; /* time of one block's F */
+        costs->t_f[s] = costs->t_b[s] = costs->t_w[s] = work / 3.0 / unit;
+        zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
+        size_t after_f, after_b;
+        zb_gpt2_stage_mem(&pl->mcfg, &span, pl->mbB, pl->T, &after_f, &after_b);
+        costs->m_f[s] = (double)after_f;
+        costs->m_b[s] = (double)after_b - (double)after_f;
+        costs->m_w[s] = -(double)after_b;
+    }
+    return st;
+}
+
+/* Partition S stages balancing the cost model; fill pl->first and the per-stage costs. */
+static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err)
+{
+    int L = pl->mcfg.layers;
+    if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds pl->first[] */
+        return zb_err_set(err, ZB_EINVAL, "%d stages: at most %d are supported", S,
+                          ZB_TAG_MAX_STAGE + 1);
+    double *block = malloc((size_t)L * sizeof *block);
+    if (!block)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory planning stages");
+    zb_block_costs_t bc = {.layers = L, .block = block};
+    if (pl->prof)
+        zb_profile_block_costs(pl->prof, &bc);
+    else
+        zb_block_costs_flops(&pl->mcfg, pl->T, block, &bc.embed, &bc.head);
+    zb_status_t st = zb_partition(&bc, S, pl->first, err);
+    if (st == ZB_OK)
+        st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
+                      : flop_stage_costs(pl, &bc, S, costs, err);
+    if (st == ZB_OK)
+        costs->mem_limit = pl->opts->mem_limit > 0 ? pl->opts->mem_limit : INFINITY;
+    free(block);
+    return st;
+}
+
+/* Generate with a cost model at v chunks per rank; *makespan = its simulated makespan. */
+static zb_status_t try_chunks(pl_t *pl, const zb_gen_params_t *base, int v, zb_schedule_t **out,
+                              zb_costs_t *costs, double *makespan, zb_err_t *err)
+{
+    if (v * pl->P > pl->mcfg.layers)
+        return zb_err_set(err, ZB_EINVAL, "more stages (%d) than transformer blocks (%d)",
+                          v * pl->P, pl->mcfg.layers);
+    zb_status_t st = plan_stages(pl, v * pl->P, costs, err);
+    if (st != ZB_OK)
+        return st;
+    zb_gen_params_t gp = *base;
+    gp.chunks = v;
+    gp.costs = costs;
+    zb_sim_t sim;
+    if ((st = zb_generate(pl->opts->schedule, &gp, out, err)) == ZB_OK &&
+        (st = zb_simulate(*out, costs, &sim, err)) == ZB_OK) {
+        *makespan = sim.makespan;
+        zb_sim_free(&sim);
+        return ZB_OK;
+    }
+    if (*out)
+        zb_schedule_free(*out);
+    *out = NULL;
+    zb_costs_free(costs);
+    return st;
+}
+
+zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = pl->opts;
+    zb_gen_params_t gp = {.ranks = pl->P, .microbatches = pl->M, .chunks = o->chunks};
+    zb_err_t first_err;
+    *out = NULL;
+    zb_status_t st = zb_generate(o->schedule, &gp, out, &first_err);
+    if (st == ZB_OK) { /* a family that needs no costs: cost the stages for the prediction */
+        if ((st = plan_stages(pl, (*out)->stages, costs, err)) != ZB_OK) {
+            zb_schedule_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
+    if (!zb_generator_find(o->schedule)) {
+        if (err)
+            *err = first_err;
+        return st;
+    }
+    /* A family that plans with costs (auto, optimal): with --chunks as given, else the chunking
+     * (1 or 2 per rank) whose schedule the simulator finds faster under the same costs. */
+    int best_v = 0;
+    double best = INFINITY;
+    zb_err_t last_err = first_err;
+    for (int v = o->chunks ? o->chunks : 1; v <= (o->chunks ? o->chunks : 2); v++) {
+        zb_schedule_t *s = NULL;
+        zb_costs_t c;
+        double mk = INFINITY;
+        if (try_chunks(pl, &gp, v, &s, &c, &mk, &last_err) != ZB_OK)
+            continue;
+        if (mk < best * (1 - 1e-9)) {
+            if (*out)
+                zb_schedule_free(*out), zb_costs_free(costs);
+            *out = s, *costs = c, best = mk, best_v = v;
+        } else {
+            zb_schedule_free(s), zb_costs_free(&c);
+        }
+    }
+    if (!*out) {
+        if (err)
+            *err = last_err;
+        return last_err.status != ZB_OK ? last_err.status : ZB_EINVAL;
+    }
+    /* plan_stages of the last try overwrote the partition: redo the winner's */
+    zb_costs_t again;
+    if ((st = plan_stages(pl, best_v * pl->P, &again, err)) != ZB_OK) {
+        zb_schedule_free(*out), zb_costs_free(costs);
+        *out = NULL;
+        return st;
+    }
+    zb_costs_free(&again);
+    return ZB_OK;
+}
+
+/* ---- trace files ---- */
+
+zb_status_t zb_pipeline_trace_path(const char *path, zb_trace_file_t which, char *out, size_t cap,
+                                   zb_err_t *err)
+{
+    static const char *const suffix[ZB_TRACE_FILES] = {"", ".predicted.json", ".svg",
+                                                       ".predicted.svg"};
+    size_t n = strlen(path);
+    if (which == ZB_TRACE_MEASURED_JSON) {
+        if (n + 1 > cap)
+            return zb_err_set(err, ZB_EINVAL, "trace path too long");
+        memcpy(out, path, n + 1);
+        return ZB_OK;
+    }
+    if (n >= 5 && !strcmp(path + n - 5, ".json"))
+        n -= 5;
+    int w = snprintf(out, cap, "%.*s%s", (int)n, path, suffix[which]);
+    if (w < 0 || (size_t)w >= cap)
+        return zb_err_set(err, ZB_EINVAL, "trace path too long: %s", path);
+    return ZB_OK;
+}
+
+static zb_status_t write_one(const char *path, const zb_sim_t *sim, bool svg, double scale,
+                             const char *title, zb_err_t *err)
+{
+    zb_atomic_file_t af;
+    zb_status_t st = zb_atomic_open(&af, path, err);
+    if (st != ZB_OK)
+        return st;
+    st = svg ? zb_svg_write(sim, title, af.f, err) : zb_trace_write(sim, scale, af.f, err);
+    if (st != ZB_OK) {
+        zb_atomic_abort(&af);
+        return st;
+    }
+    return zb_atomic_commit(&af, err);
+}
+
+zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
+{
+    const char *path = pl->opts->trace_path;
+    char name[4400], title[200];
+    zb_sim_t pred;
+    memset(&pred, 0, sizeof pred);
+    if (!pl->have_costs)
+        return zb_err_set(err, ZB_EINVAL, "no cost model to predict the trace with");
+    zb_status_t st = zb_simulate(pl->sched, &pl->costs, &pred, err);
+    /* profiled costs are seconds, like the measured timeline; a FLOP-model unit shows as 1 ms */
+    double pscale = pl->prof ? 1e6 : 1000;
+    for (int k = 0; st == ZB_OK && k < ZB_TRACE_FILES; k++) {
+        bool is_pred = k == ZB_TRACE_PREDICTED_JSON || k == ZB_TRACE_PREDICTED_SVG;
+        bool svg = k == ZB_TRACE_MEASURED_SVG || k == ZB_TRACE_PREDICTED_SVG;
+        snprintf(title, sizeof title, "%s P=%d M=%d: %s", pl->sched->name, pl->P, pl->M,
+                 is_pred ? (pl->prof ? "predicted (profiled costs, s)"
+                                     : "predicted (FLOP model, block-F units)")
+                         : "measured (s)");
+        if ((st = zb_pipeline_trace_path(path, (zb_trace_file_t)k, name, sizeof name, err)) ==
+            ZB_OK)
+            st = write_one(name, is_pred ? &pred : measured, svg, is_pred ? pscale : 1e6, title,
+                           err);
+    }
+    if (pred.len)
+        zb_sim_free(&pred);
+    return st;
+}

@@ -16,6 +16,7 @@ static const command_t commands[] = {
     {"validate", zb_cmd_validate, "check a schedule CSV: completeness, dependencies, memory, deadlock"},
     {"train", zb_cmd_train, "train a GPT-2 model (demo corpus, llm.c shards or text)"},
     {"plan", zb_cmd_plan, "compare every schedule family under a memory limit, best first"},
+    {"profile", zb_cmd_profile, "measure a model's F/B/W per block and the schedules they imply"},
 };
 
 static void usage(FILE *out)

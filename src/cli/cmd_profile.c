@@ -1,0 +1,431 @@
+/* zbpp profile — measure F, B, W of every part of a GPT-2 model for one microbatch on this
+ * machine (one core, single-threaded BLAS), then show what those costs mean for a pipeline:
+ * per-stage times and memory for a --ranks/--chunks partition and the schedule comparison
+ * (zb_plan_compare) under those costs. Library side: zbpp/profile.h. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "zbpp/nn.h"
+#include "zbpp/plan.h"
+#include "zbpp/profile.h"
+#include "zbpp/train.h"
+
+#define CMD "profile"
+#define MIB (1024.0 * 1024.0)
+
+enum {
+    OPT_INIT_FROM = 3000,
+    OPT_LAYERS,
+    OPT_HEADS,
+    OPT_CHANNELS,
+    OPT_VOCAB,
+    OPT_MAX_SEQ,
+    OPT_BATCH,
+    OPT_SEQ,
+    OPT_MICROBATCHES,
+    OPT_CHUNKS,
+    OPT_PLACEMENT,
+    OPT_REPS,
+    OPT_MEM_LIMIT_MB,
+    OPT_TIME_LIMIT,
+    OPT_WRITE_COSTS,
+    OPT_NO_PIN,
+};
+
+static void help(FILE *out)
+{
+    fputs("usage: zbpp profile [model and batch flags as zbpp train] [--ranks P] [--chunks V]\n"
+          "                    [--reps N] [--mem-limit-mb X] [--format table|json]\n\n"
+          "Time forward (F), input-gradient backward (B) and weight-gradient backward (W) of the\n"
+          "embedding, every transformer block and the head (final LayerNorm + LM head + loss)\n"
+          "for one microbatch of B/M sequences, on one core with single-threaded BLAS (median of\n"
+          "--reps after a warm-up), and one activation message between two rank threads. Then\n"
+          "partition the blocks into P x V stages balancing the measured F+B+W and show each\n"
+          "stage's times and memory deltas and how every schedule family would do with them.\n\n"
+          "model: --init-from FILE (llm.c .bin) | --layers L (2) --heads NH (4) --channels C (64)\n"
+          "       --vocab V (257) --max-seq N (= --seq)\n"
+          "batch: --batch B (4) --seq T (64) --microbatches M (1): a microbatch is B/M sequences\n"
+          "  -p, --ranks P          pipeline ranks (default 2)\n"
+          "  --chunks V             stages per rank (default 1)\n"
+          "  --placement loop|v     where a rank's stages sit when V = 2 (default loop)\n"
+          "  --reps N               timed repetitions, median kept (default 5)\n"
+          "  --mem-limit-mb X       activation memory limit per rank for the comparison\n"
+          "  --time-limit S         seconds for the exact solver (optimal; default 2)\n"
+          "  --write-costs FILE     per-stage costs as 'stage,F,B,W,C' (ms) for\n"
+          "                         zbpp schedule/plan --cost-file\n"
+          "  --no-pin               do not pin the measuring thread to a core\n"
+          "  --format table|json    output (default table; json: seconds and bytes)\n",
+          out);
+}
+
+typedef struct {
+    zb_train_config_t c;
+    const char *init_from, *write_costs;
+    int ranks, chunks, reps;
+    zb_placement_t placement;
+    double mem_limit, time_limit;
+    bool json, pin, model_flag;
+} opts_t;
+
+static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *err)
+{
+    static const struct option longopts[] = {
+        {"init-from", required_argument, NULL, OPT_INIT_FROM},
+        {"layers", required_argument, NULL, OPT_LAYERS},
+        {"heads", required_argument, NULL, OPT_HEADS},
+        {"channels", required_argument, NULL, OPT_CHANNELS},
+        {"vocab", required_argument, NULL, OPT_VOCAB},
+        {"max-seq", required_argument, NULL, OPT_MAX_SEQ},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"seq", required_argument, NULL, OPT_SEQ},
+        {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
+        {"ranks", required_argument, NULL, 'p'},
+        {"chunks", required_argument, NULL, OPT_CHUNKS},
+        {"placement", required_argument, NULL, OPT_PLACEMENT},
+        {"reps", required_argument, NULL, OPT_REPS},
+        {"mem-limit-mb", required_argument, NULL, OPT_MEM_LIMIT_MB},
+        {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+        {"write-costs", required_argument, NULL, OPT_WRITE_COSTS},
+        {"no-pin", no_argument, NULL, OPT_NO_PIN},
+        {"format", required_argument, NULL, ZB_OPT_FORMAT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const int big = 1 << 24;
+    zb_gpt2_config_t *m = &o->c.model;
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":p:h", longopts, NULL)) != -1) {
+        zb_status_t st = ZB_OK;
+        switch (c) {
+        case OPT_INIT_FROM: o->init_from = optarg; break;
+        case OPT_LAYERS:
+            st = zb_cli_parse_int(optarg, 1, 4096, "--layers", &m->layers, err);
+            o->model_flag = true;
+            break;
+        case OPT_HEADS:
+            st = zb_cli_parse_int(optarg, 1, big, "--heads", &m->heads, err);
+            o->model_flag = true;
+            break;
+        case OPT_CHANNELS:
+            st = zb_cli_parse_int(optarg, 1, big, "--channels", &m->channels, err);
+            o->model_flag = true;
+            break;
+        case OPT_VOCAB:
+            st = zb_cli_parse_int(optarg, 1, big, "--vocab", &m->vocab, err);
+            o->model_flag = true;
+            break;
+        case OPT_MAX_SEQ:
+            st = zb_cli_parse_int(optarg, 1, big, "--max-seq", &m->max_seq, err);
+            o->model_flag = true;
+            break;
+        case OPT_BATCH: st = zb_cli_parse_int(optarg, 1, big, "--batch", &o->c.batch, err); break;
+        case OPT_SEQ: st = zb_cli_parse_int(optarg, 1, big, "--seq", &o->c.seq, err); break;
+        case OPT_MICROBATCHES:
+            st = zb_cli_parse_int(optarg, 1, 100000, "--microbatches", &o->c.microbatches, err);
+            break;
+        case 'p': st = zb_cli_parse_int(optarg, 1, 1024, "--ranks", &o->ranks, err); break;
+        case OPT_CHUNKS: st = zb_cli_parse_int(optarg, 1, 64, "--chunks", &o->chunks, err); break;
+        case OPT_PLACEMENT:
+            if (!strcmp(optarg, "loop") || !strcmp(optarg, "v"))
+                o->placement = !strcmp(optarg, "v") ? ZB_PLACE_V : ZB_PLACE_LOOP;
+            else
+                st = zb_err_set(err, ZB_EINVAL, "--placement: '%s' is not loop or v", optarg);
+            break;
+        case OPT_REPS: st = zb_cli_parse_int(optarg, 1, 1000, "--reps", &o->reps, err); break;
+        case OPT_MEM_LIMIT_MB:
+            st = zb_cli_parse_number(optarg, true, "--mem-limit-mb", &o->mem_limit, err);
+            if (st == ZB_OK && !(o->mem_limit > 0))
+                st = zb_err_set(err, ZB_EINVAL, "--mem-limit-mb: must be > 0");
+            o->mem_limit *= MIB;
+            break;
+        case OPT_TIME_LIMIT:
+            st = zb_cli_parse_number(optarg, true, "--time-limit", &o->time_limit, err);
+            break;
+        case OPT_WRITE_COSTS: o->write_costs = optarg; break;
+        case OPT_NO_PIN: o->pin = false; break;
+        case ZB_OPT_FORMAT:
+            if (!strcmp(optarg, "table") || !strcmp(optarg, "json"))
+                o->json = !strcmp(optarg, "json");
+            else
+                st = zb_err_set(err, ZB_EINVAL, "--format: '%s' is not table or json", optarg);
+            break;
+        case 'h': help(stdout); *rc = ZB_EXIT_OK; return ZB_EUNSUPPORTED;
+        default: *rc = zb_cli_bad_option(CMD, c, argv); return ZB_EUNSUPPORTED;
+        }
+        if (st != ZB_OK)
+            return st;
+    }
+    if (optind < argc)
+        return zb_err_set(err, ZB_EINVAL, "unexpected argument '%s' (see zbpp profile --help)",
+                          argv[optind]);
+    if (o->model_flag && o->init_from)
+        return zb_err_set(err, ZB_EINVAL,
+                          "--layers/--heads/--channels/--vocab/--max-seq describe a fresh model; "
+                          "the shape comes from --init-from");
+    if (o->c.batch % o->c.microbatches)
+        return zb_err_set(err, ZB_EINVAL, "--batch %d is not divisible by --microbatches %d",
+                          o->c.batch, o->c.microbatches);
+    if (o->placement == ZB_PLACE_V && o->chunks != 2)
+        return zb_err_set(err, ZB_EINVAL, "--placement v needs --chunks 2");
+    return ZB_OK;
+}
+
+/* ---- output ---- */
+
+static const char *part_name(int k, int L, char *buf, size_t n)
+{
+    if (k == 0)
+        return "embedding";
+    if (k == L + 1)
+        return "head";
+    snprintf(buf, n, "block %d", k - 1);
+    return buf;
+}
+
+static zb_op_time_t part_time(const zb_profile_t *p, int k)
+{
+    return k == 0 ? p->embed : k == p->layers + 1 ? p->head : p->block[k - 1];
+}
+
+static void print_table(const opts_t *o, const zb_profile_t *p, const int *first,
+                        const zb_costs_t *sc, const zb_plan_t *plan)
+{
+    const zb_gpt2_config_t *m = &p->cfg;
+    int L = p->layers, S = sc->stages;
+    printf("profile: GPT-2 L=%d C=%d NH=%d V=%d, microbatch %d x %d tokens, %s, median of %d "
+           "(took %.0f ms)\n",
+           L, m->channels, m->heads, m->vocab, p->batch, p->seq, zb_blas_init(), p->reps,
+           p->wall * 1e3);
+    printf("%-10s %9s %9s %9s %9s\n", "part", "F ms", "B ms", "W ms", "F+B+W ms");
+    char buf[32];
+    for (int k = 0; k < L + 2; k++) {
+        zb_op_time_t t = part_time(p, k);
+        printf("%-10s %9.3f %9.3f %9.3f %9.3f\n", part_name(k, L, buf, sizeof buf), t.f * 1e3,
+               t.b * 1e3, t.w * 1e3, (t.f + t.b + t.w) * 1e3);
+    }
+    printf("message of %.1f KiB between rank threads: %.3f ms\n\n", p->msg_bytes / 1024.0,
+           p->comm * 1e3);
+    printf("stages for P=%d ranks x V=%d chunks (%s placement), partition balancing F+B+W:\n",
+           o->ranks, o->chunks, zb_placement_name(o->placement));
+    printf("%-5s %-4s %-7s %8s %8s %8s %9s %9s %9s\n", "stage", "rank", "blocks", "T_F ms",
+           "T_B ms", "T_W ms", "M_F MiB", "M_B MiB", "M_W MiB");
+    for (int s = 0; s < S; s++) {
+        char blocks[24];
+        snprintf(blocks, sizeof blocks, "%d-%d", first[s], first[s + 1] - 1);
+        printf("%-5d %-4d %-7s %8.3f %8.3f %8.3f %9.3f %9.3f %9.3f\n", s,
+               zb_stage_rank_of(o->ranks, o->chunks, o->placement, s), blocks, sc->t_f[s] * 1e3,
+               sc->t_b[s] * 1e3, sc->t_w[s] * 1e3, sc->m_f[s] / MIB, sc->m_b[s] / MIB,
+               sc->m_w[s] / MIB);
+    }
+    printf("\nschedules with these costs (each rank's stages summed; M=%d, memory limit %s):\n",
+           o->c.microbatches, isfinite(plan->mem_limit) ? "" : "none");
+    if (isfinite(plan->mem_limit))
+        printf("  (limit %.2f MiB per rank)\n", plan->mem_limit / MIB);
+    printf("%-17s %-9s %12s %8s %14s\n", "family", "chunking", "step ms", "bubble", "peak MiB");
+    for (int i = 0; i < plan->count; i++) {
+        const zb_plan_row_t *r = &plan->rows[i];
+        if (!r->fits)
+            continue;
+        char chunking[24];
+        snprintf(chunking, sizeof chunking, "v=%d %s", r->chunks, zb_placement_name(r->placement));
+        printf("%-17s %-9s %12.3f %7.1f%% %14.3f\n", r->family, chunking, r->makespan * 1e3,
+               100 * r->bubble_rate, r->peak_max / MIB);
+    }
+    for (int i = 0; i < plan->count; i++)
+        if (!plan->rows[i].fits)
+            printf("%-17s -- %s\n", plan->rows[i].family, plan->rows[i].reason);
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
+                       const zb_costs_t *sc, const zb_plan_t *plan)
+{
+    const zb_gpt2_config_t *m = &p->cfg;
+    int L = p->layers;
+    printf("{\n  \"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, "
+           "\"padded_vocab\": %d, \"max_seq\": %d},\n",
+           L, m->channels, m->heads, m->vocab, m->padded_vocab, m->max_seq);
+    printf("  \"microbatch\": {\"batch\": %d, \"seq\": %d}, \"reps\": %d, \"blas\": ", p->batch,
+           p->seq, p->reps);
+    json_str(zb_blas_init());
+    printf(", \"wall_seconds\": %.6g,\n  \"parts\": [", p->wall);
+    char buf[32];
+    for (int k = 0; k < L + 2; k++) {
+        zb_op_time_t t = part_time(p, k);
+        printf("%s\n    {\"part\": \"%s\", \"f\": %.6g, \"b\": %.6g, \"w\": %.6g}", k ? "," : "",
+               part_name(k, L, buf, sizeof buf), t.f, t.b, t.w);
+    }
+    printf("\n  ],\n  \"message_bytes\": %zu, \"comm\": %.6g,\n", p->msg_bytes, p->comm);
+    printf("  \"ranks\": %d, \"chunks\": %d, \"placement\": \"%s\", \"microbatches\": %d,\n",
+           o->ranks, o->chunks, zb_placement_name(o->placement), o->c.microbatches);
+    printf("  \"stages\": [");
+    for (int s = 0; s < sc->stages; s++)
+        printf("%s\n    {\"stage\": %d, \"rank\": %d, \"first_block\": %d, \"end_block\": %d, "
+               "\"t_f\": %.6g, \"t_b\": %.6g, \"t_w\": %.6g, \"comm\": %.6g, \"m_f\": %.17g, "
+               "\"m_b\": %.17g, \"m_w\": %.17g}",
+               s ? "," : "", s, zb_stage_rank_of(o->ranks, o->chunks, o->placement, s), first[s],
+               first[s + 1], sc->t_f[s], sc->t_b[s], sc->t_w[s], sc->comm[s], sc->m_f[s],
+               sc->m_b[s], sc->m_w[s]);
+    printf("\n  ],\n  \"mem_limit\": ");
+    if (isfinite(plan->mem_limit))
+        printf("%.17g", plan->mem_limit);
+    else
+        printf("null");
+    printf(",\n  \"schedules\": [");
+    for (int i = 0; i < plan->count; i++) {
+        const zb_plan_row_t *r = &plan->rows[i];
+        printf("%s\n    {\"family\": ", i ? "," : "");
+        json_str(r->family);
+        printf(", \"fits\": %s", r->fits ? "true" : "false");
+        if (r->fits)
+            printf(", \"chunks\": %d, \"placement\": \"%s\", \"makespan\": %.6g, "
+                   "\"bubble_rate\": %.6g, \"peak_memory_max\": %.17g",
+                   r->chunks, zb_placement_name(r->placement), r->makespan, r->bubble_rate,
+                   r->peak_max);
+        else {
+            printf(", \"reason\": ");
+            json_str(r->reason);
+        }
+        printf("}");
+    }
+    printf("\n  ]\n}\n");
+}
+
+static zb_status_t write_costs(const char *path, const zb_costs_t *sc, zb_err_t *err)
+{
+    zb_cli_out_t out;
+    zb_status_t st = zb_cli_out_open(&out, path, err);
+    if (st != ZB_OK)
+        return st;
+    fprintf(out.f, "# measured by zbpp profile, milliseconds per microbatch\nstage,F,B,W,C\n");
+    for (int s = 0; s < sc->stages; s++)
+        fprintf(out.f, "%d,%.6g,%.6g,%.6g,%.6g\n", s, sc->t_f[s] * 1e3, sc->t_b[s] * 1e3,
+                sc->t_w[s] * 1e3, sc->comm[s] * 1e3);
+    return zb_cli_out_commit(&out, err);
+}
+
+/* ---- the command ---- */
+
+static int run(opts_t *o, zb_err_t *err)
+{
+    zb_gpt2_params_t params;
+    memset(&params, 0, sizeof params);
+    zb_gpt2_config_t cfg = o->c.model;
+    zb_status_t st;
+    if (o->init_from) {
+        if ((st = zb_gpt2_load_llmc(o->init_from, &params, err)) != ZB_OK)
+            goto fail_io;
+        cfg = params.cfg;
+    } else {
+        if (cfg.max_seq == 0)
+            cfg.max_seq = o->c.seq;
+        if (cfg.padded_vocab == 0)
+            cfg.padded_vocab = (cfg.vocab + 127) / 128 * 128;
+    }
+    if ((st = zb_gpt2_config_check(&cfg, err)) != ZB_OK)
+        goto fail_usage;
+    if (o->c.seq > cfg.max_seq) {
+        st = zb_err_set(err, ZB_EINVAL, "--seq %d exceeds the model's maximum sequence %d",
+                        o->c.seq, cfg.max_seq);
+        goto fail_usage;
+    }
+    int S = o->ranks * o->chunks;
+    if (S > 1024) {
+        st = zb_err_set(err, ZB_EINVAL, "%d ranks x %d chunks: at most 1024 stages", o->ranks,
+                        o->chunks);
+        goto fail_usage;
+    }
+    if (S > cfg.layers) {
+        st = zb_err_set(err, ZB_EINVAL,
+                        "more stages (%d ranks x %d chunks) than transformer blocks (%d)", o->ranks,
+                        o->chunks, cfg.layers);
+        goto fail_usage;
+    }
+    zb_profile_t prof;
+    st = zb_profile_measure(o->init_from ? &params : NULL, &cfg,
+                            o->c.batch / o->c.microbatches, o->c.seq, o->reps, o->pin, &prof, err);
+    zb_gpt2_params_free(&params);
+    if (st != ZB_OK)
+        return zb_cli_error(CMD, "%s", err->msg), ZB_EXIT_FAIL;
+
+    int first[1025];
+    zb_block_costs_t bc = {.block = malloc((size_t)cfg.layers * sizeof(double))};
+    zb_costs_t sc, rc;
+    zb_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    int exit_rc = ZB_EXIT_FAIL;
+    if (!bc.block)
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory");
+    else
+        zb_profile_block_costs(&prof, &bc);
+    if (st != ZB_OK || (st = zb_partition(&bc, S, first, err)) != ZB_OK ||
+        (st = zb_profile_stage_costs(&prof, first, S, &sc, err)) != ZB_OK)
+        goto done_prof;
+    sc.mem_limit = o->mem_limit > 0 ? o->mem_limit : INFINITY;
+    if ((st = zb_profile_rank_costs(&sc, o->ranks, o->chunks, o->placement, &rc, err)) == ZB_OK) {
+        st = zb_plan_compare(o->ranks, o->c.microbatches, &rc, o->time_limit, &plan, err);
+        zb_costs_free(&rc);
+    }
+    if (st == ZB_OK && o->write_costs)
+        st = write_costs(o->write_costs, &sc, err);
+    if (st == ZB_OK) {
+        if (o->json)
+            print_json(o, &prof, first, &sc, &plan);
+        else
+            print_table(o, &prof, first, &sc, &plan);
+        exit_rc = ZB_EXIT_OK;
+    }
+    zb_plan_free(&plan);
+    zb_costs_free(&sc);
+done_prof:
+    free(bc.block);
+    zb_profile_free(&prof);
+    if (st != ZB_OK)
+        zb_cli_error(CMD, "%s", err->msg);
+    return exit_rc;
+fail_io:
+    zb_cli_error(CMD, "%s", err->msg);
+    return ZB_EXIT_FAIL;
+fail_usage:
+    zb_gpt2_params_free(&params);
+    zb_cli_error(CMD, "%s", err->msg);
+    return ZB_EXIT_USAGE;
+}
+
+int zb_cmd_profile(int argc, char **argv)
+{
+    opts_t o = {.ranks = 2, .chunks = 1, .reps = 5, .time_limit = 2, .pin = true,
+                .placement = ZB_PLACE_LOOP};
+    zb_train_config_defaults(&o.c);
+    zb_err_t err;
+    zb_err_clear(&err);
+    int rc = ZB_EXIT_USAGE;
+    zb_status_t st = parse(&o, argc, argv, &rc, &err);
+    if (st == ZB_EUNSUPPORTED) /* --help or a bad option, already handled */
+        return rc;
+    if (st != ZB_OK) {
+        zb_cli_error(CMD, "%s", err.msg);
+        return ZB_EXIT_USAGE;
+    }
+    return run(&o, &err);
+}

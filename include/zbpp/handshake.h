@@ -18,6 +18,17 @@
  * round), deterministic on every little-endian host; not cryptographic. */
 #define ZB_HASH_SEED 0xCBF29CE484222325ull
 uint64_t zb_hash_bytes(uint64_t h, const void *data, size_t n);
+/* The same hash fed in pieces: the result depends only on the concatenated bytes, never on how
+ * they were split (zb_hash_bytes(seed, all) == init(seed), add(piece)..., end). */
+typedef struct {
+    uint64_t h, total;
+    unsigned char tail[8];
+    size_t n_tail;
+} zb_hasher_t;
+void zb_hasher_init(zb_hasher_t *hs, uint64_t seed);
+void zb_hasher_add(zb_hasher_t *hs, const void *data, size_t n);
+uint64_t zb_hasher_end(const zb_hasher_t *hs);
+
 /* Convenience: hash a NUL-terminated string (NULL hashes like ""). */
 uint64_t zb_hash_str(uint64_t h, const char *s);
 
@@ -32,7 +43,7 @@ typedef struct {
 } zb_hs_item_t;
 
 /* Collective: every rank calls it at the same point with the same item names in the same order
- * (at most 256 items). `local` is this rank's start-up status so far; when it is not ZB_OK, *err
+ * (at most 64 items). `local` is this rank's start-up status so far; when it is not ZB_OK, *err
  * holds this rank's message and the items are ignored.
  *
  * Returns ZB_OK when every rank started and every item matches rank 0's. Otherwise every rank

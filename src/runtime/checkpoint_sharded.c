@@ -22,7 +22,8 @@ enum { S_MAGIC, S_VERSION, S_RANK, S_RANKS, S_STEP, S_NRANGES, S_PCOUNT, S_RESER
 
 typedef struct {
     FILE *f;
-    uint64_t h, bytes;
+    zb_hasher_t hs;
+    uint64_t bytes;
     bool ok;
 } hwriter_t;
 
@@ -31,7 +32,7 @@ static void hw_put(hwriter_t *w, const void *p, size_t n)
     if (!w->ok || n == 0)
         return;
     w->ok = fwrite(p, 1, n, w->f) == n;
-    w->h = zb_hash_bytes(w->h, p, n);
+    zb_hasher_add(&w->hs, p, n);
     w->bytes += n;
 }
 
@@ -50,7 +51,8 @@ zb_status_t zb_ckpt_shard_write(const char *file, int rank, int ranks, long step
     uint64_t hdr[SHARD_HDR] = {SHARD_MAGIC, SHARD_VERSION, (uint64_t)rank, (uint64_t)ranks,
                                (uint64_t)step, (uint64_t)n, param_count, 0};
     /* each header piece and range is hashed as it is written: one pass over the data */
-    hwriter_t w = {af.f, ZB_HASH_SEED, 0, true};
+    hwriter_t w = {.f = af.f, .ok = true};
+    zb_hasher_init(&w.hs, ZB_HASH_SEED);
     hw_put(&w, hdr, sizeof hdr);
     for (int i = 0; i < n; i++) {
         uint64_t r[2] = {ranges[i].off, ranges[i].count};
@@ -68,15 +70,15 @@ zb_status_t zb_ckpt_shard_write(const char *file, int rank, int ranks, long step
     if ((st = zb_atomic_commit(&af, err)) != ZB_OK)
         return st;
     ref->bytes = w.bytes;
-    ref->checksum = w.h;
+    ref->checksum = zb_hasher_end(&w.hs);
     return ZB_OK;
 }
 
-static zb_status_t hr_get(FILE *f, uint64_t *h, void *p, size_t n, const char *file, zb_err_t *err)
+/* The checksum was verified over the whole file before: reads need only check their length. */
+static zb_status_t hr_get(FILE *f, void *p, size_t n, const char *file, zb_err_t *err)
 {
     if (n && fread(p, 1, n, f) != n)
         return zb_err_set(err, ZB_EFORMAT, "checkpoint shard %s is truncated", file);
-    *h = zb_hash_bytes(*h, p, n);
     return ZB_OK;
 }
 
@@ -90,15 +92,30 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
         return zb_err_set(err, ZB_EIO, "cannot open checkpoint shard %s: %s", file,
                           strerror(errno));
     zb_status_t st = ZB_OK;
-    uint64_t h = ZB_HASH_SEED, hdr[SHARD_HDR];
+    uint64_t hdr[SHARD_HDR];
     zb_ckpt_range_t *rg = NULL;
     if (fseek(f, 0, SEEK_END) != 0 || (uint64_t)ftell(f) != ref->bytes) {
         st = zb_err_set(err, ZB_EFORMAT, "checkpoint shard %s has %ld bytes, the manifest says %" PRIu64,
                         file, ftell(f), ref->bytes);
         goto out;
     }
+    /* checksum first: a damaged file gets "corrupt", not whatever its damaged header implies */
     rewind(f);
-    if ((st = hr_get(f, &h, hdr, sizeof hdr, file, err)) != ZB_OK)
+    {
+        static unsigned char chunk[1 << 16];
+        zb_hasher_t whole;
+        zb_hasher_init(&whole, ZB_HASH_SEED);
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+            zb_hasher_add(&whole, chunk, got);
+        if (zb_hasher_end(&whole) != ref->checksum) {
+            st = zb_err_set(err, ZB_EFORMAT, "checkpoint shard %s is corrupt (checksum mismatch)",
+                            file);
+            goto out;
+        }
+    }
+    rewind(f);
+    if ((st = hr_get(f, hdr, sizeof hdr, file, err)) != ZB_OK)
         goto out;
     if (hdr[S_MAGIC] != SHARD_MAGIC || hdr[S_VERSION] != SHARD_VERSION) {
         st = zb_err_set(err, ZB_EFORMAT, "%s is not a zbpp checkpoint shard (version 1)", file);
@@ -120,7 +137,7 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
     }
     for (int i = 0; i < nr && st == ZB_OK; i++) {
         uint64_t r[2];
-        if ((st = hr_get(f, &h, r, sizeof r, file, err)) != ZB_OK)
+        if ((st = hr_get(f, r, sizeof r, file, err)) != ZB_OK)
             break;
         if (r[0] > param_count || r[1] > param_count - r[0])
             st = zb_err_set(err, ZB_EFORMAT, "checkpoint shard %s: range %d out of bounds", file, i);
@@ -138,9 +155,7 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
     float *bufs[3] = {params, m, v};
     for (int b = 0; b < 3 && st == ZB_OK; b++)
         for (int i = 0; i < nr && st == ZB_OK; i++)
-            st = hr_get(f, &h, bufs[b] + rg[i].off, rg[i].count * sizeof(float), file, err);
-    if (st == ZB_OK && h != ref->checksum)
-        st = zb_err_set(err, ZB_EFORMAT, "checkpoint shard %s is corrupt (checksum mismatch)", file);
+            st = hr_get(f, bufs[b] + rg[i].off, rg[i].count * sizeof(float), file, err);
     for (int i = 0; st == ZB_OK && covered && i < nr; i++)
         memset(covered + rg[i].off, 1, rg[i].count);
 out:

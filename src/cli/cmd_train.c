@@ -103,11 +103,17 @@ static int parse_seed(const char *s, uint64_t *out)
     return 0;
 }
 
-/* The demo corpus: ./data/, else next to the executable's build tree (build/zbpp -> ../data). */
+/* The demo corpus: ./data/, else the source tree the binary was built from, else next to the
+ * executable's build tree (build/zbpp -> ../data). */
 static const char *find_demo_corpus(char *buf, size_t cap)
 {
     if (access(DEMO_CORPUS, R_OK) == 0)
         return DEMO_CORPUS;
+#ifdef ZB_DATA_DIR
+    snprintf(buf, cap, "%s/demo_corpus.txt", ZB_DATA_DIR);
+    if (access(buf, R_OK) == 0)
+        return buf;
+#endif
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)

@@ -1,67 +1,84 @@
 #!/usr/bin/env bash
-# zbpp demo (`make run`): 1F1B vs ZB-H1 vs ZB-H2 on a default pipeline, with unit costs and with
-# a realistic cost model; ASCII grids on the terminal, SVG charts and Chrome traces in out/.
-# Usage: scripts/demo.sh <zbpp-binary> [P] [M]     (OUT_DIR overrides out/)
+# zbpp demo (`make run`):
+#   1. the planner: 1F1B vs ZB-H1 vs ZB-H2 on a default pipeline (simulated),
+#   2. the main job: train the demo GPT on the demo corpus with 2 pipeline ranks (threads) and a
+#      zero-bubble schedule (ZB-H2), stage costs measured at start-up (zbpp profile),
+#   3. the same model with 1F1B: median step time, bubble measured vs predicted,
+#   4. the files written into out/ (measured and predicted timelines, SVG charts).
+# Usage: scripts/demo.sh <zbpp-binary>        (OUT_DIR overrides out/, STEPS the training steps)
 set -euo pipefail
-ZBPP=${1:?usage: demo.sh <zbpp-binary> [P] [M]}
-P=${2:-4}
-M=${3:-12}
+ZBPP=${1:?usage: demo.sh <zbpp-binary>}
 OUT=${OUT_DIR:-out}
+STEPS=${STEPS:-30}
 mkdir -p "$OUT"
-SCHEDULES=(1f1b zb-h1 zb-h2)
-COSTS=("1,1,1,0" "1,1,0.7,0.05")
-COST_NAMES=("unit F=B=W=1, no comm" "realistic F=1 B=1 W=0.7 comm=0.05")
 
-# The summary line of the ascii output:
-# "makespan X, span T, bubble rate Y%, peak memory Z (rank r)".
-summary() { "$ZBPP" schedule -s "$1" -p "$P" -m "$M" --cost "$2" | tail -1; }
+# ---- 1. planner ----
+P=4
+M=12
+COST="1,1,0.7,0.05"
+echo "== 1. planner: P=$P ranks, M=$M microbatches, F=1 B=1 W=0.7 comm=0.05 (simulated) =="
+summary() { "$ZBPP" schedule -s "$1" -p "$P" -m "$M" --cost "$COST" | tail -1; }
 field() { sed -E "s/.*$1 ([^ ,%]+).*/\\1/" <<<"$2"; }
-
-echo "== zbpp: pipeline schedules for P=$P ranks, M=$M microbatches (memory: F +1, B 0, W -1) =="
-echo "makespan: first start to last end; span T: longest per-rank time from its first F to its"
-echo "last action; bubble rate (T - busy)/T as in the zero-bubble paper; peak memory in F units"
-for k in "${!COSTS[@]}"; do
-  cost=${COSTS[$k]}
-  echo
-  echo "-- costs: ${COST_NAMES[$k]} (--cost $cost)"
-  printf '%-8s %10s %8s %12s %12s %16s\n' schedule makespan "span T" "bubble rate" "peak memory" \
-    "speedup vs 1f1b"
-  base=""
-  for s in "${SCHEDULES[@]}"; do
-    line=$(summary "$s" "$cost")
-    mk=$(field makespan "$line")
-    [ -n "$base" ] || base=$mk
-    speed=$(awk -v a="$base" -v b="$mk" 'BEGIN { printf "%.3fx", a / b }')
-    printf '%-8s %10s %8s %11s%% %12s %16s\n' "$s" "$mk" "$(field span "$line")" \
-      "$(field 'bubble rate' "$line")" "$(field 'peak memory' "$line")" "$speed"
-  done
+printf '  %-8s %10s %12s %13s %10s\n' schedule makespan "bubble rate" "peak memory" "vs 1f1b"
+base=""
+for s in 1f1b zb-h1 zb-h2; do
+  line=$(summary "$s")
+  mk=$(field makespan "$line")
+  [ -n "$base" ] || base=$mk
+  printf '  %-8s %10s %11s%% %13s %10s\n' "$s" "$mk" "$(field 'bubble rate' "$line")" \
+    "$(field 'peak memory' "$line")" "$(awk -v a="$mk" -v b="$base" 'BEGIN{printf "%.3fx", a/b}')"
+  "$ZBPP" schedule -s "$s" -p "$P" -m "$M" --cost "$COST" --format svg -o "$OUT/plan_${s}.svg"
 done
-# With F=B=W=1 and no comm the paper's closed forms give the span exactly: T = M(F+B+W) + bubble.
-awk -v p="$P" -v m="$M" 'BEGIN {
-  printf "\nclosed forms (unit costs): T = 3M + bubble time; 1f1b 3(P-1) -> T = %d, " \
-         "zb-h1 (P-1) -> %d, zb-h2 0 -> %d; peak memory P = %d, P, 2P-1 = %d\n",
-         3*m + 3*(p-1), 3*m + (p-1), 3*m, p, 2*p-1 }'
+echo "  (memory in units of one microbatch's activations; zb-h2 buys its zero bubble with 2P-1)"
 
+# ---- 2. training ----
+# Compute dominates at this size (C=256, T=128): the bubble is about scheduling, not overhead.
+model=(--layers 8 --channels 256 --heads 4 --seq 128 --batch 8 --microbatches 8 --lr 1e-3
+       --warmup 3 --seed 1337)
 echo
-echo "== ASCII grids, unit costs (one cell = one time unit) =="
-for s in "${SCHEDULES[@]}"; do
-  echo
-  "$ZBPP" schedule -s "$s" -p "$P" -m "$M" | grep -v '^F forward'
-done
-echo
-echo "F forward, B backward (input grad; full backward in 1f1b), W weight grad, . idle"
+echo "== 2. training the demo GPT (L=8 C=256 T=128, 8 microbatches of 1 sequence) on the demo"
+echo "      corpus with 2 pipeline ranks (threads), schedule ZB-H2, $STEPS steps =="
+progress=/dev/null
+[ -t 2 ] && progress=/dev/stderr
+run() { # tag schedule steps -> out/train_<tag>.{report,jsonl,trace.json,...}
+  "$ZBPP" train "${model[@]}" --steps "$3" --ranks 2 --schedule "$2" \
+    --metrics "$OUT/train_$1.jsonl" --trace "$OUT/train_$1.trace.json" \
+    ${4:+--save-model "$4"} >"$OUT/train_$1.report" 2>"$progress"
+}
+run zb-h2 zb-h2 "$STEPS" "$OUT/demo_model.bin"
+printf '  %5s %9s %10s\n' step loss "step ms"
+awk -F'[:,}]' -v n="$STEPS" '{
+    for (i = 1; i < NF; i++) { if ($i ~ /"step"$/) s = $(i+1); if ($i ~ /"loss"$/) l = $(i+1);
+                               if ($i ~ /"step_ms"$/) t = $(i+1) }
+    if (s == 0 || (s + 1) % 5 == 0 || s + 1 == n) printf "  %5d %9.4f %10.1f\n", s + 1, l, t
+  }' "$OUT/train_zb-h2.jsonl"
+grep -E "^(pipeline|partition|trained|bubble)" "$OUT/train_zb-h2.report" | sed 's/^/  /'
 
+# ---- 3. comparison ----
+CMP_STEPS=$(( STEPS < 12 ? STEPS : 12 ))
 echo
-echo "== files =="
-for k in "${!COSTS[@]}"; do
-  tag=$([ "$k" -eq 0 ] && echo unit || echo real)
-  for s in "${SCHEDULES[@]}"; do
-    base="$OUT/${s}_p${P}_m${M}_${tag}"
-    "$ZBPP" schedule -s "$s" -p "$P" -m "$M" --cost "${COSTS[$k]}" --format svg -o "$base.svg"
-    "$ZBPP" schedule -s "$s" -p "$P" -m "$M" --cost "${COSTS[$k]}" --format trace -o "$base.trace.json"
-    "$ZBPP" schedule -s "$s" -p "$P" -m "$M" --cost "${COSTS[$k]}" --format csv -o "$base.csv"
-    echo "  $base.svg  $base.trace.json  $base.csv"
-  done
+echo "== 3. ZB-H2 vs 1F1B, same model ($CMP_STEPS more steps of 1F1B; bubble of the last step,"
+echo "      predicted = simulator with the costs measured at start-up) =="
+run 1f1b 1f1b "$CMP_STEPS"
+med() { sed -nE 's/.*median step ([0-9.]+) ms.*/\1/p' "$OUT/train_$1.report"; }
+bub() { sed -nE "s/^bubble: measured ([0-9.]+)%.*predicted ([0-9.]+)%.*/\\$2/p" \
+          "$OUT/train_$1.report"; }
+printf '  %-9s %14s %10s %16s %17s\n' schedule "median step ms" "vs 1f1b" "bubble measured" \
+  "bubble predicted"
+for s in 1f1b zb-h2; do
+  printf '  %-9s %14s %10s %15s%% %16s%%\n' "$s" "$(med "$s")" \
+    "$(awk -v a="$(med "$s")" -v b="$(med 1f1b)" 'BEGIN{printf "%.3fx", a/b}')" \
+    "$(bub "$s" 1)" "$(bub "$s" 2)"
 done
-echo "(open the .svg in a browser, the .trace.json in https://ui.perfetto.dev or chrome://tracing;"
-echo " the .csv loads in torch.distributed.pipelining with _load_csv(path, \"compute_only\"))"
+echo "  (timings are noisy when other programs share the 2 cores)"
+
+# ---- 4. files ----
+echo
+echo "== 4. files =="
+for s in zb-h2 1f1b; do
+  echo "  $s measured:  $OUT/train_$s.trace.json  $OUT/train_$s.trace.svg"
+  echo "  $s predicted: $OUT/train_$s.trace.predicted.json  $OUT/train_$s.trace.predicted.svg"
+done
+echo "  planner charts: $OUT/plan_1f1b.svg $OUT/plan_zb-h1.svg $OUT/plan_zb-h2.svg"
+echo "  trained model (llm.c format): $OUT/demo_model.bin; losses: $OUT/train_zb-h2.jsonl"
+echo "  (open .svg in a browser, .trace.json in https://ui.perfetto.dev or chrome://tracing)"

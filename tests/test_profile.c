@@ -35,7 +35,8 @@ static void test_measure_is_complete(void **state)
     zb_gpt2_config_t cfg = tiny_model();
     zb_profile_t p;
     zb_err_t err;
-    assert_int_equal(zb_profile_measure(NULL, &cfg, 2, 16, 3, false, &p, &err), ZB_OK);
+    assert_int_equal(zb_profile_measure(NULL, &cfg, 2, 16, 3, 2, false, &p, &err), ZB_OK);
+    assert_int_equal(p.threads, 2);
     assert_int_equal(p.layers, 4);
     assert_int_equal(p.batch, 2);
     assert_int_equal(p.seq, 16);
@@ -54,12 +55,13 @@ static void test_measure_is_complete(void **state)
     zb_profile_free(&p);
 
     /* bad shapes are refused with a message, not measured */
-    assert_int_equal(zb_profile_measure(NULL, &cfg, 2, 17, 3, false, &p, &err), ZB_EINVAL);
+    assert_int_equal(zb_profile_measure(NULL, &cfg, 2, 17, 3, 1, false, &p, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "max_seq"));
-    assert_int_equal(zb_profile_measure(NULL, &cfg, 2, 16, 0, false, &p, &err), ZB_EINVAL);
+    assert_int_equal(zb_profile_measure(NULL, &cfg, 2, 16, 0, 1, false, &p, &err), ZB_EINVAL);
+    assert_int_equal(zb_profile_measure(NULL, &cfg, 2, 16, 1, 0, false, &p, &err), ZB_EINVAL);
     zb_gpt2_config_t bad = cfg;
     bad.heads = 3; /* does not divide C */
-    assert_int_equal(zb_profile_measure(NULL, &bad, 2, 16, 1, false, &p, &err), ZB_EINVAL);
+    assert_int_equal(zb_profile_measure(NULL, &bad, 2, 16, 1, 1, false, &p, &err), ZB_EINVAL);
 }
 
 /* A hand-made profile: the cost models are exact sums of its figures. */

@@ -98,6 +98,9 @@ typedef struct {
     /* distributed run: the error (if any) is known to every rank, so processes may exit
      * normally instead of aborting the job (start-up checks, checkpoint agreement) */
     bool failed_together;
+    /* the bubble's parts (last step; measured in seconds, predicted in the cost model's unit,
+     * seconds when profiled): T = the largest per-rank span, busy = the largest compute time */
+    double span_measured, busy_measured, span_predicted, busy_predicted;
 } zb_pipeline_report_t;
 
 /* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,

@@ -30,6 +30,7 @@ typedef struct {
     zb_gpt2_config_t cfg;
     int batch, seq;       /* microbatch shape: batch sequences of seq tokens */
     int reps;             /* timed repetitions (the median is kept) */
+    int threads;          /* threads that measured at once (samples pooled) */
     int layers;
     zb_op_time_t *block;  /* [layers] */
     zb_op_time_t embed;   /* token + position embedding */
@@ -40,13 +41,18 @@ typedef struct {
     double wall;          /* seconds the measurement took */
 } zb_profile_t;
 
+#define ZB_PROFILE_MAX_THREADS 64
+
 /* Measure. params: the model to time (NULL = a random model of shape *cfg, seed 1; the
  * parameters are never changed). B, T: microbatch shape (T <= cfg->max_seq). reps >= 1 timed
- * rounds (after one untimed warm-up round). With pin, the measuring thread is pinned to core 0
- * and the ping-pong threads to cores 0 and 1 when the machine has them. Free with
- * zb_profile_free. ZB_EINVAL for bad sizes, ZB_ENOMEM. */
+ * rounds (after one untimed warm-up round). threads (1..ZB_PROFILE_MAX_THREADS): that many
+ * threads measure at the same time and their samples are pooled (the median of threads x reps),
+ * so with threads = P the cores are as busy as when P ranks train. With pin, thread i is pinned
+ * to core i and the ping-pong threads to cores 0 and 1 when the machine has enough cores. Free
+ * with zb_profile_free. ZB_EINVAL for bad sizes, ZB_ENOMEM. */
 zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg, int B,
-                               int T, int reps, bool pin, zb_profile_t *out, zb_err_t *err);
+                               int T, int reps, int threads, bool pin, zb_profile_t *out,
+                               zb_err_t *err);
 void zb_profile_free(zb_profile_t *p);
 
 /* The partitioner's input: bc->block must hold p->layers doubles; block[l] = F+B+W of block l,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -43,8 +44,9 @@ static void help(FILE *out)
           "                    [--reps N] [--mem-limit-mb X] [--format table|json]\n\n"
           "Time forward (F), input-gradient backward (B) and weight-gradient backward (W) of the\n"
           "embedding, every transformer block and the head (final LayerNorm + LM head + loss)\n"
-          "for one microbatch of B/M sequences, on one core with single-threaded BLAS (median of\n"
-          "--reps after a warm-up), and one activation message between two rank threads. Then\n"
+          "for one microbatch of B/M sequences with single-threaded BLAS, one thread per core on\n"
+          "min(P, cores) cores at once as the ranks would run (median of --reps after a\n"
+          "warm-up), and one activation message between two rank threads. Then\n"
           "partition the blocks into P x V stages balancing the measured F+B+W and show each\n"
           "stage's times and memory deltas and how every schedule family would do with them.\n\n"
           "model: --init-from FILE (llm.c .bin) | --layers L (2) --heads NH (4) --channels C (64)\n"
@@ -199,10 +201,10 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
 {
     const zb_gpt2_config_t *m = &p->cfg;
     int L = p->layers, S = sc->stages;
-    printf("profile: GPT-2 L=%d C=%d NH=%d V=%d, microbatch %d x %d tokens, %s, median of %d "
-           "(took %.0f ms)\n",
+    printf("profile: GPT-2 L=%d C=%d NH=%d V=%d, microbatch %d x %d tokens, %s, median of %d x %d "
+           "cores measuring at once (took %.0f ms)\n",
            L, m->channels, m->heads, m->vocab, p->batch, p->seq, zb_blas_init(), p->reps,
-           p->wall * 1e3);
+           p->threads, p->wall * 1e3);
     printf("%-10s %9s %9s %9s %9s\n", "part", "F ms", "B ms", "W ms", "F+B+W ms");
     char buf[32];
     for (int k = 0; k < L + 2; k++) {
@@ -265,8 +267,9 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
     printf("{\n  \"model\": {\"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, "
            "\"padded_vocab\": %d, \"max_seq\": %d},\n",
            L, m->channels, m->heads, m->vocab, m->padded_vocab, m->max_seq);
-    printf("  \"microbatch\": {\"batch\": %d, \"seq\": %d}, \"reps\": %d, \"blas\": ", p->batch,
-           p->seq, p->reps);
+    printf("  \"microbatch\": {\"batch\": %d, \"seq\": %d}, \"reps\": %d, \"threads\": %d, "
+           "\"blas\": ",
+           p->batch, p->seq, p->reps, p->threads);
     json_str(zb_blas_init());
     printf(", \"wall_seconds\": %.6g,\n  \"parts\": [", p->wall);
     char buf[32];
@@ -362,8 +365,13 @@ static int run(opts_t *o, zb_err_t *err)
         goto fail_usage;
     }
     zb_profile_t prof;
-    st = zb_profile_measure(o->init_from ? &params : NULL, &cfg,
-                            o->c.batch / o->c.microbatches, o->c.seq, o->reps, o->pin, &prof, err);
+    /* one measuring thread per rank that would run at once (one per core), as zbpp train does */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = o->ranks < cores ? o->ranks : (int)(cores > 0 ? cores : 1);
+    if (threads > ZB_PROFILE_MAX_THREADS)
+        threads = ZB_PROFILE_MAX_THREADS;
+    st = zb_profile_measure(o->init_from ? &params : NULL, &cfg, o->c.batch / o->c.microbatches,
+                            o->c.seq, o->reps, threads, o->pin, &prof, err);
     zb_gpt2_params_free(&params);
     if (st != ZB_OK)
         return zb_cli_error(CMD, "%s", err->msg), ZB_EXIT_FAIL;

@@ -84,6 +84,8 @@ static zb_status_t report_run(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err
     zb_status_t st = zb_exec_fill_sim(pl->sched, tls, peaks, &measured, err);
     if (st == ZB_OK) {
         rep->bubble_measured = measured.bubble_rate;
+        rep->span_measured = measured.span_max;
+        rep->busy_measured = measured.busy_max;
         if (pl->opts->trace_path)
             st = pl_write_traces(pl, &measured, err);
         zb_exec_sim_free(&measured);
@@ -125,6 +127,8 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     if ((st = zb_simulate(plain, &costs, &sim, err)) != ZB_OK)
         goto done;
     rep->bubble_predicted = sim.bubble_rate;
+    rep->span_predicted = sim.span_max;
+    rep->busy_predicted = sim.busy_max;
     for (int r = 0; r < pl->P; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     zb_sim_free(&sim);

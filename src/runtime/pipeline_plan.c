@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/pipeline_internal.h"
 #include "zbpp/pipeline_trace.h"
@@ -22,8 +23,13 @@ zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
     zb_profile_t *p = calloc(1, sizeof *p);
     if (!p)
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the profile");
-    zb_status_t st =
-        zb_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, pl->opts->pin, p, err);
+    /* as many measuring threads as ranks will run at once (one per core) */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = pl->P < cores ? pl->P : (int)(cores > 0 ? cores : 1);
+    if (threads > ZB_PROFILE_MAX_THREADS)
+        threads = ZB_PROFILE_MAX_THREADS;
+    zb_status_t st = zb_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, threads,
+                                        pl->opts->pin, p, err);
     if (st != ZB_OK) {
         free(p);
         return st;

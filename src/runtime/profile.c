@@ -168,17 +168,19 @@ static zb_status_t measure_comm(size_t bytes, bool pin, double *comm, zb_err_t *
 /* ---- public ---- */
 
 zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg, int B,
-                               int T, int reps, bool pin, zb_profile_t *out, zb_err_t *err)
+                               int T, int reps, int threads, bool pin, zb_profile_t *out,
+                               zb_err_t *err)
 {
     memset(out, 0, sizeof *out);
     zb_status_t st = zb_gpt2_config_check(cfg, err);
     if (st != ZB_OK)
         return st;
-    if (B < 1 || T < 1 || T > cfg->max_seq || reps < 1 || reps > 1000)
+    if (B < 1 || T < 1 || T > cfg->max_seq || reps < 1 || reps > 1000 || threads < 1 ||
+        threads > ZB_PROFILE_MAX_THREADS)
         return zb_err_set(err, ZB_EINVAL,
-                          "profile: need B >= 1, 1 <= T <= max_seq (%d), 1..1000 repetitions "
-                          "(got B %d, T %d, %d)",
-                          cfg->max_seq, B, T, reps);
+                          "profile: need B >= 1, 1 <= T <= max_seq (%d), 1..1000 repetitions, "
+                          "1..%d threads (got B %d, T %d, %d, %d)",
+                          cfg->max_seq, ZB_PROFILE_MAX_THREADS, B, T, reps, threads);
     double start = zb_now();
     zb_blas_init(); /* single-threaded BLAS, as in a pipeline rank */
     zb_gpt2_params_t own;
@@ -189,26 +191,35 @@ zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_con
         zb_gpt2_params_init_random(&own, 1);
         params = &own;
     }
-    int L = cfg->layers;
-    compute_job_t job = {.params = params, .B = B, .T = T, .reps = reps, .parts = L + 2};
-    job.times = malloc((size_t)reps * (size_t)(L + 2) * 3 * sizeof(double));
-    double *col = malloc((size_t)reps * sizeof *col);
+    int L = cfg->layers, nt = threads;
+    size_t per = (size_t)reps * (size_t)(L + 2) * 3;
+    compute_job_t jobs[ZB_PROFILE_MAX_THREADS];
+    void *args[ZB_PROFILE_MAX_THREADS];
+    double *times = malloc((size_t)nt * per * sizeof(double));
+    double *col = malloc((size_t)nt * (size_t)reps * sizeof *col);
     out->block = calloc((size_t)L, sizeof *out->block);
     zb_thread_world_t *w = NULL;
-    if (!job.times || !col || !out->block)
+    if (!times || !col || !out->block)
         st = zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
-    /* measure on a rank thread so it is pinned like the pipeline's ranks */
-    if (st == ZB_OK && (st = zb_thread_world_new(1, 1, 0, &w, err)) == ZB_OK) {
-        void *args[1] = {&job};
-        st = zb_thread_world_run(w, compute_rank, args, pin, NULL, err);
+    for (int i = 0; i < nt; i++) {
+        jobs[i] = (compute_job_t){.params = params, .B = B, .T = T, .reps = reps, .parts = L + 2,
+                                  .times = times ? times + (size_t)i * per : NULL};
+        args[i] = &jobs[i];
     }
+    /* measure on rank threads, pinned like the pipeline's ranks; with threads > 1 every one
+     * measures at once, so the cores are as busy (clock, caches, memory) as during training */
+    if (st == ZB_OK && (st = zb_thread_world_new(nt, 1, 0, &w, err)) == ZB_OK)
+        st = zb_thread_world_run(w, compute_rank, args, pin, NULL, err);
     zb_thread_world_free(w);
     for (int k = 0; st == ZB_OK && k < L + 2; k++) {
         double m[3];
         for (int op = 0; op < 3; op++) {
-            for (int r = 0; r < reps; r++)
-                col[r] = job.times[((size_t)r * (size_t)(L + 2) + (size_t)k) * 3 + (size_t)op];
-            m[op] = median(col, reps);
+            int c = 0;
+            for (int i = 0; i < nt; i++)
+                for (int r = 0; r < reps; r++)
+                    col[c++] = times[(size_t)i * per +
+                                     ((size_t)r * (size_t)(L + 2) + (size_t)k) * 3 + (size_t)op];
+            m[op] = median(col, c);
         }
         zb_op_time_t ot = {m[0], m[1], m[2]};
         if (k == 0)
@@ -221,14 +232,14 @@ zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_con
     out->msg_bytes = (size_t)B * (size_t)T * (size_t)cfg->channels * sizeof(float);
     if (st == ZB_OK)
         st = measure_comm(out->msg_bytes, pin, &out->comm, err);
-    free(job.times), free(col);
+    free(times), free(col);
     zb_gpt2_params_free(&own);
     if (st != ZB_OK) {
         zb_profile_free(out);
         return st;
     }
     out->cfg = *cfg;
-    out->batch = B, out->seq = T, out->reps = reps, out->layers = L;
+    out->batch = B, out->seq = T, out->reps = reps, out->layers = L, out->threads = threads;
     out->wall = zb_now() - start;
     return ZB_OK;
 }

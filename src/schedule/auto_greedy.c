@@ -580,17 +580,6 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         if (acted)
             continue;
         if (!isfinite(next)) {
-#ifdef ZB_GREEDY_DEBUG
-            for (int r = 0; r < P; r++) {
-                cand_t cd[130];
-                int n = candidates(&g, r, cd);
-                fprintf(stderr, "rank %d clock %g mem %g left %d wq %d:", r, g.clock[r], g.mem[r],
-                        g.left[r], g.wq_tail[r] - g.wq_head[r]);
-                for (int i = 0; i < n; i++)
-                    fprintf(stderr, " %d(%d,%d)@%g", cd[i].type, cd[i].st, cd[i].m, cd[i].ready);
-                fprintf(stderr, "\n");
-            }
-#endif
             st = zb_err_set(err, ZB_EMEMLIMIT,
                             "%s: memory cap %g blocks every rank (no schedule of this kind fits)",
                             name, o->mem_cap);

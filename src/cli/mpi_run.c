@@ -41,6 +41,9 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
     }
     if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
         printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
+    if (pc->opts.trace_path)
+        printf("trace: not written with --transport mpi (each process has only its own "
+               "timeline); use --transport threads for %s\n", pc->opts.trace_path);
     if (c->save_path)
         printf("saved %s%s\n", c->save_path,
                pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");

@@ -1,4 +1,5 @@
-/* V-shaped schedules with controllable memory: zb-v, v-half, v-min (V placement, 2 chunks).
+/* V-shaped schedules with controllable memory (V placement, 2 chunks): v-half, v-min here,
+ * zb-v in gen_zbv.c.
  *
  * Units: one "chunk unit" is the activation memory of one F of one chunk (M_F of a stage here);
  * 1F1B over the same model (one stage per rank = 2 chunks) peaks at P microbatches = 2P chunk
@@ -6,9 +7,7 @@
  * (activations held until W, the most conservative split) and are then just action orders: any
  * cost model can simulate them.
  *
- *  zb-v   : the DualPipeV F/B order in its "B first" steady state (B1 F0 B0 F1), W's placed by
- *           the fixed-order greedy under a cap of 2P chunk units; the better of that and the
- *           free greedy under the same cap. Needs M >= 2P.
+ *  zb-v   : see gen_zbv.c (exactly zero bubble at 2P chunk units).
  *  v-half : the greedy list scheduler under a cap of 2*floor((P+2)/2) chunk units (about half
  *           of 1F1B's 2P), the Controllable-Memory paper's V-Half budget.
  *  v-min  : a periodic construction. Microbatch m's forward chain runs without waiting, F of
@@ -48,54 +47,6 @@ static zb_status_t finish(const char *family, zb_sweep_best_t *best, zb_schedule
     best->s = NULL;
     snprintf((*out)->name, sizeof (*out)->name, "%s", family);
     return ZB_OK;
-}
-
-zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
-{
-    const int P = p->ranks, M = p->microbatches;
-    if (M < 2 * P) /* first: the most useful message when several things are wrong */
-        return zb_err_set(err, ZB_EINVAL, "zb-v: needs M >= 2P (P=%d, M=%d)", P, M);
-    zb_status_t st = pick_sized("zb-v", p, out, err);
-    if (st != ZB_OK)
-        return st;
-    zb_costs_t c;
-    if ((st = zb_unit_costs(&c, 2 * P, err)) != ZB_OK)
-        return st;
-    const double cap = 2.0 * P;
-    c.mem_limit = cap;
-    zb_sweep_best_t best;
-    zb_sweep_init(&best);
-    best.by_span = true;
-    zb_schedule_t *tmpl = zb_schedule_new("zb-v", P, 2, ZB_PLACE_V, M);
-    if (!tmpl) {
-        zb_costs_free(&c);
-        return zb_err_set(err, ZB_ENOMEM, "zb-v: out of memory");
-    }
-    st = zb_v_template(tmpl, false, -1, err);
-    for (int wm = 0; st == ZB_OK && wm < 3; wm++)
-        for (int la = 0; la < 2; la++) {
-            zb_greedy_opts_t o = zb_greedy_defaults();
-            o.fb_order = tmpl;
-            o.mem_cap = cap;
-            o.w_mode = (zb_wmode_t)wm;
-            o.w_tight = 0.75;
-            o.lookahead = la;
-            zb_schedule_t *s = NULL;
-            if (zb_greedy_build("zb-v", P, 2, ZB_PLACE_V, M, &c, &o, &s, NULL, NULL) == ZB_OK)
-                zb_sweep_offer(&best, s, &c, cap, "template");
-        }
-    if (st == ZB_OK && (long long)P * M <= 4096) {
-        zb_err_t e;
-        zb_status_t ss = zb_greedy_sweep("zb-v", P, 2, ZB_PLACE_V, M, &c, cap, 0, &best, &e);
-        if (ss == ZB_ENOMEM)
-            st = zb_err_set(err, ss, "%s", e.msg);
-    }
-    zb_schedule_free(tmpl);
-    zb_costs_free(&c);
-    if (st == ZB_OK)
-        st = finish("zb-v", &best, out, err);
-    zb_sweep_clear(&best);
-    return st;
 }
 
 zb_status_t zb_gen_vhalf(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)

@@ -10,7 +10,7 @@
  * that many chunk-0 warm-up forwards of each rank into the steady state (less memory). */
 zb_status_t zb_v_template(zb_schedule_t *s, bool with_w, int cut, zb_err_t *err);
 
-/* Registered families (see gen_v.c, gen_dualpipev.c, gen_interleaved_zb.c, auto_search.c,
+/* Registered families (see gen_zbv.c, gen_v.c, gen_dualpipev.c, gen_interleaved_zb.c, auto_search.c,
  * optimal_glpk.c). */
 zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 zb_status_t zb_gen_vhalf(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);

@@ -102,7 +102,7 @@ void zb_cli_pipeline_usage(FILE *out)
             "  --trace FILE         timeline of the last step, measured (FILE, Chrome trace JSON)\n"
             "                       and predicted (STEM.predicted.json), and both as SVG\n"
             "                       (STEM.svg, STEM.predicted.svg); STEM = FILE without .json\n"
-            "  --partition profile|flops   stage costs measured at start-up on one core\n"
+            "  --partition profile|flops   stage costs measured at start-up (a thread per core)\n"
             "                       (default) or from a FLOP model: they balance the partition,\n"
             "                       plan --schedule auto and give the predicted bubble\n"
             "  --transport threads|mpi   ranks as threads (default) or one per MPI process:\n"

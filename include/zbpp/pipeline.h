@@ -57,6 +57,11 @@ zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err);
 
 typedef struct {
     int ranks;            /* P >= 1 */
+    /* Data-parallel replicas N >= 1 (0 counts as 1) of the whole P-rank pipeline: N·P ranks,
+     * global rank = d·P + p (replica-major). Replica d trains on sequences [d·B/N, (d+1)·B/N) of
+     * the global batch B in M microbatches; each stage's gradients are summed over the replicas
+     * in replica order 0, 1, ..., N-1 before the norm and the (identical) optimizer step. */
+    int dp;
     const char *schedule; /* family in the registry ("1f1b", "zb-h1", ...) */
     int chunks;           /* v; 0 = the family's default */
     zb_opt_sync_t opt_sync;
@@ -80,7 +85,7 @@ typedef struct {
     bool sharded_checkpoint;
 } zb_pipeline_opts_t;
 
-/* ranks 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,
+/* ranks 1, dp 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,
  * hooks off. */
 void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o);
 
@@ -101,6 +106,9 @@ typedef struct {
     /* the bubble's parts (last step; measured in seconds, predicted in the cost model's unit,
      * seconds when profiled): T = the largest per-rank span, busy = the largest compute time */
     double span_measured, busy_measured, span_predicted, busy_predicted;
+    /* the measured figures (bubble, span, busy, peaks, trace) are those of replica 0's P ranks;
+     * with an external transport they are gathered to its rank 0 and filled there only */
+    bool measured;            /* bubble_measured & co. are filled */
 } zb_pipeline_report_t;
 
 /* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,

@@ -41,7 +41,9 @@ typedef enum {
     ZB_TAG_GRAD = 1,     /* input gradient, stage s+1 -> s */
     ZB_TAG_COLL = 2,     /* collectives (allgather, allreduce, barrier) */
     ZB_TAG_EXCHANGE = 3, /* pairwise buffer exchange (tied embedding gradients) */
-    ZB_TAG_USER = 4      /* free for callers (tests, control messages) */
+    ZB_TAG_USER = 4,     /* free for callers (tests, control messages) */
+    ZB_TAG_DP = 5,       /* data-parallel gradient reduction between replicas (--dp) */
+    ZB_TAG_REPORT = 6    /* figures gathered for the run report (timelines, peaks) */
 } zb_tag_kind_t;
 
 #define ZB_TAG_MAX_STAGE 1023   /* stage field: 10 bits */
@@ -122,6 +124,26 @@ zb_status_t zb_allgather_p2p(zb_transport_t *t, const double *mine, int n, doubl
                              zb_err_t *err);
 zb_status_t zb_exchange_p2p(zb_transport_t *t, const float *send_buf, float *recv_buf,
                             size_t count, int peer, uint32_t tag, zb_err_t *err);
+
+/* ---- group views: a subset of a transport's ranks as a transport of its own ---- */
+
+/* Ranks first, first + stride, ..., first + (size-1)·stride of `parent`, renumbered 0..size-1
+ * (like MPI_Comm_split, without communication). The data-parallel trainer uses two per rank:
+ * its replica's pipeline (first = d·P, stride 1, size P) and the replicas of its pipeline rank
+ * (first = p, stride P, size N). Messages go through the parent with peers mapped; collectives
+ * are the rank-ordered p2p ones of this file, so sums stay in group order; abort aborts the whole
+ * parent; flush flushes the parent. Tags are not changed: two groups that share a pair of parent
+ * ranks must not use the same tags at the same time (the trainer's two groups share no pair).
+ * The view holds no resources; it is valid while `parent` is. */
+typedef struct {
+    zb_transport_t base; /* first member: pass &view.base wherever a zb_transport_t* goes */
+    zb_transport_t *parent;
+    int first, stride;
+} zb_transport_group_t;
+
+/* ZB_EINVAL if the group does not fit the parent, or does not contain the parent's own rank. */
+zb_status_t zb_transport_group_init(zb_transport_group_t *g, zb_transport_t *parent, int first,
+                                    int stride, int size, zb_err_t *err);
 
 /* ---- the thread transport: P ranks as threads of one process ---- */
 

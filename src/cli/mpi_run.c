@@ -7,15 +7,17 @@
 #include <string.h>
 
 #include "cli/pipeline_flags.h"
+#include "zbpp/pipeline_trace.h"
 #include "zbpp/transport_mpi.h"
 
 enum { ROW = 8 }; /* per-rank figures gathered for the report */
 
 static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c,
                          const zb_train_summary_t *sum, const zb_pipeline_report_t *rep,
-                         const double *all, int P)
+                         const double *all, int world)
 {
-    printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, P);
+    const int P = pc->opts.ranks;
+    printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, world);
     printf("partition (first block of each stage):");
     for (int s = 0; s <= rep->stages; s++)
         printf(" %d", rep->first[s]);
@@ -27,23 +29,38 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
     printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
            sum->first_step + 1, sum->first_step + sum->steps_run, sum->first_loss,
            sum->last_loss, rep->step_ms_median, sum->median_tokens_per_s);
-    printf("bubble: predicted %.1f%% (simulator; the measured bubble needs --transport threads)\n",
-           100 * rep->bubble_predicted);
+    if (rep->measured)
+        printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
+               100 * rep->bubble_measured, world > P ? ", replica 0" : "",
+               100 * rep->bubble_predicted);
+    else
+        printf("bubble: predicted %.1f%% (simulator)\n", 100 * rep->bubble_predicted);
     long rollbacks = 0;
     double steps = (double)sum->steps_run;
-    for (int r = 0; r < P; r++) {
-        const double *o = all + (size_t)r * ROW;
-        printf("rank %d: stash peak %.2f MiB (predicted %.2f), per step: sent %.3f MB in %.0f "
+    for (int g = 0; g < world; g++) {
+        const double *o = all + (size_t)g * ROW;
+        char who[64] = "";
+        if (world > P) /* global rank = replica·P + pipeline rank */
+            snprintf(who, sizeof who, " (replica %d, pipeline rank %d)", g / P, g % P);
+        printf("rank %d%s: stash peak %.2f MiB (predicted %.2f), per step: sent %.3f MB in %.0f "
                "messages, received %.3f MB, waited %.2f ms\n",
-               r, o[0] / 1048576.0, rep->predicted_stash_bytes[r] / 1048576.0, o[2] / steps / 1e6,
-               o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
+               g, who, o[0] / 1048576.0, rep->predicted_stash_bytes[g % P] / 1048576.0,
+               o[2] / steps / 1e6, o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
         rollbacks += (long)o[1];
     }
     if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
         printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
-    if (pc->opts.trace_path)
-        printf("trace: not written with --transport mpi (each process has only its own "
-               "timeline); use --transport threads for %s\n", pc->opts.trace_path);
+    if (pc->opts.trace_path && rep->measured) {
+        char path[ZB_TRACE_FILES][4400];
+        for (int k = 0; k < ZB_TRACE_FILES; k++)
+            if (zb_pipeline_trace_path(pc->opts.trace_path, (zb_trace_file_t)k, path[k],
+                                       sizeof path[k], NULL) != ZB_OK)
+                path[k][0] = '\0';
+        printf("trace: measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_JSON],
+               path[ZB_TRACE_PREDICTED_JSON]);
+        printf("svg:   measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_SVG],
+               path[ZB_TRACE_PREDICTED_SVG]);
+    }
     if (c->save_path)
         printf("saved %s%s\n", c->save_path,
                pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");
@@ -70,8 +87,11 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         print_error(NULL, st, &err);
         return st == ZB_EUNSUPPORTED ? 2 : 1;
     }
-    if (!pc->ranks_given)
-        pc->opts.ranks = net->size;
+    if (!pc->ranks_given) { /* one pipeline per --dp replica; a size that does not divide is
+                             * refused with both figures by zb_pipeline_train */
+        int n = pc->opts.dp > 1 ? pc->opts.dp : 1;
+        pc->opts.ranks = net->size % n == 0 ? net->size / n : net->size;
+    }
     pc->opts.transport = net;
     pc->opts.pin = false; /* one process per rank: the launcher binds processes to cores */
     zb_train_config_t mine = *c;
@@ -90,7 +110,8 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     if (st == ZB_OK) {
         zb_mpi_stats_t ms;
         zb_mpi_transport_stats(net, &ms);
-        double row[ROW] = {rep->peak_stash_bytes[net->rank], (double)rep->rollbacks,
+        double row[ROW] = {rep->peak_stash_bytes[net->rank % pc->opts.ranks],
+                           (double)rep->rollbacks,
                            ms.bytes_sent, ms.bytes_received, (double)ms.msgs_sent,
                            (double)ms.msgs_received, ms.wait_s, rep->step_ms_median};
         st = zb_allgather(net, row, ROW, all, &err);

@@ -50,6 +50,8 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
     int r = 0;
     if (!strcmp(a, "--ranks"))
         r = parse_pos_int(a, v, 1024, &o->ranks), pc->ranks_given = 1;
+    else if (!strcmp(a, "--dp"))
+        r = parse_pos_int(a, v, 1024, &o->dp), pc->dp_given = 1;
     else if (!strcmp(a, "--schedule"))
         o->schedule = v, r = 1;
     else if (!strcmp(a, "--chunks"))
@@ -94,6 +96,8 @@ void zb_cli_pipeline_usage(FILE *out)
     fprintf(out,
             "pipeline (ranks are threads of this process; bit-identical to --ranks 1):\n"
             "  --ranks P            pipeline ranks (default 1: the single-process trainer)\n"
+            "  --dp N               N data-parallel replicas of the P-rank pipeline (N·P ranks;\n"
+            "                       --batch is global, B/N sequences per replica; docs/runtime.md)\n"
             "  --schedule NAME      schedule family (default 1f1b; see zbpp schedule --help)\n"
             "  --chunks V           stages per rank (default: the family's)\n"
             "  --optimizer-sync post-validation|barrier   (default post-validation)\n"
@@ -115,7 +119,7 @@ void zb_cli_pipeline_usage(FILE *out)
 
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
-    return pc->opts.ranks > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
+    return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
@@ -147,8 +151,9 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
             printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
                    sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
                    sum.last_loss, rep->step_ms_median, sum.median_tokens_per_s);
-            printf("bubble: measured %.1f%% (last step), predicted %.1f%% (simulator)\n",
-                   100 * rep->bubble_measured, 100 * rep->bubble_predicted);
+            printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
+                   100 * rep->bubble_measured, pc->opts.dp > 1 ? ", replica 0" : "",
+                   100 * rep->bubble_predicted);
             for (int r = 0; r < pc->opts.ranks; r++)
                 printf("rank %d activation stash peak: measured %.2f MiB, predicted %.2f MiB\n", r,
                        rep->peak_stash_bytes[r] / 1048576.0,

@@ -11,7 +11,7 @@ typedef struct {
     zb_pipeline_opts_t opts;
     int given; /* any pipeline flag seen */
     int mpi;   /* --transport mpi: one rank per MPI process (cli/mpi_run.c) */
-    int ranks_given, timeout_given;
+    int ranks_given, timeout_given, dp_given;
 } zb_cli_pipeline_t;
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc);

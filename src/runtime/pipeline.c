@@ -16,6 +16,7 @@ void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->ranks = 1;
+    o->dp = 1;
     o->schedule = "1f1b";
     o->opt_sync = ZB_OPT_SYNC_POST_VALIDATION;
     o->pin = true;
@@ -74,23 +75,31 @@ static zb_status_t report_run(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err
         free(tls), free(peaks);
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
     }
-    for (int r = 0; r < pl->P; r++) {
+    for (int r = 0; r < pl->P; r++) { /* replica 0's ranks are pl->ranks[0..P-1] */
         tls[r] = pl->ranks[r].tl;
         peaks[r] = (double)pl->ranks[r].live_peak;
-        rep->peak_stash_bytes[r] = peaks[r];
-        rep->rollbacks += pl->ranks[r].rollbacks;
     }
+    zb_status_t st = pl_report_measured(pl, tls, peaks, rep, err);
+    free(tls), free(peaks);
+    return st;
+}
+
+zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const double *peaks,
+                               zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    for (int r = 0; r < pl->P; r++)
+        rep->peak_stash_bytes[r] = peaks[r];
     zb_sim_t measured;
     zb_status_t st = zb_exec_fill_sim(pl->sched, tls, peaks, &measured, err);
     if (st == ZB_OK) {
         rep->bubble_measured = measured.bubble_rate;
         rep->span_measured = measured.span_max;
         rep->busy_measured = measured.busy_max;
+        rep->measured = true;
         if (pl->opts->trace_path)
             st = pl_write_traces(pl, &measured, err);
         zb_exec_sim_free(&measured);
     }
-    free(tls), free(peaks);
     return st;
 }
 
@@ -102,11 +111,14 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     const zb_train_config_t *c = pl->cfg;
     pl->mcfg = t->params.cfg;
     pl->P = o->ranks;
+    pl->N = o->dp > 1 ? o->dp : 1;
     pl->M = c->microbatches;
-    pl->mbB = c->batch / c->microbatches;
+    pl->seq_per_replica = c->batch / pl->N;
+    pl->mbB = pl->seq_per_replica / c->microbatches;
     pl->T = c->seq;
     pl->NC = (size_t)pl->mbB * (size_t)pl->T * (size_t)pl->mcfg.channels;
-    pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq); /* as the local trainer */
+    /* as the local trainer, over the GLOBAL batch: the replicas' sum is the batch mean */
+    pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq);
 
     zb_schedule_t *plain = NULL;
     zb_costs_t costs;
@@ -132,15 +144,18 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     for (int r = 0; r < pl->P; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     zb_sim_free(&sim);
-    snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d, stage costs %s", plain->name,
-             pl->P, plain->chunks, pl->M,
+    char dp_note[48] = "";
+    if (pl->N > 1)
+        snprintf(dp_note, sizeof dp_note, " x %d data-parallel replicas", pl->N);
+    snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s, stage costs %s", plain->name,
+             pl->P, plain->chunks, pl->M, dp_note,
              pl->prof ? "measured (zbpp profile, one core)" : "from the FLOP model");
     if ((st = zb_insert_comms(plain, &pl->sched, err)) != ZB_OK)
         goto done;
 
     pl->n_units = zb_gpt2_num_units(&pl->mcfg);
     pl->unit_owner = malloc((size_t)pl->n_units * sizeof(int));
-    pl->ranks = calloc((size_t)pl->P, sizeof *pl->ranks);
+    pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks);
     if (!pl->unit_owner || !pl->ranks) {
         st = zb_err_set(err, ZB_ENOMEM, "out of memory for the pipeline");
         goto done;
@@ -152,9 +167,9 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     for (int s = 0; s < pl->S; s++)
         for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
             pl->unit_owner[1 + l] = zb_stage_rank(pl->sched, s);
-    for (int r = 0; r < pl->P && st == ZB_OK; r++)
-        if (!o->transport || r == o->transport->rank) /* a process holds only its own rank */
-            st = pl_rank_init(pl, r, &t->params, &t->opt, t->skipped, err);
+    for (int g = 0; g < pl->P * pl->N && st == ZB_OK; g++)
+        if (!o->transport || g == o->transport->rank) /* a process holds only its own rank */
+            st = pl_rank_init(pl, g, &t->params, &t->opt, t->skipped, err);
 done:
     if (st == ZB_OK) { /* kept for the predicted trace */
         pl->costs = costs;
@@ -179,8 +194,8 @@ static zb_status_t save(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
 
 static void teardown(pl_t *pl)
 {
-    for (int r = 0; pl->ranks && r < pl->P; r++)
-        pl_rank_free(&pl->ranks[r]);
+    for (int g = 0; pl->ranks && g < pl->P * pl->N; g++)
+        pl_rank_free(&pl->ranks[g]);
     free(pl->ranks);
     free(pl->unit_owner);
     zb_schedule_free(pl->sched);
@@ -201,7 +216,8 @@ static int mailbox_capacity(const pl_t *pl)
         if (n > most)
             most = n;
     }
-    return most + pl->P + 8;
+    /* + the replica reduction: N-1 chunks twice and the loss gather */
+    return most + pl->P + 3 * pl->N + 8;
 }
 
 zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
@@ -217,18 +233,36 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
      * other processes hear of it instead of waiting for this one. */
     zb_transport_t *net = opts->transport;
     zb_status_t st = ZB_OK;
+    const int N = opts->dp > 1 ? opts->dp : 1;
     if (opts->ranks < 1 || opts->ranks > 1024)
         st = zb_err_set(err, ZB_EINVAL, "--ranks must be in 1..1024 (got %d)", opts->ranks);
+    else if (opts->dp < 0 || opts->dp > 1024 || opts->ranks * N > 4096)
+        st = zb_err_set(err, ZB_EINVAL,
+                        "--dp must be in 1..1024 with --dp x --ranks <= 4096 (got --dp %d, "
+                        "--ranks %d)", opts->dp, opts->ranks);
+    else if (cfg->batch % N != 0)
+        st = zb_err_set(err, ZB_EINVAL,
+                        "--batch %d is not divisible by --dp %d (each replica takes B/N sequences)",
+                        cfg->batch, N);
+    else if (cfg->microbatches > 0 && (cfg->batch / N) % cfg->microbatches != 0)
+        st = zb_err_set(err, ZB_EINVAL,
+                        "--batch %d / --dp %d = %d sequences per replica is not divisible by "
+                        "--microbatches %d", cfg->batch, N, cfg->batch / N, cfg->microbatches);
     else if (!opts->schedule || !zb_generator_find(opts->schedule))
         st = zb_err_set(err, ZB_EINVAL, "unknown schedule '%s' (see zbpp schedule --help)",
                         opts->schedule ? opts->schedule : "(none)");
     else if (opts->chunks < 0)
         st = zb_err_set(err, ZB_EINVAL, "--chunks must be >= 1 (got %d)", opts->chunks);
-    else if (net && net->size != opts->ranks)
+    else if (net && net->size != opts->ranks * N && N == 1)
         st = zb_err_set(err, ZB_EINVAL,
                         "--ranks %d but %d processes were started: run one process per pipeline "
                         "rank (mpirun -np %d)",
                         opts->ranks, net->size, opts->ranks);
+    else if (net && net->size != opts->ranks * N)
+        st = zb_err_set(err, ZB_EINVAL,
+                        "--dp %d x --ranks %d = %d ranks but %d processes were started: run one "
+                        "process per rank of every replica (mpirun -np %d)",
+                        N, opts->ranks, N * opts->ranks, net->size, N * opts->ranks);
     else if (net && cfg->save_model_path)
         st = zb_err_set(err, ZB_EUNSUPPORTED,
                         "--save-model is not available with --transport mpi (use --save)");
@@ -264,7 +298,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         goto out;
     long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
     const int me = net ? net->rank : 0; /* the rank whose figures this process reports */
-    args = calloc((size_t)pl.P, sizeof *args);
+    const int world_size = pl.P * pl.N;
+    args = calloc((size_t)world_size, sizeof *args);
     step_ms = calloc(todo > 0 ? (size_t)todo : 1, sizeof *step_ms);
     double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
     if (!args || !step_ms || !tps) {
@@ -272,14 +307,18 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         st = zb_err_set(err, ZB_ENOMEM, "out of memory starting the pipeline");
         goto out;
     }
-    for (int r = 0; r < pl.P; r++)
-        args[r] = &pl.ranks[r];
-    if (net || (st = zb_thread_world_new(pl.P, mailbox_capacity(&pl), opts->timeout, &world,
+    for (int g = 0; g < world_size; g++)
+        args[g] = &pl.ranks[g];
+    if (net || (st = zb_thread_world_new(world_size, mailbox_capacity(&pl), opts->timeout, &world,
                                          err)) == ZB_OK)
         st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
                               cfg->resume_path != NULL, cfg->steps, err);
     summary->first_step = t.step;
     while (st == ZB_OK && t.step < cfg->steps) {
+        /* The report's timeline is the last step's: with processes, start it together so every
+         * rank's offsets share one origin (each from its own barrier exit). */
+        if (net && t.step == cfg->steps - 1 && (st = zb_barrier(net, err)) != ZB_OK)
+            break;
         double t0 = zb_now();
         if ((st = zb_trainer_next_batch(&t, err)) != ZB_OK)
             break;
@@ -328,9 +367,14 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
             gather(&pl, &t);
         if (summary->steps_run > 0 && !net)
             st = report_run(&pl, rep, err);
-        if (net) { /* only this process's rank: the others are in other processes */
-            rep->peak_stash_bytes[me] = (double)pl.ranks[me].live_peak;
+        for (int g = 0; !net && g < world_size; g++)
+            rep->rollbacks += pl.ranks[g].rollbacks;
+        if (net) { /* this process's own figures; rank 0 also gets replica 0's timelines */
             rep->rollbacks = pl.ranks[me].rollbacks;
+            if (summary->steps_run > 0)
+                st = pl_gather_report(&pl, rep, err);
+            if (!rep->measured && pl.ranks[me].rank < 1024)
+                rep->peak_stash_bytes[pl.ranks[me].rank] = (double)pl.ranks[me].live_peak;
         }
         if (st == ZB_OK && cfg->save_path) /* only after a complete run: never a partial one */
             st = save(&pl, &t, err);

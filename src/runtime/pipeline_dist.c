@@ -11,6 +11,8 @@
 #include "zbpp/handshake.h"
 #include "zbpp/util.h"
 
+/* Rank r of replica 0 (global rank r, since global = d·P + p) is in this process: the rank
+ * that writes shard r. Replica 0 speaks for every replica in checkpoints (they are identical). */
 static bool is_local(const pl_t *pl, int r)
 {
     return !pl->opts->transport || pl->opts->transport->rank == r;
@@ -48,6 +50,7 @@ zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_
         const zb_pipeline_opts_t *o = pl->opts;
         it[n++] = (zb_hs_item_t){"binary", zb_build_id()};
         it[n++] = (zb_hs_item_t){"ranks", HV(o->ranks)};
+        it[n++] = (zb_hs_item_t){"dp", HV(pl->N)};
         it[n++] = (zb_hs_item_t){"schedule", schedule_hash(pl->sched)};
         it[n++] = (zb_hs_item_t){"partition", hv(pl->first, (size_t)(pl->S + 1) * sizeof(int))};
         it[n++] = (zb_hs_item_t){"optimizer-sync", HV(o->opt_sync)};
@@ -116,6 +119,68 @@ static zb_status_t agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t
         return local;
     if (st != ZB_OK && err && err->status != st)
         *err = xerr;
+    return st;
+}
+
+/* ---- the run report across processes ---- */
+
+zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    zb_transport_t *net = pl->opts->transport;
+    const int me = net->rank, P = pl->P;
+    const uint32_t tag = zb_tag(ZB_TAG_REPORT, 0, 0);
+    zb_status_t st = ZB_OK, local = ZB_OK;
+    if (me > 0 && me < P) { /* replica 0's ranks: timeline (start, end) and stash peak */
+        const pl_rank_t *R = &pl->ranks[me];
+        size_t len = (size_t)R->tl.len;
+        double *row = malloc((2 * len + 1) * sizeof *row);
+        if (!row)
+            return zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
+        memcpy(row, R->tl.start, len * sizeof *row);
+        memcpy(row + len, R->tl.end, len * sizeof *row);
+        row[2 * len] = (double)R->live_peak;
+        st = zb_send(net, row, (2 * len + 1) * sizeof *row, 0, tag, err);
+        free(row);
+        if (st == ZB_OK)
+            st = zb_flush(net, err);
+    } else if (me == 0) {
+        zb_exec_timeline_t *tls = calloc((size_t)P, sizeof *tls);
+        double *peaks = calloc((size_t)P, sizeof *peaks);
+        double **rows = calloc((size_t)P, sizeof *rows);
+        if (!tls || !peaks || !rows)
+            local = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
+        else {
+            tls[0] = pl->ranks[0].tl;
+            peaks[0] = (double)pl->ranks[0].live_peak;
+        }
+        /* receive from every rank even after a local failure: they have sent already */
+        for (int r = 1; r < P && st == ZB_OK; r++) {
+            size_t len = (size_t)pl->sched->rank[r].len;
+            double *row = malloc((2 * len + 1) * sizeof *row);
+            if (!row) {
+                st = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
+                break;
+            }
+            st = zb_recv(net, row, (2 * len + 1) * sizeof *row, r, tag, err);
+            if (rows && local == ZB_OK) {
+                rows[r] = row;
+                tls[r] = (zb_exec_timeline_t){(int)len, row, row + len};
+                peaks[r] = row[2 * len];
+            } else {
+                free(row);
+            }
+        }
+        if (st == ZB_OK && local == ZB_OK)
+            local = pl_report_measured(pl, tls, peaks, rep, err);
+        for (int r = 1; rows && r < P; r++)
+            free(rows[r]);
+        free(rows), free(tls), free(peaks);
+    }
+    if (st != ZB_OK)
+        return st; /* a transport failure: the run aborts */
+    st = agree(pl, local, "write the run report (--trace)", err);
+    if (st != ZB_OK)
+        rep->failed_together = true;
     return st;
 }
 
@@ -257,7 +322,7 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
         if (!all)
             st = zb_err_set(err, ZB_ENOMEM, "out of memory");
         else if ((st = zb_allgather(net, row, 5, all, err)) == ZB_OK)
-            for (int r = 0; r < net->size; r++) {
+            for (int r = 0; r < pl->P; r++) { /* replica 0's rows: global ranks 0..P-1 */
                 const double *o = all + 5 * (size_t)r;
                 m.shard[r].bytes = (uint64_t)o[1] << 32 | (uint64_t)o[2];
                 m.shard[r].checksum = (uint64_t)o[3] << 32 | (uint64_t)o[4];
@@ -338,10 +403,11 @@ zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_er
     bool own = same_layout(pl, &m);
     if (st == ZB_OK && !own)
         st = assemble(&m, dir, t, err);
-    for (int r = 0; r < pl->P && st == ZB_OK; r++) {
-        if (!is_local(pl, r))
+    for (int g = 0; g < pl->P * pl->N && st == ZB_OK; g++) { /* every replica restores */
+        if (pl->opts->transport && pl->opts->transport->rank != g)
             continue;
-        pl_rank_t *R = &pl->ranks[r];
+        pl_rank_t *R = &pl->ranks[g];
+        int r = R->rank;
         R->skipped = m.skipped;
         if (!own) {
             size_t bytes = t->params.count * sizeof(float);

@@ -12,6 +12,12 @@
  * state and binary. `local` is this process's start-up status (err holds its message). */
 zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_err_t *err);
 
+/* After the last step of a distributed run (collective): replica 0's ranks send their timeline
+ * of the last step and their stash peak to rank 0, which fills the measured figures of `rep`
+ * (pl_report_measured) and writes the --trace files. Every rank learns whether that worked
+ * (then rep->failed_together). */
+zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
+
 /* Single-file checkpoint (zb_train_save format) of a distributed run: every unit's params and
  * moments go to rank 0, which writes cfg->save_path; all ranks return the same status. */
 zb_status_t pl_save_gathered(pl_t *pl, zb_trainer_t *t, zb_err_t *err);

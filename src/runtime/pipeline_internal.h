@@ -35,7 +35,13 @@ typedef struct {
 
 typedef struct {
     pl_t *pl;
-    int rank;
+    int rank;    /* pipeline rank p (stages, schedule program) */
+    int replica; /* data-parallel replica d */
+    int global;  /* d·P + p: index in pl->ranks and rank in the world transport */
+    /* views of the world for this step: the replica's pipeline and the replicas of rank p */
+    zb_transport_group_t pipe_view, dp_view;
+    float *dp_flat; /* [upd_elems] gradients of the update ranges, packed (dp > 1) */
+    float *dp_in, *dp_acc; /* [one chunk] a replica's chunk, the running sum (dp > 1) */
     zb_gpt2_params_t params;
     zb_gpt2_grads_t grads;
     zb_adamw_state_t opt;
@@ -65,6 +71,8 @@ struct pl {
     const zb_pipeline_opts_t *opts;
     zb_gpt2_config_t mcfg;
     int P, S, M, mbB, T;
+    int N;      /* data-parallel replicas; pl->ranks holds N·P entries */
+    int seq_per_replica; /* B/N sequences of the global batch per replica */
     size_t NC; /* B/M · T · C floats per activation message */
     int first[1025];
     zb_schedule_t *sched; /* lowered */
@@ -91,10 +99,25 @@ zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, z
 zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err);
 void pl_plan_free(pl_t *pl);
 
-zb_status_t pl_rank_init(pl_t *pl, int rank, const zb_gpt2_params_t *init,
+/* pipeline.c: the measured figures of replica 0 from its P timelines and stash peaks (bubble,
+ * span, busy, peaks into rep; the --trace files). */
+zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const double *peaks,
+                               zb_pipeline_report_t *rep, zb_err_t *err);
+
+/* Rank state pl->ranks[global] (pipeline rank global % P of replica global / P). */
+zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
                          const zb_adamw_state_t *opt, long skipped, zb_err_t *err);
 void pl_rank_free(pl_rank_t *R);
 /* The zb_rank_fn of one training step (compute, tied exchange, norm, optimizer). */
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
+
+/* pipeline_dp.c: buffers for the replica reduction (dp > 1); the reduction of the gradients of
+ * R's update ranges over the N replicas of its pipeline rank (group `dp`): every replica ends
+ * with g_0 + g_1 + ... + g_{N-1}, added in that order (reduce-scatter then all-gather, each
+ * replica summing one chunk); and the mean of the replicas' losses (head ranks). */
+zb_status_t pl_dp_alloc(pl_rank_t *R, zb_err_t *err);
+void pl_dp_free(pl_rank_t *R);
+zb_status_t pl_dp_reduce(zb_transport_t *dp, pl_rank_t *R, zb_err_t *err);
+zb_status_t pl_dp_mean_loss(zb_transport_t *dp, double *loss, zb_err_t *err);
 
 #endif

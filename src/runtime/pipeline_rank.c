@@ -103,13 +103,16 @@ static zb_status_t add_unit_ranges(pl_rank_t *R, int unit)
     return ZB_OK;
 }
 
-zb_status_t pl_rank_init(pl_t *pl, int rank, const zb_gpt2_params_t *init,
+zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
                          const zb_adamw_state_t *opt, long skipped, zb_err_t *err)
 {
-    pl_rank_t *R = &pl->ranks[rank];
+    pl_rank_t *R = &pl->ranks[global];
     memset(R, 0, sizeof *R);
     R->pl = pl;
-    R->rank = rank;
+    R->global = global;
+    R->rank = global % pl->P;
+    R->replica = global / pl->P;
+    const int rank = R->rank;
     R->skipped = skipped;
     zb_status_t st;
     if ((st = zb_gpt2_params_alloc(&R->params, &pl->mcfg, err)) != ZB_OK ||
@@ -161,6 +164,8 @@ zb_status_t pl_rank_init(pl_t *pl, int rank, const zb_gpt2_params_t *init,
     if (pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && R->upd_elems > 0 &&
         !(R->backup = malloc(3 * R->upd_elems * sizeof(float))))
         return oom(err, rank);
+    if ((st = pl_dp_alloc(R, err)) != ZB_OK)
+        return st;
     return zb_exec_timeline_alloc(&R->tl, pl->sched->rank[rank].len, err);
 }
 
@@ -181,6 +186,7 @@ void pl_rank_free(pl_rank_t *R)
     }
     free(R->st), free(R->local_of_stage), free(R->units), free(R->upd), free(R->backup);
     free(R->mb_loss), free(R->vec);
+    pl_dp_free(R);
     zb_exec_timeline_free(&R->tl);
     zb_adamw_state_free(&R->opt);
     zb_gpt2_grads_free(&R->grads);
@@ -272,7 +278,9 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     zb_gpt2_stash_t *sh = stash_of(ls, m, a->type == ZB_ACT_F, err);
     if (!sh)
         return ZB_ESCHEDULE;
-    size_t tok = (size_t)m * (size_t)pl->mbB * (size_t)pl->T;
+    /* this replica's slice of the global batch, then microbatch m of it */
+    size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
+                 (size_t)pl->T;
     zb_status_t st;
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_F:
@@ -435,6 +443,45 @@ static void inject_inf(pl_rank_t *R)
     R->grads.g.data[off[0]] = INFINITY;
 }
 
+/* This step's views of the world transport `t`: the replica's pipeline and the replicas of this
+ * pipeline rank. With one replica the pipeline is the world itself. */
+static zb_status_t make_views(zb_transport_t *t, pl_rank_t *R, zb_transport_t **pipe,
+                              zb_transport_t **dp, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    zb_status_t st = ZB_OK;
+    *pipe = t;
+    *dp = NULL;
+    if (pl->N > 1) {
+        if ((st = zb_transport_group_init(&R->pipe_view, t, R->replica * pl->P, 1, pl->P, err)) ==
+            ZB_OK)
+            st = zb_transport_group_init(&R->dp_view, t, R->rank, pl->P, pl->N, err);
+        *pipe = &R->pipe_view.base;
+        *dp = &R->dp_view.base;
+    }
+    return st;
+}
+
+/* The replica's part of the step: execute the program, fold the tied embedding, and sum the
+ * gradients over the replicas. */
+static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_rank_t *R,
+                                zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    zb_exec_ops_t ops = {.ctx = R,
+                         .compute = op_compute,
+                         .send_payload = op_send,
+                         .recv_payload = op_recv,
+                         .recv_bytes = op_recv_bytes};
+    zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = pl->t0};
+    zb_status_t st = zb_execute(pl->sched, pipe, &ops, &eo, &R->tl, err);
+    if (st == ZB_OK)
+        st = tied_embedding(pipe, R, err);
+    if (st == ZB_OK && dp)
+        st = pl_dp_reduce(dp, R, err);
+    return st;
+}
+
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
 {
     pl_rank_t *R = arg;
@@ -448,28 +495,33 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
         for (int m = 0; m < pl->M; m++)
             ls->slot[m] = -1;
     }
-    zb_exec_ops_t ops = {.ctx = R,
-                         .compute = op_compute,
-                         .send_payload = op_send,
-                         .recv_payload = op_recv,
-                         .recv_bytes = op_recv_bytes};
-    zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = pl->t0};
-    zb_status_t st = zb_execute(pl->sched, t, &ops, &eo, &R->tl, err);
+    zb_transport_t *pipe, *dp;
+    zb_status_t st = make_views(t, R, &pipe, &dp, err);
     if (st == ZB_OK)
-        st = tied_embedding(t, R, err);
+        st = compute_part(pipe, dp, R, err);
+    if (st == ZB_OK) {
+        inject_inf(R);
+        memset(R->vec, 0, (size_t)(pl->n_units + 1) * sizeof(double));
+        for (int i = 0; i < R->n_owned; i++)
+            R->vec[R->units[i]] = zb_grad_unit_sumsq(&R->grads.g, R->units[i]);
+        if (R->has_head) {
+            R->vec[pl->n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
+            if (dp) /* every rank of this dp group holds the head: all call it */
+                st = pl_dp_mean_loss(dp, &R->vec[pl->n_units], err);
+        }
+    }
+    if (st == ZB_OK)
+        st = optimizer(pipe, R, err);
     if (st != ZB_OK) {
+        if (pl->N > 1 && st != ZB_EABORT && err) { /* which replica, when there are several */
+            char inner[sizeof err->msg];
+            snprintf(inner, sizeof inner, "%s", err->msg);
+            snprintf(err->msg, sizeof err->msg, "replica %d, %.480s", R->replica, inner);
+        }
         if (st != ZB_EABORT)
             zb_transport_abort(t, err ? err->msg : zb_strerror(st));
         return st;
     }
-    inject_inf(R);
-    memset(R->vec, 0, (size_t)(pl->n_units + 1) * sizeof(double));
-    for (int i = 0; i < R->n_owned; i++)
-        R->vec[R->units[i]] = zb_grad_unit_sumsq(&R->grads.g, R->units[i]);
-    if (R->has_head)
-        R->vec[pl->n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
-    if ((st = optimizer(t, R, err)) != ZB_OK)
-        return st;
     R->loss = (float)R->vec[pl->n_units]; /* 0 + ... + loss + 0: exact */
     if (R->stats.skipped)
         R->skipped++;

@@ -14,7 +14,7 @@
 #include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"
 
-/* Tag kinds 0..4 belong to zb_tag; 15 carries abort notices (outside any zb_tag_kind_t). */
+/* Tag kinds 0..6 belong to zb_tag; 15 carries abort notices (outside any zb_tag_kind_t). */
 #define ABORT_TAG ((int)zb_tag((zb_tag_kind_t)15, 0, 0))
 #define MAX_SENDS 4096   /* staging buffers in flight before send() waits for one */
 #define MAX_POSTED 1024  /* early receives outstanding */
@@ -186,10 +186,10 @@ static zb_status_t check_size(mpi_t *m, size_t bytes, zb_err_t *err)
 static const char *describe(uint32_t tag, int peer, bool sending, char *buf, size_t cap)
 {
     static const char *const kinds[] = {"activation", "gradient", "collective", "exchange",
-                                        "user message"};
+                                        "user message", "replica gradient", "report"};
     int k = zb_tag_kind(tag);
     snprintf(buf, cap, "%s %s %s rank %d (stage %d, mb %d)", sending ? "sending" : "receiving",
-             k < 5 ? kinds[k] : "message", sending ? "to" : "from", peer, zb_tag_stage(tag),
+             k < 7 ? kinds[k] : "message", sending ? "to" : "from", peer, zb_tag_stage(tag),
              zb_tag_mb(tag));
     return buf;
 }

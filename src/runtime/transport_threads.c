@@ -59,9 +59,10 @@ static zb_status_t aborted_error(zb_thread_world_t *w, int self, zb_err_t *err)
 
 static const char *tag_kind_name(uint32_t tag)
 {
-    static const char *names[] = {"activation", "gradient", "collective", "exchange", "user"};
+    static const char *names[] = {"activation", "gradient", "collective", "exchange", "user",
+                                  "replica gradient", "report"};
     int k = zb_tag_kind(tag);
-    return k < 5 ? names[k] : "unknown";
+    return k < 7 ? names[k] : "unknown";
 }
 
 /* Deadline for a blocking call, on the monotonic clock (the condvars use it too). */

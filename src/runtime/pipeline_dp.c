@@ -1,0 +1,123 @@
+/* zbpp — data-parallel replicas of the pipeline (--dp N): the fixed-order gradient sum across
+ * the replicas of one pipeline rank, and the replicas' mean loss.
+ *
+ * The update ranges of a rank (its norm units, plus the tied WTE copy on a head rank without the
+ * embedding) are packed into one flat vector and split into N chunks. Reduce-scatter: replica k
+ * receives chunk k from every replica and adds them in replica order, g_0 + g_1 + ... + g_{N-1};
+ * all-gather: it sends the sum back to everyone. Each element is added in the same order on
+ * whichever replica sums it, so every replica ends with the same bits, and each rank moves
+ * 2·(N-1)/N of its gradient instead of N-1 copies. MPI_Allreduce is never used: its order is
+ * unspecified. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+
+/* First element of chunk k of n elements split N ways. */
+static size_t chunk_lo(size_t n, int N, int k)
+{
+    return n / (size_t)N * (size_t)k + (n % (size_t)N) * (size_t)k / (size_t)N;
+}
+
+static size_t max_chunk(size_t n, int N)
+{
+    size_t most = 0;
+    for (int k = 0; k < N; k++) {
+        size_t c = chunk_lo(n, N, k + 1) - chunk_lo(n, N, k);
+        if (c > most)
+            most = c;
+    }
+    return most;
+}
+
+zb_status_t pl_dp_alloc(pl_rank_t *R, zb_err_t *err)
+{
+    int N = R->pl->N;
+    if (N <= 1)
+        return ZB_OK;
+    size_t n = R->upd_elems, c = max_chunk(n, N);
+    R->dp_flat = malloc((n ? n : 1) * sizeof(float));
+    R->dp_in = malloc((c ? c : 1) * sizeof(float));
+    R->dp_acc = malloc((c ? c : 1) * sizeof(float));
+    if (!R->dp_flat || !R->dp_in || !R->dp_acc)
+        return zb_err_set(err, ZB_ENOMEM, "rank %d of replica %d: out of memory for the replica "
+                          "reduction", R->rank, R->replica);
+    return ZB_OK;
+}
+
+void pl_dp_free(pl_rank_t *R)
+{
+    free(R->dp_flat), free(R->dp_in), free(R->dp_acc);
+    R->dp_flat = R->dp_in = R->dp_acc = NULL;
+}
+
+/* flat <-> the gradient buffer's update ranges, in range order */
+static void pack(pl_rank_t *R, bool to_flat)
+{
+    float *f = R->dp_flat;
+    for (int i = 0; i < R->n_upd; i++) {
+        float *g = R->grads.g.data + R->upd[i].off;
+        size_t bytes = R->upd[i].count * sizeof(float);
+        if (to_flat)
+            memcpy(f, g, bytes);
+        else
+            memcpy(g, f, bytes);
+        f += R->upd[i].count;
+    }
+}
+
+zb_status_t pl_dp_reduce(zb_transport_t *dp, pl_rank_t *R, zb_err_t *err)
+{
+    const int N = dp->size, d = dp->rank;
+    if (N <= 1 || R->upd_elems == 0)
+        return ZB_OK;
+    const size_t n = R->upd_elems;
+    const uint32_t scatter = zb_tag(ZB_TAG_DP, 0, 0), gather = zb_tag(ZB_TAG_DP, 1, 0);
+    float *flat = R->dp_flat;
+    pack(R, true);
+    zb_status_t st = ZB_OK;
+    /* sends are buffered by the transport contract: all of them first, then the receives */
+    for (int k = 0; k < N && st == ZB_OK; k++) {
+        size_t lo = chunk_lo(n, N, k), hi = chunk_lo(n, N, k + 1);
+        if (k != d && hi > lo)
+            st = zb_send(dp, flat + lo, (hi - lo) * sizeof(float), k, scatter, err);
+    }
+    const size_t lo = chunk_lo(n, N, d), c = chunk_lo(n, N, d + 1) - lo;
+    float *acc = R->dp_acc;
+    for (int k = 0; k < N && st == ZB_OK && c > 0; k++) {
+        const float *x = flat + lo;
+        if (k != d) {
+            if ((st = zb_recv(dp, R->dp_in, c * sizeof(float), k, scatter, err)) != ZB_OK)
+                break;
+            x = R->dp_in;
+        }
+        if (k == 0)
+            memcpy(acc, x, c * sizeof(float));
+        else
+            for (size_t i = 0; i < c; i++)
+                acc[i] += x[i]; /* (...(g_0 + g_1) + ...) + g_k: the documented order */
+    }
+    if (st == ZB_OK && c > 0)
+        memcpy(flat + lo, acc, c * sizeof(float));
+    for (int k = 0; k < N && st == ZB_OK && c > 0; k++)
+        if (k != d)
+            st = zb_send(dp, flat + lo, c * sizeof(float), k, gather, err);
+    for (int k = 0; k < N && st == ZB_OK; k++) {
+        size_t klo = chunk_lo(n, N, k), khi = chunk_lo(n, N, k + 1);
+        if (k != d && khi > klo)
+            st = zb_recv(dp, flat + klo, (khi - klo) * sizeof(float), k, gather, err);
+    }
+    if (st == ZB_OK)
+        pack(R, false);
+    return st;
+}
+
+zb_status_t pl_dp_mean_loss(zb_transport_t *dp, double *loss, zb_err_t *err)
+{
+    if (dp->size <= 1)
+        return ZB_OK;
+    zb_status_t st = zb_allreduce_sum(dp, loss, 1, err); /* 0.0 + l_0 + l_1 + ...: in order */
+    if (st == ZB_OK)
+        *loss /= (double)dp->size;
+    return st;
+}

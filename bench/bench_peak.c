@@ -1,0 +1,85 @@
+/* bench_peak — the single-core fp32 FMA ceiling of this CPU, to judge BLAS figures against.
+ *
+ * Runs independent chains of fused multiply-adds on the widest vectors the compiler targets
+ * (-march=native: AVX-512 here) with enough accumulators to hide FMA latency, and reports
+ * GFLOP/s (2 FLOP per lane per FMA), median of several runs. No library involved.
+ * Usage: bench_peak [runs] */
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "zbpp/util.h"
+
+#if defined(__AVX512F__)
+typedef __m512 vec_t;
+#define LANES 16
+#define VSET1(x) _mm512_set1_ps(x)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VSUM(v) _mm512_reduce_add_ps(v)
+#define ISA "AVX-512"
+#elif defined(__AVX2__) && defined(__FMA__)
+typedef __m256 vec_t;
+#define LANES 8
+#define VSET1(x) _mm256_set1_ps(x)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm256_add_ps(a, b)
+static float vsum256(__m256 v)
+{
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#define VSUM(v) vsum256(v)
+#define ISA "AVX2+FMA"
+#else
+#error "bench_peak needs AVX2+FMA or AVX-512 (build with -march=native)"
+#endif
+
+#define ACCS 12 /* > latency (4) x ports (2): keeps both FMA pipes busy */
+
+static float fma_loop(long iters, float *sink)
+{
+    vec_t acc[ACCS];
+    for (int i = 0; i < ACCS; i++)
+        acc[i] = VSET1(0.001f * (float)i);
+    const vec_t a = VSET1(0.999999f), b = VSET1(1e-7f);
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < ACCS; i++)
+            acc[i] = VFMA(acc[i], a, b);
+    vec_t s = acc[0];
+    for (int i = 1; i < ACCS; i++)
+        s = VADD(s, acc[i]);
+    *sink = VSUM(s);
+    return *sink;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    int runs = argc > 1 ? atoi(argv[1]) : 7;
+    if (runs < 1 || runs > 100) {
+        fprintf(stderr, "bench_peak: runs must be 1..100\n");
+        return 2;
+    }
+    const long iters = 20L * 1000 * 1000;
+    double gflops[100];
+    float sink = 0;
+    fma_loop(iters / 10, &sink); /* warm up clocks */
+    for (int r = 0; r < runs; r++) {
+        double t0 = zb_now();
+        fma_loop(iters, &sink);
+        double dt = zb_now() - t0;
+        gflops[r] = 2.0 * LANES * ACCS * (double)iters / dt / 1e9;
+    }
+    qsort(gflops, (size_t)runs, sizeof gflops[0], cmp_double);
+    printf("single-core fp32 FMA peak (%s, %d accumulators): median %.1f GFLOP/s, best %.1f "
+           "(runs %d, checksum %g)\n",
+           ISA, ACCS, gflops[runs / 2], gflops[runs - 1], runs, (double)sink);
+    return 0;
+}

@@ -109,6 +109,11 @@ typedef struct {
     /* the measured figures (bubble, span, busy, peaks, trace) are those of replica 0's P ranks;
      * with an external transport they are gathered to its rank 0 and filled there only */
     bool measured;            /* bubble_measured & co. are filled */
+    /* --dp > 1: after the run every rank's parameters and AdamW moments were hashed and compared
+     * with replica 0's rank of the same pipeline position; replicas_differ counts mismatches
+     * (0 = all replicas identical, as they must be) */
+    bool replicas_checked;
+    int replicas_differ;
 } zb_pipeline_report_t;
 
 /* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,

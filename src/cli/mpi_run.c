@@ -48,6 +48,9 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
                o[2] / steps / 1e6, o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
         rollbacks += (long)o[1];
     }
+    if (rep->replicas_checked)
+        printf("replicas: %d, %s after the run (parameter and AdamW state hashes)\n",
+               world / P, rep->replicas_differ ? "DIFFERENT" : "identical");
     if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
         printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
     if (pc->opts.trace_path && rep->measured) {
@@ -131,9 +134,16 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     }
     if (net->rank == 0 && !c->quiet)
         print_report(pc, c, &sum, rep, all, net->size);
+    int status = 0;
+    if (rep->replicas_checked && rep->replicas_differ > 0) { /* every rank knows: never expected */
+        if (net->rank == 0)
+            fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",
+                    rep->replicas_differ);
+        status = 1;
+    }
     fflush(stdout);
     free(rep), free(all);
     zb_transport_destroy(net);
     zb_mpi_finalize();
-    return 0;
+    return status;
 }

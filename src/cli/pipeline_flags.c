@@ -141,6 +141,12 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         free(rep);
         return (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
     }
+    if (rep->replicas_checked && rep->replicas_differ > 0) { /* never expected: a bug */
+        fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",
+                rep->replicas_differ);
+        free(rep);
+        return 1;
+    }
     if (!c->quiet) {
         printf("pipeline: %s\n", rep->note);
         printf("partition (first block of each stage):");
@@ -158,6 +164,9 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
                 printf("rank %d activation stash peak: measured %.2f MiB, predicted %.2f MiB\n", r,
                        rep->peak_stash_bytes[r] / 1048576.0,
                        rep->predicted_stash_bytes[r] / 1048576.0);
+            if (rep->replicas_checked && rep->replicas_differ == 0)
+                printf("replicas: %d, identical after the run (parameter and AdamW state "
+                       "hashes)\n", pc->opts.dp);
             if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
                 printf("optimizer post-validation: %ld rank-steps rolled back and redone\n",
                        rep->rollbacks);

@@ -362,6 +362,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         rep->step_ms_median = step_ms[summary->steps_run / 2];
     }
     free(tps);
+    if (st == ZB_OK && summary->steps_run > 0)
+        st = pl_dp_check(&pl, rep, err);
     if (st == ZB_OK) {
         if (!net)
             gather(&pl, &t);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "runtime/pipeline_internal.h"
+#include "zbpp/handshake.h"
 
 /* First element of chunk k of n elements split N ways. */
 static size_t chunk_lo(size_t n, int N, int k)
@@ -119,5 +120,45 @@ zb_status_t pl_dp_mean_loss(zb_transport_t *dp, double *loss, zb_err_t *err)
     zb_status_t st = zb_allreduce_sum(dp, loss, 1, err); /* 0.0 + l_0 + l_1 + ...: in order */
     if (st == ZB_OK)
         *loss /= (double)dp->size;
+    return st;
+}
+
+static uint64_t state_hash(const pl_rank_t *R)
+{
+    size_t bytes = R->params.count * sizeof(float);
+    uint64_t h = zb_hash_bytes(ZB_HASH_SEED, R->params.data, bytes);
+    h = zb_hash_bytes(h, R->opt.m.data, bytes);
+    return zb_hash_bytes(h, R->opt.v.data, bytes);
+}
+
+zb_status_t pl_dp_check(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    const int P = pl->P, world = P * pl->N;
+    zb_transport_t *net = pl->opts->transport;
+    if (pl->N <= 1)
+        return ZB_OK;
+    /* two exact 32-bit halves per rank, so a double carries them through allgather */
+    double *all = calloc(2 * (size_t)world, sizeof *all);
+    if (!all)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory checking the replicas");
+    zb_status_t st = ZB_OK;
+    for (int g = 0; g < world; g++)
+        if (!net || g == net->rank) {
+            uint64_t h = state_hash(&pl->ranks[g]);
+            all[2 * g] = (double)(uint32_t)(h >> 32);
+            all[2 * g + 1] = (double)(uint32_t)h;
+        }
+    if (net) {
+        double mine[2] = {all[2 * net->rank], all[2 * net->rank + 1]};
+        st = zb_allgather(net, mine, 2, all, err);
+    }
+    if (st == ZB_OK) {
+        rep->replicas_checked = true;
+        rep->replicas_differ = 0;
+        for (int g = P; g < world; g++)
+            rep->replicas_differ += all[2 * g] != all[2 * (g % P)] ||
+                                    all[2 * g + 1] != all[2 * (g % P) + 1];
+    }
+    free(all);
     return st;
 }

@@ -119,5 +119,8 @@ zb_status_t pl_dp_alloc(pl_rank_t *R, zb_err_t *err);
 void pl_dp_free(pl_rank_t *R);
 zb_status_t pl_dp_reduce(zb_transport_t *dp, pl_rank_t *R, zb_err_t *err);
 zb_status_t pl_dp_mean_loss(zb_transport_t *dp, double *loss, zb_err_t *err);
+/* After the run (collective with a transport): hash each rank's params + moments and count the
+ * ranks that differ from replica 0's (rep->replicas_checked, replicas_differ). */
+zb_status_t pl_dp_check(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
 
 #endif

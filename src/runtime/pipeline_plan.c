@@ -23,9 +23,10 @@ zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
     zb_profile_t *p = calloc(1, sizeof *p);
     if (!p)
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the profile");
-    /* as many measuring threads as ranks will run at once (one per core) */
+    /* as many measuring threads as ranks will run at once (one per core), every replica's */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = pl->P < cores ? pl->P : (int)(cores > 0 ? cores : 1);
+    int world = pl->P * pl->N;
+    int threads = world < cores ? world : (int)(cores > 0 ? cores : 1);
     if (threads > ZB_PROFILE_MAX_THREADS)
         threads = ZB_PROFILE_MAX_THREADS;
     zb_status_t st = zb_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, threads,

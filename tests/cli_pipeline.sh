@@ -29,6 +29,14 @@ out=$("$ZBPP" train --text "$SRC/data/demo_corpus.txt" --layers 4 --channels 32 
       --seq 16 --batch 8 --microbatches 4 --steps 2 --ranks 2 --schedule zb-h1 2>/dev/null)
 grep -q "bubble: measured .* predicted" <<<"$out" || { echo "FAIL: no bubble report"; exit 1; }
 
+# --dp 2 --ranks 2: replicas of the pipeline, the same bits as --dp 2 --ranks 1
+"$ZBPP" train "${common[@]}" --dp 2 --save "$tmp/d1.ckpt"
+loud=("${common[@]:0:${#common[@]}-1}") # without the trailing --quiet: the report is printed
+out=$("$ZBPP" train "${loud[@]}" --dp 2 --ranks 2 --schedule zb-h1 \
+      --save "$tmp/d2.ckpt" 2>/dev/null)
+cmp "$tmp/d1.ckpt" "$tmp/d2.ckpt" || { echo "FAIL: --dp 2 --ranks 2 differs from --ranks 1"; exit 1; }
+grep -q "replicas: 2, identical after the run" <<<"$out" || { echo "FAIL: no replica check: $out"; exit 1; }
+
 expect_refused() { # expected-substring, args...
   local want=$1; shift
   set +e
@@ -43,4 +51,7 @@ expect_refused "not divisible" --ranks 2 --microbatches 3
 expect_refused "unknown schedule" --ranks 2 --schedule nope
 expect_refused "optimizer-sync" --ranks 2 --optimizer-sync sometimes
 expect_refused "memory" --ranks 2 --schedule zb-h2 --mem-limit 100
+expect_refused "not divisible by --dp 3" --ranks 2 --dp 3
+expect_refused "per replica is not divisible by --microbatches 4" --ranks 2 --dp 4
+expect_refused "positive integer" --dp 0
 echo "cli_pipeline: ok"

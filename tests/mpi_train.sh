@@ -1,6 +1,7 @@
 # zbpp train --transport mpi: the same bits as the thread transport and as --ranks 1 (losses in
-# --metrics, checkpoint bytes), with -np 2 and -np 4 on localhost; sharded checkpoints resume
-# bit-exactly across transports (threads <-> MPI) and across rank counts.
+# --metrics, checkpoint bytes), with -np 2 and -np 4 on localhost; --dp 2 x P 2 at -np 4 against
+# threads; --trace (timelines gathered to rank 0); sharded checkpoints resume bit-exactly across
+# transports (threads <-> MPI) and across rank counts.
 # usage: bash mpi_train.sh <zbpp> <source dir>
 source "$(dirname "$0")/mpi_common.inc"
 set -u
@@ -26,6 +27,59 @@ for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier" "4 zb-h2" "2 zb-v"; do
     cmp -s thr.ckpt mpi.ckpt || fail "$label: MPI checkpoint differs from threads"
     same_as_ref "mpi $label" mpi.jsonl mpi.ckpt
 done
+
+# --dp 2 x P 2 at -np 4 (global rank = replica*P + pipeline rank): the same bits as the thread
+# run, and as --dp 2 --ranks 1 (the replicas without a pipeline); the replicas end identical
+D="--text $TEXT --layers 4 --channels 32 --heads 2 --batch 8 --seq 16 --microbatches 2 --quiet --steps 4"
+"$Z" train $D --dp 2 --metrics dpref.jsonl --save dpref.ckpt || fail "threads --dp 2 --ranks 1"
+"$Z" train $D --dp 2 --ranks 2 --schedule zb-h1 --metrics dpthr.jsonl --save dpthr.ckpt ||
+    fail "threads --dp 2 --ranks 2"
+$MPIRUN -np 4 "$Z" train ${D/--quiet/} --transport mpi --dp 2 --schedule zb-h1 \
+    --metrics dpmpi.jsonl --save dpmpi.ckpt >dp.out 2>&1 || fail "mpirun -np 4 --dp 2: $(tail -3 dp.out)"
+cmp -s dpthr.ckpt dpmpi.ckpt || fail "--dp 2 -np 4: MPI checkpoint differs from threads"
+cmp -s dpref.ckpt dpmpi.ckpt || fail "--dp 2 -np 4: checkpoint differs from --dp 2 --ranks 1"
+diff <(metrics_core dpthr.jsonl) <(metrics_core dpmpi.jsonl) >/dev/null || fail "--dp 2: MPI losses differ from threads"
+grep -q "replicas: 2, identical after the run" dp.out || fail "no replica check in: $(cat dp.out)"
+grep -q "rank 3 (replica 1, pipeline rank 1)" dp.out || fail "report does not name replica ranks"
+echo "ok: --dp 2 x --ranks 2 at -np 4 bit-identical to threads and to --dp 2 --ranks 1"
+$MPIRUN -np 3 "$Z" train $D --transport mpi --dp 2 >out.txt 2>&1 && fail "--dp 2 at -np 3 was accepted"
+grep -q -- "3 processes cannot be split into --dp 2 equal pipelines" out.txt ||
+    fail "no clear --dp world size message: $(head -3 out.txt)"
+$MPIRUN -np 3 "$Z" train $D --transport mpi --dp 2 --ranks 2 >out.txt 2>&1 &&
+    fail "--dp 2 --ranks 2 at -np 3 was accepted"
+grep -q -- "--dp 2 x --ranks 2 = 4 ranks but 3 processes were started" out.txt ||
+    fail "no clear --dp x --ranks message: $(head -3 out.txt)"
+echo "ok: a world size that is not --dp x --ranks is refused"
+
+# --trace under MPI: rank 0 gathers every rank's timeline of the last step (one track per
+# pipeline rank), writes the measured and predicted traces and reports the measured bubble
+$MPIRUN -np 2 "$Z" train ${M/--quiet/} --steps 2 --transport mpi --schedule zb-h1 \
+    --trace tr.json >tr.out 2>&1 || fail "mpirun --trace: $(tail -3 tr.out)"
+grep -q "bubble: measured .* predicted" tr.out || fail "no measured bubble under MPI: $(cat tr.out)"
+for f in tr.json tr.predicted.json tr.svg tr.predicted.svg; do
+    [ -s "$f" ] || fail "--trace did not write $f"
+done
+python3 - tr.json 2 <<'PY' || fail "tr.json is not a Chrome trace with one track per rank"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+ranks = int(sys.argv[2])
+spans = [e for e in events if e.get("ph") == "X"]
+tracks = {e["tid"] for e in spans}
+assert tracks == set(range(ranks)), tracks
+for e in spans:
+    assert e["dur"] >= 0 and e["ts"] >= 0, e
+# each rank ran its whole program: F, B and W of 8 microbatches at least
+for r in range(ranks):
+    names = [e["name"] for e in spans if e["tid"] == r]
+    assert sum(n.startswith("F") for n in names) >= 8, (r, names[:5])
+# one time origin: F of stage 1 starts after F of stage 0 of the same microbatch ended (it
+# waits for its activation), up to the skew of the ranks' barrier exits (allow 5 ms)
+end0 = {e["args"]["mb"]: e["ts"] + e["dur"] for e in spans if e["tid"] == 0 and e["name"].startswith("F ")}
+for e in spans:
+    if e["tid"] == 1 and e["name"].startswith("F "):
+        assert e["ts"] >= end0[e["args"]["mb"]] - 5000, (e, end0)
+PY
+echo "ok: --trace under MPI writes a valid Chrome trace with one track per rank"
 
 # --ranks must match the number of processes; it defaults to it
 $MPIRUN -np 2 "$Z" train $M --steps 1 --transport mpi --ranks 3 >out.txt 2>&1 &&

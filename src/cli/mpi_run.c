@@ -90,11 +90,18 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         print_error(NULL, st, &err);
         return st == ZB_EUNSUPPORTED ? 2 : 1;
     }
-    if (!pc->ranks_given) { /* one pipeline per --dp replica; a size that does not divide is
-                             * refused with both figures by zb_pipeline_train */
-        int n = pc->opts.dp > 1 ? pc->opts.dp : 1;
-        pc->opts.ranks = net->size % n == 0 ? net->size / n : net->size;
+    int replicas = pc->opts.dp > 1 ? pc->opts.dp : 1;
+    if (!pc->ranks_given && net->size % replicas != 0) { /* every rank sees the same figures */
+        if (net->rank == 0)
+            fprintf(stderr, "zbpp train: %d processes cannot be split into --dp %d equal "
+                            "pipelines: start a multiple of %d (mpirun -np N)\n",
+                    net->size, replicas, replicas);
+        zb_transport_destroy(net);
+        zb_mpi_finalize();
+        return 2;
     }
+    if (!pc->ranks_given) /* one pipeline rank per process of each --dp replica */
+        pc->opts.ranks = net->size / replicas;
     pc->opts.transport = net;
     pc->opts.pin = false; /* one process per rank: the launcher binds processes to cores */
     zb_train_config_t mine = *c;

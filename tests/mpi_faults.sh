@@ -16,6 +16,13 @@ grep -q "rank 1 disagrees on: schedule, lr" out.txt || fail "no mismatch message
 [ "$(grep -c "disagrees" out.txt)" = 1 ] || fail "the mismatch was reported more than once"
 echo "ok: mismatched flags -> 'rank 1 disagrees on: schedule, lr'"
 
+# a different --dp (each side's world size fits its own flags): named by the handshake
+$MPIRUN -np 2 "$Z" train ${M/8 --quiet/4 --quiet} --steps 1 --transport mpi --dp 2 --ranks 2 : \
+    -np 2 "$Z" train ${M/8 --quiet/4 --quiet} --steps 1 --transport mpi --dp 1 --ranks 4 >out.txt 2>&1 &&
+    fail "mismatched --dp was accepted"
+grep -q "rank 2 disagrees on: ranks, dp" out.txt || fail "no --dp mismatch message: $(head -3 out.txt)"
+echo "ok: mismatched --dp -> 'rank 2 disagrees on: ranks, dp, ...'"
+
 # a different binary
 cp "$Z" ./zbpp_other && printf 'x' >>./zbpp_other
 $MPIRUN -np 1 "$Z" train $M --steps 2 --transport mpi : \

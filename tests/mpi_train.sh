@@ -42,6 +42,16 @@ diff <(metrics_core dpthr.jsonl) <(metrics_core dpmpi.jsonl) >/dev/null || fail 
 grep -q "replicas: 2, identical after the run" dp.out || fail "no replica check in: $(cat dp.out)"
 grep -q "rank 3 (replica 1, pipeline rank 1)" dp.out || fail "report does not name replica ranks"
 echo "ok: --dp 2 x --ranks 2 at -np 4 bit-identical to threads and to --dp 2 --ranks 1"
+# replica 0 writes the sharded checkpoint (2 shards); every replica resumes from it
+DC="${D/--quiet/--quiet --lr-schedule constant}"
+"$Z" train ${DC/--steps 4/--steps 6} --dp 2 --save dpstraight.ckpt || fail "threads --dp 2 straight run"
+$MPIRUN -np 4 "$Z" train ${DC/--steps 4/--steps 3} --transport mpi --dp 2 --schedule zb-h1 \
+    --checkpoint-format sharded --save dp.sh || fail "mpi --dp 2 sharded save"
+[ "$(ls dp.sh.3-*.rank* | wc -l)" = 2 ] || fail "expected 2 shards (replica 0's ranks): $(ls dp.sh*)"
+$MPIRUN -np 4 "$Z" train --quiet --text "$TEXT" --steps 6 --transport mpi --dp 2 --schedule zb-h1 \
+    --resume dp.sh --save dpres.ckpt || fail "mpi --dp 2 resume"
+cmp -s dpres.ckpt dpstraight.ckpt || fail "--dp 2 sharded resume under MPI is not bit-exact"
+echo "ok: --dp 2 sharded checkpoint (replica 0's shards) resumes bit-exactly under MPI"
 $MPIRUN -np 3 "$Z" train $D --transport mpi --dp 2 >out.txt 2>&1 && fail "--dp 2 at -np 3 was accepted"
 grep -q -- "3 processes cannot be split into --dp 2 equal pipelines" out.txt ||
     fail "no clear --dp world size message: $(head -3 out.txt)"

@@ -315,9 +315,12 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
     else if (net) {
         /* rank 0 needs every shard's size and checksum for the manifest */
         int me = net->rank;
-        double row[5] = {0, (double)(m.shard[me].bytes >> 32), (double)(uint32_t)m.shard[me].bytes,
-                         (double)(m.shard[me].checksum >> 32),
-                         (double)(uint32_t)m.shard[me].checksum};
+        double row[5] = {0, 0, 0, 0, 0}; /* other replicas write no shard: zeros */
+        if (me < pl->P) {
+            const zb_ckpt_shard_ref_t *sh = &m.shard[me];
+            row[1] = (double)(sh->bytes >> 32), row[2] = (double)(uint32_t)sh->bytes;
+            row[3] = (double)(sh->checksum >> 32), row[4] = (double)(uint32_t)sh->checksum;
+        }
         double *all = calloc(5 * (size_t)net->size, sizeof *all);
         if (!all)
             st = zb_err_set(err, ZB_ENOMEM, "out of memory");

@@ -29,7 +29,7 @@ for s in 1f1b zb-h1 zb-h2; do
     "$(field 'peak memory' "$line")" "$(awk -v a="$mk" -v b="$base" 'BEGIN{printf "%.3fx", a/b}')"
   "$ZBPP" schedule -s "$s" -p "$P" -m "$M" --cost "$COST" --format svg -o "$OUT/plan_${s}.svg"
 done
-echo "  (memory in units of one microbatch's activations; zb-h2 buys its zero bubble with 2P-1)"
+echo "  (memory in units of one microbatch's activations; zb-h2 buys its smaller bubble with 2P-1 of them)"
 
 # ---- 2. training ----
 # Compute dominates at this size (C=256, T=128): the bubble is about scheduling, not overhead.

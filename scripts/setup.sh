@@ -2,7 +2,7 @@
 # Install the Debian packages zbpp needs, only those missing. Never downloads anything else.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev libblis-dev libcmocka-dev libglpk-dev
-          libopenmpi-dev openmpi-bin clang libclang-rt-14-dev)
+          libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -105,11 +105,11 @@ zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
                               int T, zb_gpt2_stash_t **out, zb_err_t *err);
 void zb_gpt2_stash_free(zb_gpt2_stash_t *st);
 /* Discard whatever the stash holds (e.g. after an aborted step or an evaluation-only forward);
- * its state becomes empty. Added by helper k. */
+ * its state becomes empty. */
 void zb_gpt2_stash_reset(zb_gpt2_stash_t *st);
 /* Head stage, between F and B: the [B,T,Vp] softmax probabilities over the real vocabulary
  * (padded columns 0), e.g. for evaluation or sampling. NULL for other stages or other states.
- * Added by helper k. */
+ * */
 const float *zb_gpt2_stash_probs(const zb_gpt2_stash_t *st);
 /* Bytes this stash logically holds now: 0 before F, F's kept activations after F, what W still
  * needs after B, 0 after W. */

@@ -77,7 +77,7 @@ typedef struct {
     int inject_inf_unit;
     long fail_step;
     int fail_rank, fail_action;
-    /* Distributed run (helper m, docs/mpi.md): NULL = every rank a thread of this process; else
+    /* Distributed run (docs/mpi.md): NULL = every rank a thread of this process; else
      * this process runs only rank transport->rank of transport->size == ranks processes (MPI),
      * checks with the others at start-up (zb_handshake) and reports figures of its own rank. */
     struct zb_transport *transport;

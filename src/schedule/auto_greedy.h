@@ -1,4 +1,4 @@
-/* Internal API of the automatic scheduler (helper "a"): the greedy list scheduler, the
+/* Internal API of the automatic scheduler: the greedy list scheduler, the
  * minimal-memory schedule, the local-improvement pass and the strategy sweep. Not public: the
  * public entry points are the registered generators ("auto", "zb-v", ...) and zbpp/plan.h. */
 #ifndef ZBPP_AUTO_GREEDY_H

@@ -1,4 +1,4 @@
-/* Internal: keep-the-best bookkeeping and the greedy strategy sweep (helper "a"). */
+/* Internal: keep-the-best bookkeeping and the greedy strategy sweep. */
 #ifndef ZBPP_AUTO_SWEEP_H
 #define ZBPP_AUTO_SWEEP_H
 

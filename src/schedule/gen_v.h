@@ -1,4 +1,4 @@
-/* Internal: V-shaped families (helper "a"): zb-v, v-half, v-min (gen_v.c), dualpipev
+/* Internal: V-shaped families: zb-v, v-half, v-min (gen_v.c), dualpipev
  * (gen_dualpipev.c), interleaved-zb (gen_interleaved_zb.c). */
 #ifndef ZBPP_GEN_V_H
 #define ZBPP_GEN_V_H

@@ -1,6 +1,6 @@
 /* The registry of schedule families and the preamble every generator shares. */
 #include "schedule/generators.h"
-#include "schedule/gen_v.h" /* helper a: V family, interleaved-zb, auto, optimal */
+#include "schedule/gen_v.h" /* V family, interleaved-zb, auto, optimal */
 
 #include <string.h>
 

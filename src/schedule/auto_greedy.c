@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "schedule/sched_index.h"
+
 #define EPS 1e-9
 
 zb_greedy_opts_t zb_greedy_defaults(void)
@@ -89,13 +91,7 @@ double zb_schedule_peak_memory(const zb_schedule_t *s, const zb_costs_t *c, doub
             const zb_action_t *a = &p->actions[i];
             if (a->stage < 0 || a->stage >= c->stages)
                 continue;
-            switch (a->type) {
-            case ZB_ACT_F: cur += c->m_f[a->stage]; break;
-            case ZB_ACT_B: cur += c->m_b[a->stage]; break;
-            case ZB_ACT_W: cur += c->m_w[a->stage]; break;
-            case ZB_ACT_BW: cur += c->m_b[a->stage] + c->m_w[a->stage]; break;
-            default: break;
-            }
+            cur += zb_sched_mem_delta(c, a->type, a->stage);
             if (cur > peak)
                 peak = cur;
         }
@@ -164,26 +160,6 @@ typedef struct {
     zb_schedule_t *s;
 } greedy_t;
 
-static double dur(const greedy_t *g, int type, int st)
-{
-    switch (type) {
-    case ZB_ACT_F: return g->c->t_f[st];
-    case ZB_ACT_B: return g->c->t_b[st];
-    case ZB_ACT_W: return g->c->t_w[st];
-    default: return g->c->t_b[st] + g->c->t_w[st];
-    }
-}
-
-static double mdelta(const greedy_t *g, int type, int st)
-{
-    switch (type) {
-    case ZB_ACT_F: return g->c->m_f[st];
-    case ZB_ACT_B: return g->c->m_b[st];
-    case ZB_ACT_W: return g->c->m_w[st];
-    default: return g->c->m_b[st] + g->c->m_w[st];
-    }
-}
-
 /* Time at which F(st, m) can start on its rank, NAN if its predecessor is not placed yet. */
 static double ready_f(const greedy_t *g, int st, int m)
 {
@@ -225,7 +201,7 @@ static double ready_lb(const greedy_t *g, int type, int st, int m)
     else
         ps = st + 1;
     int pr = g->stage_rank[ps];
-    double lb = g->clock[pr] + dur(g, type, ps);
+    double lb = g->clock[pr] + zb_sched_duration(g->c, type, ps);
     if (pr != g->stage_rank[st])
         lb += g->c->comm[ps];
     return lb;
@@ -339,8 +315,8 @@ static int candidates(const greedy_t *g, int r, cand_t *out)
 static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
 {
     double t = g->clock[r];
-    double e = t + dur(g, type, st);
-    double dm = mdelta(g, type, st);
+    double e = t + zb_sched_duration(g->c, type, st);
+    double dm = zb_sched_mem_delta(g->c, type, st);
     if (type == ZB_ACT_F) {
         g->end_f[st * g->M + m] = e;
         g->next_f[st] = m + 1;

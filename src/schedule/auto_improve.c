@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "schedule/sched_index.h"
+
 typedef struct {
     double mk, span;
     double fb_starts; /* sum of the start times of F's and B's: moves that only pull the
@@ -48,13 +50,7 @@ static double rank_peak(const zb_rank_program_t *p, const zb_costs_t *c)
     double cur = 0, peak = 0;
     for (int i = 0; i < p->len; i++) {
         const zb_action_t *a = &p->actions[i];
-        switch (a->type) {
-        case ZB_ACT_F: cur += c->m_f[a->stage]; break;
-        case ZB_ACT_B: cur += c->m_b[a->stage]; break;
-        case ZB_ACT_W: cur += c->m_w[a->stage]; break;
-        case ZB_ACT_BW: cur += c->m_b[a->stage] + c->m_w[a->stage]; break;
-        default: break;
-        }
+        cur += zb_sched_mem_delta(c, a->type, a->stage);
         peak = fmax(peak, cur);
     }
     return peak;

@@ -1,4 +1,5 @@
-/* Internal helpers shared by the validator, the simulator and the comm pass. */
+/* Internal helpers shared by the validator, the simulator, the comm pass and the automatic
+ * scheduler. */
 #ifndef ZBPP_SCHEDULE_INDEX_H
 #define ZBPP_SCHEDULE_INDEX_H
 
@@ -8,5 +9,29 @@
  * stage, and SEND/RECV pointing at an existing neighbour stage. ZB_ESCHEDULE with a message
  * "<who>: rank R action I: ..." naming the first offending action. */
 zb_status_t zb_sched_check_actions(const zb_schedule_t *s, const char *who, zb_err_t *err);
+
+/* Time of a compute action of `stage` under `c` (a fused BW takes B + W); 0 for SEND/RECV. */
+static inline double zb_sched_duration(const zb_costs_t *c, int type, int stage)
+{
+    switch (type) {
+    case ZB_ACT_F: return c->t_f[stage];
+    case ZB_ACT_B: return c->t_b[stage];
+    case ZB_ACT_W: return c->t_w[stage];
+    case ZB_ACT_BW: return c->t_b[stage] + c->t_w[stage];
+    default: return 0;
+    }
+}
+
+/* Memory a compute action of `stage` adds under `c` (a fused BW adds B + W); 0 for SEND/RECV. */
+static inline double zb_sched_mem_delta(const zb_costs_t *c, int type, int stage)
+{
+    switch (type) {
+    case ZB_ACT_F: return c->m_f[stage];
+    case ZB_ACT_B: return c->m_b[stage];
+    case ZB_ACT_W: return c->m_w[stage];
+    case ZB_ACT_BW: return c->m_b[stage] + c->m_w[stage];
+    default: return 0;
+    }
+}
 
 #endif

@@ -89,28 +89,6 @@ static double ready_time(const sim_ctx_t *x, int rank, const zb_action_t *a)
     return t;
 }
 
-static double duration(const zb_costs_t *c, const zb_action_t *a)
-{
-    switch (a->type) {
-    case ZB_ACT_F: return c->t_f[a->stage];
-    case ZB_ACT_B: return c->t_b[a->stage];
-    case ZB_ACT_W: return c->t_w[a->stage];
-    case ZB_ACT_BW: return c->t_b[a->stage] + c->t_w[a->stage];
-    default: return 0;
-    }
-}
-
-static double mem_delta(const zb_costs_t *c, const zb_action_t *a)
-{
-    switch (a->type) {
-    case ZB_ACT_F: return c->m_f[a->stage];
-    case ZB_ACT_B: return c->m_b[a->stage];
-    case ZB_ACT_W: return c->m_w[a->stage];
-    case ZB_ACT_BW: return c->m_b[a->stage] + c->m_w[a->stage];
-    default: return 0;
-    }
-}
-
 /* Record the output of a finished action and wake the rank that consumes it. */
 static void publish(sim_ctx_t *x, const zb_action_t *a, double end)
 {
@@ -218,14 +196,14 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
             if (ready < 0)
                 break; /* woken again when the input is produced */
             double t0 = fmax(ready, x->free_t[r]);
-            double t1 = t0 + duration(x->c, a);
+            double t1 = t0 + zb_sched_duration(x->c, a->type, a->stage);
             o->start[r][x->pos[r]] = t0;
             o->end[r][x->pos[r]] = t1;
             if (zb_action_is_compute(a->type))
                 o->busy[r] += t1 - t0;
             if (isnan(o->peak_time[r]))
                 o->peak_time[r] = t0; /* running sum starts at 0 */
-            mem[r] += mem_delta(x->c, a);
+            mem[r] += zb_sched_mem_delta(x->c, a->type, a->stage);
             if (mem[r] > o->peak_mem[r]) {
                 o->peak_mem[r] = mem[r];
                 o->peak_time[r] = t0;

@@ -144,17 +144,6 @@ static zb_status_t check_comms(const index_t *ix, zb_err_t *err)
     return ZB_OK;
 }
 
-static double mem_delta(const zb_costs_t *c, const zb_action_t *a)
-{
-    switch (a->type) {
-    case ZB_ACT_F: return c->m_f[a->stage];
-    case ZB_ACT_B: return c->m_b[a->stage];
-    case ZB_ACT_W: return c->m_w[a->stage];
-    case ZB_ACT_BW: return c->m_b[a->stage] + c->m_w[a->stage];
-    default: return 0;
-    }
-}
-
 static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
 {
     if (!isfinite(c->mem_limit))
@@ -165,7 +154,7 @@ static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_
         double sum = 0;
         for (int i = 0; i < s->rank[r].len; i++) {
             const zb_action_t *a = &s->rank[r].actions[i];
-            sum += mem_delta(c, a);
+            sum += zb_sched_mem_delta(c, a->type, a->stage);
             if (sum > limit)
                 return zb_err_set(err, ZB_EMEMLIMIT,
                                   "validate: rank %d needs %g memory after %s(stage %d, mb %d) "

@@ -63,7 +63,7 @@ zb_status_t zb_exec_route(const zb_schedule_t *s, const zb_action_t *a, int *pee
 /* Fill a zb_sim_t (the simulator's result type, read by the trace writer) from measured
  * timelines tls[0..P-1] of schedule `s`: span, busy, bubble rate and makespan with the design's
  * definitions. peak_bytes (may be NULL) is copied into peak_mem. Times are shifted so the
- * earliest start is 0. Free with zb_exec_sim_free (not zb_sim_free). */
+ * earliest start is 0. Free with zb_exec_sim_free (the same as zb_sim_free). */
 zb_status_t zb_exec_fill_sim(const zb_schedule_t *s, const zb_exec_timeline_t *tls,
                              const double *peak_bytes, zb_sim_t *out, zb_err_t *err);
 void zb_exec_sim_free(zb_sim_t *sim);

@@ -43,6 +43,31 @@ int zb_cli_bad_option(const char *cmd, int c, char **argv)
     return ZB_EXIT_USAGE;
 }
 
+int zb_cli_bad_value(const char *cmd, zb_status_t st, const zb_err_t *err)
+{
+    zb_cli_error(cmd, "%s", err->msg);
+    return st == ZB_EIO ? ZB_EXIT_FAIL : ZB_EXIT_USAGE;
+}
+
+bool zb_cli_no_operands(const char *cmd, int argc, char **argv, int first)
+{
+    if (first >= argc)
+        return true;
+    zb_cli_error(cmd, "unexpected argument '%s' (see zbpp %s --help)", argv[first], cmd);
+    return false;
+}
+
+const char *zb_cli_one_file(const char *cmd, int argc, char **argv, int first)
+{
+    if (argc - first == 1)
+        return argv[first];
+    if (argc <= first)
+        zb_cli_error(cmd, "missing FILE.csv (see zbpp %s --help)", cmd);
+    else
+        zb_cli_error(cmd, "expected one FILE.csv, got %d arguments", argc - first);
+    return NULL;
+}
+
 /* strtod that must consume the whole string (leading/trailing blanks refused too) and give a
  * finite value. Rejects "inf", "nan", "1e999", "", "1x". */
 static bool parse_finite(const char *s, double *out)

@@ -34,6 +34,16 @@ void zb_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
  * starting with ':'): unknown option or missing argument. Prints it; returns ZB_EXIT_USAGE. */
 int zb_cli_bad_option(const char *cmd, int c, char **argv);
 
+/* An option value the parser rejected (err filled by it): prints the message; returns the exit
+ * status: ZB_EXIT_FAIL for an unreadable file (ZB_EIO, e.g. --cost-file), else ZB_EXIT_USAGE. */
+int zb_cli_bad_value(const char *cmd, zb_status_t st, const zb_err_t *err);
+
+/* Operands left after the options, argv[first..argc-1]. zb_cli_no_operands: true when there are
+ * none, else prints "unexpected argument '...'". zb_cli_one_file: the single FILE.csv operand,
+ * or NULL after printing that it is missing or that there are several. */
+bool zb_cli_no_operands(const char *cmd, int argc, char **argv, int first);
+const char *zb_cli_one_file(const char *cmd, int argc, char **argv, int first);
+
 /* A finite number; with nonneg also >= 0. `what` names the flag in the message. */
 zb_status_t zb_cli_parse_number(const char *s, bool nonneg, const char *what, double *out,
                                 zb_err_t *err);

@@ -162,15 +162,12 @@ int zb_cmd_plan(int argc, char **argv)
         default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
         }
         if (st != ZB_OK) {
-            zb_cli_error(CMD, "%s", err.msg);
-            rc = st == ZB_EIO ? ZB_EXIT_FAIL : ZB_EXIT_USAGE;
+            rc = zb_cli_bad_value(CMD, st, &err);
             goto out;
         }
     }
-    if (optind < argc) {
-        zb_cli_error(CMD, "unexpected argument '%s' (see zbpp plan --help)", argv[optind]);
+    if (!zb_cli_no_operands(CMD, argc, argv, optind))
         goto out;
-    }
     if (!ranks || !mbs) {
         zb_cli_error(CMD, "missing %s (see zbpp plan --help)",
                      !ranks ? "-p RANKS" : "-m MICROBATCHES");

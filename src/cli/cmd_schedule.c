@@ -112,16 +112,12 @@ int zb_cmd_schedule(int argc, char **argv)
         default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
         }
         if (st != ZB_OK) {
-            zb_cli_error(CMD, "%s", err.msg);
-            /* An unreadable cost file is a runtime failure, a bad value bad usage. */
-            rc = st == ZB_EIO ? ZB_EXIT_FAIL : ZB_EXIT_USAGE;
+            rc = zb_cli_bad_value(CMD, st, &err);
             goto out;
         }
     }
-    if (optind < argc) {
-        zb_cli_error(CMD, "unexpected argument '%s' (see zbpp schedule --help)", argv[optind]);
+    if (!zb_cli_no_operands(CMD, argc, argv, optind))
         goto out;
-    }
     if (!name || !ranks || !mbs) {
         zb_cli_error(CMD, "missing %s (see zbpp schedule --help)",
                      !name ? "-s NAME" : !ranks ? "-p RANKS" : "-m MICROBATCHES");

@@ -65,20 +65,15 @@ int zb_cmd_simulate(int argc, char **argv)
         default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
         }
         if (st != ZB_OK) {
-            zb_cli_error(CMD, "%s", err.msg);
-            rc = st == ZB_EIO ? ZB_EXIT_FAIL : ZB_EXIT_USAGE;
+            rc = zb_cli_bad_value(CMD, st, &err);
             goto out;
         }
     }
-    if (argc - optind != 1) {
-        if (argc == optind)
-            zb_cli_error(CMD, "missing FILE.csv (see zbpp simulate --help)");
-        else
-            zb_cli_error(CMD, "expected one FILE.csv, got %d arguments", argc - optind);
+    const char *file = zb_cli_one_file(CMD, argc, argv, optind);
+    if (!file)
         goto out;
-    }
     zb_schedule_t *s = NULL;
-    if ((rc = zb_cli_load_csv(CMD, argv[optind], &s)) != ZB_EXIT_OK)
+    if ((rc = zb_cli_load_csv(CMD, file, &s)) != ZB_EXIT_OK)
         goto out;
     zb_costs_t costs;
     if ((st = zb_cli_costs_build(&copt, s->stages, &costs, &err)) != ZB_OK) {
@@ -86,7 +81,7 @@ int zb_cmd_simulate(int argc, char **argv)
         rc = ZB_EXIT_USAGE;
     } else {
         if ((st = zb_validate(s, &costs, &err)) != ZB_OK) {
-            zb_cli_error(CMD, "%s: %s", argv[optind], err.msg);
+            zb_cli_error(CMD, "%s: %s", file, err.msg);
             rc = ZB_EXIT_FAIL;
         } else {
             rc = zb_cli_emit(CMD, s, &costs, fmt, path, width);

@@ -50,18 +50,13 @@ int zb_cmd_validate(int argc, char **argv)
         default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
         }
         if (st != ZB_OK) {
-            zb_cli_error(CMD, "%s", err.msg);
+            rc = zb_cli_bad_value(CMD, st, &err);
             goto out;
         }
     }
-    if (argc - optind != 1) {
-        if (argc == optind)
-            zb_cli_error(CMD, "missing FILE.csv (see zbpp validate --help)");
-        else
-            zb_cli_error(CMD, "expected one FILE.csv, got %d arguments", argc - optind);
+    const char *file = zb_cli_one_file(CMD, argc, argv, optind);
+    if (!file)
         goto out;
-    }
-    const char *file = argv[optind];
     zb_schedule_t *s = NULL;
     if ((rc = zb_cli_load_csv(CMD, file, &s)) != ZB_EXIT_OK)
         goto out;

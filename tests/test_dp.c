@@ -7,40 +7,17 @@
  * with the same state; the run trains; a checkpoint resumes bit-exactly with the same N; a
  * failing rank in one replica stops all; bad batch splits are refused; the group views of a
  * transport map ranks and keep collectives in group order. */
-#include <math.h>
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include <cmocka.h>
-
+#include "pipeline_testutil.h"
 #include "runtime/pipeline_internal.h"
-#include "zbpp/pipeline.h"
-#include "zbpp/train.h"
 #include "zbpp/transport.h"
 
 enum { STEPS = 3, MAXSTEPS = 8 };
 
 static void tiny_config(zb_train_config_t *c, int B, int M, long steps)
 {
-    zb_train_config_defaults(c);
-    c->text_path = ZB_SOURCE_DIR "/data/demo_corpus.txt";
-    c->model.layers = 4;
-    c->model.heads = 2;
-    c->model.channels = 32;
-    c->model.max_seq = 16;
-    c->seq = 16;
-    c->batch = B;
-    c->microbatches = M;
-    c->steps = steps;
-    c->quiet = true;
-    c->adamw.lr = 1e-2f; /* large enough that a wrong update shows in the bits */
+    pt_tiny_config(c, 4, B, M, steps);
 }
 
 static void opts(zb_pipeline_opts_t *o, int P, int N, const char *sched)
@@ -51,55 +28,6 @@ static void opts(zb_pipeline_opts_t *o, int P, int N, const char *sched)
     o->schedule = sched;
     o->pin = false;
     o->timeout = 60;
-}
-
-static void tmp_path(char *buf, size_t n, const char *what)
-{
-    snprintf(buf, n, "/tmp/zbpp_test_dp_%ld_%s", (long)getpid(), what);
-}
-
-static void read_losses(const char *path, float *losses, int n)
-{
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    char line[1024];
-    int i = 0;
-    while (i < n && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "\"loss\":");
-        assert_non_null(p);
-        losses[i++] = strtof(p + 7, NULL);
-    }
-    fclose(f);
-    assert_int_equal(i, n);
-}
-
-/* One run: per-step losses (from --metrics), final params, report. */
-static zb_status_t run(const zb_train_config_t *c0, const zb_pipeline_opts_t *o, float *losses,
-                       zb_gpt2_params_t *out, zb_pipeline_report_t *rep, zb_err_t *err)
-{
-    zb_train_config_t c = *c0;
-    char path[256];
-    tmp_path(path, sizeof path, "metrics.jsonl");
-    c.metrics_path = path;
-    zb_train_summary_t sum;
-    zb_status_t st = zb_pipeline_train(&c, o, NULL, &sum, rep, out, err);
-    if (st == ZB_OK && losses)
-        read_losses(path, losses, (int)(c.steps - sum.first_step));
-    unlink(path);
-    return st;
-}
-
-static void assert_same_params(const zb_gpt2_params_t *a, const zb_gpt2_params_t *b,
-                               const char *what)
-{
-    assert_int_equal(a->count, b->count);
-    if (memcmp(a->data, b->data, a->count * sizeof(float)) != 0) {
-        size_t i = 0;
-        while (a->data[i] == b->data[i])
-            i++;
-        fail_msg("%s: parameter %zu differs: %.9g vs %.9g", what, i, (double)a->data[i],
-                 (double)b->data[i]);
-    }
 }
 
 /* --dp N --ranks P == --dp N --ranks 1, bit for bit; every replica ends identical. */
@@ -127,10 +55,10 @@ static void test_pipeline_equals_one_rank_per_replica(void **state)
         zb_gpt2_params_t ref, got;
         zb_pipeline_report_t rep;
         zb_err_t err;
-        assert_int_equal(run(&c, &o, ref_loss, &ref, &rep, &err), ZB_OK);
+        assert_int_equal(pt_run(&c, &o, ref_loss, &ref, &rep, &err), ZB_OK);
         opts(&o, cases[k].P, cases[k].N, cases[k].sched);
         o.opt_sync = cases[k].sync;
-        zb_status_t st = run(&c, &o, loss, &got, &rep, &err);
+        zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
         if (st != ZB_OK)
             fail_msg("case %zu: %s", k, err.msg);
         char what[96];
@@ -140,7 +68,7 @@ static void test_pipeline_equals_one_rank_per_replica(void **state)
             if (memcmp(&loss[s], &ref_loss[s], sizeof(float)) != 0)
                 fail_msg("%s: step %d loss %.9g vs --ranks 1 %.9g", what, s, (double)loss[s],
                          (double)ref_loss[s]);
-        assert_same_params(&got, &ref, what);
+        pt_assert_same_params(&got, &ref, what);
         assert_true(rep.replicas_checked);
         assert_int_equal(rep.replicas_differ, 0);
         assert_true(rep.measured);
@@ -164,11 +92,11 @@ static void test_close_to_single_replica_and_trains(void **state)
     zb_gpt2_params_t dp, one;
     zb_pipeline_report_t rep;
     zb_err_t err;
-    assert_int_equal(run(&c, &o, dp_loss, &dp, &rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c, &o, dp_loss, &dp, &rep, &err), ZB_OK);
     zb_train_config_t c1 = c;
     c1.microbatches = N * M;
     opts(&o, 2, 1, "zb-h1");
-    assert_int_equal(run(&c1, &o, one_loss, &one, &rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c1, &o, one_loss, &one, &rep, &err), ZB_OK);
     assert_false(rep.replicas_checked); /* one replica: nothing to compare */
     for (int s = 0; s < MAXSTEPS; s++)
         assert_true(fabsf(dp_loss[s] - one_loss[s]) <= 1e-5f * fabsf(one_loss[s]));
@@ -195,21 +123,21 @@ static void test_resume_same_replicas(void **state)
     zb_gpt2_params_t straight, resumed;
     zb_pipeline_report_t rep;
     zb_err_t err;
-    assert_int_equal(run(&c, &o, NULL, &straight, &rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c, &o, NULL, &straight, &rep, &err), ZB_OK);
     for (int sharded = 0; sharded <= 1; sharded++) {
         char ckpt[256];
-        tmp_path(ckpt, sizeof ckpt, sharded ? "sharded.ckpt" : "file.ckpt");
+        pt_tmp_path(ckpt, sizeof ckpt, sharded ? "sharded.ckpt" : "file.ckpt");
         zb_train_config_t first = c;
         first.steps = 3;
         first.save_path = ckpt;
         o.sharded_checkpoint = sharded;
-        assert_int_equal(run(&first, &o, NULL, NULL, &rep, &err), ZB_OK);
+        assert_int_equal(pt_run(&first, &o, NULL, NULL, &rep, &err), ZB_OK);
         zb_train_config_t second = c;
         second.resume_path = ckpt;
-        zb_status_t st = run(&second, &o, NULL, &resumed, &rep, &err);
+        zb_status_t st = pt_run(&second, &o, NULL, &resumed, &rep, &err);
         if (st != ZB_OK)
             fail_msg("resume (%s): %s", sharded ? "sharded" : "file", err.msg);
-        assert_same_params(&resumed, &straight, sharded ? "sharded resume" : "file resume");
+        pt_assert_same_params(&resumed, &straight, sharded ? "sharded resume" : "file resume");
         assert_int_equal(rep.replicas_differ, 0);
         zb_gpt2_params_free(&resumed);
         char cmd[600];
@@ -229,22 +157,22 @@ static void test_refusals_and_failures(void **state)
     zb_err_t err;
 
     opts(&o, 2, 3, "1f1b"); /* 8 sequences cannot be split 3 ways */
-    assert_int_equal(run(&c, &o, NULL, NULL, &rep, &err), ZB_EINVAL);
+    assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "not divisible by --dp 3"));
 
     opts(&o, 2, 2, "1f1b"); /* 8 / 2 = 4 per replica, not divisible by 8 microbatches */
     zb_train_config_t m8 = c;
     m8.microbatches = 8;
-    assert_int_equal(run(&m8, &o, NULL, NULL, &rep, &err), ZB_EINVAL);
+    assert_int_equal(pt_run(&m8, &o, NULL, NULL, &rep, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "sequences per replica is not divisible by --microbatches 8"));
 
     opts(&o, 2, 2000, "1f1b");
-    assert_int_equal(run(&c, &o, NULL, NULL, &rep, &err), ZB_EINVAL);
+    assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "--dp must be in"));
 
     /* a failing compute on rank 1 (of every replica) stops all replicas, naming one */
     char ckpt[256];
-    tmp_path(ckpt, sizeof ckpt, "never.ckpt");
+    pt_tmp_path(ckpt, sizeof ckpt, "never.ckpt");
     zb_train_config_t cf = c;
     cf.save_path = ckpt;
     opts(&o, 2, 2, "zb-h1");
@@ -252,7 +180,7 @@ static void test_refusals_and_failures(void **state)
     o.fail_step = 1;
     o.fail_rank = 1;
     o.fail_action = 2;
-    assert_int_equal(run(&cf, &o, NULL, NULL, &rep, &err), ZB_ENUMERIC);
+    assert_int_equal(pt_run(&cf, &o, NULL, NULL, &rep, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "replica "));
     assert_non_null(strstr(err.msg, "injected fault"));
     assert_int_equal(access(ckpt, F_OK), -1);

@@ -4,38 +4,11 @@
  * bit for bit. Also: optimizer sync modes agree on a clipping step and on an injected Inf
  * (skipped, never applied); a failing rank stops everyone with its name; setups the schedule or
  * the model cannot run are refused before training. */
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <cmocka.h>
-
-#include "zbpp/pipeline.h"
-#include "zbpp/train.h"
+#include "pipeline_testutil.h"
 
 enum { STEPS = 3 };
 
-static void tiny_config(zb_train_config_t *c, int M)
-{
-    zb_train_config_defaults(c);
-    c->text_path = ZB_SOURCE_DIR "/data/demo_corpus.txt";
-    c->model.layers = 8;
-    c->model.heads = 2;
-    c->model.channels = 32;
-    c->model.max_seq = 16;
-    c->seq = 16;
-    c->batch = 8;
-    c->microbatches = M;
-    c->steps = STEPS;
-    c->quiet = true;
-    c->adamw.lr = 1e-2f; /* large enough that a wrong update shows in the bits */
-}
+static void tiny_config(zb_train_config_t *c, int M) { pt_tiny_config(c, 8, 8, M, STEPS); }
 
 /* Reference: the single-process trainer, losses of each step and the final parameters. The
  * compute wrapper can inject an Inf like the pipeline's test hook. */
@@ -60,72 +33,8 @@ static zb_status_t ref_compute(zb_trainer_t *t, void *ctx, float *loss, zb_err_t
 static void reference(const zb_train_config_t *c, const ref_hook_t *hook, float *losses,
                       zb_gpt2_params_t *out, long *skipped)
 {
-    zb_trainer_t t;
-    zb_err_t err;
-    assert_int_equal(zb_trainer_init(&t, c, &err), ZB_OK);
     ref_hook_t h = hook ? *hook : (ref_hook_t){-1, -1};
-    t.compute = ref_compute;
-    t.compute_ctx = &h;
-    *skipped = 0;
-    for (int s = 0; s < c->steps; s++) {
-        zb_step_stats_t st;
-        assert_int_equal(zb_trainer_step(&t, &st, &err), ZB_OK);
-        losses[s] = st.loss;
-        *skipped += st.skipped;
-    }
-    assert_int_equal(zb_gpt2_params_alloc(out, &t.params.cfg, &err), ZB_OK);
-    memcpy(out->data, t.params.data, t.params.count * sizeof(float));
-    zb_trainer_free(&t);
-}
-
-/* Per-step losses of a pipeline run come from its metrics file. */
-static void read_losses(const char *path, float *losses, int n)
-{
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    char line[1024];
-    int i = 0;
-    while (i < n && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "\"loss\":");
-        assert_non_null(p);
-        losses[i++] = strtof(p + 7, NULL);
-    }
-    fclose(f);
-    assert_int_equal(i, n);
-}
-
-static void metrics_path(char *buf, size_t n, const char *what)
-{
-    snprintf(buf, n, "/tmp/zbpp_test_pipeline_%ld_%s.jsonl", (long)getpid(), what);
-}
-
-static zb_status_t pipeline(const zb_train_config_t *c0, const zb_pipeline_opts_t *o,
-                            float *losses, zb_gpt2_params_t *out, zb_pipeline_report_t *rep,
-                            zb_err_t *err)
-{
-    zb_train_config_t c = *c0;
-    char path[256];
-    metrics_path(path, sizeof path, "run");
-    c.metrics_path = path;
-    zb_train_summary_t sum;
-    zb_status_t st = zb_pipeline_train(&c, o, NULL, &sum, rep, out, err);
-    if (st == ZB_OK)
-        read_losses(path, losses, (int)c.steps);
-    unlink(path);
-    return st;
-}
-
-static void assert_same_params(const zb_gpt2_params_t *a, const zb_gpt2_params_t *b,
-                               const char *what)
-{
-    assert_int_equal(a->count, b->count);
-    if (memcmp(a->data, b->data, a->count * sizeof(float)) != 0) {
-        size_t i = 0;
-        while (a->data[i] == b->data[i] || (isnan(a->data[i]) && isnan(b->data[i])))
-            i++;
-        fail_msg("%s: parameter %zu differs: %.9g vs %.9g", what, i, (double)a->data[i],
-                 (double)b->data[i]);
-    }
+    pt_reference(c, ref_compute, &h, losses, out, skipped);
 }
 
 static void test_every_family_bit_identical(void **state)
@@ -158,7 +67,7 @@ static void test_every_family_bit_identical(void **state)
                 zb_gpt2_params_t got;
                 zb_pipeline_report_t rep;
                 zb_err_t err;
-                zb_status_t st = pipeline(&c, &o, loss, &got, &rep, &err);
+                zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
                 if (st != ZB_OK) {
                     /* the documented rejections: the family refuses (P, M) */
                     if (st != ZB_EINVAL)
@@ -173,7 +82,7 @@ static void test_every_family_bit_identical(void **state)
                     if (memcmp(&loss[s], &ref_loss[s], sizeof(float)) != 0)
                         fail_msg("%s: step %d loss %.9g vs reference %.9g", what, s,
                                  (double)loss[s], (double)ref_loss[s]);
-                assert_same_params(&got, &ref, what);
+                pt_assert_same_params(&got, &ref, what);
                 /* memory: the measured stash peak never exceeds the model's prediction */
                 for (int r = 0; r < P; r++)
                     assert_true(rep.peak_stash_bytes[r] <= rep.predicted_stash_bytes[r] + 0.5);
@@ -212,15 +121,15 @@ static void test_post_validation_rollback(void **state)
     o.inject_inf_unit = 3;
     zb_pipeline_report_t rep;
     zb_err_t err;
-    assert_int_equal(pipeline(&c, &o, pv_loss, &pv, &rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c, &o, pv_loss, &pv, &rep, &err), ZB_OK);
     assert_true(rep.rollbacks > 0); /* some rank stepped optimistically and had to undo */
     o.opt_sync = ZB_OPT_SYNC_BARRIER;
-    assert_int_equal(pipeline(&c, &o, bar_loss, &bar, &rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c, &o, bar_loss, &bar, &rep, &err), ZB_OK);
     assert_int_equal(rep.rollbacks, 0);
     assert_memory_equal(pv_loss, ref_loss, sizeof ref_loss);
     assert_memory_equal(bar_loss, ref_loss, sizeof ref_loss);
-    assert_same_params(&pv, &ref, "post-validation");
-    assert_same_params(&bar, &ref, "barrier");
+    pt_assert_same_params(&pv, &ref, "post-validation");
+    pt_assert_same_params(&bar, &ref, "barrier");
     for (size_t i = 0; i < pv.count; i++)
         assert_true(isfinite(pv.data[i]));
     zb_gpt2_params_free(&ref), zb_gpt2_params_free(&pv), zb_gpt2_params_free(&bar);
@@ -230,10 +139,10 @@ static void test_post_validation_rollback(void **state)
     hook.inf_step = -1;
     o.inject_inf_step = -1;
     o.opt_sync = ZB_OPT_SYNC_POST_VALIDATION;
-    assert_int_equal(pipeline(&c, &o, pv_loss, &pv, &rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c, &o, pv_loss, &pv, &rep, &err), ZB_OK);
     assert_int_equal(rep.rollbacks, 0);
     reference(&c, NULL, ref_loss, &ref, &skipped);
-    assert_same_params(&pv, &ref, "post-validation, no clipping");
+    pt_assert_same_params(&pv, &ref, "post-validation, no clipping");
     zb_gpt2_params_free(&ref), zb_gpt2_params_free(&pv);
 }
 
@@ -243,7 +152,7 @@ static void test_failing_rank_stops_all(void **state)
     zb_train_config_t c;
     tiny_config(&c, 8);
     char ckpt[256];
-    metrics_path(ckpt, sizeof ckpt, "ckpt.bin");
+    pt_tmp_path(ckpt, sizeof ckpt, "ckpt.bin");
     c.save_path = ckpt;
     unlink(ckpt);
     zb_pipeline_opts_t o;
@@ -258,7 +167,7 @@ static void test_failing_rank_stops_all(void **state)
     float loss[STEPS];
     zb_pipeline_report_t rep;
     zb_err_t err;
-    assert_int_equal(pipeline(&c, &o, loss, NULL, &rep, &err), ZB_ENUMERIC);
+    assert_int_equal(pt_run(&c, &o, loss, NULL, &rep, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "rank 2, "));
     assert_non_null(strstr(err.msg, "injected fault"));
     assert_int_equal(access(ckpt, F_OK), -1); /* no partial checkpoint */
@@ -280,22 +189,22 @@ static void test_rejected_before_training(void **state)
     o.schedule = "1f1b";
     zb_train_config_t small = c;
     small.model.layers = 2;
-    assert_int_equal(pipeline(&small, &o, loss, NULL, &rep, &err), ZB_EINVAL);
+    assert_int_equal(pt_run(&small, &o, loss, NULL, &rep, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "more stages"));
 
     o.ranks = 2;
     zb_train_config_t odd = c;
     odd.batch = 6; /* B % M != 0 */
-    assert_int_equal(pipeline(&odd, &o, loss, NULL, &rep, &err), ZB_EINVAL);
+    assert_int_equal(pt_run(&odd, &o, loss, NULL, &rep, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "divisible"));
 
     o.schedule = "no-such-schedule";
-    assert_int_equal(pipeline(&c, &o, loss, NULL, &rep, &err), ZB_EINVAL);
+    assert_int_equal(pt_run(&c, &o, loss, NULL, &rep, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "unknown schedule"));
 
     o.schedule = "zb-h2";
     o.mem_limit = 1000; /* bytes: no schedule fits */
-    assert_int_equal(pipeline(&c, &o, loss, NULL, &rep, &err), ZB_EMEMLIMIT);
+    assert_int_equal(pt_run(&c, &o, loss, NULL, &rep, &err), ZB_EMEMLIMIT);
 }
 
 int main(void)

@@ -3,22 +3,9 @@
  * on the last, memory from zb_gpt2_stage_mem); the partition follows measured costs; the
  * pipeline trainer with profiled costs and --schedule auto (with and without a memory limit)
  * trains bit-identically to the single process; --trace writes measured and predicted files. */
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <cmocka.h>
-
-#include "zbpp/pipeline.h"
+#include "pipeline_testutil.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/profile.h"
-#include "zbpp/train.h"
 #include "zbpp/util.h"
 
 enum { STEPS = 3 };
@@ -141,66 +128,7 @@ static void test_stage_and_rank_costs(void **state)
 
 /* ---- pipeline with measured costs vs the single process ---- */
 
-static void tiny_config(zb_train_config_t *c, int M)
-{
-    zb_train_config_defaults(c);
-    c->text_path = ZB_SOURCE_DIR "/data/demo_corpus.txt";
-    c->model.layers = 8;
-    c->model.heads = 2;
-    c->model.channels = 32;
-    c->model.max_seq = 16;
-    c->seq = 16;
-    c->batch = 8;
-    c->microbatches = M;
-    c->steps = STEPS;
-    c->quiet = true;
-    c->adamw.lr = 1e-2f;
-}
-
-static void reference(const zb_train_config_t *c, float *losses, zb_gpt2_params_t *out)
-{
-    zb_trainer_t t;
-    zb_err_t err;
-    assert_int_equal(zb_trainer_init(&t, c, &err), ZB_OK);
-    for (int s = 0; s < c->steps; s++) {
-        zb_step_stats_t st;
-        assert_int_equal(zb_trainer_step(&t, &st, &err), ZB_OK);
-        losses[s] = st.loss;
-    }
-    assert_int_equal(zb_gpt2_params_alloc(out, &t.params.cfg, &err), ZB_OK);
-    memcpy(out->data, t.params.data, t.params.count * sizeof(float));
-    zb_trainer_free(&t);
-}
-
-static void tmp_path(char *buf, size_t n, const char *what)
-{
-    snprintf(buf, n, "/tmp/zbpp_test_profile_%ld_%s", (long)getpid(), what);
-}
-
-static zb_status_t run(const zb_train_config_t *c0, const zb_pipeline_opts_t *o, float *losses,
-                       zb_gpt2_params_t *out, zb_pipeline_report_t *rep, zb_err_t *err)
-{
-    zb_train_config_t c = *c0;
-    char path[256];
-    tmp_path(path, sizeof path, "metrics.jsonl");
-    c.metrics_path = path;
-    zb_train_summary_t sum;
-    zb_status_t st = zb_pipeline_train(&c, o, NULL, &sum, rep, out, err);
-    if (st == ZB_OK) {
-        FILE *f = fopen(path, "r");
-        assert_non_null(f);
-        char line[1024];
-        for (int i = 0; i < c.steps; i++) {
-            assert_non_null(fgets(line, sizeof line, f));
-            const char *p = strstr(line, "\"loss\":");
-            assert_non_null(p);
-            losses[i] = strtof(p + 7, NULL);
-        }
-        fclose(f);
-    }
-    unlink(path);
-    return st;
-}
+static void tiny_config(zb_train_config_t *c, int M) { pt_tiny_config(c, 8, 8, M, STEPS); }
 
 static void test_auto_with_measured_costs_bit_identical(void **state)
 {
@@ -211,7 +139,7 @@ static void test_auto_with_measured_costs_bit_identical(void **state)
         tiny_config(&c, Ms[i]);
         float ref_loss[STEPS], loss[STEPS];
         zb_gpt2_params_t ref, got;
-        reference(&c, ref_loss, &ref);
+        pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
         zb_pipeline_opts_t o;
         zb_pipeline_opts_defaults(&o);
         o.ranks = 2;
@@ -223,7 +151,7 @@ static void test_auto_with_measured_costs_bit_identical(void **state)
             zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
             zb_err_t err;
             assert_non_null(rep);
-            zb_status_t st = run(&c, &o, loss, &got, rep, &err);
+            zb_status_t st = pt_run(&c, &o, loss, &got, rep, &err);
             if (st != ZB_OK)
                 fail_msg("auto M=%d limit %g: %s", Ms[i], o.mem_limit, err.msg);
             assert_non_null(strstr(rep->note, "measured"));
@@ -262,7 +190,7 @@ static void test_flop_model_still_available(void **state)
     zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
     float loss[STEPS];
     zb_err_t err;
-    assert_int_equal(run(&c, &o, loss, NULL, rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_OK);
     assert_non_null(strstr(rep->note, "FLOP"));
     /* the FLOP model sees 8 equal blocks + a head: stage 0 gets at least half of the blocks */
     assert_true(rep->first[1] >= 4);
@@ -306,7 +234,7 @@ static void test_trace_files(void **state)
     tiny_config(&c, 4);
     c.steps = 2;
     char trace[256];
-    tmp_path(trace, sizeof trace, "run.json");
+    pt_tmp_path(trace, sizeof trace, "run.json");
     zb_pipeline_opts_t o;
     zb_pipeline_opts_defaults(&o);
     o.ranks = 2;
@@ -316,7 +244,7 @@ static void test_trace_files(void **state)
     o.trace_path = trace;
     zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
     float loss[STEPS];
-    assert_int_equal(run(&c, &o, loss, NULL, rep, &err), ZB_OK);
+    assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_OK);
     for (int k = 0; k < ZB_TRACE_FILES; k++) {
         assert_int_equal(zb_pipeline_trace_path(trace, (zb_trace_file_t)k, buf, sizeof buf, &err),
                          ZB_OK);

@@ -8,12 +8,6 @@
 #include "zbpp/schedule.h"
 #include "zbpp/util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     int P, M;
     double f, b, w, comm, mb; /* mem: F +1, B mb, W -1-mb */
@@ -78,7 +72,7 @@ int main(int argc, char **argv)
             }
             zb_schedule_free(s);
         }
-        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        zb_sort_doubles(t, (size_t)runs);
         char desc[128];
         snprintf(desc, sizeof desc, "%g,%g,%g,%g / %g", k->f, k->b, k->w, k->comm, k->mb);
         char lim[16];

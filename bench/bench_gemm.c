@@ -7,12 +7,6 @@
 #include "nn/gemm.h"
 #include "zbpp/util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     const char *what;
     int ta, tb, M, N, K;
@@ -55,7 +49,7 @@ int main(int argc, char **argv)
             zb_sgemm(sh->ta, sh->tb, sh->M, sh->N, sh->K, 1, A, lda, B, ldb, 1, C, sh->N);
             t[r] = zb_now() - t0;
         }
-        qsort(t, (size_t)runs, sizeof(double), cmp_double);
+        zb_sort_doubles(t, (size_t)runs);
         double med = t[runs / 2];
         printf("%-32s %10.3f %10.1f\n", sh->what, med * 1e3,
                2.0 * sh->M * sh->N * sh->K / med / 1e9);

@@ -11,17 +11,7 @@
 #include "zbpp/optim.h"
 #include "zbpp/util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_common.h"
 
 /* CPU time of this thread: on a shared machine it excludes time spent descheduled, so it is a
  * better proxy for the unloaded cost than wall time (caches are still shared). */
@@ -34,15 +24,7 @@ static double cpu_now(void)
 
 static int arg(int argc, char **argv, int i, int def, int lo, int hi, const char *name)
 {
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "bench_gpt2_step: %s must be an integer in [%d, %d]\n", name, lo, hi);
-        exit(2);
-    }
-    return (int)v;
+    return bench_int_arg("bench_gpt2_step", argc, argv, i, def, lo, hi, name);
 }
 
 int main(int argc, char **argv)
@@ -51,8 +33,7 @@ int main(int argc, char **argv)
     int B = arg(argc, argv, 2, 4, 1, 64, "B");
     int T = arg(argc, argv, 3, 64, 1, 1024, "T");
     int L = arg(argc, argv, 4, 12, 1, 48, "layers");
-    zb_gpt2_config_t cfg = {.max_seq = 1024, .vocab = 50257, .padded_vocab = 50304,
-                            .layers = L, .heads = 12, .channels = 768};
+    zb_gpt2_config_t cfg = bench_gpt2_124m(L);
     zb_gpt2_span_t span = {0, L, true, true};
     zb_err_t e;
     zb_gpt2_params_t p;
@@ -111,12 +92,12 @@ int main(int argc, char **argv)
                    loss, tf[it] * 1e3, tb[it] * 1e3, tw[it] * 1e3, to[it] * 1e3);
         }
     }
-    double mc = median(tc, steps);
+    double mc = zb_median(tc, steps);
     double *tot = malloc(sizeof(double) * (size_t)steps);
     for (int i = 0; i < steps; i++)
         tot[i] = tf[i] + tb[i] + tw[i];
-    double mf = median(tf, steps), mb = median(tb, steps), mw = median(tw, steps);
-    double mo = median(to, steps), mt = median(tot, steps);
+    double mf = zb_median(tf, steps), mb = zb_median(tb, steps), mw = zb_median(tw, steps);
+    double mo = zb_median(to, steps), mt = zb_median(tot, steps);
     double gflops = 6.0 * (double)nparams * N / mt / 1e9;
     printf("\nmedian over %d steps (ms):\n", steps);
     printf("  %-22s %8.1f\n  %-22s %8.1f\n  %-22s %8.1f\n", "forward (F)", mf * 1e3,

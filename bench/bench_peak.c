@@ -54,12 +54,6 @@ static float fma_loop(long iters, float *sink)
     return *sink;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 7;
@@ -77,7 +71,7 @@ int main(int argc, char **argv)
         double dt = zb_now() - t0;
         gflops[r] = 2.0 * LANES * ACCS * (double)iters / dt / 1e9;
     }
-    qsort(gflops, (size_t)runs, sizeof gflops[0], cmp_double);
+    zb_sort_doubles(gflops, (size_t)runs);
     printf("single-core fp32 FMA peak (%s, %d accumulators): median %.1f GFLOP/s, best %.1f "
            "(runs %d, checksum %g)\n",
            ISA, ACCS, gflops[runs / 2], gflops[runs - 1], runs, (double)sink);

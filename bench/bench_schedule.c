@@ -16,18 +16,6 @@ static double cpu_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv)
 {
     int P = argc > 1 ? atoi(argv[1]) : 64;
@@ -87,7 +75,7 @@ int main(int argc, char **argv)
     printf("%-14s %10s  (median of %d runs; wall clock except the last row)\n", "phase", "ms",
            runs);
     for (int k = 0; k < NPHASE; k++)
-        printf("%-14s %10.2f\n", names[k], 1e3 * median(t[k], runs));
+        printf("%-14s %10.2f\n", names[k], 1e3 * zb_median(t[k], (size_t)runs));
     for (int k = 0; k < NPHASE; k++)
         free(t[k]);
     return 0;

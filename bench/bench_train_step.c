@@ -10,29 +10,11 @@
 #include "zbpp/train.h"
 #include "zbpp/util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_common.h"
 
 static int arg(int argc, char **argv, int i, int def, int lo, int hi, const char *name)
 {
-    if (argc <= i)
-        return def;
-    char *end;
-    long v = strtol(argv[i], &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "bench_train_step: %s must be an integer in [%d, %d]\n", name, lo, hi);
-        exit(2);
-    }
-    return (int)v;
+    return bench_int_arg("bench_train_step", argc, argv, i, def, lo, hi, name);
 }
 
 int main(int argc, char **argv)
@@ -42,9 +24,7 @@ int main(int argc, char **argv)
     zb_train_config_defaults(&c);
     c.batch = arg(argc, argv, 2, 4, 1, 64, "B");
     c.seq = arg(argc, argv, 3, 64, 1, 1024, "T");
-    c.model = (zb_gpt2_config_t){.max_seq = 1024, .vocab = 50257, .padded_vocab = 50304,
-                                 .layers = arg(argc, argv, 4, 12, 1, 48, "layers"), .heads = 12,
-                                 .channels = 768};
+    c.model = bench_gpt2_124m(arg(argc, argv, 4, 12, 1, 48, "layers"));
     c.text_path = argc > 5 ? argv[5] : "data/demo_corpus.txt";
     c.steps = steps + 1;
     c.quiet = true;
@@ -82,7 +62,7 @@ int main(int argc, char **argv)
                    tc[it] * 1e3, tu[it] * 1e3);
         }
     }
-    double mc = median(tc, steps), mu = median(tu, steps), mt = median(tt, steps);
+    double mc = zb_median(tc, steps), mu = zb_median(tu, steps), mt = zb_median(tt, steps);
     double tokens = (double)c.batch * c.seq;
     printf("\nmedian over %d steps (ms):\n", steps);
     printf("  %-30s %8.1f\n", "batch + F/B/W + fold + norms", mc * 1e3);

@@ -10,6 +10,12 @@
 /* Seconds on the monotonic clock (arbitrary origin). */
 double zb_now(void);
 
+/* Sort v[0..n-1] ascending, in place. */
+void zb_sort_doubles(double *v, size_t n);
+/* Median of v[0..n-1] (n >= 1): the middle value, the mean of the two middle ones when n is
+ * even. Sorts v in place. */
+double zb_median(double *v, size_t n);
+
 /* Atomic file write (SQLite-style): write to "<path>.tmp.<pid>", fsync, rename over path, fsync
  * the directory. Until zb_atomic_commit succeeds the old file at `path` is untouched; on any
  * failure (or zb_atomic_abort) the temp file is removed. */

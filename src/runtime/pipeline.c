@@ -60,12 +60,6 @@ static void gather(pl_t *pl, zb_trainer_t *t)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* After the run: measured bubble (last step), trace, peaks. */
 static zb_status_t report_run(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
 {
@@ -356,9 +350,9 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
             *err = close_err;
     }
     if (summary->steps_run > 0) {
-        qsort(tps, (size_t)summary->steps_run, sizeof *tps, cmp_double);
+        zb_sort_doubles(tps, (size_t)summary->steps_run);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
-        qsort(step_ms, (size_t)summary->steps_run, sizeof *step_ms, cmp_double);
+        zb_sort_doubles(step_ms, (size_t)summary->steps_run);
         rep->step_ms_median = step_ms[summary->steps_run / 2];
     }
     free(tps);

@@ -12,18 +12,6 @@
 
 enum { PINGPONGS = 15 };
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* xorshift: inputs only need to be plausible, not good random numbers */
 static uint32_t next_rand(uint64_t *s)
 {
@@ -159,7 +147,7 @@ static zb_status_t measure_comm(size_t bytes, bool pin, double *comm, zb_err_t *
         st = zb_thread_world_run(w, pingpong_rank, args, pin, NULL, err);
     }
     if (st == ZB_OK)
-        *comm = median(pp[0].rtt, PINGPONGS) / 2;
+        *comm = zb_median(pp[0].rtt, PINGPONGS) / 2;
     zb_thread_world_free(w);
     free(pp[0].buf), free(pp[1].buf);
     return st;
@@ -219,7 +207,7 @@ zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_con
                 for (int r = 0; r < reps; r++)
                     col[c++] = times[(size_t)i * per +
                                      ((size_t)r * (size_t)(L + 2) + (size_t)k) * 3 + (size_t)op];
-            m[op] = median(col, c);
+            m[op] = zb_median(col, (size_t)c);
         }
         zb_op_time_t ot = {m[0], m[1], m[2]};
         if (k == 0)

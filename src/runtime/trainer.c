@@ -256,12 +256,6 @@ zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *e
 
 /* ---- the loop ---- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_compute_fn compute,
                          void *ctx, zb_train_summary_t *summary, zb_err_t *err)
 {
@@ -310,7 +304,7 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
     if (st == ZB_OK && cfg->save_model_path)
         st = zb_gpt2_save_llmc(cfg->save_model_path, &t.params, err);
     if (summary->steps_run > 0) {
-        qsort(tps, (size_t)summary->steps_run, sizeof *tps, cmp_double);
+        zb_sort_doubles(tps, (size_t)summary->steps_run);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
     }
     free(tps);

@@ -178,9 +178,9 @@ static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE 
                         (unsigned long long)h[H_VERSION], CKPT_VERSION);
     else if (h[H_HEADER_WORDS] != HEADER_WORDS)
         st = zb_err_set(err, ZB_EFORMAT, "checkpoint %s: bad header size", path);
+    zb_train_config_t c;
+    memset(&c, 0, sizeof c);
     if (st == ZB_OK) {
-        zb_train_config_t c;
-        memset(&c, 0, sizeof c);
         get_config(h, &c);
         /* the tensor sizes follow from the shape; check it before trusting H_PARAM_COUNT */
         if (h[H_MAXT] > INT32_MAX || h[H_VOCAB] > INT32_MAX || h[H_PVOCAB] > INT32_MAX ||
@@ -190,9 +190,6 @@ static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE 
     }
     if (st == ZB_OK) {
         uint64_t count = h[H_PARAM_COUNT];
-        zb_train_config_t c;
-        memset(&c, 0, sizeof c);
-        get_config(h, &c);
         if (count != shape_param_count(&c.model)) {
             fclose(f);
             return zb_err_set(err, ZB_EFORMAT,

@@ -52,7 +52,7 @@ typedef enum {
     ZB_OPT_SYNC_BARRIER          /* every rank waits for the global norm before stepping */
 } zb_opt_sync_t;
 
-const char *zb_opt_sync_name(zb_opt_sync_t m);
+/* "post-validation" or "barrier" (the --optimizer-sync values); ZB_EINVAL names the flag. */
 zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err);
 
 typedef struct {

@@ -16,13 +16,6 @@
 
 #include "zbpp/transport.h"
 
-/* True when this build has the MPI transport. */
-bool zb_mpi_compiled(void);
-
-/* World size announced by the launcher in the environment (mpirun/srun), or 0 when the process
- * was not started by one. Does not initialise MPI. */
-int zb_mpi_launcher_size(void);
-
 /* Initialise MPI if needed (argc/argv may be NULL) and open the transport over all processes:
  * (*out)->rank / ->size are the MPI rank and world size, `timeout` seconds bound every wait
  * (<= 0 = forever). ZB_EUNSUPPORTED without MPI; ZB_ECOMM if MPI cannot start or its tag bound

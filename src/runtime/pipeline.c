@@ -28,11 +28,6 @@ void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o)
     o->fail_action = -1;
 }
 
-const char *zb_opt_sync_name(zb_opt_sync_t m)
-{
-    return m == ZB_OPT_SYNC_BARRIER ? "barrier" : "post-validation";
-}
-
 zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
 {
     if (!strcmp(s, "post-validation"))

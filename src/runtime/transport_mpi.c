@@ -55,20 +55,6 @@ typedef struct {
 
 static const zb_transport_ops_t mpi_ops;
 
-bool zb_mpi_compiled(void) { return true; }
-
-int zb_mpi_launcher_size(void)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-                                       "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 0)
-            return atoi(v);
-    }
-    return 0;
-}
-
 static zb_status_t mpi_error(zb_err_t *err, int rc, const char *what, int rank)
 {
     char text[MPI_MAX_ERROR_STRING];

@@ -5,10 +5,6 @@
 
 #include "zbpp/transport_mpi.h"
 
-bool zb_mpi_compiled(void) { return false; }
-
-int zb_mpi_launcher_size(void) { return 0; }
-
 zb_status_t zb_mpi_transport_new(int *argc, char ***argv, double timeout, zb_transport_t **out,
                                  zb_err_t *err)
 {

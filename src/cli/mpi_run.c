@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli/pipeline_flags.h"
-#include "zbpp/pipeline_trace.h"
 #include "zbpp/transport_mpi.h"
 
 enum { ROW = 8 }; /* per-rank figures gathered for the report */
@@ -53,17 +52,8 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
                world / P, rep->replicas_differ ? "DIFFERENT" : "identical");
     if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
         printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
-    if (pc->opts.trace_path && rep->measured) {
-        char path[ZB_TRACE_FILES][4400];
-        for (int k = 0; k < ZB_TRACE_FILES; k++)
-            if (zb_pipeline_trace_path(pc->opts.trace_path, (zb_trace_file_t)k, path[k],
-                                       sizeof path[k], NULL) != ZB_OK)
-                path[k][0] = '\0';
-        printf("trace: measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_JSON],
-               path[ZB_TRACE_PREDICTED_JSON]);
-        printf("svg:   measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_SVG],
-               path[ZB_TRACE_PREDICTED_SVG]);
-    }
+    if (pc->opts.trace_path && rep->measured)
+        zb_cli_print_trace_paths(pc->opts.trace_path);
     if (c->save_path)
         printf("saved %s%s\n", c->save_path,
                pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");

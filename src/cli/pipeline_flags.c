@@ -123,6 +123,19 @@ int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t 
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
+void zb_cli_print_trace_paths(const char *trace_path)
+{
+    char path[ZB_TRACE_FILES][4400];
+    for (int k = 0; k < ZB_TRACE_FILES; k++)
+        if (zb_pipeline_trace_path(trace_path, (zb_trace_file_t)k, path[k], sizeof path[k],
+                                   NULL) != ZB_OK)
+            path[k][0] = '\0';
+    printf("trace: measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_JSON],
+           path[ZB_TRACE_PREDICTED_JSON]);
+    printf("svg:   measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_SVG],
+           path[ZB_TRACE_PREDICTED_SVG]);
+}
+
 int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     if (pc->mpi)
@@ -171,17 +184,8 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
                 printf("optimizer post-validation: %ld rank-steps rolled back and redone\n",
                        rep->rollbacks);
         }
-        if (pc->opts.trace_path && sum.steps_run > 0) {
-            char path[ZB_TRACE_FILES][4400];
-            for (int k = 0; k < ZB_TRACE_FILES; k++)
-                if (zb_pipeline_trace_path(pc->opts.trace_path, (zb_trace_file_t)k, path[k],
-                                           sizeof path[k], NULL) != ZB_OK)
-                    path[k][0] = '\0';
-            printf("trace: measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_JSON],
-                   path[ZB_TRACE_PREDICTED_JSON]);
-            printf("svg:   measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_SVG],
-                   path[ZB_TRACE_PREDICTED_SVG]);
-        }
+        if (pc->opts.trace_path && sum.steps_run > 0)
+            zb_cli_print_trace_paths(pc->opts.trace_path);
         if (c->save_path)
             printf("saved %s\n", c->save_path);
         if (c->save_model_path)

@@ -25,6 +25,9 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c);
 /* True when the run must go through the pipeline trainer even with one rank (MPI, sharded
  * checkpoints in or out). */
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c);
+/* The "trace: measured ..., predicted ..." and "svg: ..." lines naming the four files --trace
+ * wrote (zb_pipeline_trace_path). Shared by the thread and MPI runs. */
+void zb_cli_print_trace_paths(const char *trace_path);
 /* --transport mpi: open MPI, run, print on rank 0, exit status (MPI_Abort on a failure that
  * not every rank knows about). In cli/mpi_run.c. */
 int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c);

@@ -1,5 +1,6 @@
 /* Strategy sweep: run the greedy list scheduler with several settings and keep the schedule with
- * the smallest simulated makespan that fits the memory cap (ties: lower peak memory). */
+ * the smallest simulated makespan that fits the memory cap (ties: smaller span, then lower peak
+ * memory; span and makespan swap roles with by_span). */
 #include "schedule/auto_sweep.h"
 
 #include <math.h>
@@ -35,35 +36,21 @@ bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, d
     }
     double mk = sim.makespan, span = sim.span_max;
     zb_sim_free(&sim);
+    /* Lexicographic: makespan, then span (span first with by_span), then peak memory. */
     const double tol = 1e-9 * fmax(1.0, mk);
+    const int lead = b->by_span ? 1 : 0; /* index of the leading key */
+    const double key[2] = {mk, span}, held[2] = {b->makespan, b->span};
     bool better;
-    if (b->by_span) {
-        /* swap the roles of the two keys */
-        double t = mk;
-        mk = span;
-        span = t;
-        double bt = b->makespan;
-        b->makespan = b->span;
-        b->span = bt;
-    }
-    if (mk < b->makespan - tol)
+    if (key[lead] < held[lead] - tol)
         better = true;
-    else if (mk > b->makespan + tol)
+    else if (key[lead] > held[lead] + tol)
         better = false;
-    else if (span < b->span - tol)
+    else if (key[!lead] < held[!lead] - tol)
         better = true;
-    else if (span > b->span + tol)
+    else if (key[!lead] > held[!lead] + tol)
         better = false;
     else
         better = peak < b->peak - 1e-12;
-    if (b->by_span) {
-        double t = mk;
-        mk = span;
-        span = t;
-        double bt = b->makespan;
-        b->makespan = b->span;
-        b->span = bt;
-    }
     if (!better) {
         zb_schedule_free(s);
         return false;

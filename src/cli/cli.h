@@ -9,7 +9,7 @@ int zb_cmd_simulate(int argc, char **argv);
 int zb_cmd_validate(int argc, char **argv);
 int zb_cmd_train(int argc, char **argv);
 
-int zb_cmd_plan(int argc, char **argv); /* cmd_plan.c (helper a) */
-int zb_cmd_profile(int argc, char **argv); /* cmd_profile.c (helper r2) */
+int zb_cmd_plan(int argc, char **argv); /* cmd_plan.c */
+int zb_cmd_profile(int argc, char **argv); /* cmd_profile.c */
 
 #endif

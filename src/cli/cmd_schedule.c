@@ -77,8 +77,8 @@ int zb_cmd_schedule(int argc, char **argv)
     };
     const char *name = NULL, *path = NULL;
     int ranks = 0, mbs = 0, chunks = 0, width = 0;
-    bool any_placement = false; /* auto (helper a) */
-    double time_limit = 0;      /* optimal (helper a) */
+    bool any_placement = false; /* auto: also try other chunkings */
+    double time_limit = 0;      /* optimal: solver seconds (0 = default) */
     zb_cli_format_t fmt = ZB_FMT_ASCII;
     zb_cli_costs_t copt;
     zb_cli_costs_init(&copt);

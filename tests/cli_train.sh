@@ -43,6 +43,12 @@ expect_error 2 "maximum sequence length" "${TINY[@]}" --max-seq 8
 expect_error 2 "beta2" "${TINY[@]}" --beta2 1.5
 expect_error 2 "--save" "${TINY[@]}" --save-every 2
 expect_error 2 "either --data or --text" --data "$TMP/x.bin" --text "$TMP/x.txt"
+# outputs are checked before any step runs: no training output, one line naming the flag
+expect_error 1 "--trace $TMP/no/t.json: directory $TMP/no does not exist" "${TINY[@]}" --steps 1 \
+  --ranks 2 --schedule 1f1b --trace "$TMP/no/t.json"
+expect_error 1 "--save $TMP/no/c.ckpt: directory" "${TINY[@]}" --steps 1 --save "$TMP/no/c.ckpt"
+expect_error 1 "--metrics $TMP: is a directory" "${TINY[@]}" --steps 1 --metrics "$TMP"
+expect_error 1 "--save-model $TMP/no/m.bin: directory" "${TINY[@]}" --steps 1 --save-model "$TMP/no/m.bin"
 expect_error 1 "no data file matches" --data "$TMP/nothing_*.bin"
 expect_error 1 "nope.txt" --text "$TMP/nope.txt"
 
@@ -59,7 +65,7 @@ EOF
 expect_error 2 "vocabulary" --data "$TMP/big.bin" --vocab 257 --layers 1 --channels 16 --heads 2
 
 # a save that cannot be written: exit 1 and no stray file
-expect_error 1 "cannot write" "${TINY[@]}" --steps 1 --quiet --save "$TMP/nodir/ck.bin"
+expect_error 1 "nodir does not exist" "${TINY[@]}" --steps 1 --quiet --save "$TMP/nodir/ck.bin"
 [ -e "$TMP/nodir" ] && fail "a failed save left files"
 
 # a real run with metrics: one JSON line per step with the named keys

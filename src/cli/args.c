@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void zb_cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -379,4 +381,24 @@ void zb_cli_costs_help(FILE *out, bool with_times)
           "  --mem-limit X       per-rank limit on the running memory sum, in --mem units\n"
           "                      (default none)\n",
           out);
+}
+
+zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (!*path || path[strlen(path) - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+        return zb_err_set(err, ZB_EIO, "%s %s: is a directory, not a file", flag, path);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return zb_err_set(err, ZB_EIO, "%s %s: directory %s does not exist", flag, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return zb_err_set(err, ZB_EIO, "%s %s: directory %s is not writable", flag, path, dir);
+    return ZB_OK;
 }

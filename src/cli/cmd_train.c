@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
 #include "zbpp/checkpoint_sharded.h"
@@ -277,6 +278,15 @@ int zb_cmd_train(int argc, char **argv)
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)
         return fail(st, &err);
+    /* Outputs are checked before training starts. Under MPI only rank 0 writes some of them and
+     * other hosts may not have those directories, so there the writers report it. */
+    const char *outputs[][2] = {{"--save", c.save_path},
+                                {"--save-model", c.save_model_path},
+                                {"--metrics", c.metrics_path},
+                                {"--trace", pipe.opts.trace_path}};
+    for (size_t k = 0; k < sizeof outputs / sizeof outputs[0] && !pipe.mpi; k++)
+        if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
+            return fail(st, &err);
     if (zb_cli_pipeline_wanted(&pipe, &c))
         return zb_cli_pipeline_run(&pipe, &c);
     zb_train_summary_t sum;

@@ -1,7 +1,8 @@
 # zbpp train --transport mpi: the same bits as the thread transport and as --ranks 1 (losses in
 # --metrics, checkpoint bytes), with -np 2 and -np 4 on localhost; --dp 2 x P 2 at -np 4 against
 # threads; --trace (timelines gathered to rank 0); sharded checkpoints resume bit-exactly across
-# transports (threads <-> MPI) and across rank counts.
+# transports (threads <-> MPI) and across rank counts; measured costs under MPI (rank 0 profiles
+# and shares its figures, so every rank plans the same partition and schedule).
 # usage: bash mpi_train.sh <zbpp> <source dir>
 source "$(dirname "$0")/mpi_common.inc"
 set -u
@@ -16,7 +17,7 @@ same_as_ref() { # $1 = label, $2 = metrics, $3 = checkpoint
     echo "ok: $1 bit-identical to --ranks 1 (metrics and checkpoint)"
 }
 
-for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier" "4 zb-h2" "2 zb-v"; do
+for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier --partition flops" "4 zb-h2" "2 zb-v"; do
     set -- $cfg
     np=$1; shift
     label="-np $np $*"
@@ -27,6 +28,39 @@ for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier" "4 zb-h2" "2 zb-v"; do
     cmp -s thr.ckpt mpi.ckpt || fail "$label: MPI checkpoint differs from threads"
     same_as_ref "mpi $label" mpi.jsonl mpi.ckpt
 done
+
+# measured costs under MPI: rank 0 profiles and sends its figures to rank 1 before planning, so
+# both partition and plan `auto` alike (the handshake hashes partition and schedule); 6 blocks
+# leave the partition free to follow the measured costs. Same bits as --ranks 1.
+A="--text $TEXT --layers 6 --channels 32 --heads 2 --batch 8 --seq 16 --microbatches 4 --steps 3"
+"$Z" train $A --quiet --metrics aref.jsonl --save aref.ckpt || fail "--ranks 1 reference (6 blocks)"
+for part in profile flops; do
+    $MPIRUN -np 2 "$Z" train $A --transport mpi --schedule auto --partition $part \
+        --metrics auto.jsonl --save auto.ckpt --trace auto.json >auto.out 2>&1 ||
+        fail "mpirun -np 2 auto --partition $part: $(tail -3 auto.out)"
+    diff <(metrics_core aref.jsonl) <(metrics_core auto.jsonl) >/dev/null ||
+        fail "auto --partition $part: losses differ from --ranks 1"
+    cmp -s aref.ckpt auto.ckpt || fail "auto --partition $part: checkpoint differs from --ranks 1"
+    grep -q "bubble: measured .* predicted" auto.out || fail "no bubble line: $(cat auto.out)"
+    if [ $part = profile ]; then
+        grep -q "^pipeline: auto, .*stage costs measured on rank 0" auto.out ||
+            fail "the MPI run did not plan with measured costs: $(grep pipeline: auto.out)"
+        grep -q "predicted (profiled costs, s)" auto.predicted.svg ||
+            fail "the predicted trace does not use the measured costs"
+    else
+        grep -q "^pipeline: auto, .*stage costs from the FLOP model" auto.out ||
+            fail "--partition flops under MPI: $(grep pipeline: auto.out)"
+        grep -q "predicted (FLOP model" auto.predicted.svg || fail "flops: predicted trace title"
+    fi
+    echo "ok: mpi -np 2 auto --partition $part ($(grep -o 'first block of each stage.*' auto.out)),"\
+        "bit-identical to --ranks 1"
+done
+# a rank with another --partition is named by the handshake (and nobody waits for figures)
+$MPIRUN -np 1 "$Z" train $A --transport mpi --schedule zb-h1 : \
+    -np 1 "$Z" train $A --transport mpi --schedule zb-h1 --partition flops >out.txt 2>&1 &&
+    fail "mixed --partition was accepted"
+grep -q "rank 1 disagrees on: .*partition costs" out.txt || fail "no --partition mismatch message: $(head -3 out.txt)"
+echo "ok: mixed --partition profile/flops refused by the handshake"
 
 # --dp 2 x P 2 at -np 4 (global rank = replica*P + pipeline rank): the same bits as the thread
 # run, and as --dp 2 --ranks 1 (the replicas without a pipeline); the replicas end identical

@@ -94,7 +94,8 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
 
 /* ---- the run ---- */
 
-static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
+/* The run's shape: ranks, replicas, microbatch size (what the profile and the plan need). */
+static void setup_shape(pl_t *pl, const zb_trainer_t *t)
 {
     const zb_pipeline_opts_t *o = pl->opts;
     const zb_train_config_t *c = pl->cfg;
@@ -108,12 +109,16 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     pl->NC = (size_t)pl->mbB * (size_t)pl->T * (size_t)pl->mcfg.channels;
     /* as the local trainer, over the GLOBAL batch: the replicas' sum is the batch mean */
     pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq);
+}
 
+/* After setup_shape and the profile: plan (partition, schedule, prediction) and build the
+ * local ranks. */
+static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = pl->opts;
     zb_schedule_t *plain = NULL;
     zb_costs_t costs;
-    zb_status_t st = pl_profile(pl, &t->params, err);
-    if (st == ZB_OK)
-        st = pl_make_schedule(pl, &plain, &costs, err);
+    zb_status_t st = pl_make_schedule(pl, &plain, &costs, err);
     if (st != ZB_OK)
         return st;
     pl->S = plain->stages;
@@ -138,7 +143,9 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
         snprintf(dp_note, sizeof dp_note, " x %d data-parallel replicas", pl->N);
     snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s, stage costs %s", plain->name,
              pl->P, plain->chunks, pl->M, dp_note,
-             pl->prof ? "measured (zbpp profile, one core)" : "from the FLOP model");
+             !pl->prof ? "from the FLOP model"
+             : o->transport ? "measured on rank 0 (zbpp profile, one core), shared with every rank"
+                            : "measured (zbpp profile, one core)");
     if ((st = zb_insert_comms(plain, &pl->sched, err)) != ZB_OK)
         goto done;
 
@@ -277,6 +284,14 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     void **args = NULL;
     double *step_ms = NULL;
     zb_progress_t *prog = NULL;
+    if (st == ZB_OK) {
+        setup_shape(&pl, &t);
+        st = pl_profile(&pl, &t.params, err);
+    }
+    /* MPI: every rank takes part (even one that already failed), so all plan from rank 0's
+     * figures and nobody waits for a message that never comes */
+    if (net)
+        st = pl_share_profile(&pl, st, err);
     if (st == ZB_OK)
         st = setup(&pl, &t, rep, err);
     if (st == ZB_OK && sharded_resume)

@@ -53,6 +53,7 @@ zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_
         it[n++] = (zb_hs_item_t){"dp", HV(pl->N)};
         it[n++] = (zb_hs_item_t){"schedule", schedule_hash(pl->sched)};
         it[n++] = (zb_hs_item_t){"partition", hv(pl->first, (size_t)(pl->S + 1) * sizeof(int))};
+        it[n++] = (zb_hs_item_t){"partition costs", HV(o->profile)};
         it[n++] = (zb_hs_item_t){"optimizer-sync", HV(o->opt_sync)};
         it[n++] = (zb_hs_item_t){"mem-limit", HV(o->mem_limit)};
         it[n++] = (zb_hs_item_t){"model", HV(pl->mcfg)};
@@ -94,6 +95,112 @@ zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_
         it[n++] = (zb_hs_item_t){"save", zb_hash_str(HV(every), c->save_path)};
     }
     return zb_handshake(net, it, n, local, err);
+}
+
+/* ---- measured costs: rank 0's profile, shared ---- */
+
+/* Message layout (doubles; integers are exact): a header, then F, B, W of the embedding, the
+ * head and every block. Fixed size (the largest model), so ranks that disagree on the model, or
+ * failed before knowing it, still receive it whole; the handshake names the disagreement. */
+enum {
+    SHARE_MAGIC,    /* SHARE_MAGIC_VALUE: sanity check of the layout */
+    SHARE_HAVE,     /* 1 = rank 0 profiled successfully, 0 = no figures follow */
+    SHARE_LAYERS,
+    SHARE_BATCH,
+    SHARE_SEQ,
+    SHARE_REPS,
+    SHARE_THREADS,
+    SHARE_MSG_BYTES,
+    SHARE_COMM,
+    SHARE_WALL,
+    SHARE_EMBED,              /* f, b, w */
+    SHARE_HEAD = SHARE_EMBED + 3,
+    SHARE_BLOCKS = SHARE_HEAD + 3, /* 3 per block */
+    SHARE_MAX_LAYERS = 1024,   /* the model's limit (ZB_GPT2_MAX_LAYERS) */
+    SHARE_LEN = SHARE_BLOCKS + 3 * SHARE_MAX_LAYERS
+};
+#define SHARE_MAGIC_VALUE 20250917.0
+
+static void put_op(double *d, zb_op_time_t t) { d[0] = t.f, d[1] = t.b, d[2] = t.w; }
+static zb_op_time_t get_op(const double *d) { return (zb_op_time_t){d[0], d[1], d[2]}; }
+
+static void pack_profile(const zb_profile_t *p, double *msg)
+{
+    msg[SHARE_HAVE] = 1;
+    msg[SHARE_LAYERS] = p->layers;
+    msg[SHARE_BATCH] = p->batch;
+    msg[SHARE_SEQ] = p->seq;
+    msg[SHARE_REPS] = p->reps;
+    msg[SHARE_THREADS] = p->threads;
+    msg[SHARE_MSG_BYTES] = (double)p->msg_bytes;
+    msg[SHARE_COMM] = p->comm;
+    msg[SHARE_WALL] = p->wall;
+    put_op(msg + SHARE_EMBED, p->embed);
+    put_op(msg + SHARE_HEAD, p->head);
+    for (int l = 0; l < p->layers; l++)
+        put_op(msg + SHARE_BLOCKS + 3 * l, p->block[l]);
+}
+
+/* Rank 0's figures for this rank's run, or NULL when they do not fit it (another model shape
+ * or microbatch: then the handshake refuses the run anyway). */
+static zb_profile_t *unpack_profile(const pl_t *pl, const double *msg)
+{
+    int L = pl->mcfg.layers;
+    if (msg[SHARE_MAGIC] != SHARE_MAGIC_VALUE || msg[SHARE_HAVE] != 1 ||
+        msg[SHARE_LAYERS] != L || L < 1 || L > SHARE_MAX_LAYERS ||
+        msg[SHARE_BATCH] != pl->mbB || msg[SHARE_SEQ] != pl->T)
+        return NULL;
+    zb_profile_t *p = calloc(1, sizeof *p);
+    zb_op_time_t *block = malloc((size_t)L * sizeof *block);
+    if (!p || !block) {
+        free(p), free(block);
+        return NULL;
+    }
+    p->cfg = pl->mcfg; /* equal to rank 0's, or the handshake refuses the run */
+    p->batch = pl->mbB, p->seq = pl->T, p->layers = L;
+    p->reps = (int)msg[SHARE_REPS];
+    p->threads = (int)msg[SHARE_THREADS];
+    p->msg_bytes = (size_t)msg[SHARE_MSG_BYTES];
+    p->comm = msg[SHARE_COMM];
+    p->wall = msg[SHARE_WALL];
+    p->embed = get_op(msg + SHARE_EMBED);
+    p->head = get_op(msg + SHARE_HEAD);
+    for (int l = 0; l < L; l++)
+        block[l] = get_op(msg + SHARE_BLOCKS + 3 * l);
+    p->block = block;
+    return p;
+}
+
+zb_status_t pl_share_profile(pl_t *pl, zb_status_t local, zb_err_t *err)
+{
+    zb_transport_t *net = pl->opts->transport;
+    if (!net)
+        return local;
+    double *msg = calloc(SHARE_LEN, sizeof *msg);
+    if (!msg) /* the others then time out waiting for rank 0, or rank 0 for nobody */
+        return local != ZB_OK ? local : zb_err_set(err, ZB_ENOMEM, "out of memory");
+    const size_t bytes = SHARE_LEN * sizeof *msg;
+    const uint32_t tag = zb_tag(ZB_TAG_USER, ZB_TAG_MAX_STAGE, 0); /* used by nothing else */
+    zb_err_t xerr;
+    zb_err_clear(&xerr);
+    zb_status_t st = ZB_OK;
+    if (net->rank == 0) {
+        msg[SHARE_MAGIC] = SHARE_MAGIC_VALUE;
+        if (local == ZB_OK && pl->prof && pl->prof->layers <= SHARE_MAX_LAYERS)
+            pack_profile(pl->prof, msg);
+        for (int r = 1; r < net->size && st == ZB_OK; r++)
+            st = zb_send(net, msg, bytes, r, tag, &xerr);
+    } else {
+        st = zb_recv(net, msg, bytes, 0, tag, &xerr);
+        if (st == ZB_OK && local == ZB_OK && pl->opts->profile)
+            pl->prof = unpack_profile(pl, msg); /* NULL: FLOP model, the handshake objects */
+    }
+    free(msg);
+    if (local != ZB_OK)
+        return local;
+    if (st != ZB_OK && err)
+        *err = xerr;
+    return st;
 }
 
 /* ---- one status for everyone ---- */

@@ -12,6 +12,15 @@
  * state and binary. `local` is this process's start-up status (err holds its message). */
 zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_err_t *err);
 
+/* Start-up, before planning (collective over every process of the run, whatever `local`, this
+ * process's status so far): rank 0 sends each other rank, in rank order, one fixed-size message
+ * holding the figures of its profile (pl->prof, or "none" when it did not profile or failed);
+ * a rank that wants measured costs (opts->profile) and is fine so far adopts them as its
+ * pl->prof, so every rank partitions and plans from identical numbers. The receive waits up to
+ * the transport's timeout (rank 0 profiles meanwhile). Returns `local` if it failed, else the
+ * transport's status. Without a transport: returns `local`. */
+zb_status_t pl_share_profile(pl_t *pl, zb_status_t local, zb_err_t *err);
+
 /* After the last step of a distributed run (collective): replica 0's ranks send their timeline
  * of the last step and their stash peak to rank 0, which fills the measured figures of `rep`
  * (pl_report_measured) and writes the --trace files. Every rank learns whether that worked

@@ -4,7 +4,9 @@
  * model. The partition balances it (embedding on the first stage, head on the last); the
  * per-stage zb_costs_t (times, memory from zb_gpt2_stage_mem, comm) feeds the generators that
  * need costs (auto, optimal), the memory check and the simulator's prediction. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,17 +18,34 @@
 
 enum { PROFILE_REPS = 5 };
 
+/* Cores this process may run on: its affinity mask (mpirun binds each rank to one core), else
+ * every online core. */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
 {
-    if (!pl->opts->profile || pl->opts->transport)
-        return ZB_OK; /* MPI: each process would measure differently; they must agree */
+    if (!pl->opts->profile)
+        return ZB_OK;
+    /* MPI: each process would measure different figures, but all must plan alike: rank 0
+     * measures and pl_share_profile (pipeline_dist.c) sends its figures to the others */
+    if (pl->opts->transport && pl->opts->transport->rank != 0)
+        return ZB_OK;
     zb_profile_t *p = calloc(1, sizeof *p);
     if (!p)
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the profile");
-    /* as many measuring threads as ranks will run at once (one per core), every replica's */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* as many measuring threads as ranks will run at once, at most one per core this process
+     * may use (threads sharing a core would each time double) */
+    int cores = usable_cores();
     int world = pl->P * pl->N;
-    int threads = world < cores ? world : (int)(cores > 0 ? cores : 1);
+    int threads = world < cores ? world : cores;
     if (threads > ZB_PROFILE_MAX_THREADS)
         threads = ZB_PROFILE_MAX_THREADS;
     zb_status_t st = zb_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, threads,

@@ -52,7 +52,7 @@ for part in profile flops; do
             fail "--partition flops under MPI: $(grep pipeline: auto.out)"
         grep -q "predicted (FLOP model" auto.predicted.svg || fail "flops: predicted trace title"
     fi
-    echo "ok: mpi -np 2 auto --partition $part ($(grep -o 'first block of each stage.*' auto.out)),"\
+    echo "ok: mpi -np 2 auto --partition $part (partition $(sed -n 's/^partition (first block of each stage): //p' auto.out)),"\
         "bit-identical to --ranks 1"
 done
 # a rank with another --partition is named by the handshake (and nobody waits for figures)

@@ -91,7 +91,8 @@ struct pl {
     double t0;
 };
 
-/* pipeline_plan.c: measure the costs when opts->profile (not with an external transport);
+/* pipeline_plan.c: measure the costs when opts->profile (with a transport: on rank 0 only, which
+ * pl_share_profile then sends to the others);
  * generate the schedule and partition pl->first with the cost model (*costs per stage, freed by
  * the caller); write the --trace files (measured, and predicted with pl->costs); free. */
 zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err);

@@ -114,6 +114,11 @@ typedef struct {
      * (0 = all replicas identical, as they must be) */
     bool replicas_checked;
     int replicas_differ;
+    /* MPI transport: this process's point-to-point traffic and blocked time INSIDE training
+     * steps, summed over the steps run (start-up, checkpoints and the final report excluded);
+     * zero with the thread transport */
+    double step_bytes_sent, step_bytes_received, step_msgs_sent, step_msgs_received;
+    double step_wait_s;
 } zb_pipeline_report_t;
 
 /* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,

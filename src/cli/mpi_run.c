@@ -108,12 +108,10 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         st = zb_pipeline_train(&mine, &pc->opts, stderr, &sum, rep, NULL, &err);
     int code = (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
     if (st == ZB_OK) {
-        zb_mpi_stats_t ms;
-        zb_mpi_transport_stats(net, &ms);
         double row[ROW] = {rep->peak_stash_bytes[net->rank % pc->opts.ranks],
                            (double)rep->rollbacks,
-                           ms.bytes_sent, ms.bytes_received, (double)ms.msgs_sent,
-                           (double)ms.msgs_received, ms.wait_s, rep->step_ms_median};
+                           rep->step_bytes_sent, rep->step_bytes_received, rep->step_msgs_sent,
+                           rep->step_msgs_received, rep->step_wait_s, rep->step_ms_median};
         st = zb_allgather(net, row, ROW, all, &err);
         code = 1;
     }

@@ -10,6 +10,7 @@
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
 #include "zbpp/schedule_io.h"
+#include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"
 
 void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o)
@@ -330,10 +331,18 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         pl.targets = t.targets;
         pl.step = t.step;
         pl.t0 = t0;
+        zb_mpi_stats_t before, after;
+        zb_mpi_transport_stats(net, &before);
         st = net ? pl_rank_step(net, &pl.ranks[me], err)
                  : zb_thread_world_run(world, pl_rank_step, args, opts->pin, NULL, err);
         if (st != ZB_OK)
             break;
+        zb_mpi_transport_stats(net, &after); /* zeros unless net is an MPI transport */
+        rep->step_bytes_sent += after.bytes_sent - before.bytes_sent;
+        rep->step_bytes_received += after.bytes_received - before.bytes_received;
+        rep->step_msgs_sent += (double)(after.msgs_sent - before.msgs_sent);
+        rep->step_msgs_received += (double)(after.msgs_received - before.msgs_received);
+        rep->step_wait_s += after.wait_s - before.wait_s;
         zb_step_stats_t s = pl.ranks[me].stats;
         s.loss = pl.ranks[me].loss;
         t.step++;

@@ -73,21 +73,16 @@ int zb_cmd_simulate(int argc, char **argv)
     if (!file)
         goto out;
     zb_schedule_t *s = NULL;
-    if ((rc = zb_cli_load_csv(CMD, file, &s)) != ZB_EXIT_OK)
-        goto out;
     zb_costs_t costs;
-    if ((st = zb_cli_costs_build(&copt, s->stages, &costs, &err)) != ZB_OK) {
-        zb_cli_error(CMD, "%s", err.msg);
-        rc = ZB_EXIT_USAGE;
+    if ((rc = zb_cli_load_csv(CMD, file, &copt, &s, &costs)) != ZB_EXIT_OK)
+        goto out;
+    if ((st = zb_validate(s, &costs, &err)) != ZB_OK) {
+        zb_cli_error(CMD, "%s: %s", file, err.msg);
+        rc = ZB_EXIT_FAIL;
     } else {
-        if ((st = zb_validate(s, &costs, &err)) != ZB_OK) {
-            zb_cli_error(CMD, "%s: %s", file, err.msg);
-            rc = ZB_EXIT_FAIL;
-        } else {
-            rc = zb_cli_emit(CMD, s, &costs, fmt, path, width);
-        }
-        zb_costs_free(&costs);
+        rc = zb_cli_emit(CMD, s, &costs, fmt, path, width);
     }
+    zb_costs_free(&costs);
     zb_schedule_free(s);
 out:
     zb_cli_costs_free(&copt);

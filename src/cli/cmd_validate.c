@@ -58,38 +58,33 @@ int zb_cmd_validate(int argc, char **argv)
     if (!file)
         goto out;
     zb_schedule_t *s = NULL;
-    if ((rc = zb_cli_load_csv(CMD, file, &s)) != ZB_EXIT_OK)
-        goto out;
     zb_costs_t costs;
-    if ((st = zb_cli_costs_build(&copt, s->stages, &costs, &err)) != ZB_OK) {
-        zb_cli_error(CMD, "%s", err.msg);
-        rc = ZB_EXIT_USAGE;
+    if ((rc = zb_cli_load_csv(CMD, file, &copt, &s, &costs)) != ZB_EXIT_OK)
+        goto out;
+    zb_sim_t sim;
+    if ((st = zb_validate(s, &costs, &err)) != ZB_OK ||
+        (st = zb_simulate(s, &costs, &sim, &err)) != ZB_OK) {
+        zb_cli_error(CMD, "%s: %s", file, err.msg);
+        rc = ZB_EXIT_FAIL;
     } else {
-        zb_sim_t sim;
-        if ((st = zb_validate(s, &costs, &err)) != ZB_OK ||
-            (st = zb_simulate(s, &costs, &sim, &err)) != ZB_OK) {
-            zb_cli_error(CMD, "%s: %s", file, err.msg);
-            rc = ZB_EXIT_FAIL;
-        } else {
-            double peak = 0;
-            long n = 0;
-            for (int r = 0; r < s->ranks; r++) {
-                peak = r == 0 || sim.peak_mem[r] > peak ? sim.peak_mem[r] : peak;
-                n += s->rank[r].len;
-            }
-            printf("valid: %s: P=%d v=%d S=%d M=%d, %s placement, %ld actions, %s backward, %s, "
-                   "peak memory %.6g",
-                   file, s->ranks, s->chunks, s->stages, s->microbatches,
-                   zb_placement_name(s->placement), n, zb_schedule_is_split(s) ? "split" : "fused",
-                   zb_schedule_has_comms(s) ? "with comms" : "compute only", peak);
-            if (isfinite(costs.mem_limit))
-                printf(" (limit %.6g)", costs.mem_limit);
-            printf("\n");
-            zb_sim_free(&sim);
-            rc = ZB_EXIT_OK;
+        double peak = 0;
+        long n = 0;
+        for (int r = 0; r < s->ranks; r++) {
+            peak = r == 0 || sim.peak_mem[r] > peak ? sim.peak_mem[r] : peak;
+            n += s->rank[r].len;
         }
-        zb_costs_free(&costs);
+        printf("valid: %s: P=%d v=%d S=%d M=%d, %s placement, %ld actions, %s backward, %s, "
+               "peak memory %.6g",
+               file, s->ranks, s->chunks, s->stages, s->microbatches,
+               zb_placement_name(s->placement), n, zb_schedule_is_split(s) ? "split" : "fused",
+               zb_schedule_has_comms(s) ? "with comms" : "compute only", peak);
+        if (isfinite(costs.mem_limit))
+            printf(" (limit %.6g)", costs.mem_limit);
+        printf("\n");
+        zb_sim_free(&sim);
+        rc = ZB_EXIT_OK;
     }
+    zb_costs_free(&costs);
     zb_schedule_free(s);
 out:
     zb_cli_costs_free(&copt);

@@ -78,22 +78,29 @@ int zb_cli_emit(const char *cmd, const zb_schedule_t *s, const zb_costs_t *costs
     return ZB_EXIT_OK;
 }
 
-int zb_cli_load_csv(const char *cmd, const char *path, zb_schedule_t **out)
+int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *copt,
+                    zb_schedule_t **out, zb_costs_t *costs)
 {
     zb_err_t err = {0};
     char *data = NULL;
     size_t len = 0;
     *out = NULL;
     zb_status_t st = zb_read_file(path, ZB_CSV_MAX_BYTES, &data, &len, &err);
-    if (st == ZB_OK) {
-        st = zb_csv_read(data, len, out, &err);
-        free(data);
-        if (st != ZB_OK) {
-            zb_cli_error(cmd, "%s: %s", path, err.msg);
-            return ZB_EXIT_FAIL;
-        }
-        return ZB_EXIT_OK;
+    if (st != ZB_OK) {
+        zb_cli_error(cmd, "%s", err.msg);
+        return ZB_EXIT_FAIL;
     }
-    zb_cli_error(cmd, "%s", err.msg);
-    return ZB_EXIT_FAIL;
+    st = zb_csv_read(data, len, out, &err);
+    free(data);
+    if (st != ZB_OK) {
+        zb_cli_error(cmd, "%s: %s", path, err.msg);
+        return ZB_EXIT_FAIL;
+    }
+    if (zb_cli_costs_build(copt, (*out)->stages, costs, &err) != ZB_OK) {
+        zb_cli_error(cmd, "%s", err.msg);
+        zb_schedule_free(*out);
+        *out = NULL;
+        return ZB_EXIT_USAGE;
+    }
+    return ZB_EXIT_OK;
 }

@@ -17,8 +17,11 @@ int zb_cli_emit(const char *cmd, const zb_schedule_t *s, const zb_costs_t *costs
  * per-rank span, from its first F to its last action: the bubble rate's denominator). */
 void zb_cli_summary_line(FILE *out, const zb_sim_t *sim);
 
-/* Read and parse a PyTorch pipelining CSV file into *out. Prints the error and returns the exit
- * status (ZB_EXIT_FAIL) on failure, ZB_EXIT_OK on success. */
-int zb_cli_load_csv(const char *cmd, const char *path, zb_schedule_t **out);
+/* Read and parse a PyTorch pipelining CSV file into *out and build the cost model of its stages
+ * from the cost/memory options. On failure prints the error, leaves nothing allocated and returns
+ * the exit status (ZB_EXIT_FAIL for the file, ZB_EXIT_USAGE for the costs); ZB_EXIT_OK on
+ * success, when the caller frees *out and *costs. */
+int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *copt,
+                    zb_schedule_t **out, zb_costs_t *costs);
 
 #endif

@@ -201,6 +201,21 @@ static int free_send_slot(mpi_t *m, size_t bytes)
     return best;
 }
 
+/* Make a staging buffer hold at least `bytes` (kept for reuse; never shrinks). */
+static zb_status_t grow_buffer(void **buf, size_t *cap, size_t bytes, int rank, const char *what,
+                               zb_err_t *err)
+{
+    if (*cap >= bytes)
+        return ZB_OK;
+    void *nb = realloc(*buf, bytes ? bytes : 1);
+    if (!nb)
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for a %zu-byte %s buffer", rank,
+                          bytes, what);
+    *buf = nb;
+    *cap = bytes;
+    return ZB_OK;
+}
+
 static zb_status_t mpi_send(zb_transport_t *t, const void *buf, size_t bytes, int peer,
                             uint32_t tag, zb_err_t *err)
 {
@@ -228,14 +243,9 @@ static zb_status_t mpi_send(zb_transport_t *t, const void *buf, size_t bytes, in
             return st;
     }
     send_slot_t *s = &m->sends[i];
-    if (s->cap < bytes) {
-        void *nb = realloc(s->buf, bytes ? bytes : 1);
-        if (!nb)
-            return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for a %zu-byte send buffer",
-                              t->rank, bytes);
-        s->buf = nb;
-        s->cap = bytes;
-    }
+    st = grow_buffer(&s->buf, &s->cap, bytes, t->rank, "send", err);
+    if (st != ZB_OK)
+        return st;
     if (bytes)
         memcpy(s->buf, buf, bytes);
     s->peer = peer;
@@ -293,14 +303,9 @@ static zb_status_t mpi_post_recv(zb_transport_t *t, size_t bytes, int peer, uint
         m->posts[i] = (post_slot_t){.req = MPI_REQUEST_NULL};
     }
     post_slot_t *p = &m->posts[i];
-    if (p->cap < bytes) {
-        void *nb = realloc(p->buf, bytes ? bytes : 1);
-        if (!nb)
-            return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for a %zu-byte receive buffer",
-                              t->rank, bytes);
-        p->buf = nb;
-        p->cap = bytes;
-    }
+    st = grow_buffer(&p->buf, &p->cap, bytes, t->rank, "receive", err);
+    if (st != ZB_OK)
+        return st;
     int rc = MPI_Irecv(p->buf, (int)bytes, MPI_BYTE, peer, (int)tag, m->comm, &p->req);
     if (rc != MPI_SUCCESS)
         return mpi_error(err, rc, "MPI_Irecv", t->rank);

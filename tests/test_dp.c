@@ -284,8 +284,8 @@ static void reduce_case(size_t n_first, size_t n_second)
         x[d].R.pl = &x[d].pl;
         x[d].R.replica = d;
         /* two update ranges with a gap: [0, n_first) and [12, 12 + n_second) */
-        x[d].ranges[0] = (pl_range_t){0, n_first};
-        x[d].ranges[1] = (pl_range_t){12, n_second};
+        x[d].ranges[0] = (pl_range_t){0, n_first, 0};
+        x[d].ranges[1] = (pl_range_t){12, n_second, 12};
         x[d].R.upd = x[d].ranges;
         x[d].R.n_upd = 2;
         x[d].R.upd_elems = n_first + n_second;

@@ -225,7 +225,7 @@ static void shard_checks(void **state)
     float p[N], m[N], v[N], q[N] = {0}, qm[N] = {0}, qv[N] = {0};
     for (int i = 0; i < N; i++)
         p[i] = (float)i, m[i] = 0.5f * (float)i, v[i] = 0.25f * (float)i;
-    zb_ckpt_range_t rg[2] = {{0, 10}, {40, 20}};
+    zb_ckpt_range_t rg[2] = {{0, 10, 0}, {40, 20, 40}};
     zb_ckpt_shard_ref_t ref;
     zb_err_t err;
     char file[128];
@@ -244,7 +244,7 @@ static void shard_checks(void **state)
                      ZB_EFORMAT);
     assert_int_equal(zb_ckpt_shard_read(file, &ref, 1, 6, N, NULL, 0, q, qm, qv, NULL, &err),
                      ZB_EFORMAT);
-    zb_ckpt_range_t other[1] = {{0, 30}};
+    zb_ckpt_range_t other[1] = {{0, 30, 0}};
     assert_int_equal(zb_ckpt_shard_read(file, &ref, 1, 5, N, other, 1, q, qm, qv, NULL, &err),
                      ZB_EMISMATCH);
     FILE *f = fopen(file, "r+b");
@@ -258,7 +258,7 @@ static void shard_checks(void **state)
     assert_int_equal(zb_ckpt_shard_read(file, &ref, 1, 5, N, NULL, 0, q, qm, qv, NULL, &err),
                      ZB_EFORMAT);
     /* a range outside the parameters is refused before writing */
-    zb_ckpt_range_t bad[1] = {{60, 10}};
+    zb_ckpt_range_t bad[1] = {{60, 10, 60}};
     assert_int_equal(zb_ckpt_shard_write(file, 1, 2, 5, bad, 1, p, m, v, N, &ref, &err),
                      ZB_EINVAL);
 }

@@ -24,7 +24,9 @@
 #define ZB_CKPT_MANIFEST_VERSION 1
 
 typedef struct {
-    size_t off, count; /* elements of the flat parameter buffer */
+    size_t off, count; /* elements of the whole model's flat parameter buffer (what the file says) */
+    size_t loc;        /* where the range lies in the buffers passed to write / read-with-want:
+                        * a rank's stage-local buffers; equal to off for whole-model buffers */
 } zb_ckpt_range_t;
 
 typedef struct {

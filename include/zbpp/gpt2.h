@@ -46,6 +46,14 @@ typedef struct {
 /* ZB_EINVAL with a message for non-positive sizes, C % NH != 0, Vp < V. */
 zb_status_t zb_gpt2_config_check(const zb_gpt2_config_t *cfg, zb_err_t *err);
 
+/* A stage: a contiguous range of blocks, plus the embeddings on the first and the head on the
+ * last. */
+typedef struct {
+    int layer_begin, layer_end; /* blocks [begin, end) */
+    bool embed;                 /* owns WTE (as embedding) and WPE: input is tokens */
+    bool head;                  /* owns LNFW/LNFB and the tied LM head: output is the loss */
+} zb_gpt2_span_t;
+
 /* A parameter-shaped buffer (used for parameters, gradients and optimizer moments): one
  * allocation `data` of `count` floats, tensor pointers into it in llm.c order. */
 typedef struct {
@@ -53,12 +61,37 @@ typedef struct {
     size_t sizes[ZB_GPT2_NUM_TENSORS]; /* elements per tensor */
     size_t count;                      /* total elements */
     float *data;
-    float *t[ZB_GPT2_NUM_TENSORS];
+    float *t[ZB_GPT2_NUM_TENSORS];     /* NULL for a tensor the buffer does not hold */
+    /* Stage-local buffers (zb_gpt2_params_alloc_part) hold only some blocks: slot[l] is the local
+     * index of global block l, or -1. NULL = every block in order (a whole model). Per-layer
+     * tensors are [held_layers, ...]; cfg stays the whole model's. */
+    int *slot;
+    int held_layers;
 } zb_gpt2_params_t;
 
 /* Allocate a zeroed buffer for cfg. Free with zb_gpt2_params_free. */
 zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg, zb_err_t *err);
 void zb_gpt2_params_free(zb_gpt2_params_t *p);
+/* A stage-local buffer holding what the stages `spans[0..n)` need and nothing else: their blocks,
+ * WTE when one of them embeds or has the head (tied), WPE when one embeds, the final LayerNorm
+ * when one has the head. Zeroed. ZB_EINVAL for a span outside the model. */
+zb_status_t zb_gpt2_params_alloc_part(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg,
+                                      const zb_gpt2_span_t *spans, int n, zb_err_t *err);
+/* A zeroed buffer with the same layout as `shape` (whole or stage-local). */
+zb_status_t zb_gpt2_params_alloc_like(zb_gpt2_params_t *p, const zb_gpt2_params_t *shape,
+                                      zb_err_t *err);
+/* Local index of global block l in p, -1 when p does not hold it. */
+int zb_gpt2_layer_slot(const zb_gpt2_params_t *p, int l);
+/* Tensor `tensor` of block `layer` (per-layer tensors; layer ignored for the others) in p, with
+ * its element count in *count; NULL when p does not hold it. */
+float *zb_gpt2_slice(const zb_gpt2_params_t *p, int tensor, int layer, size_t *count);
+/* True when p holds every tensor the stage `span` reads. */
+bool zb_gpt2_holds_span(const zb_gpt2_params_t *p, const zb_gpt2_span_t *span);
+/* Copy the slices of norm unit `unit` that both buffers hold (same cfg) from src to dst. */
+void zb_gpt2_copy_unit(zb_gpt2_params_t *dst, const zb_gpt2_params_t *src, int unit);
+/* Bytes of the buffer (count floats). */
+size_t zb_gpt2_params_bytes(const zb_gpt2_params_t *p);
+
 /* GPT-2 initialisation, deterministic in seed: weights N(0, 0.02) (residual projections
  * ATTPROJW and FCPROJW scaled by 1/sqrt(2L)), LayerNorm weights 1, biases 0; padded vocab rows 0. */
 void zb_gpt2_params_init_random(zb_gpt2_params_t *p, uint64_t seed);
@@ -71,12 +104,6 @@ zb_status_t zb_gpt2_save_llmc(const char *path, const zb_gpt2_params_t *p, zb_er
 
 /* ---- stages ---- */
 
-typedef struct {
-    int layer_begin, layer_end; /* blocks [begin, end) */
-    bool embed;                 /* owns WTE (as embedding) and WPE: input is tokens */
-    bool head;                  /* owns LNFW/LNFB and the tied LM head: output is the loss */
-} zb_gpt2_span_t;
-
 /* Gradients: parameter-shaped, plus a separate accumulator for the LM head's contribution to
  * WTE. zb_gpt2_fold_tied adds it into t[ZB_WTE] elementwise as (embedding part) + (head part),
  * the one fixed order every configuration uses, so pipelines match single-process bits. */
@@ -86,6 +113,10 @@ typedef struct {
 } zb_gpt2_grads_t;
 
 zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg, zb_err_t *err);
+/* Gradients shaped like the parameter buffer `shape`; wte_head only when it holds WTE (NULL
+ * otherwise: fold and zero skip it). */
+zb_status_t zb_gpt2_grads_alloc_like(zb_gpt2_grads_t *g, const zb_gpt2_params_t *shape,
+                                     zb_err_t *err);
 void zb_gpt2_grads_free(zb_gpt2_grads_t *g);
 void zb_gpt2_grads_zero(zb_gpt2_grads_t *g);
 void zb_gpt2_fold_tied(zb_gpt2_grads_t *g);
@@ -96,6 +127,10 @@ void zb_gpt2_fold_tied(zb_gpt2_grads_t *g);
  * (offset, count) element ranges into the parameter buffer and returns how many. */
 int zb_gpt2_num_units(const zb_gpt2_config_t *cfg);
 int zb_gpt2_unit_ranges(const zb_gpt2_config_t *cfg, int unit, size_t offset[16], size_t count[16]);
+/* The same for the buffer p (whole or stage-local): the ranges of `unit` that p holds, as
+ * offsets into p->data; 0 when it holds none. */
+int zb_gpt2_params_unit_ranges(const zb_gpt2_params_t *p, int unit, size_t offset[16],
+                               size_t count[16]);
 
 /* Activations of one (stage, microbatch), kept from F for B and W. Allocated once for a batch
  * shape (B sequences of T tokens) and reusable across microbatches. */

@@ -37,6 +37,9 @@ typedef struct {
 } zb_adamw_state_t;
 
 zb_status_t zb_adamw_state_alloc(zb_adamw_state_t *s, const zb_gpt2_config_t *cfg, zb_err_t *err);
+/* Moments shaped like the (possibly stage-local) parameter buffer `shape`. */
+zb_status_t zb_adamw_state_alloc_like(zb_adamw_state_t *s, const zb_gpt2_params_t *shape,
+                                      zb_err_t *err);
 void zb_adamw_state_free(zb_adamw_state_t *s);
 
 /* One AdamW step on the elements [offset, offset+count) of the parameter buffer:

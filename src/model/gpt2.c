@@ -61,6 +61,7 @@ zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cf
     if (st != ZB_OK)
         return st;
     p->cfg = *cfg;
+    p->held_layers = cfg->layers;
     zb_gpt2_tensor_sizes(cfg, p->sizes);
     for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++)
         p->count += p->sizes[i];
@@ -81,6 +82,7 @@ void zb_gpt2_params_free(zb_gpt2_params_t *p)
     if (!p)
         return;
     free(p->data);
+    free(p->slot);
     memset(p, 0, sizeof *p);
 }
 
@@ -153,11 +155,14 @@ void zb_gpt2_grads_free(zb_gpt2_grads_t *g)
 void zb_gpt2_grads_zero(zb_gpt2_grads_t *g)
 {
     memset(g->g.data, 0, g->g.count * sizeof(float));
-    memset(g->wte_head, 0, g->g.sizes[ZB_WTE] * sizeof(float));
+    if (g->wte_head)
+        memset(g->wte_head, 0, g->g.sizes[ZB_WTE] * sizeof(float));
 }
 
 void zb_gpt2_fold_tied(zb_gpt2_grads_t *g)
 {
+    if (!g->wte_head || !g->g.t[ZB_WTE])
+        return;
     float *e = g->g.t[ZB_WTE];
     for (size_t i = 0; i < g->g.sizes[ZB_WTE]; i++)
         e[i] = e[i] + g->wte_head[i]; /* (embedding part) + (head part), always this order */

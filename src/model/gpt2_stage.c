@@ -280,6 +280,11 @@ static zb_status_t check_call(const zb_gpt2_params_t *p, const zb_gpt2_span_t *s
         span->embed != st->span.embed || span->head != st->span.head)
         return zb_err_set(err, ZB_EINVAL, "gpt2 %s: span differs from the one the stash was made for",
                           what);
+    if (!zb_gpt2_holds_span(p, span))
+        return zb_err_set(err, ZB_EINVAL,
+                          "gpt2 %s: the parameter buffer does not hold stage [%d, %d)%s%s", what,
+                          span->layer_begin, span->layer_end, span->embed ? " + embedding" : "",
+                          span->head ? " + head" : "");
     return ZB_OK;
 }
 
@@ -292,7 +297,8 @@ static zb_status_t check_ids(const int *ids, size_t n, int V, const char *name, 
     return ZB_OK;
 }
 
-/* Pointers to block l's parameters (l is the global layer index). */
+/* Pointers to block l's parameters (l is the global layer index; the buffer may be stage-local,
+ * so it is looked up through its slot). */
 typedef struct {
     const float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
     const float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
@@ -300,7 +306,7 @@ typedef struct {
 
 static block_params_t block_params(const zb_gpt2_params_t *p, int l)
 {
-    size_t C = (size_t)p->cfg.channels, L = (size_t)l;
+    size_t C = (size_t)p->cfg.channels, L = (size_t)zb_gpt2_layer_slot(p, l);
     block_params_t b = {
         p->t[ZB_LN1W] + L * C,           p->t[ZB_LN1B] + L * C,
         p->t[ZB_QKVW] + L * 3 * C * C,   p->t[ZB_QKVB] + L * 3 * C,
@@ -460,7 +466,7 @@ static void block_backward_weight(const zb_gpt2_stash_t *st, zb_gpt2_params_t *g
                                   const layer_acts_t *a, const float *x)
 {
     int N = st->B * st->T, C = st->cfg.channels;
-    size_t Cz = (size_t)C, L = (size_t)l;
+    size_t Cz = (size_t)C, L = (size_t)zb_gpt2_layer_slot(g, l);
     zb_layernorm_backward_weight(g->t[ZB_LN1W] + L * Cz, g->t[ZB_LN1B] + L * Cz, a->dln1, x,
                                  a->ln1_mean, a->ln1_rstd, N, C);
     zb_matmul_backward_weight(g->t[ZB_QKVW] + L * 3 * Cz * Cz, g->t[ZB_QKVB] + L * 3 * Cz,
@@ -481,9 +487,9 @@ zb_status_t zb_gpt2_backward_weight(const zb_gpt2_params_t *p, const zb_gpt2_spa
     zb_status_t s = check_call(p, span, st, "backward_weight", err);
     if (s != ZB_OK)
         return s;
-    if (!g || !g->g.data || !g->wte_head)
+    if (!g || !g->g.data || (span->head && !g->wte_head))
         return zb_err_set(err, ZB_EINVAL, "gpt2 backward_weight: gradient buffers are required");
-    if (g->g.count != p->count)
+    if (g->g.count != p->count || !zb_gpt2_holds_span(&g->g, span))
         return zb_err_set(err, ZB_EINVAL,
                           "gpt2 backward_weight: gradients and parameters have different sizes");
     if (st->state != STATE_AFTER_B)

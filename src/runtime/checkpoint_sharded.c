@@ -61,7 +61,7 @@ zb_status_t zb_ckpt_shard_write(const char *file, int rank, int ranks, long step
     const float *bufs[3] = {params, m, v};
     for (int b = 0; b < 3; b++)
         for (int i = 0; i < n; i++)
-            hw_put(&w, bufs[b] + ranges[i].off, ranges[i].count * sizeof(float));
+            hw_put(&w, bufs[b] + ranges[i].loc, ranges[i].count * sizeof(float));
     if (!w.ok) {
         zb_atomic_abort(&af);
         return zb_err_set(err, ZB_EIO, "cannot write checkpoint shard %s: %s", file,
@@ -141,7 +141,7 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
             break;
         if (r[0] > param_count || r[1] > param_count - r[0])
             st = zb_err_set(err, ZB_EFORMAT, "checkpoint shard %s: range %d out of bounds", file, i);
-        rg[i] = (zb_ckpt_range_t){(size_t)r[0], (size_t)r[1]};
+        rg[i] = (zb_ckpt_range_t){(size_t)r[0], (size_t)r[1], (size_t)r[0]};
     }
     if (st == ZB_OK && want) {
         bool same = nr == n;
@@ -155,7 +155,8 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
     float *bufs[3] = {params, m, v};
     for (int b = 0; b < 3 && st == ZB_OK; b++)
         for (int i = 0; i < nr && st == ZB_OK; i++)
-            st = hr_get(f, bufs[b] + rg[i].off, rg[i].count * sizeof(float), file, err);
+            st = hr_get(f, bufs[b] + (want ? want[i].loc : rg[i].off), rg[i].count * sizeof(float),
+                        file, err);
     for (int i = 0; st == ZB_OK && covered && i < nr; i++)
         memset(covered + rg[i].off, 1, rg[i].count);
 out:

@@ -55,6 +55,18 @@ zb_status_t zb_adamw_state_alloc(zb_adamw_state_t *s, const zb_gpt2_config_t *cf
     return st;
 }
 
+zb_status_t zb_adamw_state_alloc_like(zb_adamw_state_t *s, const zb_gpt2_params_t *shape,
+                                      zb_err_t *err)
+{
+    memset(s, 0, sizeof *s);
+    zb_status_t st = zb_gpt2_params_alloc_like(&s->m, shape, err);
+    if (st == ZB_OK)
+        st = zb_gpt2_params_alloc_like(&s->v, shape, err);
+    if (st != ZB_OK)
+        zb_adamw_state_free(s);
+    return st;
+}
+
 void zb_adamw_state_free(zb_adamw_state_t *s)
 {
     zb_gpt2_params_free(&s->m);
@@ -111,7 +123,7 @@ void zb_adamw_update_units(zb_gpt2_params_t *params, const zb_gpt2_params_t *gra
 {
     size_t off[16], cnt[16];
     for (int u = 0; u < n_units; u++) {
-        int n = zb_gpt2_unit_ranges(&params->cfg, units[u], off, cnt);
+        int n = zb_gpt2_params_unit_ranges(params, units[u], off, cnt);
         for (int r = 0; r < n; r++)
             zb_adamw_update_range(params, grads, state, h, lr, t, grad_scale, off[r], cnt[r]);
     }
@@ -137,7 +149,7 @@ static double range_sumsq(const float *g, size_t n)
 double zb_grad_unit_sumsq(const zb_gpt2_params_t *grads, int unit)
 {
     size_t off[16], cnt[16];
-    int n = zb_gpt2_unit_ranges(&grads->cfg, unit, off, cnt);
+    int n = zb_gpt2_params_unit_ranges(grads, unit, off, cnt);
     double sum = 0.0;
     for (int r = 0; r < n; r++)
         sum += range_sumsq(grads->data + off[r], cnt[r]);

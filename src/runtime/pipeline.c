@@ -41,19 +41,41 @@ zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
     return ZB_OK;
 }
 
-static void gather(pl_t *pl, zb_trainer_t *t)
+/* The trainer's whole-model buffers serve start-up (init, resume, handshake) and gathering a
+ * checkpoint or the final parameters; in between a pipeline process holds only its stages'
+ * state (pl_rank_init), so they are released and brought back on demand. */
+static void release_whole_model(zb_trainer_t *t)
 {
-    for (int u = 0; u < pl->n_units; u++) {
+    zb_gpt2_stash_free(t->stash);
+    t->stash = NULL;
+    zb_gpt2_grads_free(&t->grads);
+    zb_adamw_state_free(&t->opt);
+    zb_gpt2_params_free(&t->params);
+}
+
+static zb_status_t acquire_whole_model(pl_t *pl, zb_trainer_t *t, bool moments, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    if (!t->params.data)
+        st = zb_gpt2_params_alloc(&t->params, &pl->mcfg, err);
+    if (st == ZB_OK && moments && !t->opt.m.data)
+        st = zb_adamw_state_alloc(&t->opt, &pl->mcfg, err);
+    return st;
+}
+
+/* Threads: every unit from the rank that owns (and updates) it into the whole-model buffers. */
+static zb_status_t gather(pl_t *pl, zb_trainer_t *t, bool moments, zb_err_t *err)
+{
+    zb_status_t st = acquire_whole_model(pl, t, moments, err);
+    for (int u = 0; st == ZB_OK && u < pl->n_units; u++) {
         const pl_rank_t *R = &pl->ranks[pl->unit_owner[u]];
-        size_t off[16], cnt[16];
-        int n = zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt);
-        for (int i = 0; i < n; i++) {
-            size_t bytes = cnt[i] * sizeof(float);
-            memcpy(t->params.data + off[i], R->params.data + off[i], bytes);
-            memcpy(t->opt.m.data + off[i], R->opt.m.data + off[i], bytes);
-            memcpy(t->opt.v.data + off[i], R->opt.v.data + off[i], bytes);
+        zb_gpt2_copy_unit(&t->params, &R->params, u);
+        if (moments) {
+            zb_gpt2_copy_unit(&t->opt.m, &R->opt.m, u);
+            zb_gpt2_copy_unit(&t->opt.v, &R->opt.v, u);
         }
     }
+    return st;
 }
 
 /* After the run: measured bubble (last step), trace, peaks. */
@@ -101,6 +123,7 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
     const zb_pipeline_opts_t *o = pl->opts;
     const zb_train_config_t *c = pl->cfg;
     pl->mcfg = t->params.cfg;
+    pl->param_count = t->params.count;
     pl->P = o->ranks;
     pl->N = o->dp > 1 ? o->dp : 1;
     pl->M = c->microbatches;
@@ -181,12 +204,21 @@ done:
 /* --save: one gathered file (threads: from memory; MPI: through the transport) or shards. */
 static zb_status_t save(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
 {
+    zb_status_t st;
     if (pl->opts->sharded_checkpoint)
         return pl_save_sharded(pl, t, err);
-    if (pl->opts->transport)
-        return pl_save_gathered(pl, t, err);
-    gather(pl, t);
-    return zb_train_save(t, pl->cfg->save_path, err);
+    if (pl->opts->transport) {
+        zb_transport_t *net = pl->opts->transport;
+        st = net->rank == 0 ? acquire_whole_model(pl, t, true, err) : ZB_OK;
+        if (st != ZB_OK) /* the others would wait for rank 0 to receive */
+            zb_transport_abort(net, err ? err->msg : zb_strerror(st));
+        else
+            st = pl_save_gathered(pl, t, err);
+    } else if ((st = gather(pl, t, true, err)) == ZB_OK) {
+        st = zb_train_save(t, pl->cfg->save_path, err);
+    }
+    release_whole_model(t);
+    return st;
 }
 
 static void teardown(pl_t *pl)
@@ -301,6 +333,7 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         rep->failed_together = true;
     if (st != ZB_OK)
         goto out;
+    release_whole_model(&t);
     long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
     const int me = net ? net->rank : 0; /* the rank whose figures this process reports */
     const int world_size = pl.P * pl.N;
@@ -378,8 +411,6 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     if (st == ZB_OK && summary->steps_run > 0)
         st = pl_dp_check(&pl, rep, err);
     if (st == ZB_OK) {
-        if (!net)
-            gather(&pl, &t);
         if (summary->steps_run > 0 && !net)
             st = report_run(&pl, rep, err);
         for (int g = 0; !net && g < world_size; g++)
@@ -393,10 +424,13 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         }
         if (st == ZB_OK && cfg->save_path) /* only after a complete run: never a partial one */
             st = save(&pl, &t, err);
+        bool want_params = cfg->save_model_path || final_params;
+        if (st == ZB_OK && want_params && !net)
+            st = gather(&pl, &t, false, err);
         if (st == ZB_OK && cfg->save_model_path && !net) /* llm.c export, as --ranks 1 */
             st = zb_gpt2_save_llmc(cfg->save_model_path, &t.params, err);
         if (st == ZB_OK && final_params) {
-            st = zb_gpt2_params_alloc(final_params, &t.params.cfg, err);
+            st = zb_gpt2_params_alloc(final_params, &pl.mcfg, err);
             if (st == ZB_OK)
                 memcpy(final_params->data, t.params.data, t.params.count * sizeof(float));
         }

@@ -303,8 +303,11 @@ zb_status_t pl_save_gathered(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
         int owner = pl->unit_owner[u];
         if (me != 0 && me != owner)
             continue;
-        size_t off[16], cnt[16];
+        /* the owner holds the whole unit: its local ranges pair with the global ones */
+        size_t off[16], cnt[16], loc[16] = {0}, lcnt[16];
         int n = zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt);
+        if (me == owner)
+            zb_gpt2_params_unit_ranges(&R->params, u, loc, lcnt);
         const float *src[3] = {R->params.data, R->opt.m.data, R->opt.v.data};
         float *dst[3] = {t->params.data, t->opt.m.data, t->opt.v.data};
         for (int i = 0; i < n && st == ZB_OK; i++)
@@ -312,11 +315,11 @@ zb_status_t pl_save_gathered(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
                 uint32_t tag = zb_tag(ZB_TAG_USER, k, u * 16 + i);
                 size_t bytes = cnt[i] * sizeof(float);
                 if (owner == 0)
-                    memcpy(dst[k] + off[i], src[k] + off[i], bytes);
+                    memcpy(dst[k] + off[i], src[k] + loc[i], bytes);
                 else if (me == 0)
                     st = zb_recv(net, dst[k] + off[i], bytes, owner, tag, err);
                 else
-                    st = zb_send(net, src[k] + off[i], bytes, 0, tag, err);
+                    st = zb_send(net, src[k] + loc[i], bytes, 0, tag, err);
             }
     }
     if (st == ZB_OK)
@@ -341,7 +344,7 @@ static zb_ckpt_range_t *ranges_of(const pl_rank_t *R)
 {
     zb_ckpt_range_t *rg = malloc((R->n_upd ? (size_t)R->n_upd : 1) * sizeof *rg);
     for (int i = 0; rg && i < R->n_upd; i++)
-        rg[i] = (zb_ckpt_range_t){R->upd[i].off, R->upd[i].count};
+        rg[i] = (zb_ckpt_range_t){R->upd[i].goff, R->upd[i].count, R->upd[i].off};
     return rg;
 }
 
@@ -355,7 +358,7 @@ static zb_status_t write_shard(pl_t *pl, const pl_rank_t *R, const char *dir, lo
     snprintf(file, sizeof file, "%s%s", dir, ref->file);
     zb_status_t st = zb_ckpt_shard_write(file, R->rank, pl->P, step, rg, R->n_upd,
                                          R->params.data, R->opt.m.data, R->opt.v.data,
-                                         R->params.count, ref, err);
+                                         pl->param_count, ref, err);
     free(rg);
     return st;
 }
@@ -374,8 +377,8 @@ static zb_status_t fill_manifest(pl_t *pl, const zb_trainer_t *t, zb_ckpt_manife
         m->stage_rank[s] = zb_stage_rank(pl->sched, s);
     memcpy(m->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));
     m->cfg = t->cfg;
-    m->cfg.model = t->params.cfg;
-    m->param_count = t->params.count;
+    m->cfg.model = pl->mcfg;
+    m->param_count = pl->param_count;
     m->data_fp = zb_data_fingerprint(t->data);
     m->data_tokens = zb_data_total_tokens(t->data);
     m->data_shards = zb_data_num_shards(t->data);
@@ -520,16 +523,17 @@ zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_er
         int r = R->rank;
         R->skipped = m.skipped;
         if (!own) {
-            size_t bytes = t->params.count * sizeof(float);
-            memcpy(R->params.data, t->params.data, bytes);
-            memcpy(R->opt.m.data, t->opt.m.data, bytes);
-            memcpy(R->opt.v.data, t->opt.v.data, bytes);
+            for (int u = 0; u < pl->n_units; u++) {
+                zb_gpt2_copy_unit(&R->params, &t->params, u);
+                zb_gpt2_copy_unit(&R->opt.m, &t->opt.m, u);
+                zb_gpt2_copy_unit(&R->opt.v, &t->opt.v, u);
+            }
             continue;
         }
         zb_ckpt_range_t *rg = ranges_of(R);
         char file[4400];
         snprintf(file, sizeof file, "%s%s", dir, m.shard[r].file);
-        st = rg ? zb_ckpt_shard_read(file, &m.shard[r], r, m.step, R->params.count, rg, R->n_upd,
+        st = rg ? zb_ckpt_shard_read(file, &m.shard[r], r, m.step, pl->param_count, rg, R->n_upd,
                                      R->params.data, R->opt.m.data, R->opt.v.data, NULL, err)
                 : zb_err_set(err, ZB_ENOMEM, "out of memory resuming");
         free(rg);

@@ -29,8 +29,10 @@ typedef struct {
     bool own_x_out, own_dx_in;
 } pl_stage_t;
 
+/* A range of parameters this rank updates: `off` into its stage-local buffers, `goff` into the
+ * whole model's (checkpoints). */
 typedef struct {
-    size_t off, count;
+    size_t off, count, goff;
 } pl_range_t;
 
 typedef struct {
@@ -42,6 +44,7 @@ typedef struct {
     zb_transport_group_t pipe_view, dp_view;
     float *dp_flat; /* [upd_elems] gradients of the update ranges, packed (dp > 1) */
     float *dp_in, *dp_acc; /* [one chunk] a replica's chunk, the running sum (dp > 1) */
+    /* stage-local: only what this rank's stages use (zb_gpt2_params_alloc_part) */
     zb_gpt2_params_t params;
     zb_gpt2_grads_t grads;
     zb_adamw_state_t opt;
@@ -72,6 +75,7 @@ struct pl {
     zb_gpt2_config_t mcfg;
     int P, S, M, mbB, T;
     int N;      /* data-parallel replicas; pl->ranks holds N·P entries */
+    size_t param_count; /* elements of the whole model's parameter buffer */
     int seq_per_replica; /* B/N sequences of the global batch per replica */
     size_t NC; /* B/M · T · C floats per activation message */
     int first[1025];

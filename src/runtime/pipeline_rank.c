@@ -88,17 +88,46 @@ static zb_status_t stage_link(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, zb_err_t *
     return ZB_OK;
 }
 
+/* An owned unit: the rank holds all of it, so its local and global ranges pair up in order. */
 static zb_status_t add_unit_ranges(pl_rank_t *R, int unit)
 {
-    size_t off[16], cnt[16];
-    int n = zb_gpt2_unit_ranges(&R->pl->mcfg, unit, off, cnt);
+    size_t off[16], cnt[16], goff[16], gcnt[16];
+    int n = zb_gpt2_params_unit_ranges(&R->params, unit, off, cnt);
+    int gn = zb_gpt2_unit_ranges(&R->pl->mcfg, unit, goff, gcnt);
+    if (n != gn)
+        return ZB_EINVAL;
     pl_range_t *grown = realloc(R->upd, (size_t)(R->n_upd + n) * sizeof *grown);
     if (!grown)
         return ZB_ENOMEM;
     R->upd = grown;
     for (int i = 0; i < n; i++) {
-        R->upd[R->n_upd++] = (pl_range_t){off[i], cnt[i]};
+        R->upd[R->n_upd++] = (pl_range_t){off[i], cnt[i], goff[i]};
         R->upd_elems += cnt[i];
+    }
+    return ZB_OK;
+}
+
+/* Stage-local parameters, gradients and moments for the stages `rank` holds, filled from the
+ * whole-model init (opt may be NULL: zero moments). */
+static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_params_t *init,
+                                     const zb_adamw_state_t *opt, zb_err_t *err)
+{
+    zb_gpt2_span_t spans[1024];
+    int n = 0;
+    for (int s = 0; s < pl->S && n < 1024; s++)
+        if (zb_stage_rank(pl->sched, s) == R->rank)
+            spans[n++] = zb_partition_span(pl->first, pl->S, s);
+    zb_status_t st;
+    if ((st = zb_gpt2_params_alloc_part(&R->params, &pl->mcfg, spans, n, err)) != ZB_OK)
+        return st;
+    for (int u = 0; u < pl->n_units; u++)
+        zb_gpt2_copy_unit(&R->params, init, u);
+    if ((st = zb_gpt2_grads_alloc_like(&R->grads, &R->params, err)) != ZB_OK ||
+        (st = zb_adamw_state_alloc_like(&R->opt, &R->params, err)) != ZB_OK)
+        return st;
+    for (int u = 0; opt && u < pl->n_units; u++) {
+        zb_gpt2_copy_unit(&R->opt.m, &opt->m, u);
+        zb_gpt2_copy_unit(&R->opt.v, &opt->v, u);
     }
     return ZB_OK;
 }
@@ -114,15 +143,10 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     R->replica = global / pl->P;
     const int rank = R->rank;
     R->skipped = skipped;
-    zb_status_t st;
-    if ((st = zb_gpt2_params_alloc(&R->params, &pl->mcfg, err)) != ZB_OK ||
-        (st = zb_gpt2_grads_alloc(&R->grads, &pl->mcfg, err)) != ZB_OK ||
-        (st = zb_adamw_state_alloc(&R->opt, &pl->mcfg, err)) != ZB_OK)
+    /* Own copies of only what its stages use, like separate processes (docs/runtime.md). */
+    zb_status_t st = alloc_local_state(pl, R, init, opt, err);
+    if (st != ZB_OK)
         return st;
-    /* Own copies, like separate processes (see docs/decisions.md). */
-    memcpy(R->params.data, init->data, init->count * sizeof(float));
-    memcpy(R->opt.m.data, opt->m.data, opt->m.count * sizeof(float));
-    memcpy(R->opt.v.data, opt->v.data, opt->v.count * sizeof(float));
 
     R->local_of_stage = malloc((size_t)pl->S * sizeof(int));
     R->st = calloc((size_t)pl->S, sizeof *R->st);
@@ -148,8 +172,11 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     for (int u = 0; u < pl->n_units; u++)
         if (pl->unit_owner[u] == rank) {
             R->units[R->n_owned++] = u;
-            if (add_unit_ranges(R, u) != ZB_OK)
-                return oom(err, rank);
+            if ((st = add_unit_ranges(R, u)) != ZB_OK)
+                return st == ZB_ENOMEM ? oom(err, rank)
+                                       : zb_err_set(err, ZB_EINVAL,
+                                                    "rank %d owns unit %d but holds only part of it",
+                                                    rank, u);
         }
     if (R->has_head && !R->has_embed) {
         /* the head's copy of the tied WTE steps with the same gradient as the embedding's */
@@ -158,7 +185,7 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
             return oom(err, rank);
         R->upd = grown;
         size_t wte_off = (size_t)(R->params.t[ZB_WTE] - R->params.data);
-        R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE]};
+        R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE], 0};
         R->upd_elems += R->params.sizes[ZB_WTE];
     }
     if (pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && R->upd_elems > 0 &&
@@ -439,8 +466,8 @@ static void inject_inf(pl_rank_t *R)
         o->inject_inf_unit >= R->pl->n_units || R->pl->unit_owner[o->inject_inf_unit] != R->rank)
         return;
     size_t off[16], cnt[16];
-    zb_gpt2_unit_ranges(&R->pl->mcfg, o->inject_inf_unit, off, cnt);
-    R->grads.g.data[off[0]] = INFINITY;
+    if (zb_gpt2_params_unit_ranges(&R->grads.g, o->inject_inf_unit, off, cnt) > 0)
+        R->grads.g.data[off[0]] = INFINITY;
 }
 
 /* This step's views of the world transport `t`: the replica's pipeline and the replicas of this

@@ -162,11 +162,15 @@ static void test_auto_with_measured_costs_bit_identical(void **state)
             assert_true(rep->bubble_predicted >= 0 && rep->bubble_predicted < 1);
             for (int r = 0; r < 2; r++) {
                 assert_true(rep->peak_stash_bytes[r] <= rep->predicted_stash_bytes[r] + 0.5);
-                if (o.mem_limit > 0)
-                    assert_true(rep->predicted_stash_bytes[r] <= o.mem_limit);
+                if (o.mem_limit > 0) /* the limit is on the whole rank */
+                    assert_true(rep->mem_predicted[r].total <= o.mem_limit);
+                assert_true(rep->mem_measured_ok);
+                assert_true(rep->mem_measured[r].total <= rep->mem_predicted[r].total + 0.5);
             }
-            if (!lim) /* next round: a limit of 80% of this plan's largest per-rank peak */
-                o.mem_limit = 0.8 * fmax(rep->predicted_stash_bytes[0],
+            if (!lim) /* next round: a whole-rank limit that takes away 20% of the largest
+                       * activation peak */
+                o.mem_limit = fmax(rep->mem_predicted[0].total, rep->mem_predicted[1].total) -
+                              0.2 * fmax(rep->predicted_stash_bytes[0],
                                          rep->predicted_stash_bytes[1]);
             zb_gpt2_params_free(&got);
             free(rep);

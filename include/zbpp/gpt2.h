@@ -153,6 +153,13 @@ size_t zb_gpt2_stash_live_bytes(const zb_gpt2_stash_t *st);
 void zb_gpt2_stage_mem(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B, int T,
                        size_t *after_f, size_t *after_b);
 
+/* Bytes one stash of the stage allocates (live buffers and scratch). */
+size_t zb_gpt2_stash_capacity(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                              int T);
+/* Elements of zb_gpt2_params_alloc_part's buffer for these spans (0 for a bad span). */
+size_t zb_gpt2_params_part_count(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *spans,
+                                 int n);
+
 /* Forward of a stage for one microbatch.
  * embed stage: tokens [B,T] (x_in unused); else x_in [B,T,C].
  * head stage: targets [B,T], writes *loss = mean cross-entropy over B·T (x_out unused);

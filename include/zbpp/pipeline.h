@@ -44,6 +44,8 @@ zb_status_t zb_partition(const zb_block_costs_t *c, int stages, int *first, zb_e
 
 /* The span of stage s of S given the partition. */
 zb_gpt2_span_t zb_partition_span(const int *first, int stages, int s);
+/* The stage holding block `layer`, -1 if none. */
+int zb_partition_stage_of(const int *first, int stages, int layer);
 
 /* ---- options ---- */
 
@@ -65,7 +67,9 @@ typedef struct {
     const char *schedule; /* family in the registry ("1f1b", "zb-h1", ...) */
     int chunks;           /* v; 0 = the family's default */
     zb_opt_sync_t opt_sync;
-    double mem_limit;     /* bytes of activation stash per rank; <= 0 = none */
+    double mem_limit;     /* bytes of a rank's whole footprint (zb_rank_mem_t.total); <= 0 =
+                           * none. The schedule's activations get what params, gradients,
+                           * optimizer state, backup and message buffers leave. */
     const char *trace_path; /* measured timeline of the last step (Chrome trace); NULL = none */
     bool profile;         /* measure stage costs for partition + prediction (else FLOP model) */
     bool pin;             /* pin rank r's thread to core r when there are enough cores */
@@ -88,6 +92,24 @@ typedef struct {
 /* ranks 1, dp 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,
  * hooks off. */
 void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o);
+
+/* A rank's whole memory footprint in bytes (docs/runtime.md, "Whole-rank memory"). `total` is
+ * params + grads + optimizer + backup + messages + activations, where activations is the peak of
+ * the live activation stash (what the schedule's memory model predicts and the stash accounts);
+ * stash_alloc is what the rank's stash pools allocate ahead for it (scratch included), which
+ * process RSS reflects. */
+typedef struct {
+    double params;      /* stage-local parameters */
+    double grads;       /* their gradients (+ the tied head's WTE accumulator) */
+    double optimizer;   /* AdamW moments m, v */
+    double backup;      /* post-validation: params, m, v of the updated ranges before a step */
+    double messages;    /* activation / gradient message buffers of its stages */
+    double activations; /* peak live activation stash */
+    double stash_alloc; /* activation stash pools as allocated */
+    double total;
+    double rss_peak;    /* measured only: peak resident set of the process holding the rank
+                         * (with threads, the whole process: every rank shares it) */
+} zb_rank_mem_t;
 
 /* What the run measured and what the models predicted. */
 typedef struct {
@@ -119,6 +141,12 @@ typedef struct {
      * zero with the thread transport */
     double step_bytes_sent, step_bytes_received, step_msgs_sent, step_msgs_received;
     double step_wait_s;
+    /* whole-rank memory of replica 0's ranks: the model's prediction (every process) and the
+     * allocators' accounting (mem_measured_ok: threads, or gathered to MPI rank 0);
+     * rss_peak_bytes: this process's peak resident set (VmHWM), 0 if unknown */
+    zb_rank_mem_t mem_predicted[1024], mem_measured[1024];
+    bool mem_measured_ok;
+    double rss_peak_bytes;
 } zb_pipeline_report_t;
 
 /* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,

@@ -9,6 +9,10 @@
 
 /* Seconds on the monotonic clock (arbitrary origin). */
 double zb_now(void);
+/* This process's peak and current resident set in bytes (Linux /proc/self/status; 0 if
+ * unknown). */
+double zb_rss_peak_bytes(void);
+double zb_rss_bytes(void);
 
 /* Sort v[0..n-1] ascending, in place. */
 void zb_sort_doubles(double *v, size_t n);

@@ -47,6 +47,7 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
                o[2] / steps / 1e6, o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
         rollbacks += (long)o[1];
     }
+    zb_cli_print_rank_memory(rep, P, pc->opts.mem_limit);
     if (rep->replicas_checked)
         printf("replicas: %d, %s after the run (parameter and AdamW state hashes)\n",
                world / P, rep->replicas_differ ? "DIFFERENT" : "identical");

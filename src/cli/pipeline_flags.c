@@ -123,6 +123,47 @@ int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t 
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
+static void mem_row(const char *what, const zb_rank_mem_t *m)
+{
+    const double MiB = 1048576.0;
+    printf("  %-9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f\n", what, m->params / MiB,
+           m->grads / MiB, m->optimizer / MiB, m->backup / MiB, m->messages / MiB,
+           m->activations / MiB, m->total / MiB, m->stash_alloc / MiB);
+}
+
+void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit)
+{
+    printf("memory per rank, MiB (whole rank = params + grads + optimizer + backup + messages + "
+           "activation peak; docs/runtime.md)\n");
+    printf("  %-9s %8s %8s %8s %8s %8s %8s %9s %9s\n", "", "params", "grads", "optim", "backup",
+           "messages", "act.peak", "total", "act.alloc");
+    for (int r = 0; r < ranks && r < 1024; r++) {
+        printf(" rank %d\n", r);
+        mem_row("predicted", &rep->mem_predicted[r]);
+        if (rep->mem_measured_ok)
+            mem_row("measured", &rep->mem_measured[r]);
+    }
+    if (limit > 0)
+        printf("  memory limit (--mem-limit): %.2f MiB per rank, on the whole-rank total\n",
+               limit / 1048576.0);
+    double rss = rep->rss_peak_bytes;
+    if (rep->mem_measured_ok && rep->mem_measured[0].rss_peak > 0 && ranks > 0)
+        rss = rep->mem_measured[0].rss_peak;
+    if (rep->mem_measured_ok) {
+        bool per_process = false;
+        for (int r = 1; r < ranks && r < 1024; r++)
+            per_process |= rep->mem_measured[r].rss_peak != rep->mem_measured[0].rss_peak;
+        if (per_process) {
+            printf("  peak RSS per process (MiB):");
+            for (int r = 0; r < ranks && r < 1024; r++)
+                printf(" rank %d %.1f%s", r, rep->mem_measured[r].rss_peak / 1048576.0,
+                       r + 1 < ranks ? "," : "\n");
+        } else if (rss > 0) {
+            printf("  peak RSS of this process: %.1f MiB\n", rss / 1048576.0);
+        }
+    }
+}
+
 void zb_cli_print_trace_paths(const char *trace_path)
 {
     char path[ZB_TRACE_FILES][4400];
@@ -173,10 +214,7 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
             printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
                    100 * rep->bubble_measured, pc->opts.dp > 1 ? ", replica 0" : "",
                    100 * rep->bubble_predicted);
-            for (int r = 0; r < pc->opts.ranks; r++)
-                printf("rank %d activation stash peak: measured %.2f MiB, predicted %.2f MiB\n", r,
-                       rep->peak_stash_bytes[r] / 1048576.0,
-                       rep->predicted_stash_bytes[r] / 1048576.0);
+            zb_cli_print_rank_memory(rep, pc->opts.ranks, pc->opts.mem_limit);
             if (rep->replicas_checked && rep->replicas_differ == 0)
                 printf("replicas: %d, identical after the run (parameter and AdamW state "
                        "hashes)\n", pc->opts.dp);

@@ -32,4 +32,8 @@ void zb_cli_print_trace_paths(const char *trace_path);
  * not every rank knows about). In cli/mpi_run.c. */
 int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c);
 
+/* The whole-rank memory table of a pipeline run: predicted and measured per rank, the limit,
+ * peak RSS. */
+void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit);
+
 #endif

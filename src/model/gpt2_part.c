@@ -196,3 +196,31 @@ zb_status_t zb_gpt2_grads_alloc_like(zb_gpt2_grads_t *g, const zb_gpt2_params_t 
     }
     return ZB_OK;
 }
+
+size_t zb_gpt2_params_part_count(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *spans,
+                                 int n)
+{
+    if (zb_gpt2_config_check(cfg, NULL) != ZB_OK)
+        return 0;
+    size_t full[ZB_GPT2_NUM_TENSORS], count = 0;
+    zb_gpt2_tensor_sizes(cfg, full);
+    bool wte = false, wpe = false, lnf = false;
+    int held = 0;
+    for (int l = 0; l < cfg->layers; l++)
+        for (int k = 0; k < n; k++)
+            if (l >= spans[k].layer_begin && l < spans[k].layer_end) {
+                held++;
+                break;
+            }
+    for (int k = 0; k < n; k++) {
+        wte |= spans[k].embed || spans[k].head;
+        wpe |= spans[k].embed;
+        lnf |= spans[k].head;
+    }
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++)
+        count += per_layer(i) ? full[i] / (size_t)cfg->layers * (size_t)held
+                 : i == ZB_WTE ? (wte ? full[i] : 0)
+                 : i == ZB_WPE ? (wpe ? full[i] : 0)
+                               : (lnf ? full[i] : 0);
+    return count;
+}

@@ -196,6 +196,15 @@ void zb_gpt2_stage_mem(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, 
         *after_b = lo.bytes_b;
 }
 
+size_t zb_gpt2_stash_capacity(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                              int T)
+{
+    layout_t lo = {0};
+    if (check_shape(cfg, span, B, T, NULL) == ZB_OK)
+        layout(&lo, NULL, cfg, span, B, T);
+    return lo.off ? lo.off : 64;
+}
+
 zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_gpt2_stash_t **out, zb_err_t *err)
 {

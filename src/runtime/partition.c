@@ -67,3 +67,11 @@ zb_gpt2_span_t zb_partition_span(const int *first, int stages, int s)
 {
     return (zb_gpt2_span_t){first[s], first[s + 1], s == 0, s == stages - 1};
 }
+
+int zb_partition_stage_of(const int *first, int stages, int layer)
+{
+    for (int s = 0; s < stages; s++)
+        if (layer >= first[s] && layer < first[s + 1])
+            return s;
+    return -1;
+}

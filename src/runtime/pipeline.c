@@ -135,6 +135,25 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
     pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq);
 }
 
+/* Every rank's whole footprint within --mem-limit (the planner kept the activations within
+ * what the heaviest rank leaves; this is the exact check, rank by rank). */
+static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    const double MiB = 1048576.0, limit = pl->opts->mem_limit;
+    for (int r = 0; limit > 0 && r < pl->P && r < 1024; r++) {
+        const zb_rank_mem_t *m = &rep->mem_predicted[r];
+        if (m->total > limit)
+            return zb_err_set(err, ZB_EMEMLIMIT,
+                              "rank %d needs %.2f MiB (parameters %.2f, gradients %.2f, optimizer "
+                              "%.2f, backup %.2f, messages %.2f, activations %.2f), over the memory "
+                              "limit of %.2f MiB per rank",
+                              r, m->total / MiB, m->params / MiB, m->grads / MiB,
+                              m->optimizer / MiB, m->backup / MiB, m->messages / MiB,
+                              m->activations / MiB, limit / MiB);
+    }
+    return ZB_OK;
+}
+
 /* After setup_shape and the profile: plan (partition, schedule, prediction) and build the
  * local ranks. */
 static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
@@ -150,7 +169,7 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     memcpy(rep->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));
     if ((st = zb_transport_check_sizes(pl->S, pl->M, err)) != ZB_OK)
         goto done;
-    costs.mem_limit = o->mem_limit > 0 ? o->mem_limit : INFINITY;
+    /* costs.mem_limit: what the whole-rank limit leaves the activations (pipeline_plan.c) */
     if ((st = zb_validate(plain, &costs, err)) != ZB_OK)
         goto done;
     zb_sim_t sim;
@@ -161,7 +180,15 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     rep->busy_predicted = sim.busy_max;
     for (int r = 0; r < pl->P; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
+    if ((st = zb_insert_comms(plain, &pl->sched, err)) != ZB_OK) {
+        zb_sim_free(&sim);
+        goto done;
+    }
+    for (int r = 0; r < pl->P && r < 1024; r++)
+        pl_mem_predict(pl, r, sim.peak_mem[r], &rep->mem_predicted[r]);
     zb_sim_free(&sim);
+    if ((st = check_mem_limit(pl, rep, err)) != ZB_OK)
+        goto done;
     char dp_note[48] = "";
     if (pl->N > 1)
         snprintf(dp_note, sizeof dp_note, " x %d data-parallel replicas", pl->N);
@@ -170,8 +197,6 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
              !pl->prof ? "from the FLOP model"
              : o->transport ? "measured on rank 0 (zbpp profile, one core), shared with every rank"
                             : "measured (zbpp profile, one core)");
-    if ((st = zb_insert_comms(plain, &pl->sched, err)) != ZB_OK)
-        goto done;
 
     pl->n_units = zb_gpt2_num_units(&pl->mcfg);
     pl->unit_owner = malloc((size_t)pl->n_units * sizeof(int));
@@ -415,6 +440,10 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
             st = report_run(&pl, rep, err);
         for (int g = 0; !net && g < world_size; g++)
             rep->rollbacks += pl.ranks[g].rollbacks;
+        for (int r = 0; !net && r < pl.P && r < 1024; r++)
+            pl_mem_measure(&pl.ranks[r], &rep->mem_measured[r]);
+        rep->mem_measured_ok = !net;
+        rep->rss_peak_bytes = zb_rss_peak_bytes();
         if (net) { /* this process's own figures; rank 0 also gets replica 0's timelines */
             rep->rollbacks = pl.ranks[me].rollbacks;
             if (summary->steps_run > 0)

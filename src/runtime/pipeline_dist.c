@@ -231,6 +231,9 @@ static zb_status_t agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t
 
 /* ---- the run report across processes ---- */
 
+/* doubles of a zb_rank_mem_t appended to each rank's report row */
+#define MEM_FIELDS (sizeof(zb_rank_mem_t) / sizeof(double))
+
 zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
 {
     zb_transport_t *net = pl->opts->transport;
@@ -240,13 +243,16 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     if (me > 0 && me < P) { /* replica 0's ranks: timeline (start, end) and stash peak */
         const pl_rank_t *R = &pl->ranks[me];
         size_t len = (size_t)R->tl.len;
-        double *row = malloc((2 * len + 1) * sizeof *row);
+        double *row = malloc((2 * len + 1 + MEM_FIELDS) * sizeof *row);
         if (!row)
             return zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
         memcpy(row, R->tl.start, len * sizeof *row);
         memcpy(row + len, R->tl.end, len * sizeof *row);
         row[2 * len] = (double)R->live_peak;
-        st = zb_send(net, row, (2 * len + 1) * sizeof *row, 0, tag, err);
+        zb_rank_mem_t mem;
+        pl_mem_measure(R, &mem);
+        memcpy(row + 2 * len + 1, &mem, sizeof mem);
+        st = zb_send(net, row, (2 * len + 1 + MEM_FIELDS) * sizeof *row, 0, tag, err);
         free(row);
         if (st == ZB_OK)
             st = zb_flush(net, err);
@@ -259,26 +265,31 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
         else {
             tls[0] = pl->ranks[0].tl;
             peaks[0] = (double)pl->ranks[0].live_peak;
+            pl_mem_measure(&pl->ranks[0], &rep->mem_measured[0]);
         }
         /* receive from every rank even after a local failure: they have sent already */
         for (int r = 1; r < P && st == ZB_OK; r++) {
             size_t len = (size_t)pl->sched->rank[r].len;
-            double *row = malloc((2 * len + 1) * sizeof *row);
+            double *row = malloc((2 * len + 1 + MEM_FIELDS) * sizeof *row);
             if (!row) {
                 st = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
                 break;
             }
-            st = zb_recv(net, row, (2 * len + 1) * sizeof *row, r, tag, err);
+            st = zb_recv(net, row, (2 * len + 1 + MEM_FIELDS) * sizeof *row, r, tag, err);
             if (rows && local == ZB_OK) {
                 rows[r] = row;
                 tls[r] = (zb_exec_timeline_t){(int)len, row, row + len};
                 peaks[r] = row[2 * len];
+                if (r < 1024)
+                    memcpy(&rep->mem_measured[r], row + 2 * len + 1, sizeof(zb_rank_mem_t));
             } else {
                 free(row);
             }
         }
-        if (st == ZB_OK && local == ZB_OK)
+        if (st == ZB_OK && local == ZB_OK) {
+            rep->mem_measured_ok = true;
             local = pl_report_measured(pl, tls, peaks, rep, err);
+        }
         for (int r = 1; rows && r < P; r++)
             free(rows[r]);
         free(rows), free(tls), free(peaks);

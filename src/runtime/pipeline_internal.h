@@ -116,6 +116,20 @@ void pl_rank_free(pl_rank_t *R);
 /* The zb_rank_fn of one training step (compute, tied exchange, norm, optimizer). */
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
 
+/* Peak number of microbatches of `stage` between F and W in a rank's program (its stash pool). */
+int pl_peak_in_flight(const zb_rank_program_t *prog, int stage);
+
+/* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
+ * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be
+ * with S stages partitioned by pl->first, over the placements a schedule may use (what a
+ * --mem-limit leaves the activations is the limit minus this). pl_mem_predict: rank's figures
+ * from the plan (pl->sched) with the memory model's activation peak; pl_mem_measure: from its
+ * allocations and the stash's live peak. */
+bool pl_rank_backs_up(const pl_t *pl);
+double pl_static_bound(const pl_t *pl, int S);
+void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m);
+void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
+
 /* pipeline_dp.c: buffers for the replica reduction (dp > 1); the reduction of the gradients of
  * R's update ranges over the N replicas of its pipeline rank (group `dp`): every replica ends
  * with g_0 + g_1 + ... + g_{N-1}, added in that order (reduce-scatter then all-gather, each

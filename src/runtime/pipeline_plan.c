@@ -69,6 +69,8 @@ void pl_plan_free(pl_t *pl)
     pl->have_costs = false;
 }
 
+#define MIB 1048576.0
+
 /* FLOP model per stage: F = B = W = a third of the stage's work, in units of one block's F. */
 static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S, zb_costs_t *costs,
                                     zb_err_t *err)
@@ -113,8 +115,17 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
     if (st == ZB_OK)
         st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
                       : flop_stage_costs(pl, &bc, S, costs, err);
-    if (st == ZB_OK)
-        costs->mem_limit = pl->opts->mem_limit > 0 ? pl->opts->mem_limit : INFINITY;
+    if (st == ZB_OK && pl->opts->mem_limit > 0) {
+        /* the limit is on the whole rank: the activations get what the rest leaves */
+        double fixed = pl_static_bound(pl, S), limit = pl->opts->mem_limit;
+        costs->mem_limit = limit - fixed;
+        if (costs->mem_limit <= 0)
+            st = zb_err_set(err, ZB_EMEMLIMIT,
+                            "memory limit %.2f MiB per rank is below the %.2f MiB that a rank's "
+                            "parameters, gradients, optimizer state and message buffers need "
+                            "with %d stages (before any activations)",
+                            limit / MIB, fixed / MIB, S);
+    }
     free(block);
     return st;
 }

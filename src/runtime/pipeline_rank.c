@@ -17,7 +17,7 @@ static zb_status_t oom(zb_err_t *err, int rank)
 }
 
 /* Peak number of microbatches of `stage` between F and W in this rank's program. */
-static int peak_in_flight(const zb_rank_program_t *prog, int stage)
+int pl_peak_in_flight(const zb_rank_program_t *prog, int stage)
 {
     int now = 0, peak = 0;
     for (int i = 0; i < prog->len; i++) {
@@ -36,7 +36,7 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
 {
     ls->stage = stage;
     ls->span = zb_partition_span(pl->first, pl->S, stage);
-    ls->pool_n = peak_in_flight(&pl->sched->rank[R->rank], stage);
+    ls->pool_n = pl_peak_in_flight(&pl->sched->rank[R->rank], stage);
     if (ls->pool_n < 1)
         ls->pool_n = 1;
     ls->pool = calloc((size_t)ls->pool_n, sizeof *ls->pool);
@@ -188,7 +188,7 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
         R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE], 0};
         R->upd_elems += R->params.sizes[ZB_WTE];
     }
-    if (pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && R->upd_elems > 0 &&
+    if (pl_rank_backs_up(pl) && R->upd_elems > 0 &&
         !(R->backup = malloc(3 * R->upd_elems * sizeof(float))))
         return oom(err, rank);
     if ((st = pl_dp_alloc(R, err)) != ZB_OK)
@@ -433,7 +433,7 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
     double own_norm = zb_grad_norm_total(local, U);
     float clip = pl->cfg->grad_clip;
     bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f &&
-                      R->upd_elems > 0;
+                      R->backup != NULL;
     if (optimistic) {
         backup_copy(R, true);
         zb_step_stats_t guess;

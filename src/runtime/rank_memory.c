@@ -1,0 +1,135 @@
+/* Whole-rank memory: what a pipeline rank holds besides its activations (stage-local parameters,
+ * gradients, AdamW moments, the post-validation backup, message buffers), predicted from the
+ * plan and counted from the rank's allocations, and the activation budget a --mem-limit leaves
+ * for the schedule. The figures and their meaning: docs/runtime.md, "Whole-rank memory". */
+#include <math.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+#include "zbpp/util.h"
+
+typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
+
+static int loop_rank(const pl_t *pl, int S, int s)
+{
+    (void)S;
+    return s % pl->P;
+}
+
+static int v_rank(const pl_t *pl, int S, int s)
+{
+    (void)S;
+    return s < pl->P ? s : 2 * pl->P - 1 - s;
+}
+
+static int sched_rank(const pl_t *pl, int S, int s)
+{
+    (void)S;
+    return zb_stage_rank(pl->sched, s);
+}
+
+bool pl_rank_backs_up(const pl_t *pl)
+{
+    /* with a single rank its own norm is the global one: nothing to validate */
+    return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
+}
+
+/* Parameters, gradients, optimizer, backup and messages of `rank` with S stages placed by
+ * rank_of and partitioned by pl->first. */
+static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_rank_mem_t *m)
+{
+    zb_gpt2_span_t spans[1025];
+    int n = 0;
+    bool wte = false, embed = false, head = false;
+    double msg_bufs = 0;
+    for (int s = 0; s < S && n < 1025; s++) {
+        if (rank_of(pl, S, s) != rank)
+            continue;
+        zb_gpt2_span_t sp = zb_partition_span(pl->first, S, s);
+        spans[n++] = sp;
+        wte |= sp.embed || sp.head;
+        embed |= sp.embed;
+        head |= sp.head;
+        /* x_in, dx_out; x_out / dx_in unless the neighbour stage is on this rank */
+        msg_bufs += !sp.embed + !sp.head;
+        msg_bufs += !sp.head && rank_of(pl, S, s + 1) != rank;
+        msg_bufs += !sp.embed && rank_of(pl, S, s - 1) != rank;
+    }
+    const double F = sizeof(float);
+    double count = (double)zb_gpt2_params_part_count(&pl->mcfg, spans, n);
+    double wte_n = (double)pl->mcfg.padded_vocab * pl->mcfg.channels;
+    double upd = 0;
+    size_t off[16], cnt[16];
+    for (int u = 0; u < zb_gpt2_num_units(&pl->mcfg); u++) {
+        int L = pl->mcfg.layers;
+        bool mine = u == 0       ? embed
+                    : u == L + 1 ? head
+                                 : rank_of(pl, S, zb_partition_stage_of(pl->first, S, u - 1)) ==
+                                       rank;
+        for (int i = 0, k = mine ? zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt) : 0; i < k; i++)
+            upd += (double)cnt[i];
+    }
+    if (head && !embed)
+        upd += wte_n;
+    m->params = count * F;
+    m->grads = (count + (wte ? wte_n : 0)) * F;
+    m->optimizer = 2 * count * F;
+    m->backup = pl_rank_backs_up(pl) && upd > 0 ? 3 * upd * F : 0;
+    m->messages = msg_bufs * (double)pl->M * (double)pl->NC * F;
+}
+
+static void add_total(zb_rank_mem_t *m)
+{
+    m->total = m->params + m->grads + m->optimizer + m->backup + m->messages + m->activations;
+}
+
+double pl_static_bound(const pl_t *pl, int S)
+{
+    double most = 0;
+    for (int r = 0; r < pl->P; r++) {
+        zb_rank_mem_t a = {0}, b = {0};
+        static_part(pl, S, loop_rank, r, &a);
+        if (S == 2 * pl->P)
+            static_part(pl, S, v_rank, r, &b);
+        add_total(&a), add_total(&b);
+        most = fmax(most, fmax(a.total, b.total));
+    }
+    return most;
+}
+
+void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m)
+{
+    memset(m, 0, sizeof *m);
+    static_part(pl, pl->S, sched_rank, rank, m);
+    m->activations = activations;
+    for (int s = 0; s < pl->S; s++)
+        if (zb_stage_rank(pl->sched, s) == rank) {
+            zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, s);
+            m->stash_alloc += (double)pl_peak_in_flight(&pl->sched->rank[rank], s) *
+                              (double)zb_gpt2_stash_capacity(&pl->mcfg, &sp, pl->mbB, pl->T);
+        }
+    add_total(m);
+}
+
+void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
+{
+    const pl_t *pl = R->pl;
+    const double F = sizeof(float);
+    memset(m, 0, sizeof *m);
+    m->params = (double)R->params.count * F;
+    m->grads = ((double)R->grads.g.count + (R->grads.wte_head ? (double)R->grads.g.sizes[ZB_WTE]
+                                                              : 0)) * F;
+    m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count) * F;
+    m->backup = R->backup ? 3 * (double)R->upd_elems * F : 0;
+    double buf = (double)pl->M * (double)pl->NC * F;
+    for (int i = 0; i < R->n_local; i++) {
+        const pl_stage_t *ls = &R->st[i];
+        m->messages += buf * ((ls->x_in != NULL) + (ls->dx_out != NULL) + ls->own_x_out +
+                              ls->own_dx_in);
+        for (int k = 0; k < ls->pool_n; k++)
+            m->stash_alloc += (double)zb_gpt2_stash_capacity(&pl->mcfg, &ls->span, pl->mbB, pl->T);
+    }
+    m->activations = (double)R->live_peak;
+    add_total(m);
+    m->rss_peak = zb_rss_peak_bytes();
+}

@@ -14,7 +14,8 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int ranks, int chunks, zb_pl
                              zb_costs_t *dst, zb_err_t *err);
 
 /* Smallest per-rank memory peak any schedule can have for this chunking: one microbatch at a
- * time, each W right after its B (see docs/auto.md). */
+ * time, each W right after its B (see docs/auto.md). Any chunk count; NAN when costs->stages !=
+ * ranks*chunks or the placement does not allow `chunks`. */
 double zb_min_feasible_memory(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs);
 
 /* One row of the comparison. */

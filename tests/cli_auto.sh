@@ -26,7 +26,7 @@ has auto-2p-note "$TMP/err" 'auto chose'
 # the chosen chunking is reported and the output is consistent with it
 check any-placement 0 "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit 4 --any-placement --format json
 has any-placement "$TMP/out" '"chunks": 2'
-has any-placement-note "$TMP/err" 'v=2'
+has any-placement-note "$TMP/err" '2 chunks per rank'
 # a limit no schedule can meet
 check too-low 1 "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit 0.5
 has too-low "$TMP/err" 'memory limit 0.5 is below the minimum 1 that any schedule needs'

@@ -110,6 +110,9 @@ typedef struct {
     char note[256];           /* out: a short remark (e.g. "auto chose zb-v"); may stay empty */
 } zb_gen_params_t;
 
+/* Largest P*M the exact solver (family "optimal") accepts; `schedule` and `plan` share it. */
+#define ZB_OPTIMAL_MAX_PM 64
+
 typedef zb_status_t (*zb_generator_fn)(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 
 typedef struct {

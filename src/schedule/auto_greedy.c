@@ -162,8 +162,26 @@ typedef struct {
     int *fb_pos;        /* [P] position in opts->fb_order (fixed-order mode) */
     int *left;          /* [P] compute actions still to place */
     int *fb_left;       /* [P] F and B actions still to place */
+    /* A rank that could not act keeps that answer (and the times it reported) until something
+     * it depends on changes: its own state or clock, or a neighbour's (the ranks holding the
+     * stages next to its own). Saves re-trying every waiting rank after each placement. */
+    bool *stale;        /* [P] must be re-tried */
+    double *w_next, *w_guess; /* [P] what its last failed try reported */
     zb_schedule_t *s;
 } greedy_t;
+
+/* Rank r's state or clock changed: r and the ranks next to its stages must be re-tried. */
+static void touch(greedy_t *g, int r)
+{
+    g->stale[r] = true;
+    for (int k = 0; k < g->v; k++) {
+        int st = g->stages[r * g->v + k];
+        if (st > 0)
+            g->stale[g->stage_rank[st - 1]] = true;
+        if (st + 1 < g->S)
+            g->stale[g->stage_rank[st + 1]] = true;
+    }
+}
 
 /* Time at which F(st, m) can start on its rank, NAN if its predecessor is not placed yet. */
 static double ready_f(const greedy_t *g, int st, int m)
@@ -359,6 +377,7 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
     }
     g->mem[r] += dm;
     g->clock[r] = e;
+    touch(g, r);
     g->left[r]--;
     if (type != ZB_ACT_W)
         g->fb_left[r]--;
@@ -470,6 +489,7 @@ static void greedy_free(greedy_t *g)
     free(g->contrib); free(g->fbsum); free(g->pendw); free(g->active); free(g->fifo);
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
+    free(g->stale); free(g->w_next); free(g->w_guess);
 }
 
 zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
@@ -511,12 +531,15 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.fb_pos = calloc(P, sizeof(int));
     g.left = calloc(P, sizeof(int));
     g.fb_left = calloc(P, sizeof(int));
+    g.stale = malloc(sizeof(bool) * (size_t)P);
+    g.w_next = calloc(P, sizeof(double));
+    g.w_guess = calloc(P, sizeof(double));
     g.s = zb_schedule_new(name, P, v, pl, M);
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
         !g.clock || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
         !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.s) {
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -534,6 +557,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         g.need[r] = single_mb_peak(P, v, pl, c, r, false);
         g.left[r] = 3 * v * M;
         g.fb_left[r] = 2 * v * M;
+        g.stale[r] = true;
     }
     /* Each step places an action or moves the waiting ranks' clocks to the next event. Bounded:
      * a wait on a known event (a candidate's ready time, a rank further ahead) happens at most
@@ -556,7 +580,20 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             for (int r = 0; r < P && !acted; r++) {
                 if (g.left[r] == 0 || g.clock[r] > tmin + EPS)
                     continue;
-                int rc = try_act(&g, r, force, &next, &guess);
+                if (!force && !g.stale[r]) { /* nothing it depends on changed */
+                    next = fmin(next, g.w_next[r]);
+                    guess = fmin(guess, g.w_guess[r]);
+                    continue;
+                }
+                double rn = INFINITY, rg = INFINITY;
+                int rc = try_act(&g, r, force, &rn, &rg);
+                next = fmin(next, rn);
+                guess = fmin(guess, rg);
+                if (rc == 0 && !force) {
+                    g.stale[r] = false;
+                    g.w_next[r] = rn;
+                    g.w_guess[r] = rg;
+                }
                 if (rc < 0) {
                     st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
                     goto done;
@@ -584,8 +621,10 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         }
         idle++;
         for (int r = 0; r < P; r++)
-            if (g.left[r] > 0 && g.clock[r] <= tmin + EPS)
+            if (g.left[r] > 0 && g.clock[r] <= tmin + EPS) {
                 g.clock[r] = to;
+                touch(&g, r);
+            }
     }
     if (makespan) {
         double mk = 0;

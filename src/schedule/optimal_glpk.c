@@ -75,7 +75,7 @@ zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *er
     *out = NULL;
     if (!p->costs)
         return zb_err_set(err, ZB_EINVAL, "optimal: needs a cost model (times and memory)");
-    if ((long long)p->ranks * p->microbatches > 64)
+    if ((long long)p->ranks * p->microbatches > ZB_OPTIMAL_MAX_PM)
         return zb_err_set(err, ZB_EINVAL,
                           "optimal: P*M = %lld is too large for the exact solver (max 64)",
                           (long long)p->ranks * p->microbatches);

@@ -211,8 +211,15 @@ int zb_cmd_plan(int argc, char **argv)
     else
         print_table(&plan);
     rc = plan.fitting > 0 ? ZB_EXIT_OK : ZB_EXIT_FAIL;
-    if (!plan.fitting)
-        zb_cli_error(CMD, "no schedule family fits memory limit %g", plan.mem_limit);
+    if (!plan.fitting) {
+        bool timed_out = false;
+        for (int i = 0; i < plan.count; i++)
+            timed_out |= strstr(plan.rows[i].reason, "time limit") != NULL;
+        if (timed_out)
+            zb_cli_error(CMD, "no schedule family finished within --time-limit %g s", time_limit);
+        else
+            zb_cli_error(CMD, "no schedule family fits memory limit %g", plan.mem_limit);
+    }
     zb_plan_free(&plan);
 out:
     zb_cli_costs_free(&copt);

@@ -26,7 +26,7 @@ has auto-2p-note "$TMP/err" 'auto chose'
 # the chosen chunking is reported and the output is consistent with it
 check any-placement 0 "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit 4 --any-placement --format json
 has any-placement "$TMP/out" '"chunks": 2'
-has any-placement-note "$TMP/err" 'v=2'
+has any-placement-note "$TMP/err" '2 chunks per rank'
 # a limit no schedule can meet
 check too-low 1 "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit 0.5
 has too-low "$TMP/err" 'memory limit 0.5 is below the minimum 1 that any schedule needs'
@@ -76,4 +76,15 @@ check plan-low 1 "$ZBPP" plan -p 4 -m 8 --mem-limit 0.1
 has plan-low "$TMP/err" 'below the minimum'
 check plan-usage 2 "$ZBPP" plan -p 4
 check plan-format 2 "$ZBPP" plan -p 4 -m 8 --format xml
+# --time-limit bounds the whole plan: families not started in time are listed as skipped
+check plan-time-none 1 "$ZBPP" plan -p 8 -m 16 --time-limit 1e-9
+has plan-time-none "$TMP/err" 'no schedule family finished within --time-limit'
+has plan-time-none "$TMP/out" "skipped: the plan's time limit"
+check plan-time-big 0 "$ZBPP" plan -p 8 -m 16 --time-limit 60
+check plan-time-bad 2 "$ZBPP" plan -p 8 -m 16 --time-limit -1
+# the exact solver's size cap is the same in plan and schedule (P*M <= 64)
+check plan-opt-cap 0 "$ZBPP" plan -p 4 -m 17
+has plan-opt-cap "$TMP/out" 'max 64'
+check schedule-opt-cap 2 "$ZBPP" schedule -s optimal -p 4 -m 17
+has schedule-opt-cap "$TMP/err" 'max 64'
 exit $fail

@@ -246,10 +246,44 @@ static void test_closed_form_interleaved(void **state)
     }
 }
 
+/* PyTorch's schedule class names find the same family, in any case; unknown names still fail. */
+static void test_pytorch_aliases(void **state)
+{
+    (void)state;
+    const char *pairs[][2] = {{"GPipe", "gpipe"},
+                              {"ScheduleGPipe", "gpipe"},
+                              {"1F1B", "1f1b"},
+                              {"schedule1f1b", "1f1b"},
+                              {"Interleaved1F1B", "interleaved-1f1b"},
+                              {"INTERLEAVEDZEROBUBBLE", "interleaved-zb"},
+                              {"ZBVZeroBubble", "zb-v"},
+                              {"DualPipeV", "dualpipev"},
+                              {"ZB-H1", "zb-h1"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        const zb_generator_info_t *g = zb_generator_find(pairs[i][0]);
+        assert_non_null(g);
+        assert_string_equal(g->name, pairs[i][1]);
+    }
+    assert_null(zb_generator_find("LoopedBFS")); /* no such family in zbpp */
+    assert_null(zb_generator_find("Schedule"));
+    assert_null(zb_generator_find("1F1Bx"));
+    /* generating through an alias gives the family's own schedule, named canonically */
+    zb_gen_params_t p = {.ranks = 4, .microbatches = 8};
+    zb_schedule_t *a = NULL, *b = NULL;
+    zb_err_t e = {0};
+    assert_int_equal(zb_generate("ZBVZeroBubble", &p, &a, &e), ZB_OK);
+    assert_int_equal(zb_generate("zb-v", &p, &b, &e), ZB_OK);
+    assert_true(zb_schedule_equal(a, b));
+    assert_string_equal(a->name, "zb-v");
+    zb_schedule_free(a);
+    zb_schedule_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_pytorch_aliases),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_all_valid),
         cmocka_unit_test(test_independent_of_costs),

@@ -14,7 +14,8 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int ranks, int chunks, zb_pl
                              zb_costs_t *dst, zb_err_t *err);
 
 /* Smallest per-rank memory peak any schedule can have for this chunking: one microbatch at a
- * time, each W right after its B (see docs/auto.md). */
+ * time, each W right after its B (see docs/auto.md). Any chunk count; NAN when costs->stages !=
+ * ranks*chunks or the placement does not allow `chunks`. */
 double zb_min_feasible_memory(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs);
 
 /* One row of the comparison. */
@@ -45,11 +46,27 @@ typedef struct {
 /* Generate every registered family for P ranks and M microbatches with the one-stage-per-rank
  * cost model `costs` (costs->stages == ranks; its mem_limit is the limit), re-chunked for each
  * family's chunking (families with several chunkings are tried at their default). auto is run
- * with any_placement; optimal only when P*M <= 32 (time limit `time_limit` s, 0 = 10 s).
+ * with any_placement; optimal only when P*M <= ZB_OPTIMAL_MAX_PM (time limit `time_limit` s,
+ * 0 = 10 s).
  * Rows that fit are sorted by makespan, then bubble rate; the others follow with a reason.
  * Returns ZB_EINVAL on bad sizes or costs. Free with zb_plan_free. */
 zb_status_t zb_plan_compare(int ranks, int microbatches, const zb_costs_t *costs,
                             double time_limit, zb_plan_t *out, zb_err_t *err);
 void zb_plan_free(zb_plan_t *plan);
+
+/* Options of zb_plan_compare_opts. */
+typedef struct {
+    double solver_time_limit; /* optimal: solver seconds (0 = 10 s) */
+    double time_limit;        /* the whole comparison, seconds (0 = none): a family is started
+                                 only while time is left (optimal gets at most what is left);
+                                 the others are listed as skipped with that reason. One started
+                                 family can overrun it by its own cost, which every family
+                                 bounds (auto and v-half: a fixed budget of greedy builds). */
+} zb_plan_opts_t;
+
+/* zb_plan_compare with a bound on the whole comparison. o == NULL: no bound, default solver
+ * time. Same results and errors otherwise. */
+zb_status_t zb_plan_compare_opts(int ranks, int microbatches, const zb_costs_t *costs,
+                                 const zb_plan_opts_t *o, zb_plan_t *out, zb_err_t *err);
 
 #endif

@@ -110,6 +110,9 @@ typedef struct {
     char note[256];           /* out: a short remark (e.g. "auto chose zb-v"); may stay empty */
 } zb_gen_params_t;
 
+/* Largest P*M the exact solver (family "optimal") accepts; `schedule` and `plan` share it. */
+#define ZB_OPTIMAL_MAX_PM 64
+
 typedef zb_status_t (*zb_generator_fn)(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 
 typedef struct {
@@ -120,6 +123,9 @@ typedef struct {
 
 /* The registry of schedule families, in display order. */
 const zb_generator_info_t *zb_generators(size_t *count);
+/* Find a family by name, case-insensitive; PyTorch's schedule class names are aliases (GPipe,
+ * 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, DualPipeV, with or without the
+ * "Schedule" prefix). NULL when unknown. */
 const zb_generator_info_t *zb_generator_find(const char *name);
 /* Generate a compute-only schedule of family `name`. ZB_EINVAL for an unknown name or (P, M, v)
  * the family does not support, with a message saying which. *out owned by the caller. */

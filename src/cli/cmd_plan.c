@@ -24,7 +24,10 @@ static void help(FILE *out)
           "  -m, --microbatches M   microbatches per step\n",
           out);
     zb_cli_costs_help(out, true);
-    fputs("  --time-limit S       seconds for the exact solver (optimal, P*M <= 32; default 10)\n"
+    fputs("  --time-limit S       bound the whole comparison to about S seconds: a family is\n"
+          "                       started only while time is left (listed as skipped after);\n"
+          "                       the exact solver (optimal, P*M <= 64) gets at most 10 s and\n"
+          "                       at most what is left (default: no bound)\n"
           "  --format table|json  output (default table)\n"
           "Messages: SEND actions per step after lowering; volume counts one activation-sized\n"
           "tensor (microbatch x sequence x hidden) per message.\n",
@@ -195,7 +198,8 @@ int zb_cmd_plan(int argc, char **argv)
         goto out;
     }
     zb_plan_t plan;
-    st = zb_plan_compare(ranks, mbs, &costs, time_limit, &plan, &err);
+    zb_plan_opts_t popt = {.time_limit = time_limit};
+    st = zb_plan_compare_opts(ranks, mbs, &costs, &popt, &plan, &err);
     zb_costs_free(&costs);
     if (st != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
@@ -207,8 +211,15 @@ int zb_cmd_plan(int argc, char **argv)
     else
         print_table(&plan);
     rc = plan.fitting > 0 ? ZB_EXIT_OK : ZB_EXIT_FAIL;
-    if (!plan.fitting)
-        zb_cli_error(CMD, "no schedule family fits memory limit %g", plan.mem_limit);
+    if (!plan.fitting) {
+        bool timed_out = false;
+        for (int i = 0; i < plan.count; i++)
+            timed_out |= strstr(plan.rows[i].reason, "time limit") != NULL;
+        if (timed_out)
+            zb_cli_error(CMD, "no schedule family finished within --time-limit %g s", time_limit);
+        else
+            zb_cli_error(CMD, "no schedule family fits memory limit %g", plan.mem_limit);
+    }
     zb_plan_free(&plan);
 out:
     zb_cli_costs_free(&copt);

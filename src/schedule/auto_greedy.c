@@ -38,16 +38,19 @@ zb_status_t zb_unit_costs(zb_costs_t *c, int stages, zb_err_t *err)
     return zb_costs_init_uniform(c, stages, 1, 1, 1, 0, 1, 0, -1, err);
 }
 
-/* Stages held by a rank, ascending (a microbatch meets them in this order going forward). */
+/* k-th stage held by rank r, ascending in k (a microbatch meets them in this order going
+ * forward). */
+static int rank_stage(int P, zb_placement_t pl, int r, int k)
+{
+    if (pl == ZB_PLACE_V)
+        return k == 0 ? r : 2 * P - 1 - r;
+    return r + k * P;
+}
+
 static void rank_stages(int P, int v, zb_placement_t pl, int r, int *out)
 {
-    if (pl == ZB_PLACE_V) {
-        out[0] = r;
-        out[1] = 2 * P - 1 - r;
-    } else {
-        for (int k = 0; k < v; k++)
-            out[k] = r + k * P;
-    }
+    for (int k = 0; k < v; k++)
+        out[k] = rank_stage(P, pl, r, k);
 }
 
 /* Peak of one microbatch alone on rank r: F's ascending, then B's descending, each followed by
@@ -55,18 +58,17 @@ static void rank_stages(int P, int v, zb_placement_t pl, int r, int *out)
 static double single_mb_peak(int P, int v, zb_placement_t pl, const zb_costs_t *c, int r,
                              bool with_w)
 {
-    int st[64];
-    rank_stages(P, v, pl, r, st);
     double cur = 0, peak = 0;
     for (int k = 0; k < v; k++) {
-        cur += c->m_f[st[k]];
+        cur += c->m_f[rank_stage(P, pl, r, k)];
         peak = fmax(peak, cur);
     }
     for (int k = v - 1; k >= 0; k--) {
-        cur += c->m_b[st[k]];
+        int st = rank_stage(P, pl, r, k);
+        cur += c->m_b[st];
         peak = fmax(peak, cur);
         if (with_w) {
-            cur += c->m_w[st[k]];
+            cur += c->m_w[st];
             peak = fmax(peak, cur);
         }
     }
@@ -75,6 +77,9 @@ static double single_mb_peak(int P, int v, zb_placement_t pl, const zb_costs_t *
 
 double zb_min_memory_needed(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs)
 {
+    if (!costs || ranks < 1 || chunks < 1 || costs->stages != ranks * chunks ||
+        (pl == ZB_PLACE_V && chunks != 2))
+        return NAN; /* sizes that do not match the cost model */
     double y = 0;
     for (int r = 0; r < ranks; r++)
         y = fmax(y, single_mb_peak(ranks, chunks, pl, costs, r, true));
@@ -157,8 +162,26 @@ typedef struct {
     int *fb_pos;        /* [P] position in opts->fb_order (fixed-order mode) */
     int *left;          /* [P] compute actions still to place */
     int *fb_left;       /* [P] F and B actions still to place */
+    /* A rank that could not act keeps that answer (and the times it reported) until something
+     * it depends on changes: its own state or clock, or a neighbour's (the ranks holding the
+     * stages next to its own). Saves re-trying every waiting rank after each placement. */
+    bool *stale;        /* [P] must be re-tried */
+    double *w_next, *w_guess; /* [P] what its last failed try reported */
     zb_schedule_t *s;
 } greedy_t;
+
+/* Rank r's state or clock changed: r and the ranks next to its stages must be re-tried. */
+static void touch(greedy_t *g, int r)
+{
+    g->stale[r] = true;
+    for (int k = 0; k < g->v; k++) {
+        int st = g->stages[r * g->v + k];
+        if (st > 0)
+            g->stale[g->stage_rank[st - 1]] = true;
+        if (st + 1 < g->S)
+            g->stale[g->stage_rank[st + 1]] = true;
+    }
+}
 
 /* Time at which F(st, m) can start on its rank, NAN if its predecessor is not placed yet. */
 static double ready_f(const greedy_t *g, int st, int m)
@@ -354,6 +377,7 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
     }
     g->mem[r] += dm;
     g->clock[r] = e;
+    touch(g, r);
     g->left[r]--;
     if (type != ZB_ACT_W)
         g->fb_left[r]--;
@@ -369,12 +393,15 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
     return ZB_OK;
 }
 
-/* Try to act on rank r at its clock. Returns 1 if an action was placed, 0 if the rank must wait
- * (then *next_ev gets the earliest known time something of it becomes ready), <0 on error. With
- * force_w the lookahead is ignored (used to break a global wait). */
-static int try_act(greedy_t *g, int r, bool force_w, double *next_ev)
+/* Try to act on rank r at its clock. Returns 1 if an action was placed, 0 if the rank must wait,
+ * <0 on error. When it waits, *next_ev gets the earliest time one of its F/B candidates becomes
+ * ready (a fixed, known time) and *next_guess the lookahead's estimate of when an unplaced
+ * predecessor could finish (it moves with the other ranks' clocks, so waiting on it alone can
+ * go on forever). With force_w the lookahead and the cool-down reserve are ignored (used to
+ * break a global wait). */
+static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *next_guess)
 {
-    cand_t cand[130];
+    cand_t cand[2 * ZB_GREEDY_MAX_CHUNKS];
     int n = candidates(g, r, cand);
     double t = g->clock[r];
     int best_b = -1, best_f = -1;
@@ -436,7 +463,7 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev)
     if (!w_fits)
         return 0;
     double keep = g->o->w_keep + g->o->w_keep_slope * r;
-    if (!f_blocked && keep > 0 && g->wq_tail[r] - g->wq_head[r] <= keep + EPS &&
+    if (!force_w && !f_blocked && keep > 0 && g->wq_tail[r] - g->wq_head[r] <= keep + EPS &&
         g->fb_left[r] > 0)
         return 0; /* hold these W's back for the cool-down */
     /* Gap filling (or memory relief when an F is blocked): a W, unless the lookahead says an
@@ -446,8 +473,8 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev)
         for (int i = 0; i < n; i++)
             lb = fmin(lb, ready_lb(g, cand[i].type, cand[i].st, cand[i].m));
         if (t + g->c->t_w[w_st] > lb + EPS) {
-            if (lb > t + EPS && lb < *next_ev)
-                *next_ev = lb;
+            if (lb > t + EPS && lb < *next_guess)
+                *next_guess = lb;
             return 0;
         }
     }
@@ -462,6 +489,7 @@ static void greedy_free(greedy_t *g)
     free(g->contrib); free(g->fbsum); free(g->pendw); free(g->active); free(g->fifo);
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
+    free(g->stale); free(g->w_next); free(g->w_guess);
 }
 
 zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
@@ -469,8 +497,10 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                             double *makespan, zb_err_t *err)
 {
     *out = NULL;
-    if (P < 1 || v < 1 || v > 64 || M < 1 || (pl == ZB_PLACE_V && v != 2))
-        return zb_err_set(err, ZB_EINVAL, "%s: unsupported sizes P=%d v=%d M=%d", name, P, v, M);
+    if (P < 1 || v < 1 || v > ZB_GREEDY_MAX_CHUNKS || M < 1 || (pl == ZB_PLACE_V && v != 2))
+        return zb_err_set(err, ZB_EINVAL,
+                          "%s: unsupported sizes P=%d v=%d M=%d (v at most %d chunks per rank)",
+                          name, P, v, M, ZB_GREEDY_MAX_CHUNKS);
     if (!c || c->stages != v * P)
         return zb_err_set(err, ZB_EINVAL, "%s: cost model has %d stages, need v*P = %d", name,
                           c ? c->stages : 0, v * P);
@@ -501,12 +531,15 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.fb_pos = calloc(P, sizeof(int));
     g.left = calloc(P, sizeof(int));
     g.fb_left = calloc(P, sizeof(int));
+    g.stale = malloc(sizeof(bool) * (size_t)P);
+    g.w_next = calloc(P, sizeof(double));
+    g.w_guess = calloc(P, sizeof(double));
     g.s = zb_schedule_new(name, P, v, pl, M);
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
         !g.clock || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
         !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.s) {
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -524,7 +557,15 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         g.need[r] = single_mb_peak(P, v, pl, c, r, false);
         g.left[r] = 3 * v * M;
         g.fb_left[r] = 2 * v * M;
+        g.stale[r] = true;
     }
+    /* Each step places an action or moves the waiting ranks' clocks to the next event. Bounded:
+     * a wait on a known event (a candidate's ready time, a rank further ahead) happens at most
+     * once per such event between two placements; a wait on lookahead guesses alone is allowed
+     * for at most `guess_waits` steps in a row, then the ranks act without the lookahead; if
+     * even that places nothing and no known event is left, the setting is stuck and fails. */
+    const int guess_waits = 4 * P + 16;
+    int idle = 0;
     for (;;) {
         double tmin = INFINITY;
         for (int r = 0; r < P; r++)
@@ -532,13 +573,27 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                 tmin = g.clock[r];
         if (isinf(tmin))
             break; /* all placed */
-        double next = INFINITY;
+        double next = INFINITY, guess = INFINITY;
         int acted = 0;
         for (int pass = 0; pass < 2 && !acted; pass++) {
+            bool force = pass == 1 || idle >= guess_waits;
             for (int r = 0; r < P && !acted; r++) {
                 if (g.left[r] == 0 || g.clock[r] > tmin + EPS)
                     continue;
-                int rc = try_act(&g, r, pass == 1, &next);
+                if (!force && !g.stale[r]) { /* nothing it depends on changed */
+                    next = fmin(next, g.w_next[r]);
+                    guess = fmin(guess, g.w_guess[r]);
+                    continue;
+                }
+                double rn = INFINITY, rg = INFINITY;
+                int rc = try_act(&g, r, force, &rn, &rg);
+                next = fmin(next, rn);
+                guess = fmin(guess, rg);
+                if (rc == 0 && !force) {
+                    g.stale[r] = false;
+                    g.w_next[r] = rn;
+                    g.w_guess[r] = rg;
+                }
                 if (rc < 0) {
                     st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
                     goto done;
@@ -550,20 +605,26 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             for (int r = 0; r < P; r++)
                 if (g.left[r] > 0 && g.clock[r] > tmin + EPS && g.clock[r] < next)
                     next = g.clock[r];
-            if (isfinite(next))
-                break; /* wait for the next event */
+            if (isfinite(next) || (isfinite(guess) && !force))
+                break; /* wait for the next event (or guess) */
         }
-        if (acted)
+        if (acted) {
+            idle = 0;
             continue;
-        if (!isfinite(next)) {
+        }
+        double to = idle < guess_waits ? fmin(next, guess) : next;
+        if (!isfinite(to)) {
             st = zb_err_set(err, ZB_EMEMLIMIT,
                             "%s: memory cap %g blocks every rank (no schedule of this kind fits)",
                             name, o->mem_cap);
             goto done;
         }
+        idle++;
         for (int r = 0; r < P; r++)
-            if (g.left[r] > 0 && g.clock[r] <= tmin + EPS)
-                g.clock[r] = next;
+            if (g.left[r] > 0 && g.clock[r] <= tmin + EPS) {
+                g.clock[r] = to;
+                touch(&g, r);
+            }
     }
     if (makespan) {
         double mk = 0;

@@ -6,6 +6,9 @@
 
 #include "zbpp/schedule.h"
 
+/* Most chunks per rank the greedy handles (it keeps two candidates per chunk on the stack). */
+#define ZB_GREEDY_MAX_CHUNKS 64
+
 /* When a rank runs its deferred W's. */
 typedef enum {
     ZB_WMODE_FILL,  /* only in idle gaps, or to free memory before an F would break the cap */
@@ -57,7 +60,8 @@ zb_status_t zb_min_memory_schedule(const char *name, int ranks, int chunks, zb_p
                                    int microbatches, zb_schedule_t **out, zb_err_t *err);
 
 /* Smallest per-rank memory peak any schedule needs with these costs (max over ranks of one
- * microbatch's footprint processed alone, W right after B). */
+ * microbatch's footprint processed alone, W right after B). NAN when the sizes do not match the
+ * cost model (costs->stages != ranks*chunks, V placement with chunks != 2). Any chunk count. */
 double zb_min_memory_needed(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs);
 
 /* Per-rank memory peak of a schedule's action order (no timing needed). peaks may be NULL;

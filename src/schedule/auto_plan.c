@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "schedule/auto_greedy.h"
 #include "zbpp/plan.h"
@@ -88,9 +89,26 @@ static void fill_row(zb_plan_row_t *row, const zb_schedule_t *s, const zb_costs_
     row->fits = true;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 zb_status_t zb_plan_compare(int P, int M, const zb_costs_t *costs, double time_limit,
                             zb_plan_t *out, zb_err_t *err)
 {
+    zb_plan_opts_t o = {.solver_time_limit = time_limit};
+    return zb_plan_compare_opts(P, M, costs, &o, out, err);
+}
+
+zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb_plan_opts_t *o,
+                                 zb_plan_t *out, zb_err_t *err)
+{
+    const double t0 = now_s();
+    const double budget = o && o->time_limit > 0 ? o->time_limit : INFINITY;
+    const double solver = o && o->solver_time_limit > 0 ? o->solver_time_limit : 10.0;
     memset(out, 0, sizeof *out);
     if (!costs || P < 1 || M < 1)
         return zb_err_set(err, ZB_EINVAL, "plan: need P >= 1, M >= 1 and a cost model");
@@ -115,10 +133,17 @@ zb_status_t zb_plan_compare(int P, int M, const zb_costs_t *costs, double time_l
         bool is_auto = !strcmp(fam[i].name, "auto"), is_opt = !strcmp(fam[i].name, "optimal");
         int v = 1;
         zb_placement_t pl = ZB_PLACE_LOOP;
-        if (is_opt && (long long)P * M > 32) {
+        if (is_opt && (long long)P * M > ZB_OPTIMAL_MAX_PM) {
             snprintf(row->reason, sizeof row->reason,
-                     "skipped: P*M = %lld is too large for the exact solver here (<= 32)",
-                     (long long)P * M);
+                     "skipped: P*M = %lld is too large for the exact solver (max %d)",
+                     (long long)P * M, ZB_OPTIMAL_MAX_PM);
+            continue;
+        }
+        double left = budget - (now_s() - t0);
+        if (left <= 0) {
+            snprintf(row->reason, sizeof row->reason,
+                     "skipped: the plan's time limit (%g s) was used up before this family",
+                     budget);
             continue;
         }
         if (!is_auto && !is_opt &&
@@ -128,7 +153,8 @@ zb_status_t zb_plan_compare(int P, int M, const zb_costs_t *costs, double time_l
         if ((st = zb_costs_rechunk(costs, P, v, pl, &c, err)) != ZB_OK)
             goto fail;
         zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = &c,
-                             .any_placement = is_auto, .time_limit = time_limit};
+                             .any_placement = is_auto,
+                             .time_limit = fmin(solver, left)};
         zb_schedule_t *s = NULL;
         zb_err_t e;
         zb_err_clear(&e);

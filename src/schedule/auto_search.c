@@ -57,12 +57,12 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
 {
     const int P = p->ranks, M = p->microbatches;
     const double cap = c->mem_limit;
-    long long n = 3LL * v * P * M;
     zb_err_t e;
     zb_sweep_best_t local;
     zb_sweep_init(&local);
     local.by_span = true;
-    zb_status_t st = zb_greedy_sweep("auto", P, v, pl, M, c, cap, n <= 6000 ? 1 : 0, &local, &e);
+    zb_status_t st = zb_greedy_sweep("auto", P, v, pl, M, c, cap, zb_sweep_budget(P, v, M), &local,
+                                     &e);
     if (st == ZB_ENOMEM) {
         zb_sweep_clear(&local);
         return zb_err_set(err, st, "%s", e.msg);
@@ -87,13 +87,12 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
     if (zb_min_memory_schedule("auto", P, v, pl, M, &minmem, NULL) == ZB_OK)
         zb_sweep_offer(&local, minmem, c, cap, "min-memory");
     if (local.s) {
-        char label[96];
-        snprintf(label, sizeof label, "%s", local.label);
         zb_schedule_t *s = local.s;
         local.s = NULL;
         /* re-offer into the overall best with the chunking in the label */
-        char full[96];
-        snprintf(full, sizeof full, "%.60s v=%d %s", label, v, zb_placement_name(pl));
+        char full[sizeof local.label];
+        snprintf(full, sizeof full, "%.150s; %d chunk%s per rank%s", local.label, v,
+                 v > 1 ? "s" : "", pl == ZB_PLACE_V ? " (V placement)" : "");
         zb_sweep_offer(best, s, c, cap, full);
     }
     zb_sweep_clear(&local);
@@ -168,7 +167,7 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
             if (ch[k].v == best.s->chunks && ch[k].pl == best.s->placement)
                 wc = &ch[k].c;
         double before = best.makespan, after = before;
-        int evals = (int)fmin(300.0, 3e6 / (double)(3LL * best.s->chunks * P * p->microbatches));
+        int evals = (int)fmin(300.0, 1e6 / (double)(3LL * best.s->chunks * P * p->microbatches));
         zb_err_t e;
         if (zb_improve_local(&best.s, wc, evals < 10 ? 10 : evals, &after, &e) != ZB_OK)
             after = before;

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void zb_sweep_init(zb_sweep_best_t *b)
@@ -64,66 +65,153 @@ bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, d
     return true;
 }
 
-/* The settings tried. In-flight caps: none, 1F1B-like (P - r), ZB-H2-like (2P - 1 - 2r... via
- * slope 2), flat P and 2P; W modes; B-first / F-first; lookahead on/off. */
-zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, int M,
-                            const zb_costs_t *c, double cap, int effort, zb_sweep_best_t *best,
-                            zb_err_t *err)
+/* One greedy setting of the sweep. */
+typedef struct {
+    double k, slope; /* in-flight cap max(1, k - slope*r); k = 0: only memory limits it */
+    zb_wmode_t w_mode;
+    int order;       /* 0 B-first, 1 F-first, 2 oldest-first */
+    bool lookahead;
+    bool deep;       /* f_deep_first */
+    double keep, keep_slope;
+} setting_t;
+
+/* What the setting does, in words a user can act on (shown by `auto` and `plan`). */
+static void describe(const setting_t *x, int P, char *out, size_t cap)
 {
-    struct {
-        double k, slope;
-    } caps[] = {{0, 0}, {P, 1}, {2 * P, 2}, {2 * P, 1}, {P, 0}, {2 * P, 0},
-                {1.5 * P, 1}, {P + 1, 1}, {2 * P - 1, 2}, {3 * P, 2}, {2 * P - 2, 2}, {2 * P - 3, 2}, {1.25 * P, 0}, {1.5 * P, 0}, {1.75 * P, 0}};
-    int ncaps = effort > 0 ? (int)(sizeof caps / sizeof caps[0]) : 4;
+    char inflight[80];
+    if (x->k <= 0)
+        snprintf(inflight, sizeof inflight, "in flight: as memory allows");
+    else if (x->slope == 0)
+        snprintf(inflight, sizeof inflight, "in flight <= %g per rank", x->k);
+    else
+        snprintf(inflight, sizeof inflight, "in flight <= %g-%g*r on rank r%s", x->k, x->slope,
+                 x->k == 2 * P && x->slope == 2 ? " (like ZB-H2)"
+                 : x->k == P && x->slope == 1   ? " (like ZB-H1)"
+                                                : "");
+    snprintf(out, cap, "greedy, %s, W %s, %s first", inflight,
+             x->w_mode == ZB_WMODE_EAGER ? "after its B"
+             : x->w_mode == ZB_WMODE_TIGHT ? "in gaps, early near the limit"
+                                           : "in gaps",
+             x->order == 0 ? "B" : x->order == 1 ? "F" : "oldest");
+}
+
+int zb_sweep_budget(int P, int v, int M)
+{
+    /* One greedy build costs about actions x (P + 16) steps (each step scans the ranks); allow about
+     * 3e6 such steps for the whole sweep, and never fewer than 8 builds. */
+    double work = 3.0 * v * (double)P * (double)M * (double)(P + 16);
+    double n = 3e6 / fmax(1.0, work);
+    return n < 8 ? 8 : n > 100000 ? 100000 : (int)n;
+}
+
+/* The settings, most promising first: a short list that wins on the cost models measured so far
+ * (docs/auto.md), then the full grid (duplicates are skipped when building). */
+enum { LEAD = 14 }; /* entries of the lead list */
+
+static int settings(int P, int v, double cap, setting_t *out, int max)
+{
+    const setting_t lead[] = {
+        {2 * P, 2, ZB_WMODE_FILL, 0, false, true, 0, 0},
+        {2 * P, 2, ZB_WMODE_FILL, 2, false, true, 0, 0},
+        {0, 0, ZB_WMODE_FILL, 0, true, true, 0, 0},
+        {P, 1, ZB_WMODE_FILL, 0, true, true, 0, 0},
+        {2 * P + 1, 2, ZB_WMODE_TIGHT, 2, true, true, 0, 0.5},
+        {2 * P, 2, ZB_WMODE_FILL, 0, true, true, 0, 0},
+        {2 * P, 1, ZB_WMODE_FILL, 0, true, true, 0, 0},
+        {0, 0, ZB_WMODE_FILL, 0, false, true, 0, 0},
+        {P, 0, ZB_WMODE_FILL, 0, true, true, 0, 0},
+        {P, 0, ZB_WMODE_FILL, 1, true, true, 0, 0},
+        {2 * P, 2, ZB_WMODE_FILL, 1, false, true, 0, 0},
+        {2 * P, 2, ZB_WMODE_FILL, 1, true, true, 0, 0},
+        {P, 0, ZB_WMODE_FILL, 0, false, true, 0, 0},
+        {P, 0, ZB_WMODE_FILL, 1, false, true, 0, 0},
+    };
+    const double caps[][2] = {{0, 0},          {P, 1},          {2 * P, 2},         {2 * P, 1},
+                              {P, 0},          {2 * P, 0},      {1.5 * P, 1},       {P + 1, 1},
+                              {2 * P - 1, 2},  {2 * P + 1, 2},  {3 * P, 2},         {2 * P - 2, 2},
+                              {2 * P - 3, 2},  {2 * P, 1.5},    {2 * P + 2, 2.5},   {1.25 * P, 0},
+                              {1.5 * P, 0},    {1.75 * P, 0}};
     const zb_wmode_t modes[] = {ZB_WMODE_FILL, ZB_WMODE_TIGHT, ZB_WMODE_EAGER};
-    const int nwm = effort > 0 ? 3 : 2, nfb = effort > 0 ? 3 : 2, nla = effort > 0 ? 2 : 1;
-    const int ndeep = v > 1 && effort > 0 ? 2 : 1, nkeep = effort > 0 ? 3 : 1;
-    int tried = 0, ok = 0;
+    const double keeps[][2] = {{0, 0}, {0, 1}, {1, 2}, {0, 0.5}};
+    _Static_assert(sizeof lead / sizeof lead[0] == LEAD, "LEAD counts the lead list");
+    int n = 0;
+    for (size_t i = 0; i < sizeof lead / sizeof lead[0] && n < max; i++)
+        out[n++] = lead[i];
+    for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++)
+        for (int wi = 0; wi < 3; wi++)
+            for (int fb = 0; fb < 3; fb++)
+                for (int la = 0; la < 2; la++)
+                    for (int deep = 0; deep < (v > 1 ? 2 : 1); deep++)
+                        for (size_t ki = 0; ki < sizeof keeps / sizeof keeps[0]; ki++) {
+                            if (modes[wi] == ZB_WMODE_TIGHT && !isfinite(cap))
+                                continue; /* same as FILL without a cap */
+                            if (n >= max)
+                                return n;
+                            out[n++] = (setting_t){caps[ci][0], caps[ci][1], modes[wi], fb,
+                                                   la == 0, deep == 0, keeps[ki][0],
+                                                   keeps[ki][1]};
+                        }
+    return n;
+}
+
+static bool same_setting(const setting_t *a, const setting_t *b)
+{
+    return a->k == b->k && a->slope == b->slope && a->w_mode == b->w_mode &&
+           a->order == b->order && a->lookahead == b->lookahead && a->deep == b->deep &&
+           a->keep == b->keep && a->keep_slope == b->keep_slope;
+}
+
+zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, int M,
+                            const zb_costs_t *c, double cap, int max_builds,
+                            zb_sweep_best_t *best, zb_err_t *err)
+{
+    enum { MAX_SETTINGS = 2048 };
+    setting_t *set = malloc(sizeof *set * MAX_SETTINGS);
+    if (!set)
+        return zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
+    int n = settings(P, v, cap, set, MAX_SETTINGS);
+    int built = 0, ok = 0;
     zb_status_t last = ZB_OK;
     zb_err_t e;
-    for (int ci = 0; ci < ncaps; ci++)
-        for (int wi = 0; wi < nwm; wi++)
-            for (int fb = 0; fb < nfb; fb++)
-                for (int la = 0; la < nla; la++)
-                    for (int deep = 0; deep < ndeep; deep++)
-                    for (int keep = 0; keep < nkeep; keep++) {
-                        const zb_wmode_t wm = modes[wi];
-                        if (wm == ZB_WMODE_TIGHT && !isfinite(cap))
-                            continue;
-                        zb_greedy_opts_t o = zb_greedy_defaults();
-                        o.max_inflight = (int)ceil(caps[ci].k);
-                        o.inflight_slope = caps[ci].slope;
-                        o.w_mode = modes[wm];
-                        o.w_tight = 0.75;
-                        o.f_over_b = fb == 1;
-                        o.oldest_first = fb == 2;
-                        o.lookahead = la == 0;
-                        o.f_deep_first = deep == 0;
-                        o.mem_cap = cap;
-                        /* W's held for the cool-down: none, or 2r (later ranks finish later:
-                           the last microbatch's B chain reaches them first) */
-                        o.w_keep = keep == 2 ? 1 : 0;
-                        o.w_keep_slope = keep == 0 ? 0 : keep == 1 ? 1 : 2;
-                        zb_schedule_t *s = NULL;
-                        tried++;
-                        zb_status_t st = zb_greedy_build(name, P, v, pl, M, c, &o, &s, NULL, &e);
-                        if (st == ZB_ENOMEM)
-                            return zb_err_set(err, st, "%s", e.msg);
-                        if (st != ZB_OK) {
-                            last = st;
-                            continue;
-                        }
-                        ok++;
-                        char label[96];
-                        snprintf(label, sizeof label, "greedy(w=%s,%s,%s,inflight=%g-%g*r)",
-                                 wm == 0 ? "fill" : wm == 1 ? "eager" : "tight",
-                                 fb == 0 ? "B-first" : fb == 1 ? "F-first" : "oldest-first", la == 0 ? "lookahead" : "no-look",
-                                 caps[ci].k, caps[ci].slope);
-                        zb_sweep_offer(best, s, c, cap, label);
-                    }
-    (void)tried;
+    for (int i = 0; i < n && (max_builds <= 0 || built < max_builds); i++) {
+        bool dup = false;
+        for (int j = 0; j < i && j < LEAD && !dup; j++) /* only the lead list can repeat */
+            dup = same_setting(&set[i], &set[j]);
+        if (dup)
+            continue;
+        const setting_t *x = &set[i];
+        zb_greedy_opts_t o = zb_greedy_defaults();
+        o.max_inflight = (int)ceil(x->k);
+        o.inflight_slope = x->slope;
+        o.w_mode = x->w_mode;
+        o.w_tight = 0.75;
+        o.f_over_b = x->order == 1;
+        o.oldest_first = x->order == 2;
+        o.lookahead = x->lookahead;
+        o.f_deep_first = x->deep;
+        o.mem_cap = cap;
+        o.w_keep = (int)x->keep;
+        o.w_keep_slope = x->keep_slope;
+        zb_schedule_t *s = NULL;
+        built++;
+        zb_status_t st = zb_greedy_build(name, P, v, pl, M, c, &o, &s, NULL, &e);
+        if (st == ZB_ENOMEM) {
+            free(set);
+            return zb_err_set(err, st, "%s", e.msg);
+        }
+        if (st != ZB_OK) {
+            last = st;
+            continue;
+        }
+        ok++;
+        char label[160];
+        describe(x, P, label, sizeof label);
+        zb_sweep_offer(best, s, c, cap, label);
+    }
+    free(set);
     if (!best->s && ok == 0)
         return zb_err_set(err, last ? last : ZB_EMEMLIMIT,
-                          "%s: no greedy setting fits memory cap %g", name, cap);
+                          "%s: no greedy setting fits memory limit %g (tried %d)", name, cap,
+                          built);
     return ZB_OK;
 }

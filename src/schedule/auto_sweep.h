@@ -9,7 +9,7 @@ typedef struct {
     double makespan;  /* zb_simulate's makespan of s */
     double span;      /* its max per-rank span T (bubble-rate basis) */
     double peak;      /* max per-rank peak memory of s */
-    char label[96];   /* what produced it */
+    char label[192];  /* what produced it */
     bool by_span;     /* judge by max span (bubble rate) first, makespan second */
 } zb_sweep_best_t;
 
@@ -21,10 +21,14 @@ void zb_sweep_clear(zb_sweep_best_t *b);
  * then lower peak memory. Returns true if kept; otherwise it is freed. */
 bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, double cap,
                     const char *label);
-/* Run the greedy with a grid of settings (effort 0: a small grid, 1: the full grid) and offer
- * every result to *best. Error only when no setting produced a schedule. */
+/* How many greedy builds a sweep for this size may run: about 3e6 greedy steps in all (a build
+ * takes about 3vPM x (P + 16)), at least 8. Keeps the cost of a sweep predictable at any size. */
+int zb_sweep_budget(int P, int v, int M);
+/* Run the greedy with up to max_builds settings (0 = all of them; most promising first: see
+ * auto_sweep.c) and offer every result to *best. Error only when no setting produced a
+ * schedule. */
 zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, int M,
-                            const zb_costs_t *c, double cap, int effort, zb_sweep_best_t *best,
-                            zb_err_t *err);
+                            const zb_costs_t *c, double cap, int max_builds,
+                            zb_sweep_best_t *best, zb_err_t *err);
 
 #endif

@@ -64,7 +64,7 @@ zb_status_t zb_gen_vhalf(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
     zb_sweep_init(&best);
     best.by_span = true;
     zb_err_t e;
-    st = zb_greedy_sweep("v-half", P, 2, ZB_PLACE_V, M, &c, cap, 6LL * P * M <= 20000 ? 1 : 0,
+    st = zb_greedy_sweep("v-half", P, 2, ZB_PLACE_V, M, &c, cap, zb_sweep_budget(P, 2, M),
                          &best, &e);
     if (st != ZB_OK)
         zb_err_set(err, st, "v-half: %s", e.msg);

@@ -3,6 +3,7 @@
 #include "schedule/gen_v.h" /* V family, interleaved-zb, auto, optimal */
 
 #include <string.h>
+#include <strings.h>
 
 /* Display order. One line per family; see generators.h for how to add one. */
 static const zb_generator_info_t registry[] = {
@@ -32,12 +33,32 @@ const zb_generator_info_t *zb_generators(size_t *count)
     return registry;
 }
 
+/* PyTorch's schedule class names (torch.distributed.pipelining) for the families zbpp has.
+ * (ScheduleLoopedBFS has no zbpp family.) */
+static const struct {
+    const char *alias, *family;
+} aliases[] = {
+    {"GPipe", "gpipe"},
+    {"1F1B", "1f1b"},
+    {"Interleaved1F1B", "interleaved-1f1b"},
+    {"InterleavedZeroBubble", "interleaved-zb"},
+    {"ZBVZeroBubble", "zb-v"},
+    {"DualPipeV", "dualpipev"},
+};
+
 const zb_generator_info_t *zb_generator_find(const char *name)
 {
     if (!name)
         return NULL;
+    /* PyTorch spells them with a "Schedule" prefix (ScheduleGPipe); accept both */
+    const char *bare = strncasecmp(name, "Schedule", 8) == 0 && name[8] ? name + 8 : name;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcasecmp(aliases[i].alias, bare) == 0) {
+            name = aliases[i].family;
+            break;
+        }
     for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
-        if (strcmp(registry[i].name, name) == 0)
+        if (strcasecmp(registry[i].name, name) == 0)
             return &registry[i];
     return NULL;
 }

@@ -75,7 +75,7 @@ zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *er
     *out = NULL;
     if (!p->costs)
         return zb_err_set(err, ZB_EINVAL, "optimal: needs a cost model (times and memory)");
-    if ((long long)p->ranks * p->microbatches > 64)
+    if ((long long)p->ranks * p->microbatches > ZB_OPTIMAL_MAX_PM)
         return zb_err_set(err, ZB_EINVAL,
                           "optimal: P*M = %lld is too large for the exact solver (max 64)",
                           (long long)p->ranks * p->microbatches);
@@ -247,6 +247,8 @@ zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *er
         free(pair_a);
         free(pair_b);
         free(pair_col);
+        free(head);
+        free(tail);
         st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
         goto done;
     }
@@ -467,7 +469,8 @@ zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *er
 done:
     if (lp)
         glp_delete_prob(lp);
-    glp_free_env();
+    /* No glp_free_env() here: it tears down GLPK's process-wide state, which another caller
+     * (another thread, or the embedding program) may be using. */
     if (wsim.start)
         zb_sim_free(&wsim);
     zb_schedule_free(warm);

@@ -70,6 +70,12 @@ zb_status_t zb_api_sim_rank(const zb_sim_t *sim, int rank, double per_rank[4], z
 zb_status_t zb_api_sim_times(const zb_sim_t *sim, int rank, double *start, double *end,
                              zb_err_t *err);
 
+/* Replace rank's start/end times (e.g. with measured ones, same action order) and recompute the
+ * makespan, spans, busy times and bubble rate (peak memory is kept). ZB_EINVAL for a bad rank,
+ * ZB_ENUMERIC for a non-finite time or end < start. */
+zb_status_t zb_api_sim_set_times(zb_sim_t *sim, int rank, const double *start, const double *end,
+                                 zb_err_t *err);
+
 /* ---- text formats (schedule_io.h), written to a malloc'd NUL-terminated string ---- */
 
 typedef enum {

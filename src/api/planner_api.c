@@ -212,6 +212,53 @@ zb_status_t zb_api_sim_times(const zb_sim_t *sim, int rank, double *start, doubl
     return ZB_OK;
 }
 
+/* Spans, busy times, makespan and bubble rate from the times (the definitions of schedule.h). */
+static void sim_recompute(zb_sim_t *sim)
+{
+    const zb_schedule_t *s = sim->schedule;
+    double first = INFINITY, last = -INFINITY;
+    sim->span_max = sim->busy_max = 0;
+    for (int r = 0; r < sim->ranks; r++) {
+        double f0 = INFINITY, r0 = INFINITY, end = -INFINITY, busy = 0;
+        for (int i = 0; i < sim->len[r]; i++) {
+            zb_action_type_t t = (zb_action_type_t)s->rank[r].actions[i].type;
+            first = fmin(first, sim->start[r][i]);
+            r0 = fmin(r0, sim->start[r][i]);
+            last = fmax(last, sim->end[r][i]);
+            end = fmax(end, sim->end[r][i]);
+            if (t == ZB_ACT_F)
+                f0 = fmin(f0, sim->start[r][i]);
+            if (zb_action_is_compute(t))
+                busy += sim->end[r][i] - sim->start[r][i];
+        }
+        if (!isfinite(f0)) /* no F on this rank: from its first action, as zb_simulate does */
+            f0 = r0;
+        sim->span[r] = isfinite(f0) && end > f0 ? end - f0 : 0;
+        sim->busy[r] = busy;
+        sim->span_max = fmax(sim->span_max, sim->span[r]);
+        sim->busy_max = fmax(sim->busy_max, busy);
+    }
+    sim->makespan = last > first ? last - first : 0;
+    sim->bubble_rate = sim->span_max > 0 ? (sim->span_max - sim->busy_max) / sim->span_max : 0;
+}
+
+zb_status_t zb_api_sim_set_times(zb_sim_t *sim, int rank, const double *start, const double *end,
+                                 zb_err_t *err)
+{
+    if (!sim || rank < 0 || rank >= sim->ranks)
+        return zb_err_set(err, ZB_EINVAL, "simulation: rank %d out of range", rank);
+    for (int i = 0; i < sim->len[rank]; i++)
+        if (!isfinite(start[i]) || !isfinite(end[i]) || end[i] < start[i])
+            return zb_err_set(err, ZB_ENUMERIC, "simulation: rank %d action %d: bad interval "
+                                                "[%g, %g]", rank, i, start[i], end[i]);
+    for (int i = 0; i < sim->len[rank]; i++) {
+        sim->start[rank][i] = start[i];
+        sim->end[rank][i] = end[i];
+    }
+    sim_recompute(sim);
+    return ZB_OK;
+}
+
 /* The CSV body: compute-only or lowered, converting the schedule as needed. */
 static zb_status_t write_csv(const zb_schedule_t *s, bool comms, FILE *f, zb_err_t *err)
 {
@@ -253,18 +300,19 @@ static zb_status_t write_body(int format, const zb_schedule_t *s, const zb_costs
 }
 
 /* Close the memory stream and hand its text over (or free it on failure). */
-static zb_status_t to_text(FILE *f, char *buf, size_t size, zb_status_t st, char **text,
+static zb_status_t to_text(FILE *f, char **buf, size_t *size, zb_status_t st, char **text,
                            size_t *len, zb_err_t *err)
 {
+    /* open_memstream publishes *buf and *size at fclose */
     if (fclose(f) != 0 && st == ZB_OK)
         st = zb_err_set(err, ZB_EIO, "write: cannot finish the text");
     if (st != ZB_OK) {
-        free(buf);
+        free(*buf);
         return st;
     }
-    *text = buf;
+    *text = *buf;
     if (len)
-        *len = size;
+        *len = *size;
     return ZB_OK;
 }
 
@@ -281,7 +329,7 @@ zb_status_t zb_api_write(int format, const zb_schedule_t *s, const zb_costs_t *c
     if (!f)
         return zb_err_set(err, ZB_ENOMEM, "write: cannot open a memory stream");
     zb_status_t st = write_body(format, s, costs, sim, title, scale, f, err);
-    return to_text(f, buf, size, st, text, len, err);
+    return to_text(f, &buf, &size, st, text, len, err);
 }
 
 zb_status_t zb_api_write_overlay(const zb_sim_t *measured, const zb_sim_t *predicted,
@@ -297,7 +345,7 @@ zb_status_t zb_api_write_overlay(const zb_sim_t *measured, const zb_sim_t *predi
         return zb_err_set(err, ZB_ENOMEM, "overlay: cannot open a memory stream");
     zb_svg_opts_t o = {.title = title, .time_unit = time_unit};
     zb_status_t st = zb_svg_write_overlay(measured, predicted, &o, f, err);
-    return to_text(f, buf, size, st, text, len, err);
+    return to_text(f, &buf, &size, st, text, len, err);
 }
 
 void zb_api_text_free(char *text) { free(text); }

@@ -18,6 +18,7 @@ static const command_t commands[] = {
     {"train", zb_cmd_train, "train a GPT-2 model (demo corpus, llm.c shards or text)"},
     {"plan", zb_cmd_plan, "compare every schedule family under a memory limit, best first"},
     {"profile", zb_cmd_profile, "measure a model's F/B/W per block and the schedules they imply"},
+    {"plot", zb_cmd_plot, "draw a training metrics file (loss, lr, tokens/s) as an SVG chart"},
 };
 
 static void usage(FILE *out)

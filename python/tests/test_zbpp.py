@@ -93,6 +93,28 @@ class Planner(unittest.TestCase):
             self.assertTrue(r.reason)
         self.assertIn("gpipe", [r.family for r in rows[len(fits):]])  # P*M_F memory > 5
 
+    def test_best_is_plans_first_row(self):
+        costs = zbpp.Costs(f=1.0, b=1.0, w=0.8, comm=0.05)
+        for limit in (2.5, 6):
+            top = zbpp.plan(4, 8, costs, mem_limit=limit, time_limit=1)[0]
+            s = zbpp.best(4, 8, costs, mem_limit=limit, time_limit=1)
+            sim = zbpp.simulate(s)  # with s.costs, the split per-stage model
+            self.assertEqual((s.name, s.chunks, s.placement), (top.family, top.chunks, top.placement))
+            self.assertAlmostEqual(sim.makespan, top.makespan, places=9)
+            self.assertLessEqual(max(r.peak_memory for r in sim.ranks), limit + 1e-9)
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.best(4, 8, costs, mem_limit=0.1, time_limit=1)
+
+    def test_split_matches_the_library(self):
+        per_rank = zbpp.Costs(f=[1, 2, 3], b=[2, 2, 2], w=[1, 1, 4], comm=[0.1, 0.2, 0.3])
+        split = per_rank.split(3, 2, "v")
+        self.assertEqual(split.f, [0.5, 1.0, 1.5, 1.5, 1.0, 0.5])  # stage s>=P on rank 2P-1-s
+        self.assertEqual(split.comm, [0.1, 0.2, 0.3, 0.3, 0.2, 0.1])
+        # the same schedule simulated with the Python split and with plan()'s C split agree
+        s = zbpp.generate("zb-v", 3, 6, costs=split)
+        rows = {r.family: r for r in zbpp.plan(3, 6, per_rank, time_limit=1)}
+        self.assertAlmostEqual(zbpp.simulate(s).makespan, rows["zb-v"].makespan, places=9)
+
     def test_validate_reports_problems(self):
         s = zbpp.generate("1f1b", 4, 4)
         broken = zbpp.Schedule(s.name, s.ranks, s.chunks, s.stages, s.microbatches,

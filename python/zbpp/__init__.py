@@ -1,9 +1,9 @@
 """zbpp — the zero-bubble pipeline planner from Python (ctypes over libzbpp.so).
 
     import zbpp
-    costs = zbpp.Costs(f=1.0, b=1.0, w=1.0, comm=0.1)          # per stage (one chunk)
-    best = zbpp.plan(ranks=4, microbatches=8, costs=costs, mem_limit=6)[0]
-    sched = zbpp.generate(best.family, 4, 8, chunks=best.chunks, costs=costs)
+    costs = zbpp.Costs(f=1.0, b=1.0, w=0.8, comm=0.05)   # per rank: its F, B, W times, latency
+    sched = zbpp.best(ranks=4, microbatches=8, costs=costs, mem_limit=6)
+    print(sched.name, zbpp.simulate(sched).bubble_rate)
     open("pipe.csv", "w").write(sched.to_csv())   # torch: _load_csv("pipe.csv", "compute_only")
 
 Everything returns plain Python objects (dataclasses); failures raise ZbError with the library's
@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Union
 from . import _lib
 
 __all__ = ["ZbError", "Action", "Schedule", "Costs", "TimedAction", "RankTimeline",
-           "Simulation", "Validation", "PlanRow", "families", "generate", "auto", "plan",
+           "Simulation", "Validation", "PlanRow", "families", "generate", "auto", "plan", "best",
            "validate", "simulate", "from_csv", "to_csv", "trace_json", "svg", "overlay_svg",
            "summary_json", "ascii", "version", "library_path"]
 
@@ -82,6 +82,8 @@ class Schedule:
     placement: str                      # "loop" or "v"
     actions: List[List[Action]]         # [rank][i]
     note: str = ""                      # generator remark ("auto chose ...")
+    costs: Optional["Costs"] = None     # the per-stage cost model it was made for (if any);
+                                        # simulate/validate use it when given none
 
     def to_csv(self, comms: bool = False) -> str:
         """PyTorch pipelining CSV (torch.distributed.pipelining _load_csv: "compute_only", or
@@ -108,6 +110,39 @@ class Costs:
     comm: PerStage = 0.0
     mem: Union[Sequence[Number], Sequence[Sequence[Number]]] = (1.0, 0.0, -1.0)
     mem_limit: Optional[float] = None
+
+    def split(self, ranks: int, chunks: int, placement: str = "loop") -> "Costs":
+        """Per-rank costs (one stage per rank) spread over `chunks` chunks per rank: each chunk
+        of rank r gets 1/chunks of r's times and memory, the message latency stays r's (as
+        zb_costs_rechunk, which plan() uses)."""
+        n = self.stage_count()
+        if n not in (None, ranks):
+            raise ZbError(1, "costs: split needs one stage per rank, have %d for P = %d"
+                          % (n, ranks))
+        if chunks == 1:
+            return self
+        if placement == "v" and chunks != 2:
+            raise ZbError(1, "costs: V placement needs 2 chunks, not %d" % chunks)
+
+        def rank_of(st):
+            if placement == "v":
+                return st if st < ranks else 2 * ranks - 1 - st
+            return st % ranks
+
+        def per(v, scale):
+            if not isinstance(v, (list, tuple)):
+                return v / scale
+            return [v[rank_of(st)] / scale for st in range(ranks * chunks)]
+
+        if self.mem and isinstance(self.mem[0], (list, tuple)):
+            mem = [tuple(x / chunks for x in self.mem[rank_of(st)]) for st in range(ranks * chunks)]
+        else:
+            mem = tuple(x / chunks for x in self.mem)
+        comm = self.comm
+        if isinstance(comm, (list, tuple)):
+            comm = [comm[rank_of(st)] for st in range(ranks * chunks)]
+        return Costs(per(self.f, chunks), per(self.b, chunks), per(self.w, chunks), comm, mem,
+                     self.mem_limit)
 
     def stage_count(self) -> Optional[int]:
         """Stages the model describes, or None when every value is uniform."""
@@ -251,7 +286,39 @@ def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
     _check(_LIB.zb_api_generate(family.encode(), ranks, microbatches, chunks, cc.ptr,
                                 int(any_placement), float(time_limit), ctypes.byref(ptr), note,
                                 256, ctypes.byref(err)), err)
-    return _CSchedule(ptr).to_py(note.value.decode())
+    out = _CSchedule(ptr).to_py(note.value.decode())
+    if costs is not None:
+        out.costs = costs
+        if out.chunks != chunks or out.placement != "loop":
+            if chunks == 1:  # auto with any_placement chose another chunking: split to match
+                out.costs = costs.split(ranks, out.chunks, out.placement)
+    return out
+
+
+def best(ranks: int, microbatches: int, costs: Optional[Costs] = None,
+         mem_limit: Optional[float] = None, time_limit: float = 0.0) -> Schedule:
+    """The schedule plan() ranks first (smallest makespan within the memory limit), generated
+    with the costs split over its chunking; its .costs is that per-stage model. costs are per
+    rank (one stage per rank). Raises ZbError(EMEMLIMIT) when no family fits."""
+    c = Costs() if costs is None else costs
+    if mem_limit is not None:
+        c = Costs(c.f, c.b, c.w, c.comm, c.mem, mem_limit)
+    rows = plan(ranks, microbatches, c, time_limit=time_limit)
+    if not rows or not rows[0].fits:
+        raise ZbError(8, "best: no schedule family fits (%s)"
+                      % ("; ".join("%s: %s" % (r.family, r.reason) for r in rows[:3])))
+    row = rows[0]
+    per_stage = c.split(ranks, row.chunks, row.placement)
+    if row.family == "auto":  # auto's winner may be any chunking: search it the same way
+        s = generate("auto", ranks, microbatches, chunks=1, costs=c, any_placement=True,
+                     time_limit=time_limit)
+    else:
+        s = generate(row.family, ranks, microbatches, chunks=row.chunks, costs=per_stage,
+                     time_limit=time_limit)
+    v = validate(s)
+    if not v.ok:
+        raise ZbError(_STATUS.index(v.status), "best: %s" % v.message)
+    return s
 
 
 def auto(ranks: int, microbatches: int, costs: Optional[Costs] = None,
@@ -325,6 +392,7 @@ def validate(schedule: Schedule, costs: Optional[Costs] = None) -> Validation:
     """Completeness, placement, dependencies, memory (when costs has a mem_limit) and deadlock
     freedom of the lowered program."""
     cs = _CSchedule.of(schedule)
+    costs = costs if costs is not None else schedule.costs
     cc = _CCosts(costs, schedule.stages) if costs is not None else None
     err = _lib.Err()
     st = _LIB.zb_validate(cs.ptr, cc.ptr if cc else None, ctypes.byref(err))
@@ -371,6 +439,7 @@ class Simulation:
 
 class _CSim:
     def __init__(self, schedule: Schedule, costs: Optional[Costs]):
+        costs = costs if costs is not None else schedule.costs
         self.sched = _CSchedule.of(schedule)
         self.costs = _CCosts(costs if costs is not None else Costs(), schedule.stages)
         self.ptr = ctypes.c_void_p()
@@ -401,7 +470,9 @@ class _CSim:
 
 def simulate(schedule: Schedule, costs: Optional[Costs] = None) -> Simulation:
     """Event-driven simulation (compute-only: comm latency on cross-rank dependencies; lowered:
-    messages arrive `comm` after their send). Raises ZbError(EDEADLOCK) if it cannot finish."""
+    messages arrive `comm` after their send). costs default to schedule.costs, else unit costs.
+    Raises ZbError(EDEADLOCK) if it cannot finish."""
+    costs = costs if costs is not None else schedule.costs
     c = _CSim(schedule, costs)
     tot = (ctypes.c_double * 4)()
     _LIB.zb_api_sim_totals(c.ptr, tot)

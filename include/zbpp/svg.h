@@ -15,6 +15,8 @@ typedef struct {
     const char *title;     /* NULL: the schedule name */
     const char *time_unit; /* axis unit; NULL: "cost units" */
     bool arrows;           /* draw one arrow per cross-rank message (activation or gradient) */
+    double predicted_scale; /* overlay only: the prediction's times are multiplied by this
+                               (0 = 1), e.g. to show a FLOP-model prediction in seconds */
 } zb_svg_opts_t;
 
 /* The Gantt chart of zb_svg_write (schedule_io.h) with options: one row per rank, one rectangle
@@ -29,7 +31,8 @@ zb_status_t zb_svg_write_opts(const zb_sim_t *sim, const zb_svg_opts_t *opts, FI
 /* Measured against predicted in one chart: per rank two lanes on one time axis, the prediction
  * (lighter, top) and the measurement (below), each timeline shifted to start at 0; the title
  * gives both makespans and their ratio. The two timelines must have the same number of ranks
- * and be in the same time unit (opts->time_unit, e.g. "s"). ZB_EINVAL otherwise. */
+ * and be in the same time unit (opts->time_unit, e.g. "s") once the prediction is multiplied by
+ * opts->predicted_scale. ZB_EINVAL otherwise (or for a negative or non-finite scale). */
 zb_status_t zb_svg_write_overlay(const zb_sim_t *measured, const zb_sim_t *predicted,
                                  const zb_svg_opts_t *opts, FILE *out, zb_err_t *err);
 

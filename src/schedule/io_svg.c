@@ -124,9 +124,10 @@ static void rows(FILE *out, const layout_t *L, const char *const *lane_names)
         }
 }
 
-/* One rectangle per compute action of `sim` in lane `lane`, its timeline shifted by -origin. */
+/* One rectangle per compute action of `sim` in lane `lane`, its timeline shifted by -origin and
+ * multiplied by tscale. */
 static void actions(FILE *out, const layout_t *L, const zb_sim_t *sim, int lane, double origin,
-                    double opacity)
+                    double tscale, double opacity)
 {
     const zb_schedule_t *s = sim->schedule;
     for (int r = 0; r < sim->ranks; r++) {
@@ -137,8 +138,8 @@ static void actions(FILE *out, const layout_t *L, const zb_sim_t *sim, int lane,
             zb_action_type_t t = (zb_action_type_t)a->type;
             if (!zb_action_is_compute(t))
                 continue;
-            double x = SVG_LEFT + (sim->start[r][i] - origin) * L->xs;
-            double w = (sim->end[r][i] - sim->start[r][i]) * L->xs;
+            double x = SVG_LEFT + (sim->start[r][i] - origin) * tscale * L->xs;
+            double w = (sim->end[r][i] - sim->start[r][i]) * tscale * L->xs;
             /* A rank's second chunk is drawn lighter, so interleaved / V schedules read clearly
              * (the legend says so). */
             bool later_chunk = zb_io_local_chunk(s, a->stage) > 0;
@@ -305,7 +306,7 @@ zb_status_t zb_svg_write_opts(const zb_sim_t *sim, const zb_svg_opts_t *opts, FI
     fprintf(out, " \xe2\x80\x94 P=%d, v=%d, M=%d, makespan %.4g, bubble %.1f%%</text>\n",
             s->ranks, s->chunks, s->microbatches, sim->makespan, 100.0 * sim->bubble_rate);
     rows(out, &L, NULL);
-    actions(out, &L, sim, 0, L.t0, 1.0);
+    actions(out, &L, sim, 0, L.t0, 1.0, 1.0);
     if (o.arrows && (st = arrows(out, &L, sim, L.t0, err)) != ZB_OK)
         return st;
     axis(out, &L, o.time_unit);
@@ -334,13 +335,16 @@ zb_status_t zb_svg_write_overlay(const zb_sim_t *measured, const zb_sim_t *predi
         return zb_err_set(err, ZB_EINVAL, "svg overlay: measured timeline has %d ranks, the "
                                           "prediction %d", measured->ranks, predicted->ranks);
     zb_svg_opts_t o = opts ? *opts : (zb_svg_opts_t){0};
+    double ps = o.predicted_scale == 0 ? 1.0 : o.predicted_scale;
+    if (!(ps > 0) || !isfinite(ps))
+        return zb_err_set(err, ZB_EINVAL, "svg overlay: bad predicted_scale %g", ps);
 
     layout_t L = {.lanes = 2, .ranks = measured->ranks};
     double m0, m1, p0, p1;
     time_bounds(measured, &m0, &m1);
     time_bounds(predicted, &p0, &p1);
     L.t0 = 0;
-    L.range = fmax(m1 - m0, p1 - p0);
+    L.range = fmax(m1 - m0, (p1 - p0) * ps);
     long nact = action_count(measured) > action_count(predicted) ? action_count(measured)
                                                                  : action_count(predicted);
     L.plot_w = fmin(SVG_MAX_PLOT, fmax(SVG_MIN_PLOT, 12.0 * (double)nact / L.ranks));
@@ -354,13 +358,13 @@ zb_status_t zb_svg_write_overlay(const zb_sim_t *measured, const zb_sim_t *predi
     zb_io_xml_text(out, o.title ? o.title : measured->schedule->name);
     fprintf(out, " \xe2\x80\x94 measured makespan %.4g vs predicted %.4g (%.2fx), bubble %.1f%% "
                  "vs %.1f%%</text>\n",
-            measured->makespan, predicted->makespan,
-            predicted->makespan > 0 ? measured->makespan / predicted->makespan : 0.0,
+            measured->makespan, predicted->makespan * ps,
+            predicted->makespan > 0 ? measured->makespan / (predicted->makespan * ps) : 0.0,
             100.0 * measured->bubble_rate, 100.0 * predicted->bubble_rate);
     static const char *const lanes[] = {"predicted", "measured"};
     rows(out, &L, lanes);
-    actions(out, &L, predicted, 0, p0, 0.5);
-    actions(out, &L, measured, 1, m0, 1.0);
+    actions(out, &L, predicted, 0, p0, ps, 0.5);
+    actions(out, &L, measured, 1, m0, 1.0, 1.0);
     axis(out, &L, o.time_unit);
     legend(out, &L, "per rank: predicted lane (faded) above, measured lane below; "
                     "both timelines start at 0");

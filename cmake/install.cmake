@@ -1,5 +1,6 @@
 # Installation: `cmake --install build [--prefix DIR]` puts in place
-#   bin/zbpp, lib/libzbpp.so.<version> (SONAME libzbpp.so.<major>) + libzbpp.so, include/zbpp/*.h,
+#   bin/zbpp, lib/libzbpp.so.<version> (SONAME libzbpp.so.<major>) + libzbpp.so, lib/libzbpp.a,
+#   include/zbpp/*.h,
 #   lib/pkgconfig/zbpp.pc, lib/cmake/zbpp/{zbppConfig,zbppConfigVersion,zbppTargets}.cmake
 #   (imported target zbpp::zbpp) and the Python planner module (python/zbpp).
 # The shared library is built from the same sources as the static `zbpp` the tests link (sources,
@@ -28,6 +29,8 @@ target_link_options(zbpp_shared PRIVATE -Wl,--no-undefined)
 add_library(zbpp::zbpp ALIAS zbpp_shared)
 
 install(TARGETS zbpp_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The static archive too, for `pkg-config --static` users (not part of the CMake package).
+install(TARGETS zbpp ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS zbpp_shared EXPORT zbppTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` into a temporary prefix, then build and run a small C program against the
-# installed copy, once via pkg-config and once via find_package(zbpp), both with the shared
-# library; check the installed CLI and that nothing of the build tree is used.
+# installed copy, via pkg-config and via find_package(zbpp) with the shared library, and via
+# pkg-config --static with libzbpp.a; check the installed CLI and Python module, and that
+# nothing of the build tree is used.
 # Usage: install.sh <zbpp-binary> <source-dir>
 set -u
 ZBPP=$(readlink -f "$1")
@@ -18,7 +19,7 @@ if ! cmake --install "$BUILD" --prefix "$P" >"$T/install.log" 2>&1; then
 fi
 LIBDIR=$(dirname "$(find "$P" -name 'libzbpp.so.*.*' | head -1)")
 [ -n "$LIBDIR" ] || { echo "FAIL: no libzbpp.so.X.Y installed"; exit 1; }
-for f in "$P/bin/zbpp" "$LIBDIR/libzbpp.so" "$P/include/zbpp/schedule.h" \
+for f in "$P/bin/zbpp" "$LIBDIR/libzbpp.so" "$LIBDIR/libzbpp.a" "$P/include/zbpp/schedule.h" \
          "$P/include/zbpp/version.h" "$P/include/zbpp/planner_api.h" "$LIBDIR/pkgconfig/zbpp.pc" \
          "$LIBDIR/cmake/zbpp/zbppConfig.cmake" "$LIBDIR/cmake/zbpp/zbppConfigVersion.cmake"; do
   [ -e "$f" ] || fail "not installed: ${f#"$P"/}"
@@ -55,6 +56,19 @@ if $CC -std=c11 $EXTRA "$SRC/tests/install_consumer/consumer.c" -o "$T/consumer_
   check_run pkg-config "$T/consumer_pc"
 else
   fail "pkg-config build: $(head -c 600 "$T/pc.err")"
+fi
+
+# 1b. pkg-config --static against libzbpp.a: the private dependencies (GLPK, BLAS, MPI, threads,
+#     m) come from Requires.private / Libs.private — linking libzbpp.a alone used to miss glp_ios_*
+sflags=$(pkg-config --static --cflags --libs zbpp | sed -E "s#(^| )-lzbpp( |\$)#\1$LIBDIR/libzbpp.a\2#")
+# shellcheck disable=SC2086
+if $CC -std=c11 $EXTRA "$SRC/tests/install_consumer/consumer.c" -o "$T/consumer_static" $sflags \
+     2>"$T/static.err"; then
+  "$T/consumer_static" >"$T/static.out" 2>&1 || fail "static: exit $? ($(head -c 300 "$T/static.out"))"
+  grep -q "^zb-h1 makespan $expected " "$T/static.out" || fail "static: $(cat "$T/static.out")"
+  ! ldd "$T/consumer_static" | grep -q libzbpp || fail "static: still loads libzbpp.so"
+else
+  fail "pkg-config --static build: $(head -c 600 "$T/static.err")"
 fi
 
 # 2. find_package(zbpp) from a fresh CMake project

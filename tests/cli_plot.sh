@@ -81,5 +81,16 @@ bad "empty" 1 "no records" empty.jsonl -o out.svg
 bad "bad -o" 1 "does not exist" m.jsonl -o nodir/out.svg
 bad "unknown flag" 2 "" m.jsonl --bogus
 
+# zbpp schedule --format svg --arrows: one arrow per cross-rank message; only with svg
+"$ZBPP" schedule -s 1f1b -p 3 -m 4 --format svg >plain.svg 2>err || fail "svg: $(cat err)"
+"$ZBPP" schedule -s 1f1b -p 3 -m 4 --format svg --arrows >arrows.svg 2>err || fail "arrows: $(cat err)"
+# 1F1B, P=3, M=4: 2 boundaries x 4 microbatches x (activation + gradient) = 16 messages
+svg_check arrows.svg 'sum(len(list(g.iter(ns + "line"))) for g in root.iter(ns + "g") if g.get("marker-end")) == 16 and any(t.startswith("arrows:") for t in texts)'
+svg_check plain.svg 'not any(t.startswith("arrows:") for t in texts) and "W weight gradient" not in texts and "BW full backward (B+W)" in texts'
+"$ZBPP" schedule -s 1f1b -p 3 -m 4 --arrows >out 2>err
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "^zbpp schedule: --arrows needs --format svg$" err ||
+  fail "--arrows without svg: exit $rc, $(cat err)"
+
 if [ "$fails" -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "cli_plot: ok"

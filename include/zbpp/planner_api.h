@@ -34,6 +34,8 @@ void zb_api_costs_free(zb_costs_t *c);
 
 /* ---- schedules ---- */
 
+/* Name of the i-th registered schedule family (display order), NULL past the end. */
+const char *zb_api_family(int i);
 /* The family's default chunks per rank for (ranks, microbatches), read off a cost-free
  * generation; 1 for families that need costs to say. */
 int zb_api_default_chunks(const char *family, int ranks, int microbatches);

@@ -250,19 +250,12 @@ class _CSchedule:
 
 def families() -> List[str]:
     """Names of the schedule families, as `zbpp schedule -s` takes them."""
-    err = _lib.Err()
-    ptr = ctypes.c_void_p()
-    st = _LIB.zb_api_generate(b"?", 1, 1, 0, None, 0, 0.0, ctypes.byref(ptr), None, 0,
-                              ctypes.byref(err))
-    if st == 0:
-        _LIB.zb_schedule_free(ptr)
-    msg = err.msg.decode()
-    # The message of an unknown family lists the known ones after "known:" / "one of".
-    for key in ("known families:", "known:", "one of"):
-        if key in msg:
-            return [x.strip(" .()") for x in msg.split(key, 1)[1].replace(",", " ").split()
-                    if x.strip(" .()")]
-    raise ZbError(st or 1, "families: cannot list the families (%s)" % msg)
+    out = []
+    while True:
+        name = _LIB.zb_api_family(len(out))
+        if name is None:
+            return out
+        out.append(name.decode())
 
 
 def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,

@@ -95,6 +95,7 @@ def _declare(lib):
         "zb_api_costs_set_stage": (I, [P, I, D, D, D, D, D, D, D, E]),
         "zb_api_costs_rechunk": (I, [P, I, I, I, PP, E]),
         "zb_api_costs_free": (None, [P]),
+        "zb_api_family": (S, [I]),
         "zb_api_default_chunks": (I, [S, I, I]),
         "zb_api_generate": (I, [S, I, I, I, P, I, D, PP, ctypes.c_char_p, ctypes.c_size_t, E]),
         "zb_api_schedule_shape": (None, [P, IP]),

@@ -83,6 +83,13 @@ void zb_api_costs_free(zb_costs_t *c)
     free(c);
 }
 
+const char *zb_api_family(int i)
+{
+    size_t n;
+    const zb_generator_info_t *g = zb_generators(&n);
+    return i >= 0 && (size_t)i < n ? g[i].name : NULL;
+}
+
 int zb_api_default_chunks(const char *family, int ranks, int microbatches)
 {
     zb_gen_params_t p = {.ranks = ranks, .microbatches = microbatches, .time_limit = 1e-3};

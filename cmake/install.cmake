@@ -75,7 +75,9 @@ install(FILES ${CMAKE_BINARY_DIR}/zbpp.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pk
 
 # Python planner module (ctypes over libzbpp.so): python/zbpp -> <prefix>/<ZB_PYTHON_DIR>/zbpp,
 # with _install.py recording where the library was installed so `import zbpp` finds it.
-set(ZB_PYTHON_DIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages" CACHE STRING
+# Default: Debian's system-wide directory for prefix /usr (on python3's path there); for other
+# prefixes add <prefix>/lib/python3/dist-packages to PYTHONPATH, or set ZB_PYTHON_DIR.
+set(ZB_PYTHON_DIR "lib/python3/dist-packages" CACHE STRING
     "where `cmake --install` puts the zbpp Python package (relative to the prefix)")
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/zbpp DESTINATION ${ZB_PYTHON_DIR}
   FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)

@@ -183,7 +183,7 @@ class Formats(unittest.TestCase):
         s = zbpp.generate("zb-h1", 4, 8)
         js = json.loads(zbpp.summary_json(s))
         self.assertAlmostEqual(js["makespan"], 27)
-        self.assertIn("r3 |", zbpp.ascii(s))
+        self.assertIn("r3 |", zbpp.ascii_grid(s))
 
     def test_svg_and_arrows(self):
         s = zbpp.generate("zb-v", 4, 12)

@@ -19,7 +19,7 @@ from . import _lib
 __all__ = ["ZbError", "Action", "Schedule", "Costs", "TimedAction", "RankTimeline",
            "Simulation", "Validation", "PlanRow", "families", "generate", "auto", "plan", "best",
            "validate", "simulate", "from_csv", "to_csv", "trace_json", "svg", "overlay_svg",
-           "summary_json", "ascii", "version", "library_path"]
+           "summary_json", "ascii_grid", "version", "library_path"]
 
 _LIB, _PATH = _lib.load()
 
@@ -544,7 +544,7 @@ def summary_json(schedule: Schedule, costs: Optional[Costs] = None) -> str:
     return _text("json", schedule, costs)
 
 
-def ascii(schedule: Schedule, costs: Optional[Costs] = None, width: int = 0) -> str:
+def ascii_grid(schedule: Schedule, costs: Optional[Costs] = None, width: int = 0) -> str:
     """The terminal grid `zbpp schedule` prints (width 0 = 200 columns)."""
     return _text("ascii", schedule, costs, scale=width)
 

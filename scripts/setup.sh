@@ -2,7 +2,8 @@
 # Install the Debian packages zbpp needs, only those missing. Never downloads anything else.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev libblis-dev libcmocka-dev libglpk-dev
-          libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3)
+          libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3
+          chromium) # chromium: tests/svg_render.sh checks that the SVG charts render
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

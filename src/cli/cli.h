@@ -11,5 +11,6 @@ int zb_cmd_train(int argc, char **argv);
 
 int zb_cmd_plan(int argc, char **argv); /* cmd_plan.c */
 int zb_cmd_profile(int argc, char **argv); /* cmd_profile.c */
+int zb_cmd_plot(int argc, char **argv);    /* cmd_plot.c */
 
 #endif

@@ -30,6 +30,7 @@ static void help(FILE *out)
             "                      only); csv-comms: with SEND/RECV; json: summary; trace:\n"
             "                      Chrome/Perfetto trace (1 time unit = 1 ms); svg: Gantt chart\n"
             "  --width N           widest ascii grid in characters (default 200)\n"
+            "  --arrows            svg: draw the messages between ranks as arrows\n"
             "  -o, --output FILE   write there (atomically) instead of standard output\n"
             "  --any-placement     auto: also try 2 chunks per rank (loop and V) from the\n"
             "                      one-stage-per-rank costs; says which won on stderr\n"
@@ -72,12 +73,14 @@ int zb_cmd_schedule(int argc, char **argv)
         {"width", required_argument, NULL, ZB_OPT_WIDTH},
         {"any-placement", no_argument, NULL, 3001},
         {"time-limit", required_argument, NULL, 3002},
+        {"arrows", no_argument, NULL, 3003},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *name = NULL, *path = NULL;
     int ranks = 0, mbs = 0, chunks = 0, width = 0;
     bool any_placement = false; /* auto: also try other chunkings */
+    bool arrows = false;        /* svg: message arrows */
     double time_limit = 0;      /* optimal: solver seconds (0 = default) */
     zb_cli_format_t fmt = ZB_FMT_ASCII;
     zb_cli_costs_t copt;
@@ -100,6 +103,7 @@ int zb_cmd_schedule(int argc, char **argv)
         case ZB_OPT_FORMAT: st = zb_cli_parse_format(optarg, &fmt, &err); break;
         case ZB_OPT_WIDTH: st = zb_cli_parse_int(optarg, 8, 100000, "--width", &width, &err); break;
         case 3001: any_placement = true; break;
+        case 3003: arrows = true; break;
         case 3002: st = zb_cli_parse_number(optarg, true, "--time-limit", &time_limit, &err); break;
         case ZB_OPT_COST:
         case ZB_OPT_COST_FILE:
@@ -123,6 +127,11 @@ int zb_cmd_schedule(int argc, char **argv)
                      !name ? "-s NAME" : !ranks ? "-p RANKS" : "-m MICROBATCHES");
         goto out;
     }
+    if (arrows && fmt != ZB_FMT_SVG) {
+        zb_cli_error(CMD, "--arrows needs --format svg");
+        goto out;
+    }
+    zb_cli_set_svg_arrows(arrows);
     if (!zb_generator_find(name)) {
         zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs};
         zb_schedule_t *none = NULL;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "zbpp/version.h"
 
 typedef struct {
     const char *name;
@@ -17,11 +18,13 @@ static const command_t commands[] = {
     {"train", zb_cmd_train, "train a GPT-2 model (demo corpus, llm.c shards or text)"},
     {"plan", zb_cmd_plan, "compare every schedule family under a memory limit, best first"},
     {"profile", zb_cmd_profile, "measure a model's F/B/W per block and the schedules they imply"},
+    {"plot", zb_cmd_plot, "draw a training metrics file (loss, lr, tokens/s) as an SVG chart"},
 };
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: zbpp <command> [options]    (zbpp <command> --help for its flags)\n\n"
+    fprintf(out, "usage: zbpp <command> [options]    (zbpp <command> --help for its flags)\n"
+                 "       zbpp --version | version\n\n"
                  "Zero-bubble pipeline-parallel planning and training.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
@@ -32,6 +35,14 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        if (argc > 2) {
+            fprintf(stderr, "zbpp: %s takes no arguments\n", argv[1]);
+            return 2;
+        }
+        printf("zbpp %s\n", zb_version()); /* the library's; the headers' is the same build */
+        return 0;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);

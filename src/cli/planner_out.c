@@ -4,7 +4,12 @@
 #include <stdlib.h>
 
 #include "zbpp/schedule_io.h"
+#include "zbpp/svg.h"
 #include "zbpp/util.h"
+
+static bool svg_arrows;
+
+void zb_cli_set_svg_arrows(bool on) { svg_arrows = on; }
 
 void zb_cli_summary_line(FILE *out, const zb_sim_t *sim)
 {
@@ -40,7 +45,7 @@ static zb_status_t write_body(const zb_schedule_t *s, const zb_costs_t *costs, c
         /* One cost unit shows as one millisecond in the trace viewer. */
         return zb_trace_write(sim, 1000.0, f, err);
     case ZB_FMT_SVG:
-        return zb_svg_write(sim, NULL, f, err);
+        return zb_svg_write_opts(sim, &(zb_svg_opts_t){.arrows = svg_arrows}, f, err);
     case ZB_FMT_ASCII: {
         zb_status_t st = zb_ascii_write(sim, width, f, err);
         if (st == ZB_OK)

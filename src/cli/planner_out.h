@@ -13,6 +13,9 @@
 int zb_cli_emit(const char *cmd, const zb_schedule_t *s, const zb_costs_t *costs,
                 zb_cli_format_t fmt, const char *path, int width);
 
+/* `--arrows`: the svg format draws message arrows between ranks (off by default). */
+void zb_cli_set_svg_arrows(bool on);
+
 /* One line: "makespan X, span T, bubble rate Y%, peak memory Z (rank r)" (T = the longest
  * per-rank span, from its first F to its last action: the bubble rate's denominator). */
 void zb_cli_summary_line(FILE *out, const zb_sim_t *sim);

@@ -6,7 +6,8 @@
 # library against the toolkit's headers. This keeps the project a C project: no CUDA language in
 # CMake, so the C flags (-Wall, the sanitizers) never reach nvcc, and executables still link with
 # the C compiler. nvcc objects are built without sanitizer flags (ASan cannot see device code, and
-# host code in the .cu files is only launch wrappers).
+# host code in the .cu files is only launch wrappers). Host code is built without exceptions,
+# RTTI or thread-safe statics, so the objects need no C++ runtime.
 #
 # Off: src/cuda/none.c makes every zb_cuda_* call report that the build has no CUDA, and
 # zb_cuda_device_count() says 0 devices. Either way the tests labelled `gpu` exit 77 (skipped)
@@ -39,7 +40,7 @@ else()
 
   set(ZB_NVCC_FLAGS -std=c++17 -gencode=arch=compute_${ZB_CUDA_ARCH},code=sm_${ZB_CUDA_ARCH}
       -gencode=arch=compute_${ZB_CUDA_ARCH},code=compute_${ZB_CUDA_ARCH}
-      -Xcompiler=-Wall,-Wextra -Xptxas=-warn-spills,-warn-lmem-usage
+      -Xcompiler=-Wall,-Wextra,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti -Xptxas=-warn-spills,-warn-lmem-usage
       -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src)
   if(ZB_WERROR)
     list(APPEND ZB_NVCC_FLAGS --Werror=all-warnings -Xcompiler=-Werror)
@@ -74,7 +75,7 @@ if(ZB_TESTS)
   file(GLOB ZB_GPU_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_cuda_gpu_*.c)
   foreach(src ${ZB_GPU_TESTS})
     get_filename_component(name ${src} NAME_WE)
-    cmake_language(DEFER CALL set_tests_properties ${name} PROPERTIES LABELS gpu
-                   SKIP_RETURN_CODE 77)
+    # EVAL bakes the name in: DEFER CALL would expand ${name} only when it runs
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL set_tests_properties [[${name}]] PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)")
   endforeach()
 endif()

@@ -156,10 +156,11 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
     *p = (zb_cu_gemm_plan_t){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
                              .ldc = ldc, .batch = batch, .sa = sa, .sb = sb, .sc = sc,
                              .beta_zero = beta_zero};
+    cublasComputeType_t ct = compute_type(c->prec);
+retry:;
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
     cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int ok = cublasLtMatmulDescCreate(&p->desc, compute_type(c->prec), CUDA_R_32F) ==
-             CUBLAS_STATUS_SUCCESS;
+    int ok = cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
     if (ok) {
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
@@ -190,6 +191,14 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
             cublasLtMatrixLayoutDestroy(p->lc);
         if (p->desc)
             cublasLtMatmulDescDestroy(p->desc);
+        p->la = p->lb = p->lc = NULL;
+        p->desc = NULL;
+        if (ct == CUBLAS_COMPUTE_32F_PEDANTIC) {
+            /* plain fp32 compute is still fp32 (TF32 only with FAST_TF32); pedantic merely
+             * also rules out environment overrides, and may have no kernel for a shape */
+            ct = CUBLAS_COMPUTE_32F;
+            goto retry;
+        }
         zb_cu_fail(c, ZB_EUNSUPPORTED,
                    "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d, %s)", M, N, K,
                    batch, zb_cuda_precision_name(c->prec));

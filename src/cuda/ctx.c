@@ -136,15 +136,30 @@ static int layout_new(cublasLtMatrixLayout_t *l, int rows, int cols, int ld, int
 
 /* Column-major view: row-major C[M,N] = op(A)·op(B) is column-major C'[N,M] = op(B)'·op(A)'.
  * So cuBLASLt's "A" is our B (N×K after op), its "B" our A. */
+/* The alignment cuBLASLt may assume for an operand: of its pointer, of every column (ld) and of
+ * every batch (stride), capped at the 256 bytes it asks for by default. Part of the plan's key,
+ * so a plan chosen for aligned pointers is never run on less aligned ones. */
+static unsigned align_of(const void *p, int ld, long long stride, int batch)
+{
+    uintptr_t a = (uintptr_t)p | 256u | ((uintptr_t)ld * sizeof(float));
+    if (batch > 1)
+        a |= (uintptr_t)stride * sizeof(float);
+    return (unsigned)(a & (~a + 1));
+}
+
+/* quiet: return NULL without failing the context when no algorithm exists (the caller has a
+ * fallback). */
 static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, int lda,
                                    long long sa, int ldb, long long sb, int ldc, long long sc,
-                                   int batch, int beta_zero)
+                                   int batch, int beta_zero, unsigned al_a, unsigned al_b,
+                                   unsigned al_c, int quiet)
 {
     for (int i = 0; i < c->nplans; i++) {
         zb_cu_gemm_plan_t *p = &c->plans[i];
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
             p->ldb == ldb && p->ldc == ldc && p->batch == batch && p->sa == sa && p->sb == sb &&
-            p->sc == sc && p->beta_zero == beta_zero)
+            p->sc == sc && p->beta_zero == beta_zero && p->align_a == al_a &&
+            p->align_b == al_b && p->align_c == al_c)
             return p;
     }
     if (c->nplans == ZB_CU_GEMM_CACHE) {
@@ -155,7 +170,8 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
     memset(p, 0, sizeof *p);
     *p = (zb_cu_gemm_plan_t){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
                              .ldc = ldc, .batch = batch, .sa = sa, .sb = sb, .sc = sc,
-                             .beta_zero = beta_zero};
+                             .beta_zero = beta_zero, .align_a = al_a, .align_b = al_b,
+                             .align_c = al_c};
     cublasComputeType_t ct = compute_type(c->prec);
 retry:;
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
@@ -177,6 +193,16 @@ retry:;
         uint64_t ws = c->ws_bytes;
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                              sizeof ws);
+        /* cuBLASLt's A is our B and its B our A (see above) */
+        uint32_t la = al_b, lb = al_a, lc = al_c;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &la,
+                                             sizeof la);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &lb,
+                                             sizeof lb);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &lc,
+                                             sizeof lc);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &lc,
+                                             sizeof lc);
         cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
                                        &found);
     }
@@ -199,6 +225,8 @@ retry:;
             ct = CUBLAS_COMPUTE_32F;
             goto retry;
         }
+        if (quiet)
+            return NULL;
         zb_cu_fail(c, ZB_EUNSUPPORTED,
                    "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d, %s)", M, N, K,
                    batch, zb_cuda_precision_name(c->prec));
@@ -217,8 +245,17 @@ void zb_cu_gemm(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, float alpha
         return;
     if (batch <= 1)
         sa = sb = sc = 0, batch = 1;
+    unsigned al_a = align_of(A, lda, sa, batch), al_b = align_of(B, ldb, sb, batch),
+             al_c = align_of(C, ldc, sc, batch);
     zb_cu_gemm_plan_t *p = plan_get(c, ta, tb, M, N, K, lda, sa, ldb, sb, ldc, sc, batch,
-                                    beta == 0.0f);
+                                    beta == 0.0f, al_a, al_b, al_c, batch > 1);
+    if (!p && batch > 1 && c->status == ZB_OK) {
+        /* no batched kernel for these strides: the same products one by one */
+        for (int i = 0; i < batch && c->status == ZB_OK; i++)
+            zb_cu_gemm(c, ta, tb, M, N, K, alpha, A + i * sa, lda, 0, B + i * sb, ldb, 0, beta,
+                       C + i * sc, ldc, 0, 1);
+        return;
+    }
     if (!p)
         return;
     cublasStatus_t st = cublasLtMatmul(c->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, C,

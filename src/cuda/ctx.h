@@ -20,6 +20,7 @@
 
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, batch, beta_zero;
+    unsigned align_a, align_b, align_c; /* bytes: the plan is valid for pointers this aligned */
     long long sa, sb, sc;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;

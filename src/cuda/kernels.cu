@@ -17,6 +17,12 @@ int blocks_for(size_t n, int threads = kThreads)
     return (int)(b < 65535u * 16u ? (b ? b : 1) : 65535u * 16u);  // grid-stride beyond this
 }
 
+// gridDim.y is limited to 65535: kernels loop over y beyond that
+unsigned grid_y(int n)
+{
+    return (unsigned)(n < 1 ? 1 : n > 65535 ? 65535 : n);
+}
+
 template <typename T> __device__ T warp_sum(T v)
 {
     for (int o = 16; o > 0; o >>= 1)
@@ -73,28 +79,32 @@ __global__ void encoder_forward_k(float *out, const int *tokens, const float *wt
 }
 
 __global__ void encoder_backward_wte_k(float *dwte, const float *dout, const int *uniq,
-                                       const int *start, const int *rows, int C)
+                                       const int *start, const int *rows, int U, int C)
 {
-    int u = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    float *w = dwte + (size_t)uniq[u] * C + c;
-    float acc = *w;
-    for (int i = start[u]; i < start[u + 1]; i++)
-        acc += dout[(size_t)rows[i] * C + c];
-    *w = acc;
+    for (int u = blockIdx.y; u < U; u += gridDim.y) {
+        float *w = dwte + (size_t)uniq[u] * C + c;
+        float acc = *w;
+        for (int i = start[u]; i < start[u + 1]; i++)
+            acc += dout[(size_t)rows[i] * C + c];
+        *w = acc;
+    }
 }
 
 __global__ void encoder_backward_wpe_k(float *dwpe, const float *dout, int B, int T, int C)
 {
-    int t = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    float *w = dwpe + (size_t)t * C + c;
-    float acc = *w;
-    for (int b = 0; b < B; b++)
-        acc += dout[((size_t)b * T + t) * C + c];
-    *w = acc;
+    for (int t = blockIdx.y; t < T; t += gridDim.y) {
+        float *w = dwpe + (size_t)t * C + c;
+        float acc = *w;
+        for (int b = 0; b < B; b++)
+            acc += dout[((size_t)b * T + t) * C + c];
+        *w = acc;
+    }
 }
 
 // ---- LayerNorm (statistics in double, as the CPU kernel) ----
@@ -155,30 +165,34 @@ __global__ void layernorm_weight_partials_k(float *part_w, float *part_b, const 
                                             const float *inp, const float *mean,
                                             const float *rstd, int N, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    int n0 = chunk * ZB_CU_COLSUM_ROWS, n1 = min(N, n0 + ZB_CU_COLSUM_ROWS);
-    float w = 0.0f, b = 0.0f;
-    for (int n = n0; n < n1; n++) {
-        float d = dout[(size_t)n * C + c];
-        w += d * ((inp[(size_t)n * C + c] - mean[n]) * rstd[n]);
-        b += d;
+    for (int chunk = blockIdx.y; chunk * ZB_CU_COLSUM_ROWS < N; chunk += gridDim.y) {
+        int n0 = chunk * ZB_CU_COLSUM_ROWS, n1 = min(N, n0 + ZB_CU_COLSUM_ROWS);
+        float w = 0.0f, b = 0.0f;
+        for (int n = n0; n < n1; n++) {
+            float d = dout[(size_t)n * C + c];
+            w += d * ((inp[(size_t)n * C + c] - mean[n]) * rstd[n]);
+            b += d;
+        }
+        part_w[(size_t)chunk * C + c] = w;
+        part_b[(size_t)chunk * C + c] = b;
     }
-    part_w[(size_t)chunk * C + c] = w;
-    part_b[(size_t)chunk * C + c] = b;
 }
 
 __global__ void colsum_partials_k(float *part, const float *a, int N, int OC)
 {
-    int j = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= OC)
         return;
-    int n0 = chunk * ZB_CU_COLSUM_ROWS, n1 = min(N, n0 + ZB_CU_COLSUM_ROWS);
-    float s = 0.0f;
-    for (int n = n0; n < n1; n++)
-        s += a[(size_t)n * OC + j];
-    part[(size_t)chunk * OC + j] = s;
+    for (int chunk = blockIdx.y; chunk * ZB_CU_COLSUM_ROWS < N; chunk += gridDim.y) {
+        int n0 = chunk * ZB_CU_COLSUM_ROWS, n1 = min(N, n0 + ZB_CU_COLSUM_ROWS);
+        float s = 0.0f;
+        for (int n = n0; n < n1; n++)
+            s += a[(size_t)n * OC + j];
+        part[(size_t)chunk * OC + j] = s;
+    }
 }
 
 __global__ void colsum_finish_k(float *out, const float *part, int chunks, int OC)
@@ -373,14 +387,14 @@ void zb_cuk_encoder_backward_wte(cudaStream_t s, float *dwte, const float *dout,
 {
     if (U <= 0)
         return;
-    dim3 grid((C + 127) / 128, U);
-    encoder_backward_wte_k<<<grid, 128, 0, s>>>(dwte, dout, uniq, start, rows, C);
+    dim3 grid((C + 127) / 128, grid_y(U));
+    encoder_backward_wte_k<<<grid, 128, 0, s>>>(dwte, dout, uniq, start, rows, U, C);
 }
 
 void zb_cuk_encoder_backward_wpe(cudaStream_t s, float *dwpe, const float *dout, int B, int T,
                                  int C)
 {
-    dim3 grid((C + 127) / 128, T);
+    dim3 grid((C + 127) / 128, grid_y(T));
     encoder_backward_wpe_k<<<grid, 128, 0, s>>>(dwpe, dout, B, T, C);
 }
 
@@ -402,13 +416,13 @@ void zb_cuk_layernorm_weight_partials(cudaStream_t s, float *part_w, float *part
                                       const float *dout, const float *inp, const float *mean,
                                       const float *rstd, int N, int C)
 {
-    dim3 grid((C + 127) / 128, zb_cu_colsum_chunks(N));
+    dim3 grid((C + 127) / 128, grid_y(zb_cu_colsum_chunks(N)));
     layernorm_weight_partials_k<<<grid, 128, 0, s>>>(part_w, part_b, dout, inp, mean, rstd, N, C);
 }
 
 void zb_cuk_colsum_partials(cudaStream_t s, float *part, const float *a, int N, int OC)
 {
-    dim3 grid((OC + 127) / 128, zb_cu_colsum_chunks(N));
+    dim3 grid((OC + 127) / 128, grid_y(zb_cu_colsum_chunks(N)));
     colsum_partials_k<<<grid, 128, 0, s>>>(part, a, N, OC);
 }
 

@@ -11,7 +11,9 @@ trap 'rm -rf "$tmp"' EXIT
 PYTHONPYCACHEPREFIX=$tmp python3 -m py_compile "$SRC/bench/torch_gpt2.py" \
   || { echo "FAIL: bench/torch_gpt2.py does not compile"; exit 1; }
 bash -n "$SRC/bench/bench_cuda.sh" || { echo "FAIL: bench/bench_cuda.sh does not parse"; exit 1; }
-bash -n "$SRC/scripts/gpu_deps.sh" || { echo "FAIL: scripts/gpu_deps.sh does not parse"; exit 1; }
+for f in scripts/gpu_deps.sh scripts/gpu_session.sh; do
+  bash -n "$SRC/$f" || { echo "FAIL: $f does not parse"; exit 1; }
+done
 "$BIN" fp16 >"$tmp/out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "unknown precision 'fp16'" "$tmp/out" \

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device-tool call on the GPU machine (docs/cuda.md): run from the repository root with
+# `.gpu-deps` carried (scripts/gpu_deps.sh download, here, first). Logs go to $OUT (or ./gpu-out).
+#   scripts/gpu_session.sh test     build, then ctest -L gpu + the host-only CUDA tests
+#   scripts/gpu_session.sh bench    build, then zbpp's bench (fp32, tf32, bf16) + PyTorch eager
+#   scripts/gpu_session.sh compile  PyTorch torch.compile reference only (no build needed)
+# The build is skipped when build-gpu already holds one (a warm machine keeps it).
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
+build() {
+    if [ -x build-gpu/test_cuda_gpu_stage ]; then
+        return 0
+    fi
+    if ! bash scripts/gpu_deps.sh build build-gpu >"$out/build.log" 2>&1; then
+        tail -40 "$out/build.log"
+        exit 1
+    fi
+    echo "build: ok ($(grep -c nvcc "$out/build.log") nvcc step)"
+}
+case "${1:-}" in
+test)
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    (cd build-gpu && ctest -L gpu --output-on-failure 2>&1 | tee "$out/ctest_gpu.log" |
+        grep -E "rel err|step|fp32|bf16|tf32|device|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
+    (cd build-gpu && ctest -R "test_cuda_host|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
+        --output-on-failure 2>&1 | tail -4)
+    ;;
+bench)
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    TORCH_MODES=eager bench/bench_cuda.sh build-gpu 10 1024 2>&1 | tee "$out/bench.log"
+    ;;
+compile)
+    python3 bench/torch_gpt2.py --mode compile --steps 10 2>&1 | tee "$out/torch_compile.log" |
+        grep -v Warning
+    ;;
+*)
+    sed -n '2,8p' "$0" >&2
+    exit 2
+    ;;
+esac

@@ -11,7 +11,9 @@
  * Every function returns ZB_OK or fills err with one line; in a build without CUDA
  * (-DZB_CUDA=OFF) or without a usable device they fail with ZB_EUNSUPPORTED, except
  * zb_cuda_device_count, which then reports 0 devices. Not thread-safe per stage: one host thread
- * drives a stage (its work is serialised on the stage's stream). */
+ * drives a stage (its work is serialised on the stage's stream). A failure inside queued device
+ * work (a CUDA or cuBLASLt error) is sticky: every later call on that stage reports it; free the
+ * stage. Argument and call-order errors (ZB_EINVAL) are not sticky. */
 #ifndef ZBPP_CUDA_H
 #define ZBPP_CUDA_H
 

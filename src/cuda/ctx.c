@@ -114,7 +114,7 @@ static cublasComputeType_t compute_type(zb_cuda_precision_t p)
     case ZB_CUDA_BF16:
         return CUBLAS_COMPUTE_32F_FAST_16BF;
     default:
-        return CUBLAS_COMPUTE_32F_PEDANTIC;
+        return CUBLAS_COMPUTE_32F; /* full fp32: cuBLASLt uses TF32 only when asked (FAST_TF32) */
     }
 }
 
@@ -173,7 +173,6 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
                              .beta_zero = beta_zero, .align_a = al_a, .align_b = al_b,
                              .align_c = al_c};
     cublasComputeType_t ct = compute_type(c->prec);
-retry:;
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
     cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ok = cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
@@ -219,12 +218,6 @@ retry:;
             cublasLtMatmulDescDestroy(p->desc);
         p->la = p->lb = p->lc = NULL;
         p->desc = NULL;
-        if (ct == CUBLAS_COMPUTE_32F_PEDANTIC) {
-            /* plain fp32 compute is still fp32 (TF32 only with FAST_TF32); pedantic merely
-             * also rules out environment overrides, and may have no kernel for a shape */
-            ct = CUBLAS_COMPUTE_32F;
-            goto retry;
-        }
         if (quiet)
             return NULL;
         zb_cu_fail(c, ZB_EUNSUPPORTED,

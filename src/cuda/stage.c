@@ -303,9 +303,10 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
     float bc1 = (float)(1.0 - pow((double)h->beta1, (double)t));
     float bc2 = (float)(1.0 - pow((double)h->beta2, (double)t));
     int nu = zb_gpt2_num_units(&s->cfg);
-    for (int u = 0; u < n_units; u++) {
+    for (int u = 0; u < n_units; u++) /* all checked before any update is queued */
         if (units[u] < 0 || units[u] >= nu)
             return zb_err_set(err, ZB_EINVAL, "cuda adamw: unit %d not in [0, %d)", units[u], nu);
+    for (int u = 0; u < n_units; u++) {
         size_t off[16], cnt[16];
         int n = zb_gpt2_unit_ranges(&s->cfg, units[u], off, cnt);
         for (int r = 0; r < n; r++) {

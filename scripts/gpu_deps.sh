@@ -5,9 +5,10 @@
 #                                          and test (OpenBLAS, cmocka, GLPK, pkgconf and their
 #                                          libraries) into .gpu-deps/debs (ignored by git, ~15 MB)
 #   scripts/gpu_deps.sh build [DIR] [ARGS] there: unpack them with dpkg -x into .gpu-deps/prefix
-#                                          (never into /), then configure + build DIR (default
-#                                          build-gpu, Release, -DZB_WERROR=ON -DZB_CUDA=ON) against
-#                                          that prefix only; extra ARGS go to cmake
+#                                          (never into /; ar + tar where dpkg is missing), then
+#                                          configure + build DIR (default build-gpu, Release,
+#                                          -DZB_WERROR=ON -DZB_CUDA=ON, MPI off) against that
+#                                          prefix only; extra ARGS go to cmake
 #   scripts/gpu_deps.sh env                print the exports that make the prefix usable (eval it
 #                                          before running tests or benches by hand)
 #
@@ -39,7 +40,16 @@ unpack() {
     ls "$deps"/debs/*.deb >/dev/null 2>&1 || die "no packages in $deps/debs: run '$0 download' where apt works"
     rm -rf "$prefix"
     mkdir -p "$prefix"
-    for f in "$deps"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
+    for f in "$deps"/debs/*.deb; do
+        if command -v dpkg >/dev/null; then
+            dpkg -x "$f" "$prefix"
+        else # no dpkg: a .deb is an ar archive holding data.tar.*
+            local t
+            t=$(mktemp -d)
+            (cd "$t" && ar x "$f" && tar -xf data.tar.* -C "$prefix")
+            rm -rf "$t"
+        fi
+    done
     # the .pc files name /usr/...: point them into the prefix
     find "$prefix" -name '*.pc' -print0 | xargs -0 sed -i "s#/usr/#$prefix/usr/#g"
 }
@@ -62,12 +72,13 @@ build)
     eval "$(env_lines)"
     gen=()
     command -v ninja >/dev/null && gen=(-G Ninja)
+    # MPI off: whatever MPI the GPU machine may have (e.g. under mpi4py) is not the one tested
     cmake -S "$root" -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DZB_WERROR=ON -DZB_CUDA=ON \
-          -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" "$@"
+          -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" "$@"
     cmake --build "$dir" -j "$(nproc)"
     ;;
 *)
-    sed -n '2,17p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
     ;;
 esac

@@ -3,8 +3,9 @@
  *    at a 2-stage split the boundary activation and its gradient too;
  *  - W deferred after other microbatches gives the same bits as W right after B;
  *  - 1, 2 and 3 GPU stages give the same loss and gradient bits (any partition, same bits);
- *  - 10 AdamW steps (2 microbatches, clipping): every loss within 1e-5 of the CPU trainer's, and
- *    a second run gives identical bits (losses and parameters);
+ *  - 10 AdamW steps (2 microbatches, clipping): every loss within 1e-5 of the CPU trainer's, a
+ *    second run gives identical bits (losses and parameters), and so does a run saved to the
+ *    host after 4 steps and resumed on a new stage (resume is bit-exact);
  *  - bf16 and tf32: losses within 0.05 of fp32 over 10 steps, and the loss falls;
  *  - stash accounting (zb_gpt2_stage_mem) and call-order / input errors.
  * Skipped (exit 77) where there is no CUDA device. */
@@ -341,7 +342,10 @@ static void cpu_train(float losses[STEPS], zb_gpt2_params_t *p)
     zb_adamw_state_free(&opt);
 }
 
-static void gpu_train(float losses[STEPS], zb_gpt2_params_t *p, zb_cuda_precision_t prec)
+/* Steps [from, to) on a fresh GPU stage that starts from *p and *opt (host copies, as a
+ * checkpoint would hold them) and leaves its parameters and moments there. */
+static void gpu_train_range(float *losses, zb_gpt2_params_t *p, zb_adamw_state_t *opt, int from,
+                            int to, zb_cuda_precision_t prec)
 {
     zb_err_t e;
     zb_adamw_hparams_t h = zb_adamw_defaults();
@@ -349,8 +353,10 @@ static void gpu_train(float losses[STEPS], zb_gpt2_params_t *p, zb_cuda_precisio
     gchain_t g;
     gchain_new(&g, WHOLE, 1, prec);
     zb_cuda_stage_t *s = g.s[0];
+    must(zb_cuda_params_upload(s, p, &e), &e);
+    must(zb_cuda_adamw_upload(s, opt, &e), &e);
     int nu = zb_gpt2_num_units(&CFG);
-    for (int step = 0; step < STEPS; step++) {
+    for (int step = from; step < to; step++) {
         g_zero(&g);
         double sum = 0;
         for (int m = 0; m < MB; m++) {
@@ -368,7 +374,31 @@ static void gpu_train(float losses[STEPS], zb_gpt2_params_t *p, zb_cuda_precisio
         must(zb_cuda_adamw_update_units(s, &h, h.lr, step + 1, clip, ALL_UNITS, nu, &e), &e);
     }
     must(zb_cuda_params_download(s, p, &e), &e);
+    must(zb_cuda_adamw_download(s, opt, &e), &e);
     gchain_free(&g);
+}
+
+/* STEPS steps from P0 with zero moments; resume_at > 0 stops there, saves to the host and goes
+ * on with a new stage from the saved copies. */
+static void gpu_train_resumed(float losses[STEPS], zb_gpt2_params_t *p, zb_cuda_precision_t prec,
+                              int resume_at)
+{
+    zb_err_t e;
+    zb_adamw_state_t opt;
+    must(zb_adamw_state_alloc(&opt, &CFG, &e), &e);
+    memcpy(p->data, P0.data, P0.count * sizeof(float));
+    if (resume_at > 0) {
+        gpu_train_range(losses, p, &opt, 0, resume_at, prec);
+        gpu_train_range(losses, p, &opt, resume_at, STEPS, prec);
+    } else {
+        gpu_train_range(losses, p, &opt, 0, STEPS, prec);
+    }
+    zb_adamw_state_free(&opt);
+}
+
+static void gpu_train(float losses[STEPS], zb_gpt2_params_t *p, zb_cuda_precision_t prec)
+{
+    gpu_train_resumed(losses, p, prec, 0);
 }
 
 static void test_training_matches_cpu_and_repeats(void **state)
@@ -392,6 +422,10 @@ static void test_training_matches_cpu_and_repeats(void **state)
     assert_true(lc[STEPS - 1] < lc[0]); /* it trains */
     printf("  params after %d steps: rel err vs CPU %.3g\n", STEPS,
            rel_err(pg1.data, pc.data, pc.count));
+    assert_memory_equal(l1, l2, sizeof l1);
+    assert_memory_equal(pg1.data, pg2.data, pg1.count * sizeof(float));
+    /* resume: save params + moments to the host after 4 steps, continue on a new stage */
+    gpu_train_resumed(l2, &pg2, ZB_CUDA_FP32, 4);
     assert_memory_equal(l1, l2, sizeof l1);
     assert_memory_equal(pg1.data, pg2.data, pg1.count * sizeof(float));
     zb_gpt2_params_free(&pc);

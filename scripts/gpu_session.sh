@@ -4,6 +4,7 @@
 #   scripts/gpu_session.sh test     build, then ctest -L gpu + the host-only CUDA tests
 #   scripts/gpu_session.sh bench    build, then zbpp's bench (fp32, tf32, bf16) + PyTorch eager
 #   scripts/gpu_session.sh compile  PyTorch torch.compile reference only (no build needed)
+#   scripts/gpu_session.sh sanitize build, then compute-sanitizer (memcheck, racecheck, initcheck)
 # The build is skipped when build-gpu already holds one (a warm machine keeps it).
 set -uo pipefail
 out=${OUT:-gpu-out}
@@ -35,12 +36,26 @@ bench)
     eval "$(bash scripts/gpu_deps.sh env)"
     TORCH_MODES=eager bench/bench_cuda.sh build-gpu 10 1024 2>&1 | tee "$out/bench.log"
     ;;
+sanitize)
+    # compute-sanitizer memcheck (out-of-bounds, misaligned, uninitialised reads via initcheck)
+    # and racecheck on the op test; memcheck on the stage test
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    for tool in memcheck racecheck initcheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_cuda_gpu_ops \
+            >"$out/sanitize_ops_$tool.log" 2>&1
+        echo "compute-sanitizer $tool test_cuda_gpu_ops: rc $? ($(tail -1 "$out/sanitize_ops_$tool.log"))"
+    done
+    compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/test_cuda_gpu_stage \
+        >"$out/sanitize_stage.log" 2>&1
+    echo "compute-sanitizer memcheck test_cuda_gpu_stage: rc $? ($(tail -1 "$out/sanitize_stage.log"))"
+    ;;
 compile)
     python3 bench/torch_gpt2.py --mode compile --steps 10 2>&1 | tee "$out/torch_compile.log" |
         grep -v Warning
     ;;
 *)
-    sed -n '2,8p' "$0" >&2
+    sed -n '2,9p' "$0" >&2
     exit 2
     ;;
 esac

@@ -1,5 +1,5 @@
 // CUDA kernels of the GPT-2 stage (everything except the matrix products, which go through
-// cuBLASLt in gemm.c). One translation unit on purpose: nvcc time is the build's bottleneck.
+// cuBLASLt in ctx.c). One translation unit on purpose: nvcc time is the build's bottleneck.
 // Formulas follow src/nn/*.c; reductions are atomic-free and in a fixed order (kernels.h).
 #include "cuda/kernels.h"
 

@@ -7,6 +7,13 @@
 #   scripts/gpu_session.sh sanitize build, then compute-sanitizer (memcheck, racecheck, initcheck)
 # The build is skipped when build-gpu already holds one (a warm machine keeps it).
 set -uo pipefail
+case "${1:-}" in
+test | bench | compile | sanitize) ;;
+*)
+    sed -n '2,8p' "$0" >&2
+    exit 2
+    ;;
+esac
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,9 +60,5 @@ sanitize)
 compile)
     python3 bench/torch_gpt2.py --mode compile --steps 10 2>&1 | tee "$out/torch_compile.log" |
         grep -v Warning
-    ;;
-*)
-    sed -n '2,9p' "$0" >&2
-    exit 2
     ;;
 esac

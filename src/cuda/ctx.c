@@ -242,8 +242,13 @@ void zb_cu_gemm(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, float alpha
              al_c = align_of(C, ldc, sc, batch);
     zb_cu_gemm_plan_t *p = plan_get(c, ta, tb, M, N, K, lda, sa, ldb, sb, ldc, sc, batch,
                                     beta == 0.0f, al_a, al_b, al_c, batch > 1);
-    if (!p && batch > 1 && c->status == ZB_OK) {
-        /* no batched kernel for these strides: the same products one by one */
+    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (p)
+        st = cublasLtMatmul(c->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc,
+                            &p->algo, c->ws, c->ws_bytes, c->stream);
+    if (st != CUBLAS_STATUS_SUCCESS && batch > 1 && c->status == ZB_OK) {
+        /* no batched kernel for these interleaved strides: the same products one by one (the
+         * choice depends only on shapes and alignment, so it is the same every run) */
         for (int i = 0; i < batch && c->status == ZB_OK; i++)
             zb_cu_gemm(c, ta, tb, M, N, K, alpha, A + i * sa, lda, 0, B + i * sb, ldb, 0, beta,
                        C + i * sc, ldc, 0, 1);
@@ -251,8 +256,6 @@ void zb_cu_gemm(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, float alpha
     }
     if (!p)
         return;
-    cublasStatus_t st = cublasLtMatmul(c->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, C,
-                                       p->lc, C, p->lc, &p->algo, c->ws, c->ws_bytes, c->stream);
     if (st != CUBLAS_STATUS_SUCCESS)
         zb_cu_fail(c, ZB_EIO, "cuBLASLt matmul %dx%dx%d: %s", M, N, K,
                    cublasLtGetStatusString(st));

@@ -16,7 +16,7 @@
 #include "zbpp/cuda.h"
 #include "zbpp/error.h"
 
-#define ZB_CU_GEMM_CACHE 64
+#define ZB_CU_GEMM_CACHE 128
 
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, batch, beta_zero;

@@ -5,8 +5,10 @@ compute, fp32 master weights and gradients). Attention is PyTorch's scaled_dot_p
 
 Usage: python3 bench/torch_gpt2.py [--precision fp32,tf32,bf16] [--mode eager,compile]
                                    [--B 0] [--T 1024] [--M 2] [--steps 10] [--layers 12]
-B = 0 takes the largest B of a fixed ladder that runs. Prints one line per (precision, mode)."""
+B = 0 takes, per precision, the largest B of a fixed ladder that runs eagerly, and times both
+modes at that B. Prints one line per (precision, mode)."""
 import argparse
+import gc
 import math
 import statistics
 import time
@@ -64,7 +66,7 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.V), targets.reshape(-1))
 
 
-def run(prec, mode, B, T, M, steps, L):
+def run(prec, mode, B, T, M, steps, L, probe=False):
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
     torch.backends.cudnn.allow_tf32 = prec == "tf32"
     torch.manual_seed(0)
@@ -73,7 +75,7 @@ def run(prec, mode, B, T, M, steps, L):
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": rest, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
     fwd = torch.compile(model) if mode == "compile" else model
     idx = torch.randint(0, 50257, (M, B, T), device="cuda")
     tgt = torch.randint(0, 50257, (M, B, T), device="cuda")
@@ -88,9 +90,11 @@ def run(prec, mode, B, T, M, steps, L):
         opt.step()
         return loss.item() * M
 
-    for _ in range(3):
+    for _ in range(1 if probe else 3):
         step()
     torch.cuda.synchronize()
+    if probe:
+        return
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
@@ -118,17 +122,25 @@ def main():
     a = ap.parse_args()
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     for prec in a.precision.split(","):
+        # one B per precision for both modes: the largest of a fixed ladder that runs eagerly
+        # (one untimed step each; torch.compile needs no more memory than eager)
+        B = a.B
+        for cand in ([] if a.B else [64, 48, 40, 32, 24, 20, 16, 12, 8, 6, 4, 2, 1]):
+            try:
+                run(prec, "eager", cand, a.T, a.M, 0, a.layers, probe=True)
+                B = cand
+                break
+            except torch.cuda.OutOfMemoryError:
+                pass
+            finally:
+                gc.collect()
+                torch.cuda.empty_cache()
+        if not B:
+            raise SystemExit(f"torch_gpt2: no batch size fits for {prec}")
         for mode in a.mode.split(","):
-            ladder = [a.B] if a.B else [64, 48, 40, 32, 24, 20, 16, 12, 8, 6, 4, 2, 1]
-            for B in ladder:
-                try:
-                    run(prec, mode, B, a.T, a.M, a.steps, a.layers)
-                    break
-                except torch.OutOfMemoryError:
-                    torch.cuda.empty_cache()
-                    if a.B:
-                        raise
+            run(prec, mode, B, a.T, a.M, a.steps, a.layers)
             torch._dynamo.reset()
+            gc.collect()
             torch.cuda.empty_cache()
 
 

@@ -260,43 +260,43 @@ __global__ void residual_backward_k(float *da, float *db, const float *dout, siz
 
 __global__ void causal_softmax_forward_k(float *att, size_t rows, int T)
 {
-    size_t r = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    size_t wpb = blockDim.x >> 5; // warps per block; the loop is uniform per warp
     int lane = threadIdx.x & 31;
-    if (r >= rows)
-        return;
-    int t = (int)(r % T);
-    float *row = att + r * T;
-    float mx = -INFINITY;
-    for (int u = lane; u <= t; u += 32)
-        mx = fmaxf(mx, row[u]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int u = lane; u <= t; u += 32) {
-        float e = expf(row[u] - mx);
-        row[u] = e;
-        sum += e;
+    for (size_t r = blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += gridDim.x * wpb) {
+        int t = (int)(r % T);
+        float *row = att + r * T;
+        float mx = -INFINITY;
+        for (int u = lane; u <= t; u += 32)
+            mx = fmaxf(mx, row[u]);
+        mx = warp_max(mx);
+        float sum = 0.0f;
+        for (int u = lane; u <= t; u += 32) {
+            float e = expf(row[u] - mx);
+            row[u] = e;
+            sum += e;
+        }
+        float inv = 1.0f / warp_sum(sum);
+        for (int u = lane; u < T; u += 32)
+            row[u] = u <= t ? row[u] * inv : 0.0f;
     }
-    float inv = 1.0f / warp_sum(sum);
-    for (int u = lane; u < T; u += 32)
-        row[u] = u <= t ? row[u] * inv : 0.0f;
 }
 
 __global__ void causal_softmax_backward_k(float *datt, const float *att, size_t rows, int T,
                                           float scale)
 {
-    size_t r = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    size_t wpb = blockDim.x >> 5;
     int lane = threadIdx.x & 31;
-    if (r >= rows)
-        return;
-    int t = (int)(r % T);
-    const float *a = att + r * T;
-    float *d = datt + r * T;
-    float dot = 0.0f;
-    for (int u = lane; u <= t; u += 32)
-        dot += a[u] * d[u];
-    dot = warp_sum(dot);
-    for (int u = lane; u < T; u += 32)
-        d[u] = u <= t ? a[u] * (d[u] - dot) * scale : 0.0f;
+    for (size_t r = blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += gridDim.x * wpb) {
+        int t = (int)(r % T);
+        const float *a = att + r * T;
+        float *d = datt + r * T;
+        float dot = 0.0f;
+        for (int u = lane; u <= t; u += 32)
+            dot += a[u] * d[u];
+        dot = warp_sum(dot);
+        for (int u = lane; u < T; u += 32)
+            d[u] = u <= t ? a[u] * (d[u] - dot) * scale : 0.0f;
+    }
 }
 
 // ---- softmax cross-entropy: one block per row ----

@@ -3,7 +3,8 @@
  * side in one run: fused (F, B, W per microbatch) and deferred (every F and B, then every W at the
  * end of the step: "split backward costs nothing" holds when deferred / fused <= 1.02).
  * Prints median step times, tokens/s and model FLOP utilisation (6·params + 12·L·T·C FLOPs per
- * token, against H100 SXM's dense bf16 peak of 989 TFLOP/s).
+ * token, against H100 SXM's dense bf16 peak of 989 TFLOP/s), and the median time of the F, B and
+ * W phases of a step measured apart.
  * Usage: bench_cuda_step [precision=fp32|tf32|bf16] [B=0: largest that fits] [T=1024]
  *                        [steps=10] [layers=12] [M=2]
  * Exit 77 with "skipped: no CUDA device" where there is none. */
@@ -67,6 +68,40 @@ static void die(const zb_err_t *e)
 {
     fprintf(stderr, "bench_cuda_step: %s\n", e->msg);
     exit(1);
+}
+
+static void sync(rig_t *r)
+{
+    zb_err_t e;
+    if (zb_cuda_sync(r->s, &e) != ZB_OK)
+        die(&e);
+}
+
+/* Every F, then every B, then every W, each phase waited for: seconds of each in ph[0..2]. */
+static void phased(rig_t *r, int *tokens, int *targets, int ntok, double ph[3])
+{
+    zb_err_t e;
+    float l;
+    sync(r);
+    double t0 = now();
+    for (int m = 0; m < r->M; m++)
+        if (zb_cuda_forward(r->s, r->st[m], tokens + (size_t)m * ntok, NULL,
+                            targets + (size_t)m * ntok, NULL, &l, &e) != ZB_OK)
+            die(&e);
+    sync(r);
+    double t1 = now();
+    for (int m = 0; m < r->M; m++)
+        if (zb_cuda_backward_input(r->s, r->st[m], NULL, 1.0f / ((float)ntok * r->M), NULL, &e) !=
+            ZB_OK)
+            die(&e);
+    sync(r);
+    double t2 = now();
+    for (int m = 0; m < r->M; m++)
+        if (zb_cuda_backward_weight(r->s, r->st[m], &e) != ZB_OK)
+            die(&e);
+    sync(r);
+    double t3 = now();
+    ph[0] = t1 - t0, ph[1] = t2 - t1, ph[2] = t3 - t2;
 }
 
 /* One step; deferred: W of every microbatch after all F and B. Returns the mean loss. */
@@ -173,6 +208,17 @@ int main(int argc, char **argv)
         tf[i] = t1 - t0;
         td[i] = t2 - t1;
     }
+    /* phases, measured separately (the syncs between them cost a little) */
+    double *pf = malloc(steps * sizeof(double)), *pb = malloc(steps * sizeof(double)),
+           *pw = malloc(steps * sizeof(double));
+    for (int i = 0; i < steps; i++) {
+        double ph[3];
+        phased(&r, tokens, targets, ntok, ph);
+        pf[i] = ph[0], pb[i] = ph[1], pw[i] = ph[2];
+    }
+    qsort(pf, steps, sizeof *pf, cmp_d);
+    qsort(pb, steps, sizeof *pb, cmp_d);
+    qsort(pw, steps, sizeof *pw, cmp_d);
     qsort(tf, steps, sizeof *tf, cmp_d);
     qsort(td, steps, sizeof *td, cmp_d);
     double mf = tf[steps / 2], md = td[steps / 2];
@@ -189,7 +235,9 @@ int main(int argc, char **argv)
            tok / mf, 100.0 * flops_tok * tok / mf / PEAK_BF16);
     printf("  deferred %8.2f ms/step  %9.0f tokens/s  deferred/fused %.4f\n", md * 1e3, tok / md,
            md / mf);
-    free(tf), free(td), free(tokens), free(targets);
+    printf("  phases   F %.2f ms, B %.2f ms, W %.2f ms per step (%d microbatches each)\n",
+           pf[steps / 2] * 1e3, pb[steps / 2] * 1e3, pw[steps / 2] * 1e3, M);
+    free(tf), free(td), free(pf), free(pb), free(pw), free(tokens), free(targets);
     rig_free(&r);
     zb_gpt2_params_free(&p);
     return 0;

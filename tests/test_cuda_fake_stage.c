@@ -99,7 +99,7 @@ zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec,
     memset(c, 0, sizeof *c);
     c->device = device;
     c->prec = prec;
-    c->sumsq = malloc(ZB_CU_SUMSQ_BLOCKS * sizeof(double));
+    c->sumsq = malloc(16 * ZB_CU_SUMSQ_BLOCKS * sizeof(double));
     return c->sumsq ? ZB_OK : ZB_ENOMEM;
 }
 void zb_cu_ctx_destroy(zb_cu_ctx_t *c)

@@ -66,7 +66,7 @@ zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec,
     if (e == cudaSuccess)
         e = cudaMalloc(&c->ws, WS_BYTES);
     if (e == cudaSuccess)
-        e = cudaMalloc((void **)&c->sumsq, ZB_CU_SUMSQ_BLOCKS * sizeof(double));
+        e = cudaMalloc((void **)&c->sumsq, 16 * ZB_CU_SUMSQ_BLOCKS * sizeof(double));
     if (e != cudaSuccess) {
         cudaGetLastError();
         zb_cu_ctx_destroy(c);

@@ -36,7 +36,7 @@ typedef struct {
     zb_cuda_precision_t prec;
     float *part; /* column-sum partials */
     size_t part_cap;
-    double *sumsq; /* [ZB_CU_SUMSQ_BLOCKS] */
+    double *sumsq; /* [16 ranges][ZB_CU_SUMSQ_BLOCKS] */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
     int nplans;
     zb_status_t status;

@@ -276,17 +276,18 @@ zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, z
                           zb_gpt2_num_units(&s->cfg));
     size_t off[16], cnt[16];
     int n = zb_gpt2_unit_ranges(&s->cfg, unit, off, cnt);
-    double part[ZB_CU_SUMSQ_BLOCKS], sum = 0.0;
-    for (int r = 0; r < n; r++) {
-        zb_cuk_sumsq_partials(s->ctx.stream, s->ctx.sumsq, s->grads + off[r], cnt[r]);
-        zb_cu_launch_check(&s->ctx, "grad sumsq");
-        zb_status_t st = copy(s, part, s->ctx.sumsq, sizeof part, cudaMemcpyDeviceToHost,
-                              "grad sumsq", err);
-        if (st != ZB_OK)
-            return st;
-        for (int b = 0; b < ZB_CU_SUMSQ_BLOCKS; b++)
-            sum += part[b];
-    }
+    /* every range's partials into its own slot, one copy back, summed in range order */
+    double part[16 * ZB_CU_SUMSQ_BLOCKS], sum = 0.0;
+    for (int r = 0; r < n; r++)
+        zb_cuk_sumsq_partials(s->ctx.stream, s->ctx.sumsq + (size_t)r * ZB_CU_SUMSQ_BLOCKS,
+                              s->grads + off[r], cnt[r]);
+    zb_cu_launch_check(&s->ctx, "grad sumsq");
+    zb_status_t st = copy(s, part, s->ctx.sumsq, (size_t)n * ZB_CU_SUMSQ_BLOCKS * sizeof(double),
+                          cudaMemcpyDeviceToHost, "grad sumsq", err);
+    if (st != ZB_OK)
+        return st;
+    for (int i = 0; i < n * ZB_CU_SUMSQ_BLOCKS; i++)
+        sum += part[i];
     *out = sum;
     return ZB_OK;
 }

@@ -4,7 +4,7 @@
 #   scripts/gpu_deps.sh download          here (apt works): the Debian packages zbpp needs to build
 #                                          and test (OpenBLAS, cmocka, GLPK, pkgconf and their
 #                                          libraries) into .gpu-deps/debs (ignored by git, ~15 MB)
-#   scripts/gpu_deps.sh build [DIR] [ARGS] there: unpack them with dpkg -x into .gpu-deps/prefix
+#   scripts/gpu_deps.sh build [DIR] [ARGS] there: unpack them with dpkg -x into .gpu-prefix
 #                                          (never into /; ar + tar where dpkg is missing), then
 #                                          configure + build DIR (default build-gpu, Release,
 #                                          -DZB_WERROR=ON -DZB_CUDA=ON, MPI off) against that
@@ -18,7 +18,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps=$root/.gpu-deps
-prefix=$deps/prefix
+prefix=$root/.gpu-prefix # outside .gpu-deps: only the packages travel (64 MiB limit)
 multiarch=x86_64-linux-gnu
 packages=(libopenblas-dev libopenblas0 libopenblas0-pthread libopenblas-pthread-dev libgfortran5
           libquadmath0 libcmocka-dev libcmocka0 pkgconf pkgconf-bin libpkgconf3 pkg-config

@@ -127,6 +127,8 @@ static float step(rig_t *r, const zb_gpt2_config_t *cfg, int *tokens, int *targe
             die(&e);
     int nu = zb_gpt2_num_units(cfg), units[1100];
     double part[1100];
+    if (zb_cuda_fold_tied(r->s, &e) != ZB_OK) /* unit 0's norm needs the folded WTE */
+        die(&e);
     for (int u = 0; u < nu; u++) {
         units[u] = u;
         if (zb_cuda_grad_unit_sumsq(r->s, u, &part[u], &e) != ZB_OK)
@@ -134,8 +136,7 @@ static float step(rig_t *r, const zb_gpt2_config_t *cfg, int *tokens, int *targe
     }
     float clip = zb_grad_clip_scale(zb_grad_norm_total(part, nu), 1.0f);
     zb_adamw_hparams_t h = zb_adamw_defaults();
-    if (zb_cuda_fold_tied(r->s, &e) != ZB_OK ||
-        zb_cuda_adamw_update_units(r->s, &h, h.lr, t, clip, units, nu, &e) != ZB_OK ||
+    if (zb_cuda_adamw_update_units(r->s, &h, h.lr, t, clip, units, nu, &e) != ZB_OK ||
         zb_cuda_sync(r->s, &e) != ZB_OK)
         die(&e);
     return loss;

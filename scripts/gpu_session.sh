@@ -33,7 +33,7 @@ case "${1:-}" in
 test)
     build
     eval "$(bash scripts/gpu_deps.sh env)"
-    (cd build-gpu && ctest -L gpu --output-on-failure 2>&1 | tee "$out/ctest_gpu.log" |
+    (cd build-gpu && ctest -L gpu -V 2>&1 | tee "$out/ctest_gpu.log" |
         grep -E "rel err|step|fp32|bf16|tf32|device|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
     (cd build-gpu && ctest -R "test_cuda_host|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
         --output-on-failure 2>&1 | tail -4)

@@ -1,0 +1,148 @@
+"""PyTorch reference for bench/bench_cuda.sh: GPT-2 124M training steps on the same GPU, same
+shapes and the same step as bench_cuda_step (M microbatches of B x T tokens, grad clip 1.0,
+AdamW), in eager mode and under torch.compile, fp32 (TF32 off), tf32 and bf16 (autocast: bf16
+compute, fp32 master weights and gradients). Attention is PyTorch's scaled_dot_product_attention.
+
+Usage: python3 bench/torch_gpt2.py [--precision fp32,tf32,bf16] [--mode eager,compile]
+                                   [--B 0] [--T 1024] [--M 2] [--steps 10] [--layers 12]
+B = 0 takes, per precision, the largest B of a fixed ladder that runs eagerly, and times both
+modes at that B. Prints one line per (precision, mode)."""
+import argparse
+import gc
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PEAK_BF16 = 989e12  # H100 SXM dense bf16
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.nh = NH
+        self.ln1 = nn.LayerNorm(C)
+        self.qkv = nn.Linear(C, 3 * C)
+        self.proj = nn.Linear(C, C)
+        self.ln2 = nn.LayerNorm(C)
+        self.fc = nn.Linear(C, 4 * C)
+        self.fcproj = nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        shape = (B, T, self.nh, C // self.nh)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT2(nn.Module):
+    def __init__(self, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024):
+        super().__init__()
+        self.V = V
+        self.wte = nn.Embedding(Vp, C)
+        self.wpe = nn.Embedding(maxT, C)
+        self.blocks = nn.ModuleList(Block(C, NH) for _ in range(L))
+        self.lnf = nn.LayerNorm(C)
+        for n, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * L) if n.endswith(("proj.weight",)) else 0.02
+                nn.init.normal_(p, std=std)
+            elif n.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.lnf(x) @ self.wte.weight.t()  # tied head over the padded vocabulary
+        logits = logits[..., : self.V].float()
+        return F.cross_entropy(logits.reshape(-1, self.V), targets.reshape(-1))
+
+
+def run(prec, mode, B, T, M, steps, L, probe=False):
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    torch.backends.cudnn.allow_tf32 = prec == "tf32"
+    torch.manual_seed(0)
+    model = GPT2(L=L).cuda()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": rest, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    fwd = torch.compile(model) if mode == "compile" else model
+    idx = torch.randint(0, 50257, (M, B, T), device="cuda")
+    tgt = torch.randint(0, 50257, (M, B, T), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        for m in range(M):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=prec == "bf16"):
+                loss = fwd(idx[m], tgt[m]) / M
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item() * M
+
+    for _ in range(1 if probe else 3):
+        step()
+    torch.cuda.synchronize()
+    if probe:
+        return
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    nparams = sum(p.numel() for p in model.parameters()) - (50304 - 50257) * 768
+    tok = M * B * T
+    flops = (6 * nparams + 12 * L * T * 768) * tok
+    print(f"torch {mode:7s} {prec}: B={B} T={T} M={M} {med * 1e3:8.2f} ms/step "
+          f"{tok / med:9.0f} tokens/s  MFU {100 * flops / med / PEAK_BF16:5.1f}%  loss {loss:.4f}",
+          flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--precision", default="fp32,tf32,bf16")
+    ap.add_argument("--mode", default="eager,compile")
+    ap.add_argument("--B", type=int, default=0)
+    ap.add_argument("--T", type=int, default=1024)
+    ap.add_argument("--M", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--layers", type=int, default=12)
+    a = ap.parse_args()
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    for prec in a.precision.split(","):
+        # one B per precision for both modes: the largest of a fixed ladder that runs eagerly
+        # (one untimed step each; torch.compile needs no more memory than eager)
+        B = a.B
+        for cand in ([] if a.B else [64, 48, 40, 32, 24, 20, 16, 12, 8, 6, 4, 2, 1]):
+            try:
+                run(prec, "eager", cand, a.T, a.M, 0, a.layers, probe=True)
+                B = cand
+                break
+            except torch.cuda.OutOfMemoryError:
+                pass
+            finally:
+                gc.collect()
+                torch.cuda.empty_cache()
+        if not B:
+            raise SystemExit(f"torch_gpt2: no batch size fits for {prec}")
+        for mode in a.mode.split(","):
+            run(prec, mode, B, a.T, a.M, a.steps, a.layers)
+            torch._dynamo.reset()
+            gc.collect()
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

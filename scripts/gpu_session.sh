@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One device-tool call on the GPU machine (docs/cuda.md): run from the repository root with
+# `.gpu-deps` carried (scripts/gpu_deps.sh download, here, first). Logs go to $OUT (or ./gpu-out).
+#   scripts/gpu_session.sh test     build, then ctest -L gpu + the host-only CUDA tests
+#   scripts/gpu_session.sh bench    build, then zbpp's bench (fp32, tf32, bf16) + PyTorch eager
+#   scripts/gpu_session.sh compile  PyTorch torch.compile reference only (no build needed)
+#   scripts/gpu_session.sh sanitize build, then compute-sanitizer (memcheck, racecheck, initcheck)
+# The build is skipped when build-gpu already holds one (a warm machine keeps it).
+set -uo pipefail
+case "${1:-}" in
+test | bench | compile | sanitize) ;;
+*)
+    sed -n '2,8p' "$0" >&2
+    exit 2
+    ;;
+esac
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
+build() {
+    if [ -x build-gpu/test_cuda_gpu_stage ]; then
+        return 0
+    fi
+    if ! bash scripts/gpu_deps.sh build build-gpu >"$out/build.log" 2>&1; then
+        tail -40 "$out/build.log"
+        exit 1
+    fi
+    echo "build: ok ($(grep -c nvcc "$out/build.log") nvcc step)"
+}
+case "${1:-}" in
+test)
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    (cd build-gpu && ctest -L gpu -V 2>&1 | tee "$out/ctest_gpu.log" |
+        grep -E "rel err|step|fp32|bf16|tf32|device|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
+    (cd build-gpu && ctest -R "test_cuda_host|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
+        --output-on-failure 2>&1 | tail -4)
+    ;;
+bench)
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    TORCH_MODES=eager bench/bench_cuda.sh build-gpu 10 1024 2>&1 | tee "$out/bench.log"
+    ;;
+sanitize)
+    # compute-sanitizer memcheck (out-of-bounds, misaligned, uninitialised reads via initcheck)
+    # and racecheck on the op test; memcheck on the stage test
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    for tool in memcheck racecheck initcheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_cuda_gpu_ops \
+            >"$out/sanitize_ops_$tool.log" 2>&1
+        echo "compute-sanitizer $tool test_cuda_gpu_ops: rc $? ($(tail -1 "$out/sanitize_ops_$tool.log"))"
+    done
+    compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/test_cuda_gpu_stage \
+        >"$out/sanitize_stage.log" 2>&1
+    echo "compute-sanitizer memcheck test_cuda_gpu_stage: rc $? ($(tail -1 "$out/sanitize_stage.log"))"
+    ;;
+compile)
+    python3 bench/torch_gpt2.py --mode compile --steps 10 2>&1 | tee "$out/torch_compile.log" |
+        grep -v Warning
+    ;;
+esac

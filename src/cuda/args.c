@@ -1,0 +1,65 @@
+/* Host-only parts of the CUDA backend, compiled in every build: precision names and the shape
+ * checks zb_cuda_stage_new runs before it touches a device. */
+#include <string.h>
+
+#include "zbpp/cuda.h"
+
+zb_status_t zb_cuda_precision_parse(const char *s, zb_cuda_precision_t *out, zb_err_t *err)
+{
+    if (s && !strcmp(s, "fp32"))
+        *out = ZB_CUDA_FP32;
+    else if (s && !strcmp(s, "tf32"))
+        *out = ZB_CUDA_TF32;
+    else if (s && !strcmp(s, "bf16"))
+        *out = ZB_CUDA_BF16;
+    else
+        return zb_err_set(err, ZB_EINVAL, "unknown precision '%s' (fp32, tf32 or bf16)",
+                          s ? s : "(null)");
+    return ZB_OK;
+}
+
+const char *zb_cuda_precision_name(zb_cuda_precision_t p)
+{
+    switch (p) {
+    case ZB_CUDA_FP32:
+        return "fp32";
+    case ZB_CUDA_TF32:
+        return "tf32";
+    case ZB_CUDA_BF16:
+        return "bf16";
+    }
+    return "unknown";
+}
+
+zb_status_t zb_cuda_stage_check(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                                int T, zb_cuda_precision_t prec, zb_err_t *err)
+{
+    if (!cfg || !span)
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: config and span are required");
+    zb_status_t s = zb_gpt2_config_check(cfg, err);
+    if (s != ZB_OK)
+        return s;
+    if (span->layer_begin < 0 || span->layer_begin > span->layer_end ||
+        span->layer_end > cfg->layers)
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: layers [%d, %d) not within [0, %d)",
+                          span->layer_begin, span->layer_end, cfg->layers);
+    if (span->embed && span->layer_begin != 0)
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: embedding stage must start at layer 0");
+    if (span->head && span->layer_end != cfg->layers)
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: head stage must end at layer %d",
+                          cfg->layers);
+    if (span->layer_begin == span->layer_end && !span->embed && !span->head)
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: empty stage (no layers, embed or head)");
+    if (B <= 0 || B > (1 << 16))
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: batch size %d not in [1, 65536]", B);
+    if (T <= 0 || T > cfg->max_seq)
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: sequence length %d not in [1, %d]", T,
+                          cfg->max_seq);
+    /* the kernels index rows of B·T tokens and B·NH·T attention rows with int grids */
+    if ((long long)B * T * cfg->heads > (1LL << 30))
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: B·T·heads = %lld too large",
+                          (long long)B * T * cfg->heads);
+    if (prec != ZB_CUDA_FP32 && prec != ZB_CUDA_TF32 && prec != ZB_CUDA_BF16)
+        return zb_err_set(err, ZB_EINVAL, "cuda stage: unknown precision %d", (int)prec);
+    return ZB_OK;
+}

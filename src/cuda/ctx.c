@@ -1,0 +1,262 @@
+/* The CUDA context of a stage and the cuBLASLt matrix product (one entry point, plans cached by
+ * shape so the heuristic runs once per shape). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/ctx.h"
+#include "cuda/kernels.h"
+
+#define WS_BYTES ((size_t)32 << 20)
+
+void zb_cu_fail(zb_cu_ctx_t *c, zb_status_t st, const char *fmt, ...)
+{
+    if (c->status != ZB_OK)
+        return;
+    c->status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
+}
+
+int zb_cu_launch_check(zb_cu_ctx_t *c, const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        zb_cu_fail(c, ZB_EIO, "CUDA %s: %s", what, cudaGetErrorString(e));
+    return c->status != ZB_OK;
+}
+
+zb_status_t zb_cu_ctx_check(zb_cu_ctx_t *c, const char *what, zb_err_t *err)
+{
+    zb_cu_launch_check(c, what);
+    if (c->status != ZB_OK)
+        return zb_err_set(err, c->status, "%s: %s", what, c->msg);
+    return ZB_OK;
+}
+
+int zb_cu_part_reserve(zb_cu_ctx_t *c, size_t n)
+{
+    if (c->status != ZB_OK)
+        return 0;
+    if (n <= c->part_cap)
+        return 1;
+    cudaFree(c->part);
+    c->part = NULL;
+    c->part_cap = 0;
+    if (cudaMalloc((void **)&c->part, n * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        zb_cu_fail(c, ZB_ENOMEM, "cannot allocate %zu bytes of reduction scratch on the GPU",
+                   n * sizeof(float));
+        return 0;
+    }
+    c->part_cap = n;
+    return 1;
+}
+
+zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec, zb_err_t *err)
+{
+    memset(c, 0, sizeof *c);
+    c->device = device;
+    c->prec = prec;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreate(&c->stream);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&c->ws, WS_BYTES);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&c->sumsq, 16 * ZB_CU_SUMSQ_BLOCKS * sizeof(double));
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        zb_cu_ctx_destroy(c);
+        return zb_err_set(err, ZB_EIO, "CUDA device %d: %s", device, cudaGetErrorString(e));
+    }
+    c->ws_bytes = WS_BYTES;
+    cublasStatus_t bs = cublasLtCreate(&c->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        c->lt = NULL;
+        zb_cu_ctx_destroy(c);
+        return zb_err_set(err, ZB_EIO, "cuBLASLt init failed: %s", cublasLtGetStatusString(bs));
+    }
+    return ZB_OK;
+}
+
+void zb_cu_ctx_destroy(zb_cu_ctx_t *c)
+{
+    for (int i = 0; i < c->nplans; i++) {
+        zb_cu_gemm_plan_t *p = &c->plans[i];
+        cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatrixLayoutDestroy(p->lb);
+        cublasLtMatrixLayoutDestroy(p->lc);
+        cublasLtMatmulDescDestroy(p->desc);
+    }
+    c->nplans = 0;
+    if (c->lt)
+        cublasLtDestroy(c->lt);
+    if (c->stream)
+        cudaStreamSynchronize(c->stream);
+    cudaFree(c->ws);
+    cudaFree(c->part);
+    cudaFree(c->sumsq);
+    if (c->stream)
+        cudaStreamDestroy(c->stream);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- matrix product ---- */
+
+static cublasComputeType_t compute_type(zb_cuda_precision_t p)
+{
+    switch (p) {
+    case ZB_CUDA_TF32:
+        return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case ZB_CUDA_BF16:
+        return CUBLAS_COMPUTE_32F_FAST_16BF;
+    default:
+        return CUBLAS_COMPUTE_32F; /* full fp32: cuBLASLt uses TF32 only when asked (FAST_TF32) */
+    }
+}
+
+static int layout_new(cublasLtMatrixLayout_t *l, int rows, int cols, int ld, int batch,
+                      long long stride)
+{
+    if (cublasLtMatrixLayoutCreate(l, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld) !=
+        CUBLAS_STATUS_SUCCESS)
+        return 0;
+    if (batch > 1) {
+        int32_t b = batch;
+        int64_t s = stride;
+        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
+        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s,
+                                         sizeof s);
+    }
+    return 1;
+}
+
+/* Column-major view: row-major C[M,N] = op(A)·op(B) is column-major C'[N,M] = op(B)'·op(A)'.
+ * So cuBLASLt's "A" is our B (N×K after op), its "B" our A. */
+/* The alignment cuBLASLt may assume for an operand: of its pointer, of every column (ld) and of
+ * every batch (stride), capped at the 256 bytes it asks for by default. Part of the plan's key,
+ * so a plan chosen for aligned pointers is never run on less aligned ones. */
+static unsigned align_of(const void *p, int ld, long long stride, int batch)
+{
+    uintptr_t a = (uintptr_t)p | 256u | ((uintptr_t)ld * sizeof(float));
+    if (batch > 1)
+        a |= (uintptr_t)stride * sizeof(float);
+    return (unsigned)(a & (~a + 1));
+}
+
+/* quiet: return NULL without failing the context when no algorithm exists (the caller has a
+ * fallback). */
+static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, int lda,
+                                   long long sa, int ldb, long long sb, int ldc, long long sc,
+                                   int batch, int beta_zero, unsigned al_a, unsigned al_b,
+                                   unsigned al_c, int quiet)
+{
+    for (int i = 0; i < c->nplans; i++) {
+        zb_cu_gemm_plan_t *p = &c->plans[i];
+        if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
+            p->ldb == ldb && p->ldc == ldc && p->batch == batch && p->sa == sa && p->sb == sb &&
+            p->sc == sc && p->beta_zero == beta_zero && p->align_a == al_a &&
+            p->align_b == al_b && p->align_c == al_c)
+            return p;
+    }
+    if (c->nplans == ZB_CU_GEMM_CACHE) {
+        zb_cu_fail(c, ZB_EUNSUPPORTED, "more than %d matrix-product shapes", ZB_CU_GEMM_CACHE);
+        return NULL;
+    }
+    zb_cu_gemm_plan_t *p = &c->plans[c->nplans];
+    memset(p, 0, sizeof *p);
+    *p = (zb_cu_gemm_plan_t){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
+                             .ldc = ldc, .batch = batch, .sa = sa, .sb = sb, .sc = sc,
+                             .beta_zero = beta_zero, .align_a = al_a, .align_b = al_b,
+                             .align_c = al_c};
+    cublasComputeType_t ct = compute_type(c->prec);
+    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
+    cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ok = cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    if (ok) {
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+    }
+    /* stored shapes (before op), column-major */
+    ok = ok && layout_new(&p->la, tb ? K : N, tb ? N : K, ldb, batch, sb);
+    ok = ok && layout_new(&p->lb, ta ? M : K, ta ? K : M, lda, batch, sa);
+    ok = ok && layout_new(&p->lc, N, M, ldc, batch, sc);
+    cublasLtMatmulPreference_t pref = NULL;
+    ok = ok && cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (ok) {
+        uint64_t ws = c->ws_bytes;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                             sizeof ws);
+        /* cuBLASLt's A is our B and its B our A (see above) */
+        uint32_t la = al_b, lb = al_a, lc = al_c;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &la,
+                                             sizeof la);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &lb,
+                                             sizeof lb);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &lc,
+                                             sizeof lc);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &lc,
+                                             sizeof lc);
+        cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
+                                       &found);
+    }
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (!ok || found < 1) {
+        if (p->la)
+            cublasLtMatrixLayoutDestroy(p->la);
+        if (p->lb)
+            cublasLtMatrixLayoutDestroy(p->lb);
+        if (p->lc)
+            cublasLtMatrixLayoutDestroy(p->lc);
+        if (p->desc)
+            cublasLtMatmulDescDestroy(p->desc);
+        p->la = p->lb = p->lc = NULL;
+        p->desc = NULL;
+        if (quiet)
+            return NULL;
+        zb_cu_fail(c, ZB_EUNSUPPORTED,
+                   "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d, %s)", M, N, K,
+                   batch, zb_cuda_precision_name(c->prec));
+        return NULL;
+    }
+    p->algo = res.algo;
+    c->nplans++;
+    return p;
+}
+
+void zb_cu_gemm(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C,
+                int ldc, long long sc, int batch)
+{
+    if (c->status != ZB_OK)
+        return;
+    if (batch <= 1)
+        sa = sb = sc = 0, batch = 1;
+    unsigned al_a = align_of(A, lda, sa, batch), al_b = align_of(B, ldb, sb, batch),
+             al_c = align_of(C, ldc, sc, batch);
+    zb_cu_gemm_plan_t *p = plan_get(c, ta, tb, M, N, K, lda, sa, ldb, sb, ldc, sc, batch,
+                                    beta == 0.0f, al_a, al_b, al_c, batch > 1);
+    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (p)
+        st = cublasLtMatmul(c->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc,
+                            &p->algo, c->ws, c->ws_bytes, c->stream);
+    if (st != CUBLAS_STATUS_SUCCESS && batch > 1 && c->status == ZB_OK) {
+        /* no batched kernel for these interleaved strides: the same products one by one (the
+         * choice depends only on shapes and alignment, so it is the same every run) */
+        for (int i = 0; i < batch && c->status == ZB_OK; i++)
+            zb_cu_gemm(c, ta, tb, M, N, K, alpha, A + i * sa, lda, 0, B + i * sb, ldb, 0, beta,
+                       C + i * sc, ldc, 0, 1);
+        return;
+    }
+    if (!p)
+        return;
+    if (st != CUBLAS_STATUS_SUCCESS)
+        zb_cu_fail(c, ZB_EIO, "cuBLASLt matmul %dx%dx%d: %s", M, N, K,
+                   cublasLtGetStatusString(st));
+}

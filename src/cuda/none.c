@@ -1,0 +1,70 @@
+/* The CUDA backend in a build without CUDA (-DZB_CUDA=OFF, or no toolkit found): no devices,
+ * and every stage call fails with one line saying so. */
+#include "zbpp/cuda.h"
+
+/* the stubs ignore their arguments */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+#define NO_CUDA(err) zb_err_set((err), ZB_EUNSUPPORTED, "zbpp was built without CUDA (ZB_CUDA=OFF)")
+
+bool zb_cuda_built(void) { return false; }
+
+zb_status_t zb_cuda_device_count(int *n, zb_err_t *err)
+{
+    (void)err;
+    *n = 0;
+    return ZB_OK;
+}
+
+zb_status_t zb_cuda_device_describe(int dev, char *buf, size_t len, zb_err_t *err)
+{
+    (void)dev;
+    if (buf && len)
+        buf[0] = '\0';
+    return NO_CUDA(err);
+}
+
+zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                              int T, zb_cuda_precision_t prec, int device, zb_cuda_stage_t **out,
+                              zb_err_t *err)
+{
+    (void)device;
+    *out = NULL;
+    zb_status_t s = zb_cuda_stage_check(cfg, span, B, T, prec, err);
+    return s != ZB_OK ? s : NO_CUDA(err);
+}
+
+void zb_cuda_stage_free(zb_cuda_stage_t *s) { (void)s; }
+
+#define STUB(name, ...)                                                                            \
+    zb_status_t name(__VA_ARGS__, zb_err_t *err) { return NO_CUDA(err); }
+
+STUB(zb_cuda_params_upload, zb_cuda_stage_t *s, const zb_gpt2_params_t *h)
+STUB(zb_cuda_params_download, zb_cuda_stage_t *s, zb_gpt2_params_t *h)
+STUB(zb_cuda_adamw_upload, zb_cuda_stage_t *s, const zb_adamw_state_t *h)
+STUB(zb_cuda_adamw_download, zb_cuda_stage_t *s, zb_adamw_state_t *h)
+STUB(zb_cuda_grads_download, zb_cuda_stage_t *s, zb_gpt2_grads_t *h)
+STUB(zb_cuda_grads_zero, zb_cuda_stage_t *s)
+STUB(zb_cuda_fold_tied, zb_cuda_stage_t *s)
+STUB(zb_cuda_grad_unit_sumsq, zb_cuda_stage_t *s, int unit, double *out)
+STUB(zb_cuda_adamw_update_units, zb_cuda_stage_t *s, const zb_adamw_hparams_t *h, float lr, long t,
+     float grad_scale, const int *units, int n_units)
+STUB(zb_cuda_stash_new, zb_cuda_stage_t *s, zb_cuda_stash_t **out)
+STUB(zb_cuda_forward, zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
+     const float *x_in, const int *targets, float *x_out, float *loss)
+STUB(zb_cuda_backward_input, zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
+     float grad_scale, float *dx_in)
+STUB(zb_cuda_backward_weight, zb_cuda_stage_t *s, zb_cuda_stash_t *st)
+STUB(zb_cuda_sync, zb_cuda_stage_t *s)
+STUB(zb_cuda_buffer_alloc, zb_cuda_stage_t *s, size_t n, float **out_dev)
+STUB(zb_cuda_copy_to_device, zb_cuda_stage_t *s, float *dst, const float *src, size_t n)
+STUB(zb_cuda_copy_to_host, zb_cuda_stage_t *s, float *dst, const float *src, size_t n)
+
+void zb_cuda_stash_free(zb_cuda_stash_t *st) { (void)st; }
+void zb_cuda_stash_reset(zb_cuda_stash_t *st) { (void)st; }
+size_t zb_cuda_stash_live_bytes(const zb_cuda_stash_t *st)
+{
+    (void)st;
+    return 0;
+}
+void zb_cuda_buffer_free(float *dev) { (void)dev; }

@@ -115,13 +115,14 @@ static zb_status_t map_shard(shard_t *s, const char *path, zb_err_t *err)
     s->name = strdup(path);
     if (!s->name)
         return zb_err_set(err, ZB_ENOMEM, "out of memory opening %s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return zb_err_set(err, ZB_EIO, "cannot open %s: %s", path, strerror(errno));
+    int fd;
+    zb_status_t ost = zb_open_regular(path, NULL, &fd, err);
+    if (ost != ZB_OK)
+        return ost;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return zb_err_set(err, ZB_EIO, "%s is not a regular file", path);
+        return zb_err_set(err, ZB_EIO, "cannot open %s: %s", path, strerror(errno));
     }
     size_t size = (size_t)st.st_size;
     if (size < HEADER_BYTES) {

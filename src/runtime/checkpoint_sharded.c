@@ -87,11 +87,10 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
                                float *params, float *m, float *v, unsigned char *covered,
                                zb_err_t *err)
 {
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return zb_err_set(err, ZB_EIO, "cannot open checkpoint shard %s: %s", file,
-                          strerror(errno));
-    zb_status_t st = ZB_OK;
+    FILE *f;
+    zb_status_t st = zb_fopen_regular(file, "checkpoint shard", &f, err);
+    if (st != ZB_OK)
+        return st;
     uint64_t hdr[SHARD_HDR];
     zb_ckpt_range_t *rg = NULL;
     if (fseek(f, 0, SEEK_END) != 0 || (uint64_t)ftell(f) != ref->bytes) {
@@ -168,8 +167,8 @@ out:
 
 bool zb_ckpt_is_sharded(const char *path)
 {
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f)
+    FILE *f = NULL;
+    if (!path || zb_fopen_regular(path, NULL, &f, NULL) != ZB_OK)
         return false;
     char head[sizeof ZB_CKPT_MANIFEST_MAGIC] = "";
     size_t n = fread(head, 1, sizeof head - 1, f);

@@ -155,13 +155,14 @@ static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE 
                                zb_err_t *err)
 {
     *fp = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return zb_err_set(err, ZB_EIO, "cannot open checkpoint %s: %s", path, strerror(errno));
+    FILE *f;
+    zb_status_t ost = zb_fopen_regular(path, "checkpoint", &f, err);
+    if (ost != ZB_OK)
+        return ost;
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fileno(f), &sb) != 0) {
         fclose(f);
-        return zb_err_set(err, ZB_EIO, "checkpoint %s is not a regular file", path);
+        return zb_err_set(err, ZB_EIO, "cannot read checkpoint %s: %s", path, strerror(errno));
     }
     size_t size = (size_t)sb.st_size;
     if (size < HEADER_WORDS * sizeof(uint64_t) || fread(h, sizeof(uint64_t), HEADER_WORDS, f) !=

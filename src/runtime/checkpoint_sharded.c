@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
+#include "model/gpt2_internal.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/handshake.h"
 #include "zbpp/util.h"
@@ -334,6 +337,41 @@ static zb_status_t bad(const char *path, const char *what, zb_err_t *err)
     return zb_err_set(err, ZB_EFORMAT, "checkpoint manifest %s: %s", path, what);
 }
 
+/* Bound the model by the shards on disk before anyone allocates for it: a small manifest could
+ * otherwise name a model of gigabytes. The parameter count must follow from the model shape,
+ * every shard must be a regular file of the size the manifest gives, and together they must be
+ * able to hold params, m and v (12 bytes per parameter). */
+static zb_status_t check_sizes(const char *path, const zb_ckpt_manifest_t *m, zb_err_t *err)
+{
+    size_t sizes[ZB_GPT2_NUM_TENSORS], count = 0;
+    zb_gpt2_tensor_sizes(&m->cfg.model, sizes);
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++)
+        count += sizes[i];
+    if (count != m->param_count)
+        return bad(path, "params does not match the model shape", err);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 0, path);
+    uint64_t total = 0;
+    for (int r = 0; r < m->ranks; r++) {
+        char file[4400];
+        snprintf(file, sizeof file, "%s%s", dir, m->shard[r].file);
+        struct stat sb;
+        if (stat(file, &sb) != 0)
+            return zb_err_set(err, ZB_EIO, "cannot open checkpoint shard %s: %s", file,
+                              strerror(errno));
+        if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != m->shard[r].bytes)
+            return zb_err_set(err, ZB_EFORMAT,
+                              "checkpoint shard %s %s, the manifest says %" PRIu64 " bytes", file,
+                              S_ISREG(sb.st_mode) ? "has another size" : "is not a regular file",
+                              m->shard[r].bytes);
+        total += (uint64_t)sb.st_size;
+    }
+    if (total / 12 < (uint64_t)count)
+        return bad(path, "its shards are too small for the model it names", err);
+    return ZB_OK;
+}
+
 static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manifest_t *m,
                          zb_err_t *err)
 {
@@ -396,6 +434,20 @@ static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manif
     c->adamw.eps = bitsf(eps), c->adamw.weight_decay = bitsf(wd), c->grad_clip = bitsf(clip);
     c->lr_schedule = (zb_lr_kind_t)sched_kind;
     c->lr_min = bitsf(lrmin);
+    {
+        /* a bad stored value is the file's fault, not that of a flag never passed */
+        zb_train_config_t chk;
+        zb_train_config_defaults(&chk);
+        chk.batch = c->batch, chk.seq = c->seq, chk.microbatches = c->microbatches;
+        chk.steps = c->steps, chk.adamw = c->adamw, chk.grad_clip = c->grad_clip;
+        chk.lr_schedule = c->lr_schedule, chk.warmup = c->warmup, chk.lr_min = c->lr_min;
+        chk.text_path = path;
+        zb_err_t why;
+        zb_err_clear(&why);
+        if (zb_train_config_check(&chk, &why) != ZB_OK)
+            return zb_err_set(err, ZB_EFORMAT,
+                              "checkpoint manifest %s holds an invalid setting: %s", path, why.msg);
+    }
     uint64_t pe, ps, po;
     if (!(p = field(text, "data")) ||
         sscanf(p, "%" SCNx64 " %" SCNu64 " %" SCNu64, &m->data_fp, &m->data_tokens,
@@ -410,7 +462,8 @@ static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manif
         char file[256];
         zb_ckpt_shard_ref_t ref;
         if (sscanf(p, "%d %255s %" SCNu64 " %" SCNx64, &r, file, &ref.bytes, &ref.checksum) != 4 ||
-            r < 0 || r >= ranks || m->shard[r].file[0] || strchr(file, '/'))
+            r < 0 || r >= ranks || m->shard[r].file[0] || strchr(file, '/') ||
+            !strcmp(file, ".") || !strcmp(file, ".."))
             return bad(path, "bad shard line", err);
         snprintf(ref.file, sizeof ref.file, "%s", file);
         m->shard[r] = ref;
@@ -418,6 +471,8 @@ static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manif
     }
     if (seen != ranks)
         return bad(path, "a shard line is missing", err);
+    if ((st = check_sizes(path, m, err)) != ZB_OK)
+        return st;
     m->hash = got;
     return ZB_OK;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/divergence.h"
 #include "runtime/pipeline_dist.h"
 #include "runtime/pipeline_internal.h"
 #include "zbpp/checkpoint_sharded.h"
@@ -319,6 +320,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
                               cfg->resume_path != NULL, cfg->steps, err);
     summary->first_step = t.step;
+    zb_diverge_t div;
+    zb_diverge_init(&div, 0);
     while (st == ZB_OK && t.step < cfg->steps) {
         /* The report's timeline is the last step's: with processes, start it together so every
          * rank's offsets share one origin (each from its own barrier exit). */
@@ -357,8 +360,10 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         tps[summary->steps_run++] = s.tokens_per_s;
         summary->skipped += s.skipped;
         st = zb_progress_step(prog, &s, err);
+        if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
+            st = zb_diverge_step(&div, s.skipped, t.step, err);
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
-            t.step < cfg->steps)
+            t.step < cfg->steps && zb_diverge_may_save(&div))
             st = save(&pl, &t, err);
     }
     zb_err_t close_err;

@@ -79,6 +79,13 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
                                float *params, float *m, float *v, unsigned char *covered,
                                zb_err_t *err);
 
+/* After the manifest at `path` (parsed as *m) is committed: remove the shards of earlier saves
+ * that it does not reference, "<base>.<step>-<nonce>.rank<K>" with step <= m->step (left by a
+ * save killed before its manifest, or by an old manifest nobody could read), and their unlocked
+ * ".tmp.<pid>" files. Shards of later steps are left alone: they may be a save in progress.
+ * Returns the number of files removed. Call from the one process that writes the manifest. */
+int zb_ckpt_remove_orphans(const char *path, const zb_ckpt_manifest_t *m);
+
 /* ZB_EMISMATCH naming the first setting of the manifest that differs from the trainer's (model,
  * batch, seq, microbatches, shuffle, seed, optimizer, LR schedule, data), like zb_train_load. */
 zb_status_t zb_ckpt_manifest_check(const char *path, const zb_ckpt_manifest_t *m,

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "model/gpt2_internal.h"
 #include "zbpp/checkpoint_sharded.h"
@@ -551,4 +553,76 @@ zb_status_t zb_ckpt_manifest_check(const char *path, const zb_ckpt_manifest_t *m
         m->data_shards != zb_data_num_shards(t->data))
         return zb_err_set(err, ZB_EMISMATCH, "checkpoint %s was trained on different data", path);
     return ZB_OK;
+}
+
+/* ---- orphans ---- */
+
+typedef struct {
+    const char *prefix; /* "<base>." */
+    const zb_ckpt_manifest_t *m;
+} orphan_ctx_t;
+
+/* True if name is "<prefix><step>-<8 hex>.rank<digits>" (then *tail is what follows: "" or a
+ * ".tmp.<pid>" suffix) with step <= the manifest's and not one of its shards. */
+static bool is_orphan(const char *name, const orphan_ctx_t *o, const char **tail)
+{
+    size_t plen = strlen(o->prefix);
+    if (strncmp(name, o->prefix, plen) != 0)
+        return false;
+    const char *p = name + plen;
+    if (*p < '0' || *p > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long step = strtoull(p, &end, 10);
+    if (errno || *end != '-')
+        return false;
+    p = end + 1;
+    for (int i = 0; i < 8; i++, p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    if (strncmp(p, ".rank", 5) != 0 || p[5] < '0' || p[5] > '9')
+        return false;
+    for (p += 5; *p >= '0' && *p <= '9'; p++)
+        ;
+    *tail = p;
+    if (step > (unsigned long long)o->m->step)
+        return false; /* a later save may be writing it now */
+    size_t shard_len = (size_t)(p - name);
+    for (int r = 0; r < o->m->ranks; r++)
+        if (strlen(o->m->shard[r].file) == shard_len && !strncmp(o->m->shard[r].file, name, shard_len))
+            return false; /* the live checkpoint's shard (or a temp of its name) */
+    return true;
+}
+
+static int keep_tmp(const char *name, void *ctx)
+{
+    const char *tail;
+    return !is_orphan(name, ctx, &tail) || !*tail;
+}
+
+int zb_ckpt_remove_orphans(const char *path, const zb_ckpt_manifest_t *m)
+{
+    char dir[4096], prefix[512];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 0, path);
+    snprintf(prefix, sizeof prefix, "%s.", base);
+    orphan_ctx_t o = {prefix, m};
+    int removed = zb_remove_stale_temps(dir, prefix, keep_tmp, &o); /* unlocked temps only */
+    DIR *d = opendir(*dir ? dir : ".");
+    if (!d)
+        return removed;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *tail;
+        if (!is_orphan(e->d_name, &o, &tail) || *tail)
+            continue;
+        char file[4400];
+        snprintf(file, sizeof file, "%s%s", dir, e->d_name);
+        if (unlink(file) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
 }

@@ -173,9 +173,9 @@ static zb_status_t check_stored_settings(const char *path, const uint64_t *h, zb
     c.text_path = path; /* data is not stored: only the settings are checked */
     zb_err_t why;
     zb_err_clear(&why);
-    bool fits = h[H_STEPS] <= (uint64_t)INT64_MAX / 2;
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-        fits = fits && h[words[i]] <= INT32_MAX;
+    bool fits = (int64_t)h[H_STEPS] <= INT64_MAX / 2 && (int64_t)h[H_STEPS] >= -1;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) /* stored from ints */
+        fits = fits && (int64_t)h[words[i]] >= INT32_MIN && (int64_t)h[words[i]] <= INT32_MAX;
     if (!fits)
         return zb_err_set(err, ZB_EFORMAT, "checkpoint %s holds an out-of-range setting", path);
     if (zb_train_config_check(&c, &why) != ZB_OK)

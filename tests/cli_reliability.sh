@@ -143,5 +143,24 @@ printf '0,1e308,1,1\n1,1,1,1\n' >huge.csv
 expect_error 2 "too large" "$ZBPP" schedule -s 1f1b -p 2 -m 4 --format json --cost-file huge.csv
 expect_error 2 "too large" "$ZBPP" schedule -s 1f1b -p 2 -m 4 --cost-file huge.csv
 
+# ---- defect 4: under `ulimit -v` a run fails cleanly instead of spinning in OpenBLAS ----
+if ldd "$ZBPP" 2>/dev/null | grep -q libasan; then
+  echo "note: sanitizer build (ASan reserves terabytes of address space): ulimit -v cases skipped"
+else
+  for lim in 150000 400000 650000; do
+    for r in 1 2; do
+      (ulimit -v $lim; timeout 60 "$ZBPP" train "${TINY[@]}" --steps 2 --ranks $r >/dev/null 2>"$T/ul_err")
+      rc=$?
+      if [ "$rc" -ne 0 ] && { [ "$rc" -ne 1 ] || ! grep -q "address space\|cannot allocate" "$T/ul_err"; }; then
+        fail "ulimit -v $lim --ranks $r: exit $rc: $(head -c 300 "$T/ul_err")"
+      fi
+    done
+  done
+  (ulimit -v 150000; timeout 60 "$ZBPP" train "${TINY[@]}" --steps 2 >/dev/null 2>"$T/ul_err")
+  rc=$?
+  [ "$rc" -eq 1 ] && grep -q "not enough address space" "$T/ul_err" ||
+    fail "ulimit -v 150000: exit $rc, want 1 with a message: $(head -c 300 "$T/ul_err")"
+fi
+
 if [ "$fails" -ne 0 ]; then echo "cli_reliability: $fails failure(s)"; exit 1; fi
 echo "cli_reliability: PASS"

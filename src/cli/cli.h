@@ -11,5 +11,7 @@ int zb_cmd_train(int argc, char **argv);
 
 int zb_cmd_plan(int argc, char **argv); /* cmd_plan.c */
 int zb_cmd_profile(int argc, char **argv); /* cmd_profile.c */
+/* Under `ulimit -v`, re-execute once with OPENBLAS_NUM_THREADS=1 (blas_env.c). */
+void zb_cli_blas_env(char **argv);
 
 #endif

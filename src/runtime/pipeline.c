@@ -288,7 +288,10 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     zb_progress_t *prog = NULL;
     if (st == ZB_OK) {
         setup_shape(&pl, &t);
-        st = pl_profile(&pl, &t.params, err);
+        /* room for every compute thread's BLAS buffer, or a clear error now (blas_setup.c) */
+        st = zb_blas_check_headroom(net ? 2 : pl.P * pl.N, err);
+        if (st == ZB_OK)
+            st = pl_profile(&pl, &t.params, err);
     }
     /* MPI: every rank takes part (even one that already failed), so all plan from rank 0's
      * figures and nobody waits for a message that never comes */

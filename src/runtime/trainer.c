@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/divergence.h"
+#include "zbpp/nn.h"
 #include "zbpp/train.h"
 #include "zbpp/util.h"
 
@@ -112,6 +113,8 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
     t->cfg = *cfg;
     t->compute = zb_trainer_compute_local;
     zb_status_t st = zb_train_config_check(cfg, err);
+    if (st == ZB_OK) /* before the model: the BLAS maps its work buffer while there is room */
+        st = zb_blas_check_headroom(1, err);
     if (st == ZB_OK)
         st = setup_model(t, err);
     if (st == ZB_OK && cfg->seq > t->params.cfg.max_seq)

@@ -41,6 +41,7 @@ static size_t blas_buffer_bytes; /* what the first sgemm mapped (OpenBLAS's work
  * later calls reuse it. The growth is remembered for zb_blas_check_headroom. */
 static bool blas_no_room; /* the warm-up could not run: the buffer would not fit */
 
+#if defined(ZB_BLAS_OPENBLAS)
 static void blas_warm_up(void)
 {
     enum { N = 256 }; /* above OpenBLAS's small-matrix path, which needs no buffer */
@@ -67,6 +68,7 @@ static void blas_warm_up(void)
     blas_buffer_bytes = after > before ? after - before : 0;
     free(a);
 }
+#endif
 
 static void blas_setup_once(void)
 {

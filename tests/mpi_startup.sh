@@ -15,7 +15,7 @@ for _ in $(seq 500); do
 done
 [ -n "$victim" ] || fail "no rank process appeared"
 kill -STOP "$victim"
-( sleep 60; kill -CONT "$victim" 2>/dev/null; kill "$mp" 2>/dev/null ) &
+( sleep 60; kill -CONT "$victim"; kill "$mp" ) >/dev/null 2>&1 &
 guard=$!
 start=$(date +%s)
 wait "$mp"

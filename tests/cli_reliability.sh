@@ -32,7 +32,9 @@ mkfifo fifo_out
 cat fifo_out >fifo_seen & reader=$!
 sleep 0.2
 timeout 20 "${SCHED[@]}" -o fifo_out >/dev/null 2>"$T/err" || fail "write into a read FIFO: $(cat "$T/err")"
-wait $reader
+for _ in $(seq 50); do kill -0 $reader 2>/dev/null || break; sleep 0.1; done
+kill $reader 2>/dev/null  # still waiting: nothing was written into the FIFO
+wait $reader 2>/dev/null
 [ -p fifo_out ] || fail "-o FIFO replaced the FIFO by a regular file"
 grep -q '"schedule"\|"ranks"\|{' fifo_seen || fail "the FIFO's reader got nothing"
 expect_error 1 "nothing reads it" "${SCHED[@]}" -o fifo_out

@@ -59,7 +59,10 @@ zb_status_t zb_ckpt_manifest_write(const char *path, zb_ckpt_manifest_t *m, zb_e
  * malformed, ZB_EIO if unreadable. Free with zb_ckpt_manifest_free. */
 zb_status_t zb_ckpt_manifest_read(const char *path, zb_ckpt_manifest_t *m, zb_err_t *err);
 
-/* Like zb_train_peek for a manifest: the stored model and training settings into *cfg. */
+/* Like zb_train_peek for a manifest: the stored model and training settings into *cfg. Also
+ * checks, before a caller allocates that model, that the parameter count follows from the shape
+ * and the shard files exist with the sizes given and can hold params, m and v (ZB_EFORMAT, or
+ * ZB_EIO for a missing shard): a small manifest cannot name a model of gigabytes. */
 zb_status_t zb_ckpt_sharded_peek(const char *path, zb_train_config_t *cfg, zb_err_t *err);
 
 /* Write one shard atomically: the `n` ranges of params, m and v (each a full flat buffer of

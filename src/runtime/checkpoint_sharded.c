@@ -473,8 +473,6 @@ static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manif
     }
     if (seen != ranks)
         return bad(path, "a shard line is missing", err);
-    if ((st = check_sizes(path, m, err)) != ZB_OK)
-        return st;
     m->hash = got;
     return ZB_OK;
 }
@@ -500,6 +498,11 @@ zb_status_t zb_ckpt_sharded_peek(const char *path, zb_train_config_t *cfg, zb_er
     zb_status_t st = zb_ckpt_manifest_read(path, &m, err);
     if (st != ZB_OK)
         return st;
+    /* the caller allocates a model of this shape next: bound it by the shards on disk first */
+    if ((st = check_sizes(path, &m, err)) != ZB_OK) {
+        zb_ckpt_manifest_free(&m);
+        return st;
+    }
     const zb_train_config_t *s = &m.cfg;
     cfg->model = s->model;
     cfg->batch = s->batch, cfg->seq = s->seq, cfg->microbatches = s->microbatches;

@@ -30,5 +30,11 @@ test-asan: setup
 bench: build
 	@scripts/bench.sh $(BUILD)
 
+# libFuzzer campaign: every harness in turn, FUZZ_EACH seconds each (default 600), corpora kept in
+# fuzz/corpus-run/ (docs/reliability.md). Needs clang + libclang-rt-dev (scripts/setup.sh).
+FUZZ_EACH ?= 600
+fuzz: build
+	FUZZ_EACH=$(FUZZ_EACH) FUZZ_KEEP=$(CURDIR)/fuzz/corpus-run bash tests/fuzz_smoke.sh $(BUILD)/zbpp .
+
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz

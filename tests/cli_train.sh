@@ -62,7 +62,7 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
     f.write(struct.pack(f"<{len(toks)}H", *toks))
 EOF
-expect_error 2 "vocabulary" --data "$TMP/big.bin" --vocab 257 --layers 1 --channels 16 --heads 2
+expect_error 1 "vocabulary" --data "$TMP/big.bin" --vocab 257 --layers 1 --channels 16 --heads 2
 
 # a save that cannot be written: exit 1 and no stray file
 expect_error 1 "nodir does not exist" "${TINY[@]}" --steps 1 --quiet --save "$TMP/nodir/ck.bin"

@@ -157,7 +157,7 @@ static void test_shard_rejects_malformed(void **state)
     expect_reject("short_header.bin", 100, ZB_EFORMAT, "header");
 
     write_raw("big_id.bin", h, body, 8);
-    expect_reject("big_id.bin", 4, ZB_EINVAL, "vocabulary"); /* token 4 >= vocab 4 */
+    expect_reject("big_id.bin", 4, ZB_EFORMAT, "vocabulary"); /* token 4 >= vocab 4 */
 
     expect_reject("missing_*.bin", 100, ZB_EIO, NULL);
 }

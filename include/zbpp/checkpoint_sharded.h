@@ -61,7 +61,10 @@ zb_status_t zb_ckpt_manifest_write(const char *path, zb_ckpt_manifest_t *m, zb_e
  * malformed, ZB_EIO if unreadable. Free with zb_ckpt_manifest_free. */
 zb_status_t zb_ckpt_manifest_read(const char *path, zb_ckpt_manifest_t *m, zb_err_t *err);
 
-/* Like zb_train_peek for a manifest: the stored model and training settings into *cfg. */
+/* Like zb_train_peek for a manifest: the stored model and training settings into *cfg. Also
+ * checks, before a caller allocates that model, that the parameter count follows from the shape
+ * and the shard files exist with the sizes given and can hold params, m and v (ZB_EFORMAT, or
+ * ZB_EIO for a missing shard): a small manifest cannot name a model of gigabytes. */
 zb_status_t zb_ckpt_sharded_peek(const char *path, zb_train_config_t *cfg, zb_err_t *err);
 
 /* Write one shard atomically: the `n` ranges of params, m and v (each a full flat buffer of
@@ -80,6 +83,13 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
                                long step, size_t param_count, const zb_ckpt_range_t *want, int n,
                                float *params, float *m, float *v, unsigned char *covered,
                                zb_err_t *err);
+
+/* After the manifest at `path` (parsed as *m) is committed: remove the shards of earlier saves
+ * that it does not reference, "<base>.<step>-<nonce>.rank<K>" with step <= m->step (left by a
+ * save killed before its manifest, or by an old manifest nobody could read), and their unlocked
+ * ".tmp.<pid>" files. Shards of later steps are left alone: they may be a save in progress.
+ * Returns the number of files removed. Call from the one process that writes the manifest. */
+int zb_ckpt_remove_orphans(const char *path, const zb_ckpt_manifest_t *m);
 
 /* ZB_EMISMATCH naming the first setting of the manifest that differs from the trainer's (model,
  * batch, seq, microbatches, shuffle, seed, optimizer, LR schedule, data), like zb_train_load. */

@@ -38,8 +38,9 @@ typedef struct zb_data zb_data_t;
 
 /* Open every file matching the glob(3) pattern, in sorted name order, as llm.c shards.
  * Each is checked: magic, version, count > 0, file size == header + 2·count bytes, every token
- * id < vocab. Errors name the offending file (ZB_EIO missing/unreadable, ZB_EFORMAT malformed,
- * ZB_EINVAL id >= vocab or no match). Shards are memory-mapped read-only. */
+ * id < vocab. Errors name the offending file (ZB_EIO missing/unreadable/not a regular file or no
+ * match, ZB_EFORMAT malformed or an id >= vocab). Shards are not mapped: each batch is read from
+ * the file, and a shard truncated or replaced while in use makes zb_data_next fail with ZB_EIO. */
 zb_status_t zb_data_open_glob(const char *pattern, int vocab, zb_data_t **out, zb_err_t *err);
 /* A one-shard data set from tokens in memory (copied); `name` labels it in messages. */
 zb_status_t zb_data_open_tokens(const char *name, const uint16_t *tokens, size_t n, int vocab,

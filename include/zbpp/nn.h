@@ -12,6 +12,7 @@
 #define ZBPP_NN_H
 
 #include <stddef.h>
+#include "zbpp/error.h"
 
 /* ---- token + position embedding ---- */
 
@@ -94,5 +95,10 @@ void zb_crossentropy_backward(float *probs, const int *targets, float dloss, int
 /* Make the BLAS library single-threaded (idempotent, thread-safe; the kernels call it before
  * their first sgemm). Returns a short name of the BLAS in use, e.g. "OpenBLAS Cooperlake". */
 const char *zb_blas_init(void);
+/* Under an address-space limit (RLIMIT_AS, `ulimit -v`), check that what `threads` compute
+ * threads still need (BLAS work buffers, stacks, malloc arenas) can be mapped now: ZB_ENOMEM with
+ * a message instead of OpenBLAS spinning forever on a failed mmap later. ZB_OK without a limit.
+ * Call after the model and its buffers are allocated (docs/reliability.md). */
+zb_status_t zb_blas_check_headroom(int threads, zb_err_t *err);
 
 #endif

@@ -86,9 +86,14 @@ typedef struct {
     double mem_limit;        /* per-rank limit on the running memory sum; INFINITY = none */
 } zb_costs_t;
 
+/* Largest time or |memory delta| a cost model accepts: sums over millions of actions then stay
+ * far from overflow, so simulations and every writer see finite numbers. */
+#define ZB_COST_MAX 1e12
+
 /* Allocate per-stage arrays filled with uniform values. mem_limit starts at INFINITY.
- * ZB_EINVAL for stages < 1, negative or non-finite times, non-finite memory, or memory deltas
- * that do not sum to zero (relative tolerance 1e-9). Free with zb_costs_free. */
+ * ZB_EINVAL for stages < 1, negative, non-finite or > ZB_COST_MAX times, non-finite or
+ * > ZB_COST_MAX memory, or memory deltas that do not sum to zero (relative tolerance 1e-9).
+ * Free with zb_costs_free. */
 zb_status_t zb_costs_init_uniform(zb_costs_t *c, int stages, double f, double b, double w,
                                   double comm, double mf, double mb, double mw, zb_err_t *err);
 /* Check an existing cost model (same rules as above, every stage). */

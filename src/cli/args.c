@@ -253,6 +253,12 @@ static zb_status_t parse_cost_file(zb_cli_costs_t *c, const char *path, char *te
                             MAX_STAGES);
             goto fail;
         }
+        for (int i = 1; i < k; i++)
+            if (v[i] > ZB_COST_MAX) {
+                st = zb_err_set(err, ZB_EINVAL, "%s: %g is too large (times are at most %g)",
+                                what, v[i], ZB_COST_MAX);
+                goto fail;
+            }
         int s = (int)v[0];
         if (s >= cap) {
             int ncap = cap ? cap : 16;

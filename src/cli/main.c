@@ -32,6 +32,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    zb_cli_blas_env(argv); /* may re-execute with OPENBLAS_NUM_THREADS=1 (cli/blas_env.c) */
     if (argc < 2) {
         usage(stderr);
         return 2;

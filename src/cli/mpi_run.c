@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "cli/pipeline_flags.h"
 #include "zbpp/transport_mpi.h"
 
@@ -76,7 +77,9 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     if (!pc->timeout_given)
         pc->opts.timeout = 60;
     zb_transport_t *net = NULL;
+    zb_cli_watchdog_start(pc->opts.timeout, "MPI start-up (MPI_Init)"); /* it has no timeout */
     zb_status_t st = zb_mpi_transport_new(NULL, NULL, pc->opts.timeout, &net, &err);
+    zb_cli_watchdog_stop();
     if (st != ZB_OK) {
         print_error(NULL, st, &err);
         return st == ZB_EUNSUPPORTED ? 2 : 1;

@@ -1,13 +1,15 @@
-/* Training data: llm.c token shards (memory-mapped), validation, and the batch loader.
+/* Training data: llm.c token shards, validation, and the batch loader.
  *
  * Every shard is fully validated when opened (header, exact size, token ids < vocab) so a bad file
- * fails before the first step, not hours into a run. */
+ * fails before the first step, not hours into a run. Shards are not memory-mapped: a mapped file
+ * truncated under a running job kills it with SIGBUS. Each batch is read with pread from the same
+ * file (same device and inode, same size, ids re-checked), so a shard truncated, replaced or
+ * rewritten during training gives a clear error instead (docs/reliability.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,14 +23,19 @@ typedef struct {
     char *name;
     const uint16_t *tok;
     size_t n;
-    void *map; /* mmap'd file (NULL for an in-memory shard) */
-    size_t map_len;
+    bool is_file;      /* read from `name` per batch (else `owned` holds the tokens) */
+    dev_t dev;         /* identity and size of the file as validated */
+    ino_t ino;
+    off_t size;
     uint16_t *owned; /* in-memory tokens (NULL for a mapped shard) */
 } shard_t;
 
 struct zb_data {
     shard_t *shards;
     size_t nshards;
+    int vocab;
+    bool from_text;    /* opened by zb_data_open_text: messages speak of the text file */
+    uint16_t *scratch; /* B·T+1 tokens read from a file shard */
     uint64_t total;
     uint64_t fingerprint;
     /* loader */
@@ -110,18 +117,56 @@ static zb_status_t finish_shard(zb_data_t *d, const shard_t *s, int vocab, zb_er
     return ZB_OK;
 }
 
+#define SCAN_CHUNK (1u << 19) /* tokens per read while validating a shard */
+
+/* Read n tokens from position off of a file shard into dst, checking that the file is still the
+ * one validated at open (device, inode, size) and that every id is < vocab. */
+static zb_status_t read_file_tokens(const shard_t *s, int vocab, size_t off, size_t n,
+                                    uint16_t *dst, zb_err_t *err)
+{
+    int fd;
+    zb_status_t st = zb_open_regular(s->name, "shard", &fd, err);
+    if (st != ZB_OK)
+        return st;
+    struct stat sb;
+    bool same = fstat(fd, &sb) == 0 && sb.st_dev == s->dev && sb.st_ino == s->ino &&
+                sb.st_size == s->size;
+    size_t want = n * sizeof *dst, got = 0;
+    off_t at = (off_t)(HEADER_BYTES + off * sizeof *dst);
+    while (same && got < want) {
+        ssize_t r = pread(fd, (char *)dst + got, want - got, at + (off_t)got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!same || got != want)
+        return zb_err_set(err, ZB_EIO,
+                          "shard %s changed on disk while in use (truncated or replaced); "
+                          "restore it and resume from the last checkpoint",
+                          s->name);
+    for (size_t i = 0; i < n; i++)
+        if (dst[i] >= (unsigned)vocab)
+            return zb_err_set(err, ZB_EIO,
+                              "shard %s changed on disk while in use (token %u at position %zu "
+                              "is outside the vocabulary %d)",
+                              s->name, (unsigned)dst[i], off + i, vocab);
+    return ZB_OK;
+}
+
 static zb_status_t map_shard(shard_t *s, const char *path, zb_err_t *err)
 {
     s->name = strdup(path);
     if (!s->name)
         return zb_err_set(err, ZB_ENOMEM, "out of memory opening %s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return zb_err_set(err, ZB_EIO, "cannot open %s: %s", path, strerror(errno));
+    int fd;
+    zb_status_t ost = zb_open_regular(path, NULL, &fd, err);
+    if (ost != ZB_OK)
+        return ost;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return zb_err_set(err, ZB_EIO, "%s is not a regular file", path);
+        return zb_err_set(err, ZB_EIO, "cannot open %s: %s", path, strerror(errno));
     }
     size_t size = (size_t)st.st_size;
     if (size < HEADER_BYTES) {
@@ -129,14 +174,14 @@ static zb_status_t map_shard(shard_t *s, const char *path, zb_err_t *err)
         return zb_err_set(err, ZB_EFORMAT, "%s: truncated shard header (%zu bytes, need %zu)",
                           path, size, (size_t)HEADER_BYTES);
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int32_t h[ZB_SHARD_HEADER_INTS];
+    ssize_t got = pread(fd, h, sizeof h, 0);
     int saved = errno;
+    s->dev = st.st_dev, s->ino = st.st_ino, s->size = st.st_size;
     close(fd);
-    if (map == MAP_FAILED)
-        return zb_err_set(err, ZB_EIO, "cannot map %s: %s", path, strerror(saved));
-    s->map = map;
-    s->map_len = size;
-    const int32_t *h = map;
+    if (got != (ssize_t)sizeof h)
+        return zb_err_set(err, ZB_EIO, "cannot read %s: %s", path,
+                          got < 0 ? strerror(saved) : "short read");
     if (h[0] != ZB_SHARD_MAGIC)
         return zb_err_set(err, ZB_EFORMAT, "%s: not an llm.c token shard (magic %d, want %d)",
                           path, (int)h[0], ZB_SHARD_MAGIC);
@@ -151,9 +196,42 @@ static zb_status_t map_shard(shard_t *s, const char *path, zb_err_t *err)
         return zb_err_set(err, ZB_EFORMAT,
                           "%s: %s shard: header says %d tokens (%zu bytes), file has %zu bytes",
                           path, size < want ? "truncated" : "oversized", (int)h[2], want, size);
-    s->tok = (const uint16_t *)((const char *)map + HEADER_BYTES);
+    s->is_file = true;
     s->n = (size_t)h[2];
     return ZB_OK;
+}
+
+/* Validate every id of a file shard (< vocab) in chunks and fold it into the totals and the
+ * fingerprint h. */
+static zb_status_t scan_shard(zb_data_t *d, const shard_t *s, uint64_t *h, zb_err_t *err)
+{
+    uint16_t *buf = malloc(SCAN_CHUNK * sizeof *buf);
+    if (!buf)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory opening %s", s->name);
+    zb_status_t st = ZB_OK;
+    for (size_t off = 0; off < s->n && st == ZB_OK; off += SCAN_CHUNK) {
+        size_t n = s->n - off < SCAN_CHUNK ? s->n - off : SCAN_CHUNK;
+        zb_err_t why;
+        st = read_file_tokens(s, 65536, off, n, buf, &why);
+        if (st != ZB_OK) {
+            zb_err_set(err, st, "%s", why.msg);
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] >= (unsigned)d->vocab) {
+                st = zb_err_set(err, ZB_EFORMAT,
+                                "%s: token %u at position %zu is outside the model's vocabulary "
+                                "(%d)",
+                                s->name, (unsigned)buf[i], off + i, d->vocab);
+                break;
+            }
+        if (st == ZB_OK)
+            *h = fnv1a_tokens(*h, buf, n);
+    }
+    free(buf);
+    if (st == ZB_OK)
+        d->total += s->n;
+    return st;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -184,12 +262,11 @@ zb_status_t zb_data_open_glob(const char *pattern, int vocab, zb_data_t **out, z
     }
     zb_status_t st = ZB_OK;
     uint64_t h = 0xCBF29CE484222325ull;
+    d->vocab = vocab;
     for (size_t i = 0; i < g.gl_pathc && st == ZB_OK; i++) {
         st = map_shard(&d->shards[i], g.gl_pathv[i], err);
         if (st == ZB_OK)
-            st = finish_shard(d, &d->shards[i], vocab, err);
-        if (st == ZB_OK)
-            h = fnv1a_tokens(h, d->shards[i].tok, d->shards[i].n);
+            st = scan_shard(d, &d->shards[i], &h, err);
     }
     globfree(&g);
     if (st != ZB_OK) {
@@ -212,6 +289,7 @@ zb_status_t zb_data_open_tokens(const char *name, const uint16_t *tokens, size_t
     zb_data_t *d = data_new(1);
     if (!d)
         return zb_err_set(err, ZB_ENOMEM, "out of memory opening %s", name);
+    d->vocab = vocab;
     shard_t *s = &d->shards[0];
     s->name = strdup(name);
     s->owned = malloc(n * sizeof *s->owned);
@@ -253,6 +331,8 @@ zb_status_t zb_data_open_text(const char *path, int vocab, zb_data_t **out, zb_e
     free(text);
     st = zb_data_open_tokens(path, tok, n, vocab, out, err);
     free(tok);
+    if (st == ZB_OK)
+        (*out)->from_text = true;
     return st;
 }
 
@@ -262,14 +342,13 @@ void zb_data_free(zb_data_t *d)
         return;
     for (size_t i = 0; i < d->nshards; i++) {
         shard_t *s = &d->shards[i];
-        if (s->map)
-            munmap(s->map, s->map_len);
         free(s->owned);
         free(s->name);
     }
     free(d->shards);
     free(d->shard_order);
     free(d->batch_order);
+    free(d->scratch);
     free(d);
 }
 
@@ -294,16 +373,27 @@ zb_status_t zb_data_configure(zb_data_t *d, int B, int T, bool shuffle, uint64_t
     if (B < 1 || T < 1)
         return zb_err_set(err, ZB_EINVAL, "batch size and sequence length must be >= 1 (B=%d, T=%d)",
                           B, T);
+    uint16_t *scratch = realloc(d->scratch, ((size_t)B * (size_t)T + 1) * sizeof *scratch);
+    if (!scratch)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for a batch of %d x %d tokens", B, T);
+    d->scratch = scratch;
     d->B = B;
     d->T = T;
     uint64_t usable = 0;
-    for (size_t i = 0; i < d->nshards; i++)
+    size_t largest = 0;
+    for (size_t i = 0; i < d->nshards; i++) {
         usable += slots_in(d, &d->shards[i]);
+        largest = d->shards[i].n > largest ? d->shards[i].n : largest;
+    }
+    if (usable == 0 && d->from_text)
+        return zb_err_set(err, ZB_EINVAL,
+                          "text file %s is too short: %zu tokens, a batch needs B*T+1 = %zu",
+                          d->shards[0].name, largest, batch_tokens(d) + 1);
     if (usable == 0)
         return zb_err_set(err, ZB_EINVAL,
                           "no data shard holds a full batch: need B*T+1 = %zu tokens, largest "
-                          "shard is smaller",
-                          batch_tokens(d) + 1);
+                          "shard has %zu",
+                          batch_tokens(d) + 1, largest);
     d->shuffle = shuffle;
     d->seed = seed;
     d->pos = (zb_data_pos_t){0, 0, 0};
@@ -344,13 +434,23 @@ static zb_status_t build_batch_order(zb_data_t *d, uint64_t epoch, size_t shard,
     return ZB_OK;
 }
 
-static void emit(const zb_data_t *d, const uint16_t *src, int *inputs, int *targets)
+/* The B·T+1 tokens from position off of shard s as inputs and targets. */
+static zb_status_t emit(zb_data_t *d, const shard_t *s, size_t off, int *inputs, int *targets,
+                        zb_err_t *err)
 {
     size_t bt = batch_tokens(d);
+    const uint16_t *src = s->tok ? s->tok + off : NULL;
+    if (!src) {
+        zb_status_t st = read_file_tokens(s, d->vocab, off, bt + 1, d->scratch, err);
+        if (st != ZB_OK)
+            return st;
+        src = d->scratch;
+    }
     for (size_t i = 0; i < bt; i++) {
         inputs[i] = src[i];
         targets[i] = src[i + 1];
     }
+    return ZB_OK;
 }
 
 /* Move to the next shard ordinal, wrapping into a new epoch. */
@@ -374,9 +474,10 @@ zb_status_t zb_data_next(zb_data_t *d, int *inputs, int *targets, zb_err_t *err)
         const shard_t *s = &d->shards[si];
         if (!d->shuffle) {
             if (d->pos.offset + bt + 1 <= s->n) {
-                emit(d, s->tok + d->pos.offset, inputs, targets);
-                d->pos.offset += bt;
-                return ZB_OK;
+                zb_status_t st = emit(d, s, d->pos.offset, inputs, targets, err);
+                if (st == ZB_OK)
+                    d->pos.offset += bt;
+                return st;
             }
         } else {
             uint64_t n = slots_in(d, s);
@@ -384,9 +485,11 @@ zb_status_t zb_data_next(zb_data_t *d, int *inputs, int *targets, zb_err_t *err)
                 zb_status_t st = build_batch_order(d, d->pos.epoch, si, n, err);
                 if (st != ZB_OK)
                     return st;
-                emit(d, s->tok + d->batch_order[d->pos.offset] * bt, inputs, targets);
-                d->pos.offset++;
-                return ZB_OK;
+                st = emit(d, s, (size_t)(d->batch_order[d->pos.offset] * bt), inputs, targets,
+                          err);
+                if (st == ZB_OK)
+                    d->pos.offset++;
+                return st;
             }
         }
         advance_shard(d);

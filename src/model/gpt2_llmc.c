@@ -18,13 +18,14 @@
 zb_status_t zb_gpt2_load_llmc(const char *path, zb_gpt2_params_t *out, zb_err_t *err)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return zb_err_set(err, ZB_EIO, "cannot open checkpoint %s: %s", path, strerror(errno));
+    FILE *f;
+    zb_status_t ost = zb_fopen_regular(path, "checkpoint", &f, err);
+    if (ost != ZB_OK)
+        return ost;
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fileno(f), &sb) != 0) {
         fclose(f);
-        return zb_err_set(err, ZB_EIO, "checkpoint %s: not a regular file", path);
+        return zb_err_set(err, ZB_EIO, "checkpoint %s: %s", path, strerror(errno));
     }
     int32_t h[LLMC_HEADER_INTS];
     if (fread(h, sizeof h, 1, f) != 1) {

@@ -5,7 +5,7 @@
  * exp: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two parts for an exact reduction), then a
  * degree-7 polynomial for e^r (the classic Cephes coefficients), then 2^n by building the float's
  * exponent bits. Relative error ~1.5e-7 (2-3 ulp). Inputs are clamped to [-87.3, 88.3], so
- * results stay finite and normal; NaN propagates. */
+ * results stay finite and normal; NaN propagates (and never reaches the integer conversion). */
 #ifndef ZBPP_NN_FASTMATH_H
 #define ZBPP_NN_FASTMATH_H
 
@@ -14,8 +14,10 @@
 
 static inline float zb_fast_expf(float x)
 {
-    float xc = x > 88.3f ? 88.3f : x; /* keeps n <= 127 */
-    xc = xc < -87.3f ? -87.3f : xc;
+    /* written so NaN takes the bound (comparisons with NaN are false): the int conversion and
+     * shift below then never see NaN, which would be undefined; NaN is returned at the end */
+    float xc = x < 88.3f ? x : 88.3f; /* keeps n <= 127 */
+    xc = xc > -87.3f ? xc : -87.3f;
     /* n = round(x / ln2) via the 1.5·2^23 trick (round-to-nearest, no library call) */
     float nf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - nf * 0.693359375f;

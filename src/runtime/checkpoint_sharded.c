@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/gpt2_internal.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/handshake.h"
 #include "zbpp/util.h"
@@ -87,11 +92,10 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
                                float *params, float *m, float *v, unsigned char *covered,
                                zb_err_t *err)
 {
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return zb_err_set(err, ZB_EIO, "cannot open checkpoint shard %s: %s", file,
-                          strerror(errno));
-    zb_status_t st = ZB_OK;
+    FILE *f;
+    zb_status_t st = zb_fopen_regular(file, "checkpoint shard", &f, err);
+    if (st != ZB_OK)
+        return st;
     uint64_t hdr[SHARD_HDR];
     zb_ckpt_range_t *rg = NULL;
     if (fseek(f, 0, SEEK_END) != 0 || (uint64_t)ftell(f) != ref->bytes) {
@@ -169,8 +173,8 @@ out:
 
 bool zb_ckpt_is_sharded(const char *path)
 {
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f)
+    FILE *f = NULL;
+    if (!path || zb_fopen_regular(path, NULL, &f, NULL) != ZB_OK)
         return false;
     char head[sizeof ZB_CKPT_MANIFEST_MAGIC] = "";
     size_t n = fread(head, 1, sizeof head - 1, f);
@@ -336,6 +340,41 @@ static zb_status_t bad(const char *path, const char *what, zb_err_t *err)
     return zb_err_set(err, ZB_EFORMAT, "checkpoint manifest %s: %s", path, what);
 }
 
+/* Bound the model by the shards on disk before anyone allocates for it: a small manifest could
+ * otherwise name a model of gigabytes. The parameter count must follow from the model shape,
+ * every shard must be a regular file of the size the manifest gives, and together they must be
+ * able to hold params, m and v (12 bytes per parameter). */
+static zb_status_t check_sizes(const char *path, const zb_ckpt_manifest_t *m, zb_err_t *err)
+{
+    size_t sizes[ZB_GPT2_NUM_TENSORS], count = 0;
+    zb_gpt2_tensor_sizes(&m->cfg.model, sizes);
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++)
+        count += sizes[i];
+    if (count != m->param_count)
+        return bad(path, "params does not match the model shape", err);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 0, path);
+    uint64_t total = 0;
+    for (int r = 0; r < m->ranks; r++) {
+        char file[4400];
+        snprintf(file, sizeof file, "%s%s", dir, m->shard[r].file);
+        struct stat sb;
+        if (stat(file, &sb) != 0)
+            return zb_err_set(err, ZB_EIO, "cannot open checkpoint shard %s: %s", file,
+                              strerror(errno));
+        if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != m->shard[r].bytes)
+            return zb_err_set(err, ZB_EFORMAT,
+                              "checkpoint shard %s %s, the manifest says %" PRIu64 " bytes", file,
+                              S_ISREG(sb.st_mode) ? "has another size" : "is not a regular file",
+                              m->shard[r].bytes);
+        total += (uint64_t)sb.st_size;
+    }
+    if (total / 12 < (uint64_t)count)
+        return bad(path, "its shards are too small for the model it names", err);
+    return ZB_OK;
+}
+
 static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manifest_t *m,
                          zb_err_t *err)
 {
@@ -398,6 +437,20 @@ static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manif
     c->adamw.eps = bitsf(eps), c->adamw.weight_decay = bitsf(wd), c->grad_clip = bitsf(clip);
     c->lr_schedule = (zb_lr_kind_t)sched_kind;
     c->lr_min = bitsf(lrmin);
+    {
+        /* a bad stored value is the file's fault, not that of a flag never passed */
+        zb_train_config_t chk;
+        zb_train_config_defaults(&chk);
+        chk.batch = c->batch, chk.seq = c->seq, chk.microbatches = c->microbatches;
+        chk.steps = c->steps, chk.adamw = c->adamw, chk.grad_clip = c->grad_clip;
+        chk.lr_schedule = c->lr_schedule, chk.warmup = c->warmup, chk.lr_min = c->lr_min;
+        chk.text_path = path;
+        zb_err_t why;
+        zb_err_clear(&why);
+        if (zb_train_config_check(&chk, &why) != ZB_OK)
+            return zb_err_set(err, ZB_EFORMAT,
+                              "checkpoint manifest %s holds an invalid setting: %s", path, why.msg);
+    }
     uint64_t pe, ps, po;
     if (!(p = field(text, "data")) ||
         sscanf(p, "%" SCNx64 " %" SCNu64 " %" SCNu64, &m->data_fp, &m->data_tokens,
@@ -412,7 +465,8 @@ static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manif
         char file[256];
         zb_ckpt_shard_ref_t ref;
         if (sscanf(p, "%d %255s %" SCNu64 " %" SCNx64, &r, file, &ref.bytes, &ref.checksum) != 4 ||
-            r < 0 || r >= ranks || m->shard[r].file[0] || strchr(file, '/'))
+            r < 0 || r >= ranks || m->shard[r].file[0] || strchr(file, '/') ||
+            !strcmp(file, ".") || !strcmp(file, ".."))
             return bad(path, "bad shard line", err);
         snprintf(ref.file, sizeof ref.file, "%s", file);
         m->shard[r] = ref;
@@ -445,6 +499,11 @@ zb_status_t zb_ckpt_sharded_peek(const char *path, zb_train_config_t *cfg, zb_er
     zb_status_t st = zb_ckpt_manifest_read(path, &m, err);
     if (st != ZB_OK)
         return st;
+    /* the caller allocates a model of this shape next: bound it by the shards on disk first */
+    if ((st = check_sizes(path, &m, err)) != ZB_OK) {
+        zb_ckpt_manifest_free(&m);
+        return st;
+    }
     const zb_train_config_t *s = &m.cfg;
     cfg->model = s->model;
     cfg->batch = s->batch, cfg->seq = s->seq, cfg->microbatches = s->microbatches;
@@ -498,4 +557,76 @@ zb_status_t zb_ckpt_manifest_check(const char *path, const zb_ckpt_manifest_t *m
         m->data_shards != zb_data_num_shards(t->data))
         return zb_err_set(err, ZB_EMISMATCH, "checkpoint %s was trained on different data", path);
     return ZB_OK;
+}
+
+/* ---- orphans ---- */
+
+typedef struct {
+    const char *prefix; /* "<base>." */
+    const zb_ckpt_manifest_t *m;
+} orphan_ctx_t;
+
+/* True if name is "<prefix><step>-<8 hex>.rank<digits>" (then *tail is what follows: "" or a
+ * ".tmp.<pid>" suffix) with step <= the manifest's and not one of its shards. */
+static bool is_orphan(const char *name, const orphan_ctx_t *o, const char **tail)
+{
+    size_t plen = strlen(o->prefix);
+    if (strncmp(name, o->prefix, plen) != 0)
+        return false;
+    const char *p = name + plen;
+    if (*p < '0' || *p > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long step = strtoull(p, &end, 10);
+    if (errno || *end != '-')
+        return false;
+    p = end + 1;
+    for (int i = 0; i < 8; i++, p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    if (strncmp(p, ".rank", 5) != 0 || p[5] < '0' || p[5] > '9')
+        return false;
+    for (p += 5; *p >= '0' && *p <= '9'; p++)
+        ;
+    *tail = p;
+    if (step > (unsigned long long)o->m->step)
+        return false; /* a later save may be writing it now */
+    size_t shard_len = (size_t)(p - name);
+    for (int r = 0; r < o->m->ranks; r++)
+        if (strlen(o->m->shard[r].file) == shard_len && !strncmp(o->m->shard[r].file, name, shard_len))
+            return false; /* the live checkpoint's shard (or a temp of its name) */
+    return true;
+}
+
+static int keep_tmp(const char *name, void *ctx)
+{
+    const char *tail;
+    return !is_orphan(name, ctx, &tail) || !*tail;
+}
+
+int zb_ckpt_remove_orphans(const char *path, const zb_ckpt_manifest_t *m)
+{
+    char dir[4096], prefix[512];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 0, path);
+    snprintf(prefix, sizeof prefix, "%s.", base);
+    orphan_ctx_t o = {prefix, m};
+    int removed = zb_remove_stale_temps(dir, prefix, keep_tmp, &o); /* unlocked temps only */
+    DIR *d = opendir(*dir ? dir : ".");
+    if (!d)
+        return removed;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *tail;
+        if (!is_orphan(e->d_name, &o, &tail) || *tail)
+            continue;
+        char file[4400];
+        snprintf(file, sizeof file, "%s%s", dir, e->d_name);
+        if (unlink(file) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
 }

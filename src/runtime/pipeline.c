@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/divergence.h"
 #include "runtime/pipeline_dist.h"
 #include "runtime/pipeline_internal.h"
 #include "zbpp/checkpoint_sharded.h"
@@ -344,7 +345,10 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     zb_progress_t *prog = NULL;
     if (st == ZB_OK) {
         setup_shape(&pl, &t);
-        st = pl_profile(&pl, &t.params, err);
+        /* room for every compute thread's BLAS buffer, or a clear error now (blas_setup.c) */
+        st = zb_blas_check_headroom(net ? 2 : pl.P * pl.N, err);
+        if (st == ZB_OK)
+            st = pl_profile(&pl, &t.params, err);
     }
     /* MPI: every rank takes part (even one that already failed), so all plan from rank 0's
      * figures and nobody waits for a message that never comes */
@@ -377,6 +381,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
                               cfg->resume_path != NULL, cfg->steps, err);
     summary->first_step = t.step;
+    zb_diverge_t div;
+    zb_diverge_init(&div, 0);
     while (st == ZB_OK && t.step < cfg->steps) {
         /* The report's timeline is the last step's: with processes, start it together so every
          * rank's offsets share one origin (each from its own barrier exit). */
@@ -415,8 +421,10 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         tps[summary->steps_run++] = s.tokens_per_s;
         summary->skipped += s.skipped;
         st = zb_progress_step(prog, &s, err);
+        if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
+            st = zb_diverge_step(&div, s.skipped, t.step, err);
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
-            t.step < cfg->steps)
+            t.step < cfg->steps && zb_diverge_may_save(&div))
             st = save(&pl, &t, err);
     }
     zb_err_t close_err;

@@ -476,6 +476,8 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
             unlink(file);
         }
     }
+    if (st == ZB_OK && (!net || net->rank == 0)) /* and what killed saves left behind */
+        zb_ckpt_remove_orphans(path, &m);
     if (have_old)
         zb_ckpt_manifest_free(&old);
     zb_ckpt_manifest_free(&m);

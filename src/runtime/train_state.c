@@ -3,7 +3,9 @@
  * Layout (little-endian, as written by x86/ARM hosts; docs/training.md has the table):
  *   64 uint64 header words, then params, AdamW m, AdamW v (count float32 each).
  * Floats in the header are stored as their IEEE bit patterns so they round-trip exactly. The
- * payload carries an FNV-1a checksum so a corrupted file is rejected instead of resumed. */
+ * payload carries an FNV-1a checksum, and the header (version 2) one of its own, so a corrupted
+ * file is rejected instead of resumed: a flipped byte in lr, step or seed would otherwise change
+ * the continuation silently. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@
 #include "zbpp/util.h"
 
 #define CKPT_MAGIC 0x314E52545050425Aull /* the bytes "ZBPPTRN1" on a little-endian host */
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2 /* 2: the header carries its own checksum (H_HEADER_SUM) */
 #define HEADER_WORDS 64
 
 enum {
@@ -24,6 +26,7 @@ enum {
     H_DATA_FP, H_DATA_TOKENS, H_DATA_SHARDS, H_POS_EPOCH, H_POS_SHARD, H_POS_OFFSET,
     H_LR, H_BETA1, H_BETA2, H_EPS, H_WD, H_CLIP, H_SCHED, H_WARMUP, H_LR_MIN,
     H_CHECKSUM,
+    H_HEADER_SUM, /* FNV-1a of all HEADER_WORDS words with this one zero */
     H_USED
 };
 
@@ -50,6 +53,14 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
         h *= 0x100000001B3ull;
     }
     return h;
+}
+
+static uint64_t header_sum(const uint64_t *h)
+{
+    uint64_t c[HEADER_WORDS];
+    memcpy(c, h, sizeof c);
+    c[H_HEADER_SUM] = 0;
+    return fnv1a(0xCBF29CE484222325ull, c, sizeof c);
 }
 
 static void put_config(uint64_t *h, const zb_train_config_t *c, const zb_gpt2_config_t *m)
@@ -125,6 +136,7 @@ zb_status_t zb_train_save(const zb_trainer_t *t, const char *path, zb_err_t *err
     for (int b = 0; b < 3; b++)
         sum = fnv1a(sum, blocks[b], count * sizeof(float));
     h[H_CHECKSUM] = sum;
+    h[H_HEADER_SUM] = header_sum(h);
 
     zb_atomic_file_t af;
     zb_status_t st = zb_atomic_open(&af, path, err);
@@ -150,18 +162,41 @@ static uint64_t shape_param_count(const zb_gpt2_config_t *m)
     return n < 9e15 ? (uint64_t)n : 0;
 }
 
+/* The stored training settings must be valid on their own: a bad value read from the file is the
+ * file's fault (ZB_EFORMAT, exit 1), not that of a flag the user never passed. */
+static zb_status_t check_stored_settings(const char *path, const uint64_t *h, zb_err_t *err)
+{
+    static const int words[] = {H_BATCH, H_SEQ, H_MICRO, H_WARMUP};
+    zb_train_config_t c;
+    zb_train_config_defaults(&c);
+    get_config(h, &c);
+    c.text_path = path; /* data is not stored: only the settings are checked */
+    zb_err_t why;
+    zb_err_clear(&why);
+    bool fits = (int64_t)h[H_STEPS] <= INT64_MAX / 2 && (int64_t)h[H_STEPS] >= -1;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) /* stored from ints */
+        fits = fits && (int64_t)h[words[i]] >= INT32_MIN && (int64_t)h[words[i]] <= INT32_MAX;
+    if (!fits)
+        return zb_err_set(err, ZB_EFORMAT, "checkpoint %s holds an out-of-range setting", path);
+    if (zb_train_config_check(&c, &why) != ZB_OK)
+        return zb_err_set(err, ZB_EFORMAT, "checkpoint %s holds an invalid setting: %s", path,
+                          why.msg);
+    return ZB_OK;
+}
+
 /* Open a checkpoint, read and check its header (magic, version, size against the model shape). */
 static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE **fp,
                                zb_err_t *err)
 {
     *fp = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return zb_err_set(err, ZB_EIO, "cannot open checkpoint %s: %s", path, strerror(errno));
+    FILE *f;
+    zb_status_t ost = zb_fopen_regular(path, "checkpoint", &f, err);
+    if (ost != ZB_OK)
+        return ost;
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fileno(f), &sb) != 0) {
         fclose(f);
-        return zb_err_set(err, ZB_EIO, "checkpoint %s is not a regular file", path);
+        return zb_err_set(err, ZB_EIO, "cannot read checkpoint %s: %s", path, strerror(errno));
     }
     size_t size = (size_t)sb.st_size;
     if (size < HEADER_WORDS * sizeof(uint64_t) || fread(h, sizeof(uint64_t), HEADER_WORDS, f) !=
@@ -173,11 +208,18 @@ static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE 
     zb_status_t st = ZB_OK;
     if (h[H_MAGIC] != CKPT_MAGIC)
         st = zb_err_set(err, ZB_EFORMAT, "%s is not a zbpp training checkpoint (bad magic)", path);
+    else if (h[H_VERSION] == 1)
+        st = zb_err_set(err, ZB_EFORMAT,
+                        "checkpoint %s: version 1 (no header checksum) is no longer read; resume "
+                        "it with the zbpp that wrote it, or start again", path);
     else if (h[H_VERSION] != CKPT_VERSION)
         st = zb_err_set(err, ZB_EFORMAT, "checkpoint %s: unsupported version %llu (want %d)", path,
                         (unsigned long long)h[H_VERSION], CKPT_VERSION);
     else if (h[H_HEADER_WORDS] != HEADER_WORDS)
         st = zb_err_set(err, ZB_EFORMAT, "checkpoint %s: bad header size", path);
+    else if (h[H_HEADER_SUM] != header_sum(h))
+        st = zb_err_set(err, ZB_EFORMAT, "checkpoint %s is corrupt (header checksum mismatch)",
+                        path);
     zb_train_config_t c;
     memset(&c, 0, sizeof c);
     if (st == ZB_OK) {
@@ -188,6 +230,8 @@ static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE 
             zb_gpt2_config_check(&c.model, NULL) != ZB_OK)
             st = zb_err_set(err, ZB_EFORMAT, "checkpoint %s: invalid model shape", path);
     }
+    if (st == ZB_OK)
+        st = check_stored_settings(path, h, err);
     if (st == ZB_OK) {
         uint64_t count = h[H_PARAM_COUNT];
         if (count != shape_param_count(&c.model)) {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/divergence.h"
+#include "zbpp/nn.h"
 #include "zbpp/train.h"
 #include "zbpp/util.h"
 
@@ -111,6 +113,8 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
     t->cfg = *cfg;
     t->compute = zb_trainer_compute_local;
     zb_status_t st = zb_train_config_check(cfg, err);
+    if (st == ZB_OK) /* before the model: the BLAS maps its work buffer while there is room */
+        st = zb_blas_check_headroom(1, err);
     if (st == ZB_OK)
         st = setup_model(t, err);
     if (st == ZB_OK && cfg->seq > t->params.cfg.max_seq)
@@ -277,6 +281,8 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
     if (st == ZB_OK)
         st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
                               cfg->resume_path != NULL, cfg->steps, err);
+    zb_diverge_t div;
+    zb_diverge_init(&div, 0);
     while (st == ZB_OK && t.step < cfg->steps) {
         zb_step_stats_t s;
         st = zb_trainer_step(&t, &s, err);
@@ -288,8 +294,10 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         tps[summary->steps_run++] = s.tokens_per_s;
         summary->skipped += s.skipped;
         st = zb_progress_step(prog, &s, err);
+        if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
+            st = zb_diverge_step(&div, s.skipped, t.step, err);
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
-            t.step < cfg->steps)
+            t.step < cfg->steps && zb_diverge_may_save(&div))
             st = zb_train_save(&t, cfg->save_path, err);
     }
     zb_err_t close_err;

@@ -18,11 +18,13 @@ static zb_status_t check_stage(int s, double f, double b, double w, double comm,
     const double t[4] = {f, b, w, comm};
     const char *tn[4] = {"F time", "B time", "W time", "comm latency"};
     for (int i = 0; i < 4; i++)
-        if (!isfinite(t[i]) || t[i] < 0)
-            return zb_err_set(err, ZB_EINVAL, "costs: stage %d: %s %g must be finite and >= 0",
-                              s, tn[i], t[i]);
-    if (!isfinite(mf) || !isfinite(mb) || !isfinite(mw))
-        return zb_err_set(err, ZB_EINVAL, "costs: stage %d: memory deltas must be finite", s);
+        if (!isfinite(t[i]) || t[i] < 0 || t[i] > ZB_COST_MAX)
+            return zb_err_set(err, ZB_EINVAL, "costs: stage %d: %s %g must be in [0, %g]", s,
+                              tn[i], t[i], ZB_COST_MAX);
+    if (!isfinite(mf) || !isfinite(mb) || !isfinite(mw) || fabs(mf) > ZB_COST_MAX ||
+        fabs(mb) > ZB_COST_MAX || fabs(mw) > ZB_COST_MAX)
+        return zb_err_set(err, ZB_EINVAL, "costs: stage %d: memory deltas must be finite and "
+                                          "at most %g in size", s, ZB_COST_MAX);
     if (!mem_sums_to_zero(mf, mb, mw))
         return zb_err_set(err, ZB_EINVAL,
                           "costs: stage %d: memory deltas F %g + B %g + W %g must sum to 0", s, mf,

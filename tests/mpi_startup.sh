@@ -1,0 +1,31 @@
+# zbpp train --transport mpi: a rank stopped right after launch (before or inside MPI_Init) must
+# not leave the others waiting in MPI_Init forever: --comm-timeout covers start-up (issue 16, 5).
+# usage: bash mpi_startup.sh <zbpp> <source dir>
+source "$(dirname "$0")/mpi_common.inc"
+set -u
+
+$MPIRUN -np 2 "$Z" train --text "$TEXT" --layers 2 --channels 32 --heads 2 --batch 4 --seq 16 \
+    --steps 2 --transport mpi --comm-timeout 4 --quiet >out.txt 2>&1 &
+mp=$!
+victim=
+for _ in $(seq 500); do
+    victim=$(pgrep -f "^$Z train --text" | head -1)
+    [ -n "$victim" ] && break
+    sleep 0.01
+done
+[ -n "$victim" ] || fail "no rank process appeared"
+kill -STOP "$victim"
+( sleep 60; kill -CONT "$victim"; kill "$mp" ) >/dev/null 2>&1 &
+guard=$!
+start=$(date +%s)
+wait "$mp"
+rc=$?
+took=$(($(date +%s) - start))
+kill "$guard" 2>/dev/null
+kill -CONT "$victim" 2>/dev/null
+kill -9 "$victim" 2>/dev/null
+[ "$rc" -ne 0 ] || fail "the job exited 0 with a stopped rank"
+[ "$took" -lt 40 ] || fail "start-up with a stopped rank took ${took}s (--comm-timeout 4)"
+grep -q "did not finish within 4 s\|stopped responding\|failed" out.txt ||
+    fail "no start-up timeout message: $(head -3 out.txt)"
+echo "ok: a rank stopped at launch ends the job in ${took}s with: $(grep -m1 'zbpp train' out.txt)"

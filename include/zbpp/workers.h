@@ -41,6 +41,8 @@ int zb_workers_count(const zb_workers_t *w);
 /* The default thread count for one of `ranks` ranks sharing this process: the cores its affinity
  * mask allows (under mpirun, the cores its binding gives it) divided evenly, at least 1. */
 int zb_workers_default_threads(int ranks);
+/* `requested` when > 0, else zb_workers_default_threads(ranks): the one rule for --threads. */
+int zb_workers_resolve(int requested, int ranks);
 /* A group of n threads for the rank_index-th of the ranks of this process, pinned (when pin and the
  * affinity mask holds at least (rank_index+1)·n cores) to the mask's cores rank_index·n ..
  * rank_index·n + n-1, so ranks and their groups get disjoint cores. */

@@ -210,6 +210,11 @@ int zb_workers_default_threads(int ranks)
     return per < 1 ? 1 : per;
 }
 
+int zb_workers_resolve(int requested, int ranks)
+{
+    return requested > 0 ? requested : zb_workers_default_threads(ranks);
+}
+
 zb_status_t zb_workers_new_for_rank(int rank_index, int n, bool pin, zb_workers_t **out,
                                     zb_err_t *err)
 {

@@ -1,7 +1,9 @@
 /* Threads inside a rank, for the GPT-2 124M matrix products (B·T = 256 rows): one plain
  * single-threaded sgemm, the tiled product (zb_sgemm_tiled) on worker groups of 1 and N threads,
  * and (OpenBLAS builds) OpenBLAS's own N threads on one plain call. Runs interleaved, medians.
- * Also checks that the tiled product's bits do not depend on the thread count.
+ * Also checks that the tiled product's bits do not depend on the thread count ("1 vs N" must say
+ * yes) and says whether they equal one plain call's ("= plain", informative: OpenBLAS's edge
+ * kernels may round differently).
  * Usage: bench_gemm_threads [runs] [threads]   (defaults 7, 2) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +53,8 @@ int main(int argc, char **argv)
     }
     printf("BLAS: %s; %d threads; median of %d interleaved runs; ms (GFLOP/s)\n", zb_blas_init(),
            nt, runs);
-    printf("%-31s %5s %15s %15s %15s %15s %9s\n", "shape (M x N x K, op)", "tiles", "plain 1 thr",
-           "tiled 1 thr", "tiled N thr", "OpenBLAS N thr", "same bits");
+    printf("%-31s %5s %15s %15s %15s %15s %9s %9s\n", "shape (M x N x K, op)", "tiles",
+           "plain 1 thr", "tiled 1 thr", "tiled N thr", "OpenBLAS N thr", "1 vs N", "= plain");
     double *t = malloc((size_t)runs * MODES * sizeof(double));
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape_t *sh = &shapes[s];
@@ -71,6 +73,9 @@ int main(int argc, char **argv)
         zb_workers_enter(many);
         zb_sgemm_tiled(sh->ta, sh->tb, sh->M, sh->N, sh->K, 1, A, lda, B, ldb, 0, C2, sh->N);
         int same = memcmp(C1, C2, nc * sizeof(float)) == 0;
+        zb_workers_enter(NULL);
+        zb_sgemm(sh->ta, sh->tb, sh->M, sh->N, sh->K, 1, A, lda, B, ldb, 0, C2, sh->N);
+        int as_plain = memcmp(C1, C2, nc * sizeof(float)) == 0;
         for (int r = 0; r < runs; r++)
             for (int m = 0; m < MODES; m++) {
                 zb_workers_enter(m == TILED_N ? many : one);
@@ -89,7 +94,7 @@ int main(int argc, char **argv)
             double med = zb_median(t + (size_t)m * runs, (size_t)runs);
             printf(" %7.2f (%5.0f)", med * 1e3, 2.0 * sh->M * sh->N * sh->K / med / 1e9);
         }
-        printf(" %9s\n", same ? "yes" : "NO");
+        printf(" %9s %9s\n", same ? "yes" : "NO", as_plain ? "yes" : "no");
         free(A), free(B), free(C), free(C1), free(C2);
     }
     zb_workers_enter(NULL);

@@ -298,6 +298,22 @@ static void case_optim(float *out)
     for (int u = 0; u < units; u++)
         norm[u] = zb_grad_unit_sumsq(&g, u);
     double total = zb_grad_norm_total(norm, units);
+    /* the tied-WTE fold and the zeroing of a gradient set (shared too) */
+    zb_gpt2_grads_t gr;
+    assert_int_equal(zb_gpt2_grads_alloc(&gr, &cfg, &err), ZB_OK);
+    for (size_t i = 0; i < n; i++)
+        gr.g.data[i] = frand();
+    for (size_t i = 0; i < gr.g.sizes[ZB_WTE]; i++)
+        gr.wte_head[i] = frand();
+    zb_gpt2_fold_tied(&gr);
+    for (size_t i = 0; i < n; i++)
+        p.data[i] += gr.g.data[i];
+    zb_gpt2_grads_zero(&gr);
+    for (size_t i = 0; i < n; i++)
+        assert_true(gr.g.data[i] == 0.0f);
+    for (size_t i = 0; i < gr.g.sizes[ZB_WTE]; i++)
+        assert_true(gr.wte_head[i] == 0.0f);
+    zb_gpt2_grads_free(&gr);
     memcpy(out, p.data, n * sizeof(float));
     memcpy(out + n, s.m.data, n * sizeof(float));
     memcpy(out + 2 * n, s.v.data, n * sizeof(float));

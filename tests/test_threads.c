@@ -2,6 +2,8 @@
  * more threads than cores), and every kernel, the tiled sgemm, AdamW and the gradient norm give the
  * same bits with no group and with groups of 1, 2 and 3 threads. Sizes are small but above the
  * chunk and tile sizes, so the shared paths really run. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -161,6 +163,17 @@ static void test_scratch_and_errors(void **state)
     zb_workers_enter(NULL);
     assert_true(zb_workers_default_threads(1) >= 1);
     assert_int_equal(zb_workers_default_threads(100000), 1);
+    /* a pinned group pins its caller, and leaving it restores the caller's affinity */
+    cpu_set_t before, inside, after;
+    assert_int_equal(sched_getaffinity(0, sizeof before, &before), 0);
+    assert_int_equal(zb_workers_new_for_rank(0, 1, true, &w, &err), ZB_OK);
+    zb_workers_enter(w);
+    assert_int_equal(sched_getaffinity(0, sizeof inside, &inside), 0);
+    assert_int_equal(CPU_COUNT(&inside), 1);
+    zb_workers_enter(NULL);
+    assert_int_equal(sched_getaffinity(0, sizeof after, &after), 0);
+    assert_true(CPU_EQUAL(&before, &after));
+    zb_workers_free(w);
     /* a group created and freed at once (helpers may not have started waiting yet) */
     for (int i = 0; i < 20; i++) {
         assert_int_equal(zb_workers_new_for_rank(0, 2, true, &w, &err), ZB_OK);

@@ -50,7 +50,8 @@ zb_status_t zb_workers_new_for_rank(int rank_index, int n, bool pin, zb_workers_
                                     zb_err_t *err);
 
 /* Make w the calling thread's current group (NULL: none) and pin the thread to the group's
- * cores[0] when it was given cores. Returns the group that was current before. */
+ * cores[0] when it was given cores; entering NULL or an unpinned group gives the thread back the
+ * affinity it had before the first pinned one. Returns the group that was current before. */
 zb_workers_t *zb_workers_enter(zb_workers_t *w);
 /* The calling thread's current group, or NULL. */
 zb_workers_t *zb_workers_current(void);

@@ -49,6 +49,9 @@ struct zb_workers {
 };
 
 static _Thread_local zb_workers_t *current;
+/* the thread's affinity before a group pinned it, restored when it leaves the pinned group */
+static _Thread_local cpu_set_t saved_affinity;
+static _Thread_local bool saved_valid;
 
 static void futex_wait(atomic_uint *word, unsigned expect)
 {
@@ -170,7 +173,7 @@ void zb_workers_free(zb_workers_t *w)
     if (!w)
         return;
     if (current == w)
-        current = NULL;
+        zb_workers_enter(NULL);
     w->stop = true;
     publish(w);
     for (int i = 1; i <= w->started; i++)
@@ -230,10 +233,16 @@ zb_workers_t *zb_workers_enter(zb_workers_t *w)
     zb_workers_t *prev = current;
     current = w;
     if (w && w->pinned) {
+        if (!saved_valid)
+            saved_valid = pthread_getaffinity_np(pthread_self(), sizeof saved_affinity,
+                                                 &saved_affinity) == 0;
         cpu_set_t set;
         CPU_ZERO(&set);
         CPU_SET(w->cores[0], &set);
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    } else if (saved_valid) {
+        pthread_setaffinity_np(pthread_self(), sizeof saved_affinity, &saved_affinity);
+        saved_valid = false;
     }
     return prev;
 }

@@ -2,7 +2,8 @@
 # zbpp train --threads: bad values give one line and exit 2; a few steps of a small model (big
 # enough that LayerNorm, GELU, attention and the tiled matrix products really split) give
 # byte-identical checkpoints and identical losses with --threads 1, 2, 3 (3 oversubscribes a
-# 2-core machine), and a 2-rank pipeline with 2 threads per rank matches them too. --verbose
+# 2-core machine), and a 2-rank pipeline with 2 threads per rank matches them too (as threads, and
+# as MPI processes when mpirun is there). --verbose
 # names the BLAS kernel and the thread count.
 # usage: cli_threads.sh <zbpp binary> <source dir>
 set -u
@@ -53,6 +54,20 @@ for other in t2 t3 p2t2; do
   [ "$(losses "$TMP/t1.jsonl")" = "$(losses "$TMP/$other.jsonl")" ] ||
     fail "$other: losses differ from --threads 1"
 done
+
+# the same under MPI (one rank per process, 2 threads each), when this build and machine have it
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN="mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS=detect_leaks=0"
+if command -v mpirun >/dev/null 2>&1 &&
+   ! $MPIRUN -np 1 "$ZBPP" train --transport mpi --steps 0 --quiet --text "$SRC/data/demo_corpus.txt" \
+       2>&1 | grep -q "built without MPI"; then
+  (cd "$TMP" && $MPIRUN -np 2 "$ZBPP" train "${MODEL[@]}" --transport mpi --ranks 2 --threads 2 \
+     --save "$TMP/mpi.ckpt" --metrics "$TMP/mpi.jsonl" >"$TMP/mpi.out" 2>&1) ||
+    fail "mpirun -np 2 --threads 2 failed: $(tail -3 "$TMP/mpi.out")"
+  cmp -s "$TMP/t1.ckpt" "$TMP/mpi.ckpt" || fail "MPI --threads 2: checkpoint differs from --threads 1"
+else
+  echo "note: no MPI build or mpirun; the MPI case was not run"
+fi
 
 "$ZBPP" train "${MODEL[@]}" --steps 1 --threads 2 --verbose >"$TMP/v.out" 2>&1 ||
   fail "--verbose run failed"

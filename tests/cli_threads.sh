@@ -7,8 +7,8 @@
 # names the BLAS kernel and the thread count.
 # usage: cli_threads.sh <zbpp binary> <source dir>
 set -u
-ZBPP=$1
-SRC=$2
+ZBPP=$(readlink -f "$1")
+SRC=$(readlink -f "$2")
 TMP=$(mktemp -d /tmp/zbpp_cli_threads.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 fails=0
@@ -63,7 +63,7 @@ if command -v mpirun >/dev/null 2>&1 &&
        2>&1 | grep -q "built without MPI"; then
   (cd "$TMP" && $MPIRUN -np 2 "$ZBPP" train "${MODEL[@]}" --transport mpi --ranks 2 --threads 2 \
      --save "$TMP/mpi.ckpt" --metrics "$TMP/mpi.jsonl" >"$TMP/mpi.out" 2>&1) ||
-    fail "mpirun -np 2 --threads 2 failed: $(tail -3 "$TMP/mpi.out")"
+    { fail "mpirun -np 2 --threads 2 failed"; grep -v "^-*$" "$TMP/mpi.out" | head -5; }
   cmp -s "$TMP/t1.ckpt" "$TMP/mpi.ckpt" || fail "MPI --threads 2: checkpoint differs from --threads 1"
 else
   echo "note: no MPI build or mpirun; the MPI case was not run"

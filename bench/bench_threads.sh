@@ -41,8 +41,9 @@ printf "%-10s %-44s %10s %10s\n" config flags "step ms" "steps/s"
 for i in "${!NAMES[@]}"; do
     ms[$i]=$(median <"$W/ms$i")
     printf "%-10s %-44s %10.1f %10.3f\n" "${NAMES[$i]}" "${FLAGS[$i]}" "${ms[$i]}" \
-        "$(echo "1000 / ${ms[$i]}" | bc -l)"
+        "$(awk -v m="${ms[$i]}" 'BEGIN {print 1000 / m}')"
 done
-echo "r1 t2 / r1 t1 step rate:        $(echo "${ms[0]} / ${ms[1]}" | bc -l | cut -c1-5)x (goal >= 1.8)"
-echo "r2 t1 M4 / r1 t2 M4 step time:  $(echo "${ms[3]} / ${ms[2]}" | bc -l | cut -c1-5)x"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+echo "r1 t2 / r1 t1 step rate:        $(ratio "${ms[0]}" "${ms[1]}")x (goal >= 1.8)"
+echo "r2 t1 M4 / r1 t2 M4 step time:  $(ratio "${ms[3]}" "${ms[2]}")x"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -21,6 +21,7 @@ section "auto: greedy search + local improvement (headline P=32 M=256)"
 section "one training step of GPT-2 124M (B=4 T=64) on one core"
 "$BUILD/bench_train_step" 3
 section "threads inside a rank: GPT-2 124M (B=4 T=64) step, --threads 1 vs 2, --ranks 2 vs 1"
+"$BUILD/bench_threads_step" 7 2
 bash bench/bench_threads.sh "$BUILD/zbpp" 5 3
 section "pipeline: P=2 M=8, every schedule, threads (L=8 C=384 T=128)"
 "$BUILD/bench_pipeline" 2 8 8 384 128 8

@@ -150,6 +150,9 @@ static void test_scratch_and_errors(void **state)
     assert_int_equal(zb_workers_new(0, NULL, &w, &err), ZB_EINVAL);
     assert_null(w);
     assert_int_equal(zb_workers_new(ZB_WORKERS_MAX + 1, NULL, &w, &err), ZB_EINVAL);
+    const int bad_cores[2] = {0, -1};
+    assert_int_equal(zb_workers_new(2, bad_cores, &w, &err), ZB_EINVAL);
+    assert_null(w);
     assert_false(zb_workers_reserve(64)); /* no current group */
     zb_workers_enter(groups[3]);
     assert_true(zb_workers_reserve(1000));

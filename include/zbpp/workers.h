@@ -31,7 +31,8 @@ typedef void (*zb_chunk_fn)(void *ctx, size_t chunk, int worker);
 
 /* Start a group of n threads (1 <= n <= ZB_WORKERS_MAX): n-1 helpers are created now. cores[i]
  * (i < n) is the CPU thread i is pinned to, cores[0] being the CPU of whoever enters the group;
- * cores == NULL pins nothing. ZB_EINVAL for a bad n, ZB_ENOMEM when threads cannot start. */
+ * cores == NULL pins nothing. ZB_EINVAL for a bad n or CPU number, ZB_ENOMEM when threads
+ * cannot start (e.g. a CPU outside the process's affinity mask). */
 zb_status_t zb_workers_new(int n, const int *cores, zb_workers_t **out, zb_err_t *err);
 /* Stop the helpers and free the group (NULL is fine). No thread may have it current any more. */
 void zb_workers_free(zb_workers_t *w);

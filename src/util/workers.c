@@ -139,6 +139,9 @@ zb_status_t zb_workers_new(int n, const int *cores, zb_workers_t **out, zb_err_t
     if (n < 1 || n > ZB_WORKERS_MAX)
         return zb_err_set(err, ZB_EINVAL, "threads per rank must be in 1..%d (got %d)",
                           ZB_WORKERS_MAX, n);
+    for (int i = 0; cores && i < n; i++)
+        if (cores[i] < 0 || cores[i] >= CPU_SETSIZE)
+            return zb_err_set(err, ZB_EINVAL, "worker thread %d: no CPU %d", i, cores[i]);
     zb_workers_t *w = calloc(1, sizeof *w);
     if (!w)
         return zb_err_set(err, ZB_ENOMEM, "out of memory for a worker group");

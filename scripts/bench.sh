@@ -12,12 +12,17 @@ section "CPU ceiling: single-core fp32 FMA peak"
 "$BUILD/bench_peak" 7
 section "BLAS: single-threaded sgemm on GPT-2 shapes"
 "$BUILD/bench_gemm" 7
+section "threads inside a rank: tiled sgemm on 1 and 2 threads vs OpenBLAS's threads"
+"$BUILD/bench_gemm_threads" 7 2
 section "planner: generate + lower + validate + simulate ZB-H2, P=64 M=1024"
 "$BUILD/bench_schedule" 64 1024 11
 section "auto: greedy search + local improvement (headline P=32 M=256)"
 "$BUILD/bench_auto" 5
 section "one training step of GPT-2 124M (B=4 T=64) on one core"
 "$BUILD/bench_train_step" 3
+section "threads inside a rank: GPT-2 124M (B=4 T=64) step, --threads 1 vs 2, --ranks 2 vs 1"
+"$BUILD/bench_threads_step" 7 2
+bash bench/bench_threads.sh "$BUILD/zbpp" 5 3
 section "pipeline: P=2 M=8, every schedule, threads (L=8 C=384 T=128)"
 "$BUILD/bench_pipeline" 2 8 8 384 128 8
 if command -v mpirun >/dev/null 2>&1; then

@@ -5,9 +5,11 @@
  * comment, with N = B·T rows. Every backward ACCUMULATES (+=) into its gradient outputs; callers
  * zero explicitly. The one documented exception is the loss (zb_crossentropy_backward), which
  * turns probabilities into logit gradients in place because nothing flows into it.
- * Kernels never allocate (attention takes a caller-provided scratch), never check their sizes,
- * never spawn threads; accumulation order is fixed, so the same inputs give the same bits.
- * Matrix products go through single-threaded CBLAS sgemm (see docs/blas.md). */
+ * Kernels never allocate (attention takes a caller-provided scratch; helper threads grow their
+ * own), never check their sizes, never spawn threads: they share their work over the calling
+ * thread's current worker group (zbpp/workers.h), if it has one, in chunks fixed by the shapes, so
+ * the same inputs give the same bits for any thread count (docs/threads.md). Matrix products go
+ * through single-threaded CBLAS sgemm, large ones as fixed tiles (see docs/blas.md). */
 #ifndef ZBPP_NN_H
 #define ZBPP_NN_H
 

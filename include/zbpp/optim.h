@@ -48,7 +48,8 @@ void zb_adamw_state_free(zb_adamw_state_t *s);
  * with wd = weight_decay where zb_adamw_decays holds for the element's tensor, else 0.
  * `t` is the 1-based step number; `lr` the learning rate for this step (from the schedule);
  * grad_scale the clip factor (1 when not clipping). A range may span several tensors. The math
- * per element does not depend on the range, so any split of the buffer gives the same bits. */
+ * per element does not depend on the range, so any split of the buffer gives the same bits (the
+ * elements are shared over the current worker group, zbpp/workers.h). */
 void zb_adamw_update_range(zb_gpt2_params_t *params, const zb_gpt2_params_t *grads,
                            zb_adamw_state_t *state, const zb_adamw_hparams_t *h, float lr,
                            long t, float grad_scale, size_t offset, size_t count);
@@ -59,8 +60,10 @@ void zb_adamw_update_units(zb_gpt2_params_t *params, const zb_gpt2_params_t *gra
 
 /* ---- global gradient norm ---- */
 
-/* Sum of squares of the gradient over one norm unit, in double: ranges in order; inside a range
- * element i goes to accumulator i % 8 and the 8 are added in order (a fixed order that vectorizes).
+/* Sum of squares of the gradient over one norm unit, in double: ranges in order; a range is cut
+ * into chunks of 65536 elements whose partials are added in order, and inside a chunk element i
+ * goes to accumulator i % 8 and the 8 are added in order (a fixed order that vectorizes and that
+ * the chunks, shared over the current worker group, keep for any thread count).
  * Gradients of the tied WTE must already be folded (zb_gpt2_fold_tied). */
 double zb_grad_unit_sumsq(const zb_gpt2_params_t *grads, int unit);
 /* sqrt of the partials summed in unit order 0..n-1 (n = zb_gpt2_num_units). NaN/Inf propagate. */

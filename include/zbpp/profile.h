@@ -31,6 +31,7 @@ typedef struct {
     int batch, seq;       /* microbatch shape: batch sequences of seq tokens */
     int reps;             /* timed repetitions (the median is kept) */
     int threads;          /* threads that measured at once (samples pooled) */
+    int rank_threads;     /* worker threads of each measuring thread (--threads per rank) */
     int layers;
     zb_op_time_t *block;  /* [layers] */
     zb_op_time_t embed;   /* token + position embedding */
@@ -53,6 +54,13 @@ typedef struct {
 zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg, int B,
                                int T, int reps, int threads, bool pin, zb_profile_t *out,
                                zb_err_t *err);
+/* The same, each of the `threads` measuring threads with a worker group of rank_threads threads
+ * (1..ZB_WORKERS_MAX; zbpp/workers.h), laid out as the pipeline lays out its ranks: measuring
+ * thread i and its group on cores i·rank_threads .. (i+1)·rank_threads-1 when pin and there are
+ * enough cores. zb_profile_measure is this with rank_threads = 1. */
+zb_status_t zb_profile_measure_ranks(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
+                                     int B, int T, int reps, int threads, int rank_threads,
+                                     bool pin, zb_profile_t *out, zb_err_t *err);
 void zb_profile_free(zb_profile_t *p);
 
 /* The partitioner's input: bc->block must hold p->layers doubles; block[l] = F+B+W of block l,

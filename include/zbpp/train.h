@@ -45,6 +45,9 @@ typedef struct {
     const char *save_model_path; /* llm.c model checkpoint (params only) written at the end */
     const char *metrics_path;
     bool quiet;
+    /* threads per rank (--threads; 0 = the cores this process may use divided among its ranks,
+     * see zb_workers_resolve); any count gives the same bits */
+    int threads;
 } zb_train_config_t;
 
 /* Defaults: B 4, T 64, M 1, 20 steps, shuffle on, seed 1337, AdamW defaults, clip 1.0, cosine

@@ -15,6 +15,7 @@
 #include "zbpp/plan.h"
 #include "zbpp/profile.h"
 #include "zbpp/train.h"
+#include "zbpp/workers.h"
 
 #define CMD "profile"
 #define MIB (1024.0 * 1024.0)
@@ -36,6 +37,7 @@ enum {
     OPT_TIME_LIMIT,
     OPT_WRITE_COSTS,
     OPT_NO_PIN,
+    OPT_THREADS,
 };
 
 static void help(FILE *out)
@@ -61,6 +63,8 @@ static void help(FILE *out)
           "  --write-costs FILE     per-stage costs as 'stage,F,B,W,C' (ms) for\n"
           "                         zbpp schedule/plan --cost-file\n"
           "  --no-pin               do not pin the measuring thread to a core\n"
+          "  --threads N            threads per rank, as zbpp train --threads (default: the\n"
+          "                         cores this process may use divided among the P ranks)\n"
           "  --format table|json    output (default table; json: seconds and bytes)\n",
           out);
 }
@@ -94,6 +98,7 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"write-costs", required_argument, NULL, OPT_WRITE_COSTS},
         {"no-pin", no_argument, NULL, OPT_NO_PIN},
+        {"threads", required_argument, NULL, OPT_THREADS},
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -152,6 +157,9 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
             break;
         case OPT_WRITE_COSTS: o->write_costs = optarg; break;
         case OPT_NO_PIN: o->pin = false; break;
+        case OPT_THREADS:
+            st = zb_cli_parse_int(optarg, 1, ZB_WORKERS_MAX, "--threads", &o->c.threads, err);
+            break;
         case ZB_OPT_FORMAT:
             if (!strcmp(optarg, "table") || !strcmp(optarg, "json"))
                 o->json = !strcmp(optarg, "json");
@@ -202,9 +210,9 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
     const zb_gpt2_config_t *m = &p->cfg;
     int L = p->layers, S = sc->stages;
     printf("profile: GPT-2 L=%d C=%d NH=%d V=%d, microbatch %d x %d tokens, %s, median of %d x %d "
-           "cores measuring at once (took %.0f ms)\n",
+           "ranks measuring at once, %d thread%s each (took %.0f ms)\n",
            L, m->channels, m->heads, m->vocab, p->batch, p->seq, zb_blas_init(), p->reps,
-           p->threads, p->wall * 1e3);
+           p->threads, p->rank_threads, p->rank_threads == 1 ? "" : "s", p->wall * 1e3);
     printf("%-10s %9s %9s %9s %9s\n", "part", "F ms", "B ms", "W ms", "F+B+W ms");
     char buf[32];
     for (int k = 0; k < L + 2; k++) {
@@ -268,8 +276,8 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
            "\"padded_vocab\": %d, \"max_seq\": %d},\n",
            L, m->channels, m->heads, m->vocab, m->padded_vocab, m->max_seq);
     printf("  \"microbatch\": {\"batch\": %d, \"seq\": %d}, \"reps\": %d, \"threads\": %d, "
-           "\"blas\": ",
-           p->batch, p->seq, p->reps, p->threads);
+           "\"rank_threads\": %d, \"blas\": ",
+           p->batch, p->seq, p->reps, p->threads, p->rank_threads);
     json_str(zb_blas_init());
     printf(", \"wall_seconds\": %.6g,\n  \"parts\": [", p->wall);
     char buf[32];
@@ -365,13 +373,17 @@ static int run(opts_t *o, zb_err_t *err)
         goto fail_usage;
     }
     zb_profile_t prof;
-    /* one measuring thread per rank that would run at once (one per core), as zbpp train does */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = o->ranks < cores ? o->ranks : (int)(cores > 0 ? cores : 1);
+    /* one measuring thread per rank that would run at once, each with the worker group of a
+     * rank (--threads), on the cores zbpp train would give them */
+    int rank_threads = zb_workers_resolve(o->c.threads, o->ranks);
+    int cores = zb_workers_default_threads(1) / rank_threads;
+    cores = cores < 1 ? 1 : cores;
+    int threads = o->ranks < cores ? o->ranks : cores;
     if (threads > ZB_PROFILE_MAX_THREADS)
         threads = ZB_PROFILE_MAX_THREADS;
-    st = zb_profile_measure(o->init_from ? &params : NULL, &cfg, o->c.batch / o->c.microbatches,
-                            o->c.seq, o->reps, threads, o->pin, &prof, err);
+    st = zb_profile_measure_ranks(o->init_from ? &params : NULL, &cfg,
+                                  o->c.batch / o->c.microbatches, o->c.seq, o->reps, threads,
+                                  rank_threads, o->pin, &prof, err);
     zb_gpt2_params_free(&params);
     if (st != ZB_OK)
         return zb_cli_error(CMD, "%s", err->msg), ZB_EXIT_FAIL;

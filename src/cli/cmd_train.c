@@ -12,7 +12,9 @@
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
 #include "zbpp/checkpoint_sharded.h"
+#include "zbpp/nn.h"
 #include "zbpp/train.h"
+#include "zbpp/workers.h"
 
 #define GPT2_VOCAB 50257
 #define DEMO_CORPUS "data/demo_corpus.txt"
@@ -49,7 +51,11 @@ static void usage(FILE *out)
             "  --save-model FILE    llm.c model checkpoint (.bin, for --init-from or llm.c)\n"
             "  --resume FILE        continue a training checkpoint (its settings are the defaults)\n"
             "  --metrics FILE       JSON lines, one per step\n"
-            "  --quiet              no progress output\n");
+            "  --quiet              no progress output\n"
+            "  --verbose            also print the BLAS kernel and the threads per rank\n"
+            "compute:\n"
+            "  --threads N          threads per rank (default: the cores this process may use,\n"
+            "                       divided evenly among its ranks); same bits for any N\n");
     zb_cli_pipeline_usage(out);
 }
 
@@ -159,7 +165,7 @@ int zb_cmd_train(int argc, char **argv)
                 return fail(st, &err);
         }
 
-    bool model_flag = false, vocab_given = false;
+    bool model_flag = false, vocab_given = false, verbose = false;
     const char *lr_sched = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -173,6 +179,10 @@ int zb_cmd_train(int argc, char **argv)
         }
         if (!strcmp(a, "--quiet")) {
             c.quiet = true;
+            continue;
+        }
+        if (!strcmp(a, "--verbose")) {
+            verbose = true;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -239,6 +249,8 @@ int zb_cmd_train(int argc, char **argv)
             c.resume_path = v;
         else if (!strcmp(a, "--metrics"))
             c.metrics_path = v;
+        else if (!strcmp(a, "--threads"))
+            bad = parse_int(a, v, 1, &c.threads);
         else if ((bad = zb_cli_pipeline_flag(&pipe, a, v)) != 0)
             bad = bad < 0;
         else {
@@ -287,7 +299,15 @@ int zb_cmd_train(int argc, char **argv)
     for (size_t k = 0; k < sizeof outputs / sizeof outputs[0] && !pipe.mpi; k++)
         if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
             return fail(st, &err);
-    if (zb_cli_pipeline_wanted(&pipe, &c))
+    bool piped = zb_cli_pipeline_wanted(&pipe, &c);
+    if (verbose) {
+        /* ranks sharing this process: the pipeline's threads, or one (single process, MPI) */
+        int local = piped && !pipe.mpi ? pipe.opts.ranks * (pipe.opts.dp > 1 ? pipe.opts.dp : 1) : 1;
+        fprintf(stderr, "zbpp train: BLAS %s; %d thread%s per rank\n", zb_blas_init(),
+                zb_workers_resolve(c.threads, local),
+                zb_workers_resolve(c.threads, local) == 1 ? "" : "s");
+    }
+    if (piped)
         return zb_cli_pipeline_run(&pipe, &c);
     zb_train_summary_t sum;
     st = zb_train_run(&c, stderr, NULL, NULL, &sum, &err);

@@ -1,6 +1,7 @@
 /* GPT-2 configuration, parameter buffers (one allocation, llm.c tensor order), gradients with the
  * separate tied-head accumulator, deterministic initialisation and the norm units. */
 #include "zbpp/gpt2.h"
+#include "zbpp/workers.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -152,20 +153,49 @@ void zb_gpt2_grads_free(zb_gpt2_grads_t *g)
     zb_gpt2_params_free(&g->g);
 }
 
+/* Zeroing and folding touch every gradient: shared over the current worker group in fixed
+ * element chunks (elementwise, so any split gives the same bits). */
+#define GRAD_CHUNK 65536
+
+typedef struct {
+    float *dst;
+    const float *src; /* NULL: zero dst */
+    size_t n;
+} grad_job_t;
+
+static void grad_chunk(void *ctx, size_t c, int worker)
+{
+    (void)worker;
+    const grad_job_t *j = ctx;
+    size_t lo = c * GRAD_CHUNK, len = j->n - lo < GRAD_CHUNK ? j->n - lo : GRAD_CHUNK;
+    float *e = j->dst + lo;
+    if (!j->src) {
+        memset(e, 0, len * sizeof(float));
+        return;
+    }
+    const float *h = j->src + lo;
+    for (size_t i = 0; i < len; i++)
+        e[i] = e[i] + h[i]; /* (embedding part) + (head part), always this order */
+}
+
+static void grad_apply(float *dst, const float *src, size_t n)
+{
+    grad_job_t j = {.dst = dst, .src = src, .n = n};
+    zb_parallel_for((n + GRAD_CHUNK - 1) / GRAD_CHUNK, grad_chunk, &j);
+}
+
 void zb_gpt2_grads_zero(zb_gpt2_grads_t *g)
 {
-    memset(g->g.data, 0, g->g.count * sizeof(float));
+    grad_apply(g->g.data, NULL, g->g.count);
     if (g->wte_head)
-        memset(g->wte_head, 0, g->g.sizes[ZB_WTE] * sizeof(float));
+        grad_apply(g->wte_head, NULL, g->g.sizes[ZB_WTE]);
 }
 
 void zb_gpt2_fold_tied(zb_gpt2_grads_t *g)
 {
     if (!g->wte_head || !g->g.t[ZB_WTE])
         return;
-    float *e = g->g.t[ZB_WTE];
-    for (size_t i = 0; i < g->g.sizes[ZB_WTE]; i++)
-        e[i] = e[i] + g->wte_head[i]; /* (embedding part) + (head part), always this order */
+    grad_apply(g->g.t[ZB_WTE], g->wte_head, g->g.sizes[ZB_WTE]); /* embedding + head part */
 }
 
 int zb_gpt2_num_units(const zb_gpt2_config_t *cfg)

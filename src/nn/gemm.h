@@ -17,4 +17,11 @@ static inline void zb_sgemm(int trans_a, int trans_b, int M, int N, int K, float
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* The same product cut into fixed tiles of C (by shape only) shared over the calling thread's
+ * current worker group (zbpp/workers.h); same bits for any thread count. gemm_tiled.c. */
+void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* How many tiles zb_sgemm_tiled cuts an M x N x K product into (1 = one plain call). */
+int zb_sgemm_tile_count(int M, int N, int K);
+
 #endif

@@ -1,18 +1,32 @@
 /* LayerNorm over channels. Statistics are summed in double (cheap at C <= a few thousand) so the
- * result does not depend on the magnitude of the mean; the stored mean/rstd are float. */
+ * result does not depend on the magnitude of the mean; the stored mean/rstd are float.
+ * Threads: forward and backward_input split rows; backward_weight splits columns, each chunk
+ * summing its columns over all rows in order, so every thread count gives the same bits. */
 #include "zbpp/nn.h"
 
 #include <math.h>
 #include <stddef.h>
 
+#include "nn/par.h"
+
 #define LN_EPS 1e-5
 
-void zb_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                          const float *weight, const float *bias, int N, int C)
+typedef struct {
+    float *out, *mean, *rstd, *dinp, *dweight, *dbias;
+    const float *inp, *dout, *weight, *bias, *cmean, *crstd;
+    int N, C;
+    size_t rows; /* per chunk */
+} ln_t;
+
+static void ln_fwd_chunk(void *ctx, size_t ch, int worker)
 {
-    /* out[N,C], mean[N], rstd[N], inp[N,C], weight[C], bias[C] */
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
+    (void)worker;
+    const ln_t *a = ctx;
+    size_t lo, hi;
+    zb_chunk_range(ch, a->rows, (size_t)a->N, &lo, &hi);
+    int C = a->C;
+    for (size_t n = lo; n < hi; n++) {
+        const float *x = a->inp + n * C;
         double s = 0.0;
         for (int c = 0; c < C; c++)
             s += x[c];
@@ -24,24 +38,36 @@ void zb_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
         }
         double r = 1.0 / sqrt(v / C + LN_EPS);
         float mf = (float)m, rf = (float)r;
-        float *o = out + (size_t)n * C;
+        float *o = a->out + n * C;
         for (int c = 0; c < C; c++)
-            o[c] = (x[c] - mf) * rf * weight[c] + bias[c];
-        mean[n] = mf;
-        rstd[n] = rf;
+            o[c] = (x[c] - mf) * rf * a->weight[c] + a->bias[c];
+        a->mean[n] = mf;
+        a->rstd[n] = rf;
     }
 }
 
-void zb_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
-                                 const float *mean, const float *rstd, const float *weight, int N,
-                                 int C)
+void zb_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                          const float *weight, const float *bias, int N, int C)
 {
-    /* dinp[N,C] += rstd · (dnorm - mean(dnorm) - xhat · mean(dnorm · xhat)), dnorm = weight·dout */
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        const float *d = dout + (size_t)n * C;
-        float *dx = dinp + (size_t)n * C;
-        float m = mean[n], r = rstd[n];
+    /* out[N,C], mean[N], rstd[N], inp[N,C], weight[C], bias[C] */
+    ln_t a = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = weight, .bias = bias,
+              .N = N, .C = C, .rows = zb_rows_per_chunk((size_t)C)};
+    zb_parallel_for(zb_div_up((size_t)N, a.rows), ln_fwd_chunk, &a);
+}
+
+static void ln_bwd_input_chunk(void *ctx, size_t ch, int worker)
+{
+    (void)worker;
+    const ln_t *a = ctx;
+    size_t lo, hi;
+    zb_chunk_range(ch, a->rows, (size_t)a->N, &lo, &hi);
+    int C = a->C;
+    const float *weight = a->weight;
+    for (size_t n = lo; n < hi; n++) {
+        const float *x = a->inp + n * C;
+        const float *d = a->dout + n * C;
+        float *dx = a->dinp + n * C;
+        float m = a->cmean[n], r = a->crstd[n];
         float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
         for (int c = 0; c < C; c++) {
             float xhat = (x[c] - m) * r;
@@ -59,18 +85,41 @@ void zb_layernorm_backward_input(float *dinp, const float *dout, const float *in
     }
 }
 
-void zb_layernorm_backward_weight(float *dweight, float *dbias, const float *dout,
-                                  const float *inp, const float *mean, const float *rstd, int N,
-                                  int C)
+void zb_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                 const float *mean, const float *rstd, const float *weight, int N,
+                                 int C)
 {
-    /* dweight[C] += sum_n dout·xhat, dbias[C] += sum_n dout; rows in order */
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        const float *d = dout + (size_t)n * C;
-        float m = mean[n], r = rstd[n];
-        for (int c = 0; c < C; c++) {
+    /* dinp[N,C] += rstd · (dnorm - mean(dnorm) - xhat · mean(dnorm · xhat)), dnorm = weight·dout */
+    ln_t a = {.dinp = dinp, .dout = dout, .inp = inp, .cmean = mean, .crstd = rstd,
+              .weight = weight, .N = N, .C = C, .rows = zb_rows_per_chunk((size_t)C)};
+    zb_parallel_for(zb_div_up((size_t)N, a.rows), ln_bwd_input_chunk, &a);
+}
+
+static void ln_bwd_weight_chunk(void *ctx, size_t ch, int worker)
+{
+    (void)worker;
+    const ln_t *a = ctx;
+    size_t lo, hi;
+    zb_chunk_range(ch, ZB_CHUNK_COLS, (size_t)a->C, &lo, &hi);
+    int C = a->C;
+    float *dweight = a->dweight, *dbias = a->dbias;
+    for (int n = 0; n < a->N; n++) {
+        const float *x = a->inp + (size_t)n * C;
+        const float *d = a->dout + (size_t)n * C;
+        float m = a->cmean[n], r = a->crstd[n];
+        for (size_t c = lo; c < hi; c++) {
             dweight[c] += d[c] * ((x[c] - m) * r);
             dbias[c] += d[c];
         }
     }
+}
+
+void zb_layernorm_backward_weight(float *dweight, float *dbias, const float *dout,
+                                  const float *inp, const float *mean, const float *rstd, int N,
+                                  int C)
+{
+    /* dweight[C] += sum_n dout·xhat, dbias[C] += sum_n dout; rows in order for every column */
+    ln_t a = {.dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp, .cmean = mean,
+              .crstd = rstd, .N = N, .C = C};
+    zb_parallel_for(zb_div_up((size_t)C, ZB_CHUNK_COLS), ln_bwd_weight_chunk, &a);
 }

@@ -11,6 +11,7 @@
 #include "zbpp/pipeline.h"
 #include "zbpp/profile.h"
 #include "zbpp/transport.h"
+#include "zbpp/workers.h"
 
 typedef struct pl pl_t;
 
@@ -67,6 +68,7 @@ typedef struct {
     int computes;
     zb_step_stats_t stats;
     float loss;
+    zb_workers_t *workers; /* the rank's threads (--threads), entered at each step */
 } pl_rank_t;
 
 struct pl {

@@ -43,13 +43,16 @@ zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the profile");
     /* as many measuring threads as ranks will run at once, at most one per core this process
      * may use (threads sharing a core would each time double) */
-    int cores = usable_cores();
     int world = pl->P * pl->N;
+    /* each with its rank's worker group, on the cores the ranks will use (zbpp/workers.h) */
+    int rank_threads = zb_workers_resolve(pl->cfg->threads, pl->opts->transport ? 1 : world);
+    int cores = usable_cores() / rank_threads;
+    cores = cores < 1 ? 1 : cores;
     int threads = world < cores ? world : cores;
     if (threads > ZB_PROFILE_MAX_THREADS)
         threads = ZB_PROFILE_MAX_THREADS;
-    zb_status_t st = zb_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, threads,
-                                        pl->opts->pin, p, err);
+    zb_status_t st = zb_profile_measure_ranks(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS,
+                                              threads, rank_threads, pl->opts->pin, p, err);
     if (st != ZB_OK) {
         free(p);
         return st;

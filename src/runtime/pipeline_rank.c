@@ -193,6 +193,12 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
         return oom(err, rank);
     if ((st = pl_dp_alloc(R, err)) != ZB_OK)
         return st;
+    /* ranks of this process and their groups on disjoint cores (under MPI: the process's own) */
+    int local = pl->opts->transport ? 1 : pl->P * pl->N;
+    if ((st = zb_workers_new_for_rank(pl->opts->transport ? 0 : global,
+                                      zb_workers_resolve(pl->cfg->threads, local), pl->opts->pin,
+                                      &R->workers, err)) != ZB_OK)
+        return st;
     return zb_exec_timeline_alloc(&R->tl, pl->sched->rank[rank].len, err);
 }
 
@@ -214,6 +220,7 @@ void pl_rank_free(pl_rank_t *R)
     free(R->st), free(R->local_of_stage), free(R->units), free(R->upd), free(R->backup);
     free(R->mb_loss), free(R->vec);
     pl_dp_free(R);
+    zb_workers_free(R->workers);
     zb_exec_timeline_free(&R->tl);
     zb_adamw_state_free(&R->opt);
     zb_gpt2_grads_free(&R->grads);
@@ -513,6 +520,7 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
 {
     pl_rank_t *R = arg;
     pl_t *pl = R->pl;
+    zb_workers_enter(R->workers);
     zb_gpt2_grads_zero(&R->grads);
     R->computes = 0;
     for (int i = 0; i < R->n_local; i++) {

@@ -9,6 +9,7 @@
 #include "zbpp/profile.h"
 #include "zbpp/transport.h"
 #include "zbpp/util.h"
+#include "zbpp/workers.h"
 
 enum { PINGPONGS = 15 };
 
@@ -24,6 +25,8 @@ static uint32_t next_rand(uint64_t *s)
 typedef struct {
     const zb_gpt2_params_t *params;
     int B, T, reps, parts; /* parts = layers + 2: embedding, blocks, head */
+    int index, rank_threads; /* measuring thread i, its worker group's size */
+    bool pin;
     double *times;         /* [reps][parts][3] */
     zb_status_t st;
     zb_err_t err;
@@ -100,7 +103,15 @@ static zb_status_t compute_rank(zb_transport_t *t, void *arg, zb_err_t *err)
 {
     (void)t;
     compute_job_t *job = arg;
-    return time_parts(job, err);
+    zb_workers_t *w = NULL;
+    zb_status_t st = zb_workers_new_for_rank(job->index, job->rank_threads, job->pin, &w, err);
+    if (st != ZB_OK)
+        return st;
+    zb_workers_enter(w);
+    st = time_parts(job, err);
+    zb_workers_enter(NULL);
+    zb_workers_free(w);
+    return st;
 }
 
 /* ---- one message: ping-pong between two rank threads ---- */
@@ -159,16 +170,24 @@ zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_con
                                int T, int reps, int threads, bool pin, zb_profile_t *out,
                                zb_err_t *err)
 {
+    return zb_profile_measure_ranks(params, cfg, B, T, reps, threads, 1, pin, out, err);
+}
+
+zb_status_t zb_profile_measure_ranks(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
+                                     int B, int T, int reps, int threads, int rank_threads,
+                                     bool pin, zb_profile_t *out, zb_err_t *err)
+{
     memset(out, 0, sizeof *out);
     zb_status_t st = zb_gpt2_config_check(cfg, err);
     if (st != ZB_OK)
         return st;
     if (B < 1 || T < 1 || T > cfg->max_seq || reps < 1 || reps > 1000 || threads < 1 ||
-        threads > ZB_PROFILE_MAX_THREADS)
+        threads > ZB_PROFILE_MAX_THREADS || rank_threads < 1 || rank_threads > ZB_WORKERS_MAX)
         return zb_err_set(err, ZB_EINVAL,
                           "profile: need B >= 1, 1 <= T <= max_seq (%d), 1..1000 repetitions, "
-                          "1..%d threads (got B %d, T %d, %d, %d)",
-                          cfg->max_seq, ZB_PROFILE_MAX_THREADS, B, T, reps, threads);
+                          "1..%d threads of 1..%d worker threads (got B %d, T %d, %d, %d, %d)",
+                          cfg->max_seq, ZB_PROFILE_MAX_THREADS, ZB_WORKERS_MAX, B, T, reps,
+                          threads, rank_threads);
     double start = zb_now();
     zb_blas_init(); /* single-threaded BLAS, as in a pipeline rank */
     zb_gpt2_params_t own;
@@ -191,6 +210,7 @@ zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_con
         st = zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
     for (int i = 0; i < nt; i++) {
         jobs[i] = (compute_job_t){.params = params, .B = B, .T = T, .reps = reps, .parts = L + 2,
+                                  .index = i, .rank_threads = rank_threads, .pin = pin,
                                   .times = times ? times + (size_t)i * per : NULL};
         args[i] = &jobs[i];
     }
@@ -228,6 +248,7 @@ zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_con
     }
     out->cfg = *cfg;
     out->batch = B, out->seq = T, out->reps = reps, out->layers = L, out->threads = threads;
+    out->rank_threads = rank_threads;
     out->wall = zb_now() - start;
     return ZB_OK;
 }

@@ -7,6 +7,7 @@
 #include "runtime/divergence.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
+#include "zbpp/workers.h"
 #include "zbpp/util.h"
 
 void zb_train_config_defaults(zb_train_config_t *c)
@@ -31,6 +32,9 @@ zb_status_t zb_train_config_check(const zb_train_config_t *c, zb_err_t *err)
 {
     if (c->batch < 1)
         return zb_err_set(err, ZB_EINVAL, "--batch must be >= 1 (got %d)", c->batch);
+    if (c->threads < 0 || c->threads > ZB_WORKERS_MAX)
+        return zb_err_set(err, ZB_EINVAL, "--threads must be in 1..%d (got %d)", ZB_WORKERS_MAX,
+                          c->threads);
     if (c->seq < 1)
         return zb_err_set(err, ZB_EINVAL, "--seq must be >= 1 (got %d)", c->seq);
     if (c->microbatches < 1)
@@ -272,6 +276,14 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         t.compute = compute;
         t.compute_ctx = ctx;
     }
+    /* this thread's worker group (pinned when it has several threads) */
+    zb_workers_t *workers = NULL;
+    int nthreads = zb_workers_resolve(cfg->threads, 1);
+    if ((st = zb_workers_new_for_rank(0, nthreads, nthreads > 1, &workers, err)) != ZB_OK) {
+        zb_trainer_free(&t);
+        return st;
+    }
+    zb_workers_t *outer = zb_workers_enter(workers);
     summary->first_step = t.step;
     long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
     double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
@@ -316,6 +328,8 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
     }
     free(tps);
+    zb_workers_enter(outer);
+    zb_workers_free(workers);
     zb_trainer_free(&t);
     return st;
 }

@@ -21,7 +21,8 @@ target_link_libraries(zbpp_fuzzlib PUBLIC m Threads::Threads)
 
 # the whole library, instrumented, for the file readers
 add_library(zbpp_fuzzfull STATIC ${ZB_LIB_SOURCES} ${CMAKE_SOURCE_DIR}/src/cli/args.c)
-target_include_directories(zbpp_fuzzfull PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+target_include_directories(zbpp_fuzzfull PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_BINARY_DIR}/include
+                           ${CMAKE_SOURCE_DIR}/src)
 target_compile_options(zbpp_fuzzfull PRIVATE ${ZB_FUZZ_FLAGS})
 target_link_libraries(zbpp_fuzzfull PUBLIC m Threads::Threads)
 if(COMMAND zb_link_blas)

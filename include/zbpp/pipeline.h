@@ -65,6 +65,10 @@ typedef struct {
      * in replica order 0, 1, ..., N-1 before the norm and the (identical) optimizer step. */
     int dp;
     const char *schedule; /* family in the registry ("1f1b", "zb-h1", ...) */
+    /* A PyTorch pipelining CSV (compute-only or with comms) to train with instead of a family:
+     * its P, v, placement and M must agree with ranks, chunks (0 = any) and the config's
+     * microbatches; it is validated (and lowered if compute-only) like a generated one. */
+    const char *schedule_file;
     int chunks;           /* v; 0 = the family's default */
     zb_opt_sync_t opt_sync;
     double mem_limit;     /* bytes of a rank's whole footprint (zb_rank_mem_t.total); <= 0 =

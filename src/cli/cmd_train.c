@@ -165,7 +165,7 @@ int zb_cmd_train(int argc, char **argv)
                 return fail(st, &err);
         }
 
-    bool model_flag = false, vocab_given = false, verbose = false;
+    bool model_flag = false, vocab_given = false, verbose = false, microbatches_given = false;
     const char *lr_sched = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -216,7 +216,7 @@ int zb_cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--seq"))
             bad = parse_int(a, v, 1, &c.seq);
         else if (!strcmp(a, "--microbatches"))
-            bad = parse_int(a, v, 1, &c.microbatches);
+            bad = parse_int(a, v, 1, &c.microbatches), microbatches_given = true;
         else if (!strcmp(a, "--steps"))
             bad = parse_long(a, v, 0, LONG_MAX / 2, &c.steps);
         else if (!strcmp(a, "--seed"))
@@ -287,6 +287,9 @@ int zb_cmd_train(int argc, char **argv)
         }
     }
 
+    int rc = zb_cli_pipeline_schedule_file(&pipe, &c, microbatches_given);
+    if (rc)
+        return rc;
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)
         return fail(st, &err);

@@ -8,6 +8,8 @@
 #include "cli/pipeline_flags.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/pipeline_trace.h"
+#include "zbpp/schedule_io.h"
+#include "zbpp/util.h"
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc)
 {
@@ -53,7 +55,9 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
     else if (!strcmp(a, "--dp"))
         r = parse_pos_int(a, v, 1024, &o->dp), pc->dp_given = 1;
     else if (!strcmp(a, "--schedule"))
-        o->schedule = v, r = 1;
+        o->schedule = v, r = 1, pc->schedule_given = 1;
+    else if (!strcmp(a, "--schedule-file"))
+        o->schedule_file = v, r = 1;
     else if (!strcmp(a, "--chunks"))
         r = parse_pos_int(a, v, 64, &o->chunks);
     else if (!strcmp(a, "--optimizer-sync")) {
@@ -99,6 +103,9 @@ void zb_cli_pipeline_usage(FILE *out)
             "  --dp N               N data-parallel replicas of the P-rank pipeline (N·P ranks;\n"
             "                       --batch is global, B/N sequences per replica; docs/runtime.md)\n"
             "  --schedule NAME      schedule family (default 1f1b; see zbpp schedule --help)\n"
+            "  --schedule-file FILE train with a PyTorch pipelining CSV (compute-only or with\n"
+            "                       comms; validated first); --ranks and --microbatches default\n"
+            "                       to the file's and must agree with it\n"
             "  --chunks V           stages per rank (default: the family's)\n"
             "  --optimizer-sync post-validation|barrier   (default post-validation)\n"
             "  --mem-limit BYTES | --mem-limit-mb X   refuse schedules whose activation stash\n"
@@ -120,6 +127,7 @@ void zb_cli_pipeline_usage(FILE *out)
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
+           pc->opts.schedule_file ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
@@ -231,4 +239,47 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     }
     free(rep);
     return 0;
+}
+
+int zb_cli_pipeline_schedule_file(zb_cli_pipeline_t *pc, zb_train_config_t *c,
+                                  bool microbatches_given)
+{
+    const char *path = pc->opts.schedule_file;
+    if (!path)
+        return 0;
+    if (pc->schedule_given) {
+        fprintf(stderr, "zbpp train: use either --schedule or --schedule-file, not both\n");
+        return 2;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    zb_err_t err;
+    zb_schedule_t *s = NULL;
+    zb_status_t st = zb_read_file(path, (size_t)256 << 20, &data, &len, &err);
+    if (st == ZB_OK) {
+        zb_err_t perr;
+        if ((st = zb_csv_read(data, len, &s, &perr)) != ZB_OK)
+            zb_err_set(&err, st, "schedule file %s: %s", path, perr.msg);
+        free(data);
+    }
+    if (st != ZB_OK) {
+        fprintf(stderr, "zbpp train: %s\n", err.msg);
+        return 1;
+    }
+    int rc = 0;
+    if (pc->ranks_given && pc->opts.ranks != s->ranks) {
+        fprintf(stderr, "zbpp train: schedule file %s has %d ranks (rows) but --ranks is %d\n",
+                path, s->ranks, pc->opts.ranks);
+        rc = 2;
+    } else if (microbatches_given && c->microbatches != s->microbatches) {
+        fprintf(stderr,
+                "zbpp train: schedule file %s has %d microbatches but --microbatches is %d\n",
+                path, s->microbatches, c->microbatches);
+        rc = 2;
+    } else {
+        pc->opts.ranks = s->ranks;
+        c->microbatches = s->microbatches;
+    }
+    zb_schedule_free(s);
+    return rc;
 }

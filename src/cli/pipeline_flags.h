@@ -3,6 +3,7 @@
 #ifndef ZBPP_CLI_PIPELINE_FLAGS_H
 #define ZBPP_CLI_PIPELINE_FLAGS_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "zbpp/pipeline.h"
@@ -11,7 +12,7 @@ typedef struct {
     zb_pipeline_opts_t opts;
     int given; /* any pipeline flag seen */
     int mpi;   /* --transport mpi: one rank per MPI process (cli/mpi_run.c) */
-    int ranks_given, timeout_given, dp_given;
+    int ranks_given, timeout_given, dp_given, schedule_given;
 } zb_cli_pipeline_t;
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc);
@@ -35,5 +36,11 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c);
 /* The whole-rank memory table of a pipeline run: predicted and measured per rank, the limit,
  * peak RSS. */
 void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit);
+
+/* --schedule-file: read the file and take its ranks (and microbatches, unless
+ * microbatches_given) into the run; a --ranks that disagrees, or --schedule with it, is an
+ * error. Returns 0, or the exit status after printing one line. */
+int zb_cli_pipeline_schedule_file(zb_cli_pipeline_t *pc, zb_train_config_t *c,
+                                  bool microbatches_given);
 
 #endif

@@ -181,7 +181,12 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     rep->busy_predicted = sim.busy_max;
     for (int r = 0; r < pl->P; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
-    if ((st = zb_insert_comms(plain, &pl->sched, err)) != ZB_OK) {
+    /* a lowered file keeps its own message order; anything else is lowered here */
+    if (!zb_schedule_has_comms(plain))
+        st = zb_insert_comms(plain, &pl->sched, err);
+    else if (!(pl->sched = zb_schedule_clone(plain)))
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory for the schedule");
+    if (st != ZB_OK) {
         zb_sim_free(&sim);
         goto done;
     }
@@ -303,7 +308,7 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         st = zb_err_set(err, ZB_EINVAL,
                         "--batch %d / --dp %d = %d sequences per replica is not divisible by "
                         "--microbatches %d", cfg->batch, N, cfg->batch / N, cfg->microbatches);
-    else if (!opts->schedule || !zb_generator_find(opts->schedule))
+    else if (!opts->schedule_file && (!opts->schedule || !zb_generator_find(opts->schedule)))
         st = zb_err_set(err, ZB_EINVAL, "unknown schedule '%s' (see zbpp schedule --help)",
                         opts->schedule ? opts->schedule : "(none)");
     else if (opts->chunks < 0)

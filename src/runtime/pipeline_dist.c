@@ -383,7 +383,8 @@ static zb_status_t fill_manifest(pl_t *pl, const zb_trainer_t *t, zb_ckpt_manife
     m->step = t->step;
     m->skipped = t->skipped;
     m->chunks = pl->sched->chunks;
-    snprintf(m->schedule, sizeof m->schedule, "%s", pl->opts->schedule);
+    snprintf(m->schedule, sizeof m->schedule, "%s",
+             pl->opts->schedule_file ? pl->sched->name : pl->opts->schedule);
     for (int s = 0; s < pl->S; s++)
         m->stage_rank[s] = zb_stage_rank(pl->sched, s);
     memcpy(m->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));

@@ -160,9 +160,54 @@ static zb_status_t try_chunks(pl_t *pl, const zb_gen_params_t *base, int v, zb_s
     return st;
 }
 
+/* --schedule-file: the file's schedule, its shape checked against the run's. */
+static zb_status_t schedule_from_file(pl_t *pl, zb_schedule_t **out, zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = pl->opts;
+    const char *path = o->schedule_file;
+    char *data = NULL;
+    size_t len = 0;
+    zb_status_t st = zb_read_file(path, (size_t)256 << 20, &data, &len, err);
+    if (st != ZB_OK)
+        return st;
+    zb_err_t perr;
+    st = zb_csv_read(data, len, out, &perr);
+    free(data);
+    if (st != ZB_OK)
+        return zb_err_set(err, st, "schedule file %s: %s", path, perr.msg);
+    const zb_schedule_t *s = *out;
+    if (s->ranks != pl->P)
+        st = zb_err_set(err, ZB_EINVAL, "schedule file %s has %d ranks (rows) but --ranks is %d",
+                        path, s->ranks, pl->P);
+    else if (s->microbatches != pl->M)
+        st = zb_err_set(err, ZB_EINVAL,
+                        "schedule file %s has %d microbatches but --microbatches is %d", path,
+                        s->microbatches, pl->M);
+    else if (o->chunks > 0 && s->chunks != o->chunks)
+        st = zb_err_set(err, ZB_EINVAL,
+                        "schedule file %s has %d stages per rank but --chunks is %d", path,
+                        s->chunks, o->chunks);
+    if (st != ZB_OK) {
+        zb_schedule_free(*out);
+        *out = NULL;
+        return st;
+    }
+    const char *base = strrchr(path, '/');
+    snprintf((*out)->name, sizeof (*out)->name, "file %.40s", base ? base + 1 : path);
+    return ZB_OK;
+}
+
 zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
 {
     const zb_pipeline_opts_t *o = pl->opts;
+    if (o->schedule_file) {
+        zb_status_t st = schedule_from_file(pl, out, err);
+        if (st == ZB_OK && (st = plan_stages(pl, (*out)->stages, costs, err)) != ZB_OK) {
+            zb_schedule_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     zb_gen_params_t gp = {.ranks = pl->P, .microbatches = pl->M, .chunks = o->chunks};
     zb_err_t first_err;
     *out = NULL;

@@ -41,6 +41,12 @@ zb_status_t zb_adamw_state_alloc(zb_adamw_state_t *s, const zb_gpt2_config_t *cf
 zb_status_t zb_adamw_state_alloc_like(zb_adamw_state_t *s, const zb_gpt2_params_t *shape,
                                       zb_err_t *err);
 void zb_adamw_state_free(zb_adamw_state_t *s);
+/* Zero the moments by writing them, so their pages are this process's before a step runs:
+ * AdamW's first step reads them before writing, and turning shared zero pages into private ones
+ * while several threads run costs a TLB shoot-down per page (measured: ~2 s more on the first
+ * GPT-2 124M step). Done by whoever will step them (not at allocation: a pipeline process
+ * allocates the whole model's moments only to pass them on). */
+void zb_adamw_state_touch(zb_adamw_state_t *s);
 
 /* One AdamW step on the elements [offset, offset+count) of the parameter buffer:
  *   g = grad · grad_scale;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²

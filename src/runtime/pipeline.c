@@ -220,7 +220,10 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
             pl->unit_owner[1 + l] = zb_stage_rank(pl->sched, s);
     for (int g = 0; g < pl->P * pl->N && st == ZB_OK; g++)
         if (!o->transport || g == o->transport->rank) /* a process holds only its own rank */
-            st = pl_rank_init(pl, g, &t->params, &t->opt, t->skipped, err);
+            /* fresh moments are zero: not copied (that would make them resident while the
+             * whole model still is); the rank writes them before its first step */
+            st = pl_rank_init(pl, g, &t->params, pl->cfg->resume_path ? &t->opt : NULL,
+                              t->skipped, err);
 done:
     if (st == ZB_OK) { /* kept for the predicted trace */
         pl->costs = costs;

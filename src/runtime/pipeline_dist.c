@@ -536,6 +536,7 @@ zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_er
         pl_rank_t *R = &pl->ranks[g];
         int r = R->rank;
         R->skipped = m.skipped;
+        R->touch_opt = false; /* restored below */
         if (!own) {
             for (int u = 0; u < pl->n_units; u++) {
                 zb_gpt2_copy_unit(&R->params, &t->params, u);

@@ -49,6 +49,7 @@ typedef struct {
     zb_gpt2_params_t params;
     zb_gpt2_grads_t grads;
     zb_adamw_state_t opt;
+    bool touch_opt; /* moments still untouched zeros: write them before the first step */
     int n_local;
     pl_stage_t *st;      /* [n_local] in stage order */
     int *local_of_stage; /* [S] index into st, -1 if not here */

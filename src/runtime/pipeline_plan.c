@@ -128,6 +128,8 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
                             "parameters, gradients, optimizer state and message buffers need "
                             "with %d stages (before any activations)",
                             limit / MIB, fixed / MIB, S);
+        if (st != ZB_OK) /* the caller owns the costs only on success */
+            zb_costs_free(costs);
     }
     free(block);
     return st;

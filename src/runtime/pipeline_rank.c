@@ -125,6 +125,7 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
     if ((st = zb_gpt2_grads_alloc_like(&R->grads, &R->params, err)) != ZB_OK ||
         (st = zb_adamw_state_alloc_like(&R->opt, &R->params, err)) != ZB_OK)
         return st;
+    R->touch_opt = !opt;
     for (int u = 0; opt && u < pl->n_units; u++) {
         zb_gpt2_copy_unit(&R->opt.m, &opt->m, u);
         zb_gpt2_copy_unit(&R->opt.v, &opt->v, u);
@@ -521,6 +522,10 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     pl_rank_t *R = arg;
     pl_t *pl = R->pl;
     zb_workers_enter(R->workers);
+    if (R->touch_opt) { /* see zb_adamw_state_touch */
+        zb_adamw_state_touch(&R->opt);
+        R->touch_opt = false;
+    }
     zb_gpt2_grads_zero(&R->grads);
     R->computes = 0;
     for (int i = 0; i < R->n_local; i++) {

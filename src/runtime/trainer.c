@@ -272,6 +272,8 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
     zb_status_t st = zb_trainer_init(&t, cfg, err);
     if (st != ZB_OK)
         return st;
+    if (!cfg->resume_path) /* a resumed run's moments were written by the load */
+        zb_adamw_state_touch(&t.opt);
     if (compute) {
         t.compute = compute;
         t.compute_ctx = ctx;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Whole-process memory of a pipeline against one process (issue 9's goal): GPT-2 L=8 C=512
+# V=8192 T=128, B=8 in M=8 microbatches, 1F1B, 2 steps, FLOP-model partition.
+#   --ranks 1 (single process)  vs  --ranks 4 threads (one process)  vs  mpirun -np 4 (per process)
+# Prints each max RSS (MiB, from /usr/bin/time or the run's own per-process report) and the ratios.
+# usage: bench/bench_memory.sh [zbpp binary] [extra train flags...]
+set -euo pipefail
+Z=$(readlink -f "${1:-build/zbpp}")
+shift || true
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+M=(--text "$SRC/data/demo_corpus.txt" --layers 8 --channels 512 --heads 8 --vocab 8192
+   --seq 128 --batch 8 --microbatches 8 --steps 2 --partition flops "$@")
+rss_of() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }   # KiB
+one=$(rss_of "$Z" train "${M[@]}" --quiet)
+thr=$(rss_of "$Z" train "${M[@]}" --quiet --ranks 4)
+thr_b=$(rss_of "$Z" train "${M[@]}" --quiet --ranks 4 --optimizer-sync barrier)
+printf "max RSS --ranks 1:                       %8.1f MiB\n" "$(echo "$one/1024" | bc -l)"
+printf "max RSS --ranks 4 threads:               %8.1f MiB  (%.2fx --ranks 1)\n" \
+    "$(echo "$thr/1024" | bc -l)" "$(echo "$thr/$one" | bc -l)"
+printf "max RSS --ranks 4 threads, barrier sync: %8.1f MiB  (%.2fx --ranks 1)\n" \
+    "$(echo "$thr_b/1024" | bc -l)" "$(echo "$thr_b/$one" | bc -l)"
+if command -v mpirun >/dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    out=$(mpirun --oversubscribe -np 4 /usr/bin/time -f "rss %M" "$Z" train "${M[@]}" --quiet \
+          --ranks 4 --transport mpi 2>&1)
+    most=$(grep -o '^rss [0-9]*' <<<"$out" | awk '{ if ($2 > m) m = $2 } END { print m }')
+    all=$(grep -o '^rss [0-9]*' <<<"$out" | awk '{ printf "%.1f ", $2 / 1024 }')
+    printf "max RSS per MPI process (-np 4):        %s MiB\n" "$all"
+    printf "largest MPI process:                     %8.1f MiB  (%.2fx --ranks 1)\n" \
+        "$(echo "$most/1024" | bc -l)" "$(echo "$most/$one" | bc -l)"
+fi

@@ -14,11 +14,11 @@ rss_of() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }   # KiB
 one=$(rss_of "$Z" train "${M[@]}" --quiet)
 thr=$(rss_of "$Z" train "${M[@]}" --quiet --ranks 4)
 thr_b=$(rss_of "$Z" train "${M[@]}" --quiet --ranks 4 --optimizer-sync barrier)
-printf "max RSS --ranks 1:                       %8.1f MiB\n" "$(echo "$one/1024" | bc -l)"
-printf "max RSS --ranks 4 threads:               %8.1f MiB  (%.2fx --ranks 1)\n" \
-    "$(echo "$thr/1024" | bc -l)" "$(echo "$thr/$one" | bc -l)"
-printf "max RSS --ranks 4 threads, barrier sync: %8.1f MiB  (%.2fx --ranks 1)\n" \
-    "$(echo "$thr_b/1024" | bc -l)" "$(echo "$thr_b/$one" | bc -l)"
+row() { awk -v l="$1" -v k="$2" -v one="$one" \
+      'BEGIN { printf "%-41s %8.1f MiB  (%.2fx --ranks 1)\n", l, k / 1024, k / one }'; }
+row "max RSS --ranks 1:" "$one"
+row "max RSS --ranks 4 threads:" "$thr"
+row "max RSS --ranks 4 threads, barrier sync:" "$thr_b"
 if command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     out=$(mpirun --oversubscribe -np 4 /usr/bin/time -f "rss %M" "$Z" train "${M[@]}" --quiet \
@@ -26,6 +26,5 @@ if command -v mpirun >/dev/null 2>&1; then
     most=$(grep -o '^rss [0-9]*' <<<"$out" | awk '{ if ($2 > m) m = $2 } END { print m }')
     all=$(grep -o '^rss [0-9]*' <<<"$out" | awk '{ printf "%.1f ", $2 / 1024 }')
     printf "max RSS per MPI process (-np 4):        %s MiB\n" "$all"
-    printf "largest MPI process:                     %8.1f MiB  (%.2fx --ranks 1)\n" \
-        "$(echo "$most/1024" | bc -l)" "$(echo "$most/$one" | bc -l)"
+    row "largest MPI process:" "$most"
 fi

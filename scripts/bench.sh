@@ -29,3 +29,7 @@ if command -v mpirun >/dev/null 2>&1; then
   section "MPI vs threads: P=2 M=8 (L=8 C=384 T=128)"
   bash bench/bench_mpi.sh "$BUILD/zbpp" 2 8 8 384 128 8 3
 fi
+section "memory: --ranks 1 vs --ranks 4 threads vs mpirun -np 4 (L=8 C=512 V=8192 T=128)"
+bash bench/bench_memory.sh "$BUILD/zbpp"
+section "auto on the ZB paper's rows and larger (bubble vs ZB-2p, seconds)"
+"$BUILD/bench_auto_paper" 3

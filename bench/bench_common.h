@@ -32,4 +32,23 @@ static inline zb_gpt2_config_t bench_gpt2_124m(int layers)
                               .layers = layers, .heads = 12, .channels = 768};
 }
 
+/* The GPT-2 124M matrix products of one microbatch of 256 tokens (M x N x K, transposes):
+ * forward out = inp · W^T (NT); B: dinp = dout · W (NN); W: dW = dout^T · inp (TN). */
+typedef struct {
+    const char *what;
+    int ta, tb, M, N, K;
+} bench_gemm_shape_t;
+
+enum { BENCH_GPT2_GEMM_SHAPES = 8 };
+static const bench_gemm_shape_t bench_gpt2_gemm_shapes[BENCH_GPT2_GEMM_SHAPES] = {
+    {"qkv fwd      256x2304x768 NT", 0, 1, 256, 2304, 768},
+    {"fc fwd       256x3072x768 NT", 0, 1, 256, 3072, 768},
+    {"fcproj fwd   256x768x3072 NT", 0, 1, 256, 768, 3072},
+    {"lm head fwd  256x50304x768 NT", 0, 1, 256, 50304, 768},
+    {"fc B         256x768x3072 NN", 0, 0, 256, 768, 3072},
+    {"fc W         3072x768x256 TN", 1, 0, 3072, 768, 256},
+    {"lm head B    256x768x50304 NN", 0, 0, 256, 768, 50304},
+    {"lm head W    50304x768x256 TN", 1, 0, 50304, 768, 256},
+};
+
 #endif

@@ -5,12 +5,10 @@
 #include <stdlib.h>
 
 #include "nn/gemm.h"
+#include "bench_common.h"
 #include "zbpp/util.h"
 
-typedef struct {
-    const char *what;
-    int ta, tb, M, N, K;
-} shape_t;
+typedef bench_gemm_shape_t shape_t;
 
 int main(int argc, char **argv)
 {
@@ -20,20 +18,11 @@ int main(int argc, char **argv)
         return 2;
     }
     /* forward: out = inp · W^T (NT); B: dinp = dout · W (NN); W: dW = dout^T · inp (TN) */
-    const shape_t shapes[] = {
-        {"qkv fwd      256x2304x768 NT", 0, 1, 256, 2304, 768},
-        {"fc fwd       256x3072x768 NT", 0, 1, 256, 3072, 768},
-        {"fcproj fwd   256x768x3072 NT", 0, 1, 256, 768, 3072},
-        {"lm head fwd  256x50304x768 NT", 0, 1, 256, 50304, 768},
-        {"fc B         256x768x3072 NN", 0, 0, 256, 768, 3072},
-        {"fc W         3072x768x256 TN", 1, 0, 3072, 768, 256},
-        {"lm head B    256x768x50304 NN", 0, 0, 256, 768, 50304},
-        {"lm head W    50304x768x256 TN", 1, 0, 50304, 768, 256},
-    };
+    const shape_t *shapes = bench_gpt2_gemm_shapes;
     printf("BLAS: %s, single-threaded, median of %d runs\n", zb_blas_init(), runs);
     printf("%-32s %10s %10s\n", "shape (M x N x K, op)", "ms", "GFLOP/s");
     double *t = malloc((size_t)runs * sizeof(double));
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; s < BENCH_GPT2_GEMM_SHAPES; s++) {
         const shape_t *sh = &shapes[s];
         size_t na = (size_t)sh->M * sh->K, nb = (size_t)sh->K * sh->N, nc = (size_t)sh->M * sh->N;
         float *A = malloc(na * sizeof(float)), *B = malloc(nb * sizeof(float)),

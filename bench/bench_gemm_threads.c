@@ -14,10 +14,7 @@
 #include "zbpp/util.h"
 #include "zbpp/workers.h"
 
-typedef struct {
-    const char *what;
-    int ta, tb, M, N, K;
-} shape_t;
+typedef bench_gemm_shape_t shape_t;
 
 enum { PLAIN, TILED_1, TILED_N, BLAS_N, MODES };
 
@@ -34,16 +31,7 @@ int main(int argc, char **argv)
 {
     int runs = bench_int_arg("bench_gemm_threads", argc, argv, 1, 7, 1, 1000, "runs");
     int nt = bench_int_arg("bench_gemm_threads", argc, argv, 2, 2, 2, 64, "threads");
-    const shape_t shapes[] = {
-        {"qkv fwd      256x2304x768 NT", 0, 1, 256, 2304, 768},
-        {"fc fwd       256x3072x768 NT", 0, 1, 256, 3072, 768},
-        {"fcproj fwd   256x768x3072 NT", 0, 1, 256, 768, 3072},
-        {"lm head fwd  256x50304x768 NT", 0, 1, 256, 50304, 768},
-        {"fc B         256x768x3072 NN", 0, 0, 256, 768, 3072},
-        {"fc W         3072x768x256 TN", 1, 0, 3072, 768, 256},
-        {"lm head B    256x768x50304 NN", 0, 0, 256, 768, 50304},
-        {"lm head W    50304x768x256 TN", 1, 0, 50304, 768, 256},
-    };
+    const shape_t *shapes = bench_gpt2_gemm_shapes;
     zb_err_t err;
     zb_workers_t *one = NULL, *many = NULL;
     if (zb_workers_new(1, NULL, &one, &err) != ZB_OK ||
@@ -56,7 +44,7 @@ int main(int argc, char **argv)
     printf("%-31s %5s %15s %15s %15s %15s %9s %9s\n", "shape (M x N x K, op)", "tiles",
            "plain 1 thr", "tiled 1 thr", "tiled N thr", "OpenBLAS N thr", "1 vs N", "= plain");
     double *t = malloc((size_t)runs * MODES * sizeof(double));
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; s < BENCH_GPT2_GEMM_SHAPES; s++) {
         const shape_t *sh = &shapes[s];
         size_t na = (size_t)sh->M * sh->K, nb = (size_t)sh->K * sh->N, nc = (size_t)sh->M * sh->N;
         float *A = malloc(na * sizeof(float)), *B = malloc(nb * sizeof(float)),

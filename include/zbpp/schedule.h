@@ -21,15 +21,24 @@ typedef enum {
     ZB_ACT_RECV_F, /* receive forward activation for (stage, mb) from stage-1 */
     ZB_ACT_SEND_B, /* send input gradient of (stage, mb) to stage-1 */
     ZB_ACT_RECV_B, /* receive output gradient for (stage, mb) from stage+1 */
+    ZB_ACT_R,      /* recompute: rebuild what a non-saving F of (stage, mb) dropped, before its B */
     ZB_ACT_COUNT
 } zb_action_type_t;
 
+/* Action flags. ZB_ACT_NOSAVE on an F: the forward keeps only its input (M_keep of memory) and
+ * the schedule holds an R of the same (stage, mb) between this F and its B, which recomputes the
+ * forward and keeps the rest (M_F - M_keep). An F has the flag exactly when its R exists: readers
+ * set it with zb_schedule_mark_recompute, the validator checks it. */
+enum { ZB_ACT_NOSAVE = 1 };
+
 /* One action. For SEND_F/SEND_B `stage` is the sending stage; for RECV_F/RECV_B it is the
- * receiving stage (so RECV_F(s, m) pairs with SEND_F(s-1, m), RECV_B(s, m) with SEND_B(s+1, m)). */
+ * receiving stage (so RECV_F(s, m) pairs with SEND_F(s-1, m), RECV_B(s, m) with SEND_B(s+1, m)).
+ * `flags` comes last so that {type, stage, mb} initialisers keep meaning what they say. */
 typedef struct {
     uint8_t type; /* zb_action_type_t */
     int32_t stage;
     int32_t mb;
+    uint8_t flags; /* ZB_ACT_NOSAVE (F only) */
 } zb_action_t;
 
 typedef enum {
@@ -70,7 +79,12 @@ int zb_stage_rank_of(int ranks, int chunks, zb_placement_t placement, int stage)
 bool zb_schedule_is_split(const zb_schedule_t *s);
 /* True if any SEND/RECV action is present (lowered). */
 bool zb_schedule_has_comms(const zb_schedule_t *s);
-/* "F", "B", "W", "BW", "SEND_F", ... */
+/* True if any R action is present. */
+bool zb_schedule_has_recompute(const zb_schedule_t *s);
+/* Set ZB_ACT_NOSAVE on every F whose (stage, mb) has an R, clear it on the others: the one place
+ * that ties the flag to the R (readers and generators call it). ZB_ENOMEM. */
+zb_status_t zb_schedule_mark_recompute(zb_schedule_t *s, zb_err_t *err);
+/* "F", "B", "W", "BW", "SEND_F", ..., "R" */
 const char *zb_action_type_name(zb_action_type_t t);
 bool zb_action_is_compute(zb_action_type_t t);
 const char *zb_placement_name(zb_placement_t p);
@@ -84,6 +98,9 @@ typedef struct {
                                 (sent from s) */
     double *m_f, *m_b, *m_w; /* memory delta of F, B, W at stage s; m_f + m_b + m_w == 0 */
     double mem_limit;        /* per-rank limit on the running memory sum; INFINITY = none */
+    /* Recompute (optional: NULL = the default). A non-saving F adds m_keep[s] (default 0) and its
+     * R adds m_f[s] - m_keep[s]; R takes t_r[s] (default t_f[s]). */
+    double *t_r, *m_keep;
 } zb_costs_t;
 
 /* Largest time or |memory delta| a cost model accepts: sums over millions of actions then stay
@@ -99,6 +116,12 @@ zb_status_t zb_costs_init_uniform(zb_costs_t *c, int stages, double f, double b,
 /* Check an existing cost model (same rules as above, every stage). */
 zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err);
 zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err);
+/* Set every stage's recompute time and kept memory (allocating t_r and m_keep if absent).
+ * ZB_EINVAL for a time outside [0, ZB_COST_MAX] or a keep outside [0, |m_f|] of some stage. */
+zb_status_t zb_costs_set_recompute(zb_costs_t *c, double t_r, double m_keep, zb_err_t *err);
+/* Recompute time and kept memory of stage s, defaults applied. */
+double zb_costs_t_r(const zb_costs_t *c, int s);
+double zb_costs_m_keep(const zb_costs_t *c, int s);
 void zb_costs_free(zb_costs_t *c);
 
 /* ---- Generators ---- */
@@ -145,11 +168,19 @@ zb_status_t zb_generate(const char *name, zb_gen_params_t *p, zb_schedule_t **ou
 zb_status_t zb_insert_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err_t *err);
 /* Drop every SEND/RECV action. */
 zb_status_t zb_strip_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err_t *err);
+/* Recompute: a copy of `in` (compute-only or lowered, without R) in which every (stage, mb) with
+ * which[stage * M + mb] set (every one when `which` is NULL) has a non-saving F and an R placed
+ * immediately before its B/BW (before the RECV_B that feeds it, when lowered, so the recompute
+ * overlaps the wait for the gradient). ZB_EINVAL if `in` already has R actions. */
+zb_status_t zb_add_recompute(const zb_schedule_t *in, const bool *which, zb_schedule_t **out,
+                             zb_err_t *err);
 
 /* ---- Validation ---- */
 
 /* Checks: every (stage, mb) has exactly one F and one B (or one BW), plus one W when split; each
- * action on the rank that holds its stage; W after B on its stage; dependencies F(s-1)->F(s),
+ * action on the rank that holds its stage; W after B on its stage; at most one R per (stage, mb),
+ * after its F and before its B/BW in program order, and ZB_ACT_NOSAVE on exactly the F's that
+ * have one; dependencies F(s-1)->F(s),
  * F(s)->B(s), B(s+1)->B(s) satisfiable; memory (when costs != NULL and costs->mem_limit finite)
  * within the limit on every rank; and on the lowered program (comms inserted if absent) no
  * deadlock, with sends buffered and receives blocking. On failure returns ZB_ESCHEDULE,

@@ -96,7 +96,7 @@ double zb_schedule_peak_memory(const zb_schedule_t *s, const zb_costs_t *c, doub
             const zb_action_t *a = &p->actions[i];
             if (a->stage < 0 || a->stage >= c->stages)
                 continue;
-            cur += zb_sched_mem_delta(c, a->type, a->stage);
+            cur += zb_sched_mem_delta(c, a->type, a->flags, a->stage);
             if (cur > peak)
                 peak = cur;
         }
@@ -118,12 +118,12 @@ zb_status_t zb_min_memory_schedule(const char *name, int P, int v, zb_placement_
     int S = v * P;
     for (int m = 0; m < M; m++) {
         for (int st = 0; st < S; st++)
-            if (zb_schedule_push(s, zb_stage_rank(s, st), (zb_action_t){ZB_ACT_F, st, m}))
+            if (zb_schedule_push(s, zb_stage_rank(s, st), (zb_action_t){ZB_ACT_F, st, m, 0}))
                 goto oom;
         for (int st = S - 1; st >= 0; st--) {
             int r = zb_stage_rank(s, st);
-            if (zb_schedule_push(s, r, (zb_action_t){ZB_ACT_B, st, m}) ||
-                zb_schedule_push(s, r, (zb_action_t){ZB_ACT_W, st, m}))
+            if (zb_schedule_push(s, r, (zb_action_t){ZB_ACT_B, st, m, 0}) ||
+                zb_schedule_push(s, r, (zb_action_t){ZB_ACT_W, st, m, 0}))
                 goto oom;
         }
     }
@@ -339,7 +339,7 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
 {
     double t = g->clock[r];
     double e = t + zb_sched_duration(g->c, type, st);
-    double dm = zb_sched_mem_delta(g->c, type, st);
+    double dm = zb_sched_mem_delta(g->c, type, 0, st);
     if (type == ZB_ACT_F) {
         g->end_f[st * g->M + m] = e;
         g->next_f[st] = m + 1;
@@ -388,7 +388,7 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
         /* keep BW entries of the given order split: B now, W placed by the greedy */
         act = ZB_ACT_B;
     }
-    if (zb_schedule_push(g->s, r, (zb_action_t){(uint8_t)act, st, m}))
+    if (zb_schedule_push(g->s, r, (zb_action_t){(uint8_t)act, st, m, 0}))
         return ZB_ENOMEM;
     return ZB_OK;
 }

@@ -50,7 +50,7 @@ static double rank_peak(const zb_rank_program_t *p, const zb_costs_t *c)
     double cur = 0, peak = 0;
     for (int i = 0; i < p->len; i++) {
         const zb_action_t *a = &p->actions[i];
-        cur += zb_sched_mem_delta(c, a->type, a->stage);
+        cur += zb_sched_mem_delta(c, a->type, a->flags, a->stage);
         peak = fmax(peak, cur);
     }
     return peak;

@@ -32,6 +32,52 @@ static zb_status_t check_stage(int s, double f, double b, double w, double comm,
     return ZB_OK;
 }
 
+/* A non-saving F keeps between nothing and everything F would have kept. */
+static zb_status_t check_recompute(int s, double t_r, double keep, double mf, zb_err_t *err)
+{
+    if (!isfinite(t_r) || t_r < 0 || t_r > ZB_COST_MAX)
+        return zb_err_set(err, ZB_EINVAL, "costs: stage %d: recompute time %g must be in [0, %g]",
+                          s, t_r, ZB_COST_MAX);
+    if (!isfinite(keep) || keep < 0 || keep > fabs(mf))
+        return zb_err_set(err, ZB_EINVAL,
+                          "costs: stage %d: memory kept by a non-saving F %g must be in [0, %g] "
+                          "(0 up to F's memory)",
+                          s, keep, fabs(mf));
+    return ZB_OK;
+}
+
+double zb_costs_t_r(const zb_costs_t *c, int s)
+{
+    return c->t_r ? c->t_r[s] : c->t_f[s];
+}
+
+double zb_costs_m_keep(const zb_costs_t *c, int s)
+{
+    return c->m_keep ? c->m_keep[s] : 0.0;
+}
+
+zb_status_t zb_costs_set_recompute(zb_costs_t *c, double t_r, double m_keep, zb_err_t *err)
+{
+    if (!c || c->stages < 1 || !c->m_f)
+        return zb_err_set(err, ZB_EINVAL, "costs: NULL or uninitialised cost model");
+    for (int s = 0; s < c->stages; s++) {
+        zb_status_t st = check_recompute(s, t_r, m_keep, c->m_f[s], err);
+        if (st != ZB_OK)
+            return st;
+    }
+    if (!c->t_r)
+        c->t_r = malloc((size_t)c->stages * sizeof(double));
+    if (!c->m_keep)
+        c->m_keep = malloc((size_t)c->stages * sizeof(double));
+    if (!c->t_r || !c->m_keep)
+        return zb_err_set(err, ZB_ENOMEM, "costs: out of memory for %d stages", c->stages);
+    for (int s = 0; s < c->stages; s++) {
+        c->t_r[s] = t_r;
+        c->m_keep[s] = m_keep;
+    }
+    return ZB_OK;
+}
+
 /* Each array is its own malloc block so that callers who build a cost model by hand (malloc per
  * array) can still release it with zb_costs_free. */
 static zb_status_t alloc_arrays(zb_costs_t *c, int stages, zb_err_t *err)
@@ -91,6 +137,12 @@ zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err)
         if (st != ZB_OK)
             return st;
     }
+    for (int s = 0; s < c->stages; s++) {
+        zb_status_t st = check_recompute(s, zb_costs_t_r(c, s), zb_costs_m_keep(c, s), c->m_f[s],
+                                         err);
+        if (st != ZB_OK)
+            return st;
+    }
     if (isnan(c->mem_limit))
         return zb_err_set(err, ZB_EINVAL, "costs: memory limit is NaN");
     return ZB_OK;
@@ -116,6 +168,18 @@ zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err
     memcpy(dst->m_b, src->m_b, n);
     memcpy(dst->m_w, src->m_w, n);
     dst->mem_limit = src->mem_limit;
+    if (src->t_r || src->m_keep) {
+        dst->t_r = malloc(n);
+        dst->m_keep = malloc(n);
+        if (!dst->t_r || !dst->m_keep) {
+            zb_costs_free(dst);
+            return zb_err_set(err, ZB_ENOMEM, "costs: out of memory for %d stages", src->stages);
+        }
+        for (int s = 0; s < src->stages; s++) {
+            dst->t_r[s] = zb_costs_t_r(src, s);
+            dst->m_keep[s] = zb_costs_m_keep(src, s);
+        }
+    }
     return ZB_OK;
 }
 
@@ -130,5 +194,7 @@ void zb_costs_free(zb_costs_t *c)
     free(c->m_f);
     free(c->m_b);
     free(c->m_w);
+    free(c->t_r);
+    free(c->m_keep);
     memset(c, 0, sizeof *c);
 }

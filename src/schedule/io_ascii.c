@@ -29,6 +29,7 @@ static char action_letter(const zb_schedule_t *s, const zb_action_t *a)
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_F: c = 'F'; break;
     case ZB_ACT_W: c = 'W'; break;
+    case ZB_ACT_R: c = 'R'; break;
     default: c = 'B'; break; /* B, and a fused BW */
     }
     return zb_io_local_chunk(s, a->stage) % 2 ? (char)(c - 'A' + 'a') : c;
@@ -122,6 +123,8 @@ zb_status_t zb_ascii_write(const zb_sim_t *sim, int max_width, FILE *out, zb_err
     }
     fputs("F forward, B backward (input grad; full backward if unsplit), W weight grad, "
           "lowercase = second chunk, . idle\n", out);
+    if (zb_schedule_has_recompute(sim->schedule))
+        fputs("R recompute (rebuilds what a non-saving F dropped)\n", out);
     free(row);
     if (ferror(out))
         return zb_err_set(err, ZB_EIO, "ascii: write failed");

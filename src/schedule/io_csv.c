@@ -20,6 +20,7 @@ static const char *csv_type_name(zb_action_type_t t)
     case ZB_ACT_RECV_F: return "RECV_F";
     case ZB_ACT_SEND_B: return "SEND_B";
     case ZB_ACT_RECV_B: return "RECV_B";
+    case ZB_ACT_R: return "R"; /* zbpp extension: PyTorch has no recompute action */
     default: return NULL;
     }
 }
@@ -93,7 +94,8 @@ static int parse_index(const char **p, const char *end, int32_t *out)
     return 0;
 }
 
-/* Type tokens, longest first so "BW" wins over "B" and "SEND_F" is not read as "S...". */
+/* Type tokens, longest first so "BW" wins over "B" and "RECV_F" is not read as "R" (recompute,
+ * a zbpp extension). */
 static const struct {
     const char *tok;
     zb_action_type_t type;
@@ -101,6 +103,7 @@ static const struct {
     {"SEND_F", ZB_ACT_SEND_F}, {"RECV_F", ZB_ACT_RECV_F}, {"SEND_B", ZB_ACT_SEND_B},
     {"RECV_B", ZB_ACT_RECV_B}, {"BW", ZB_ACT_BW},         {"F", ZB_ACT_F},
     {"I", ZB_ACT_B},           {"W", ZB_ACT_W},           {"B", ZB_ACT_BW},
+    {"R", ZB_ACT_R},
 };
 
 /* Printable copy of a (possibly binary) cell for an error message. */
@@ -312,6 +315,10 @@ zb_status_t zb_csv_read(const char *data, size_t len, zb_schedule_t **out, zb_er
             st = zb_err_set(err, st, "csv: cannot store action %zu", i);
             goto done;
         }
+    }
+    if ((st = zb_schedule_mark_recompute(s, err)) != ZB_OK) { /* an F with an R keeps only its input */
+        zb_schedule_free(s);
+        goto done;
     }
     *out = s;
 done:

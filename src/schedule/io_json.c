@@ -45,9 +45,12 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
     if (sim->ranks != s->ranks)
         return zb_err_set(err, ZB_EINVAL, "json: simulation has %d ranks, schedule %d",
                           sim->ranks, s->ranks);
-    long actions = 0;
-    for (int r = 0; r < s->ranks; r++)
+    long actions = 0, recomputes = 0;
+    for (int r = 0; r < s->ranks; r++) {
         actions += s->rank[r].len;
+        for (int i = 0; i < s->rank[r].len; i++)
+            recomputes += s->rank[r].actions[i].type == ZB_ACT_R;
+    }
     double peak_max = -INFINITY;
     for (int r = 0; r < sim->ranks; r++)
         if (sim->peak_mem[r] > peak_max)
@@ -63,6 +66,7 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
     fprintf(out, ",\n  \"split_backward\": %s,\n  \"lowered\": %s",
             zb_schedule_is_split(s) ? "true" : "false",
             zb_schedule_has_comms(s) ? "true" : "false");
+    fprintf(out, ",\n  \"recomputes\": %ld", recomputes);
     field_num(out, "makespan", sim->makespan);
     field_num(out, "span", sim->span_max);
     field_arr(out, "spans", sim->span, sim->ranks);
@@ -84,7 +88,18 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
         fprintf(out, ",\n    \"%s\": ", arrays[i].key);
         json_array(out, arrays[i].v, costs->stages);
     }
-    fputs("\n  }\n}\n", out);
+    /* recompute time and kept memory, defaults applied (R's time = F's, a non-saving F keeps 0) */
+    fputs(",\n    \"r\": [", out);
+    for (int st = 0; st < costs->stages; st++) {
+        fputs(st ? ", " : "", out);
+        json_number(out, zb_costs_t_r(costs, st));
+    }
+    fputs("],\n    \"mem_keep\": [", out);
+    for (int st = 0; st < costs->stages; st++) {
+        fputs(st ? ", " : "", out);
+        json_number(out, zb_costs_m_keep(costs, st));
+    }
+    fputs("]\n  }\n}\n", out);
     if (ferror(out))
         return zb_err_set(err, ZB_EIO, "json: write failed");
     return ZB_OK;

@@ -33,6 +33,7 @@ static const char *svg_fill(zb_action_type_t t)
     case ZB_ACT_B: return "#f28e2b";
     case ZB_ACT_W: return "#59a14f";
     case ZB_ACT_BW: return "#e15759";
+    case ZB_ACT_R: return "#b07aa1";
     default: return "#999999";
     }
 }
@@ -244,12 +245,12 @@ static void axis(FILE *out, const layout_t *L, const char *unit)
 /* Legend: the kinds present, then what the lighter shade (and the overlay lanes) mean. */
 static void legend(FILE *out, const layout_t *L, const char *extra)
 {
-    static const zb_action_type_t kinds[] = {ZB_ACT_F, ZB_ACT_B, ZB_ACT_W, ZB_ACT_BW};
+    static const zb_action_type_t kinds[] = {ZB_ACT_F, ZB_ACT_B, ZB_ACT_W, ZB_ACT_BW, ZB_ACT_R};
     static const char *const names[] = {"F forward", "B input gradient", "W weight gradient",
-                                        "BW full backward (B+W)"};
+                                        "BW full backward (B+W)", "R recompute"};
     int yl = SVG_TOP + L->ranks * L->lanes * SVG_ROW + SVG_AXIS + 4;
     int x = SVG_LEFT;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {
         if (!L->kind_present[kinds[k]])
             continue;
         fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"12\" fill=\"%s\"/>"

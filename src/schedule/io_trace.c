@@ -17,6 +17,7 @@ static const char *trace_cname(zb_action_type_t t)
     case ZB_ACT_B: return "rail_animation";  /* purple */
     case ZB_ACT_W: return "good";            /* green */
     case ZB_ACT_BW: return "bad";            /* orange-red */
+    case ZB_ACT_R: return "olive";           /* recompute */
     default: return "grey";
     }
 }

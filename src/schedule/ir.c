@@ -103,7 +103,8 @@ bool zb_schedule_equal(const zb_schedule_t *a, const zb_schedule_t *b)
         /* Compare field by field: struct padding bytes are not guaranteed equal. */
         for (int i = 0; i < pa->len; i++) {
             const zb_action_t *x = &pa->actions[i], *y = &pb->actions[i];
-            if (x->type != y->type || x->stage != y->stage || x->mb != y->mb)
+            if (x->type != y->type || x->stage != y->stage || x->mb != y->mb ||
+                x->flags != y->flags)
                 return false;
         }
     }
@@ -149,7 +150,7 @@ const char *zb_action_type_name(zb_action_type_t t)
     static const char *const names[ZB_ACT_COUNT] = {
         [ZB_ACT_F] = "F",           [ZB_ACT_B] = "B",           [ZB_ACT_W] = "W",
         [ZB_ACT_BW] = "BW",         [ZB_ACT_SEND_F] = "SEND_F", [ZB_ACT_RECV_F] = "RECV_F",
-        [ZB_ACT_SEND_B] = "SEND_B", [ZB_ACT_RECV_B] = "RECV_B",
+        [ZB_ACT_SEND_B] = "SEND_B", [ZB_ACT_RECV_B] = "RECV_B", [ZB_ACT_R] = "R",
     };
     if ((int)t < 0 || t >= ZB_ACT_COUNT)
         return "?";
@@ -158,7 +159,43 @@ const char *zb_action_type_name(zb_action_type_t t)
 
 bool zb_action_is_compute(zb_action_type_t t)
 {
-    return t == ZB_ACT_F || t == ZB_ACT_B || t == ZB_ACT_W || t == ZB_ACT_BW;
+    return t == ZB_ACT_F || t == ZB_ACT_B || t == ZB_ACT_W || t == ZB_ACT_BW || t == ZB_ACT_R;
+}
+
+bool zb_schedule_has_recompute(const zb_schedule_t *s)
+{
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++)
+            if (s->rank[r].actions[i].type == ZB_ACT_R)
+                return true;
+    return false;
+}
+
+zb_status_t zb_schedule_mark_recompute(zb_schedule_t *s, zb_err_t *err)
+{
+    size_t n = (size_t)s->stages * (size_t)s->microbatches;
+    unsigned char *has_r = calloc(n ? n : 1, 1);
+    if (!has_r)
+        return zb_err_set(err, ZB_ENOMEM, "schedule: out of memory");
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++) {
+            const zb_action_t *a = &s->rank[r].actions[i];
+            if (a->type == ZB_ACT_R && a->stage >= 0 && a->stage < s->stages && a->mb >= 0 &&
+                a->mb < s->microbatches)
+                has_r[(size_t)a->stage * (size_t)s->microbatches + (size_t)a->mb] = 1;
+        }
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++) {
+            zb_action_t *a = &s->rank[r].actions[i];
+            if (a->type != ZB_ACT_F)
+                continue;
+            bool in = a->stage >= 0 && a->stage < s->stages && a->mb >= 0 &&
+                      a->mb < s->microbatches &&
+                      has_r[(size_t)a->stage * (size_t)s->microbatches + (size_t)a->mb];
+            a->flags = (uint8_t)(in ? a->flags | ZB_ACT_NOSAVE : a->flags & ~ZB_ACT_NOSAVE);
+        }
+    free(has_r);
+    return ZB_OK;
 }
 
 const char *zb_placement_name(zb_placement_t p)

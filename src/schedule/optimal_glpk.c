@@ -424,7 +424,7 @@ zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *er
             for (int i = 0; i < k && st == ZB_OK; i++) {
                 const act_t *a = &acts[ord[i]];
                 zb_action_t za = {(uint8_t)(a->type == 0 ? ZB_ACT_F : a->type == 1 ? ZB_ACT_B : ZB_ACT_W),
-                                  a->stage, a->mb};
+                                  a->stage, a->mb, 0};
                 if (zb_schedule_push(sol, r, za) != ZB_OK)
                     st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
             }

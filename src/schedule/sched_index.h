@@ -10,10 +10,12 @@
  * "<who>: rank R action I: ..." naming the first offending action. */
 zb_status_t zb_sched_check_actions(const zb_schedule_t *s, const char *who, zb_err_t *err);
 
-/* Time of a compute action of `stage` under `c` (a fused BW takes B + W); 0 for SEND/RECV. */
+/* Time of a compute action of `stage` under `c` (a fused BW takes B + W, R the recompute time);
+ * 0 for SEND/RECV. */
 static inline double zb_sched_duration(const zb_costs_t *c, int type, int stage)
 {
     switch (type) {
+    case ZB_ACT_R: return zb_costs_t_r(c, stage);
     case ZB_ACT_F: return c->t_f[stage];
     case ZB_ACT_B: return c->t_b[stage];
     case ZB_ACT_W: return c->t_w[stage];
@@ -22,11 +24,14 @@ static inline double zb_sched_duration(const zb_costs_t *c, int type, int stage)
     }
 }
 
-/* Memory a compute action of `stage` adds under `c` (a fused BW adds B + W); 0 for SEND/RECV. */
-static inline double zb_sched_mem_delta(const zb_costs_t *c, int type, int stage)
+/* Memory a compute action of `stage` adds under `c` (a fused BW adds B + W; a non-saving F, i.e.
+ * `flags` has ZB_ACT_NOSAVE, adds only what it keeps and its R the rest); 0 for SEND/RECV. */
+static inline double zb_sched_mem_delta(const zb_costs_t *c, int type, int flags, int stage)
 {
     switch (type) {
-    case ZB_ACT_F: return c->m_f[stage];
+    case ZB_ACT_R: return c->m_f[stage] - zb_costs_m_keep(c, stage);
+    case ZB_ACT_F:
+        return (flags & ZB_ACT_NOSAVE) ? zb_costs_m_keep(c, stage) : c->m_f[stage];
     case ZB_ACT_B: return c->m_b[stage];
     case ZB_ACT_W: return c->m_w[stage];
     case ZB_ACT_BW: return c->m_b[stage] + c->m_w[stage];

@@ -76,6 +76,7 @@ static double ready_time(const sim_ctx_t *x, int rank, const zb_action_t *a)
     case ZB_ACT_SEND_B:
         t = x->end_b[i];
         break;
+    case ZB_ACT_R: /* same rank as its F, later in the program (the validator's rule) */
     case ZB_ACT_SEND_F:
         t = x->end_f[i];
         break;
@@ -203,7 +204,7 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
                 o->busy[r] += t1 - t0;
             if (isnan(o->peak_time[r]))
                 o->peak_time[r] = t0; /* running sum starts at 0 */
-            mem[r] += zb_sched_mem_delta(x->c, a->type, a->stage);
+            mem[r] += zb_sched_mem_delta(x->c, a->type, a->flags, a->stage);
             if (mem[r] > o->peak_mem[r]) {
                 o->peak_mem[r] = mem[r];
                 o->peak_time[r] = t0;

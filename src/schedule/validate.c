@@ -89,6 +89,45 @@ static zb_status_t check_compute(const index_t *ix, zb_err_t *err)
     return ZB_OK;
 }
 
+/* An R rebuilds what its non-saving F dropped: at most one per (stage, mb), after that F and
+ * before the backward that reads what it rebuilds, and the F carries ZB_ACT_NOSAVE exactly when
+ * it has an R (so the memory model and the runtime agree on what F keeps). */
+static zb_status_t check_recompute(const index_t *ix, zb_err_t *err)
+{
+    const zb_schedule_t *s = ix->s;
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++) {
+            const zb_action_t *a = &s->rank[r].actions[i];
+            if (a->flags && (a->type != ZB_ACT_F || a->flags != ZB_ACT_NOSAVE))
+                return bad(err, "carries a flag only an F may carry (non-saving)", a->type,
+                           a->stage, a->mb);
+        }
+    for (int st = 0; st < ix->S; st++)
+        for (int m = 0; m < ix->M; m++) {
+            size_t k = (size_t)st * ix->M + m;
+            int n = ix->cnt[ZB_ACT_R][k];
+            const zb_action_t *f =
+                &s->rank[zb_stage_rank(s, st)].actions[ix->pos[ZB_ACT_F][k]];
+            bool nosave = f->flags & ZB_ACT_NOSAVE;
+            if (n > 1)
+                return bad(err, "appears more than once", ZB_ACT_R, st, m);
+            if (n == 0 && nosave)
+                return bad(err, "is non-saving but no R recomputes it", ZB_ACT_F, st, m);
+            if (n == 0)
+                continue;
+            if (!nosave)
+                return bad(err, "has an R but is not marked non-saving (it would keep its "
+                                "activations twice)",
+                           ZB_ACT_F, st, m);
+            int back = ix->cnt[ZB_ACT_BW][k] ? ix->pos[ZB_ACT_BW][k] : ix->pos[ZB_ACT_B][k];
+            if (ix->pos[ZB_ACT_R][k] < ix->pos[ZB_ACT_F][k])
+                return bad(err, "comes before its F in the rank's program", ZB_ACT_R, st, m);
+            if (ix->pos[ZB_ACT_R][k] > back)
+                return bad(err, "comes after the backward that needs it", ZB_ACT_R, st, m);
+        }
+    return ZB_OK;
+}
+
 /* A lowered schedule must carry exactly the messages its cross-rank edges need, each RECV
  * before the action that consumes it, and none between stages on the same rank. */
 static zb_status_t check_comms(const index_t *ix, zb_err_t *err)
@@ -154,7 +193,7 @@ static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_
         double sum = 0;
         for (int i = 0; i < s->rank[r].len; i++) {
             const zb_action_t *a = &s->rank[r].actions[i];
-            sum += zb_sched_mem_delta(c, a->type, a->stage);
+            sum += zb_sched_mem_delta(c, a->type, a->flags, a->stage);
             if (sum > limit)
                 return zb_err_set(err, ZB_EMEMLIMIT,
                                   "validate: rank %d needs %g memory after %s(stage %d, mb %d) "
@@ -374,6 +413,8 @@ zb_status_t zb_validate(const zb_schedule_t *s, const zb_costs_t *costs, zb_err_
         return st;
     bool lowered = zb_schedule_has_comms(s);
     st = check_compute(&ix, err);
+    if (st == ZB_OK)
+        st = check_recompute(&ix, err);
     if (st == ZB_OK && lowered)
         st = check_comms(&ix, err);
     index_free(&ix);

@@ -1,0 +1,62 @@
+/* The recompute pass: turn chosen (stage, mb) pairs into non-saving F + R before the backward.
+ *
+ * The R goes immediately before the B/BW, or before the RECV_B feeding it in a lowered program:
+ * the rank then recomputes while the gradient is on its way, which is where the simulator (R
+ * ready when its F is done) and the runtime (RECV_B blocks) place the idle time anyway. */
+#include "zbpp/schedule.h"
+
+#include <stdlib.h>
+
+static bool chosen(const zb_schedule_t *s, const bool *which, int stage, int mb)
+{
+    return !which || which[(size_t)stage * (size_t)s->microbatches + (size_t)mb];
+}
+
+zb_status_t zb_add_recompute(const zb_schedule_t *in, const bool *which, zb_schedule_t **out,
+                             zb_err_t *err)
+{
+    *out = NULL;
+    if (!in)
+        return zb_err_set(err, ZB_EINVAL, "recompute: NULL schedule");
+    if (zb_schedule_has_recompute(in))
+        return zb_err_set(err, ZB_EINVAL, "recompute: the schedule already has R actions");
+    zb_schedule_t *o = zb_schedule_new(in->name, in->ranks, in->chunks, in->placement,
+                                       in->microbatches);
+    if (!o)
+        return zb_err_set(err, ZB_ENOMEM, "recompute: out of memory");
+    for (int r = 0; r < in->ranks; r++) {
+        const zb_rank_program_t *p = &in->rank[r];
+        for (int i = 0; i < p->len; i++) {
+            const zb_action_t *a = &p->actions[i];
+            bool back = a->type == ZB_ACT_B || a->type == ZB_ACT_BW;
+            /* a RECV_B feeding the next action's backward takes the R in front of it */
+            bool recv_before_back = a->type == ZB_ACT_RECV_B && i + 1 < p->len &&
+                                    (p->actions[i + 1].type == ZB_ACT_B ||
+                                     p->actions[i + 1].type == ZB_ACT_BW) &&
+                                    p->actions[i + 1].stage == a->stage &&
+                                    p->actions[i + 1].mb == a->mb;
+            bool after_recv = back && i > 0 && p->actions[i - 1].type == ZB_ACT_RECV_B &&
+                              p->actions[i - 1].stage == a->stage &&
+                              p->actions[i - 1].mb == a->mb;
+            if (((back && !after_recv) || recv_before_back) &&
+                a->stage >= 0 && a->stage < in->stages && a->mb >= 0 &&
+                a->mb < in->microbatches && chosen(in, which, a->stage, a->mb)) {
+                zb_action_t rc = {.type = ZB_ACT_R, .stage = a->stage, .mb = a->mb};
+                if (zb_schedule_push(o, r, rc) != ZB_OK)
+                    goto oom;
+            }
+            if (zb_schedule_push(o, r, *a) != ZB_OK)
+                goto oom;
+        }
+    }
+    zb_status_t st = zb_schedule_mark_recompute(o, err);
+    if (st != ZB_OK) {
+        zb_schedule_free(o);
+        return st;
+    }
+    *out = o;
+    return ZB_OK;
+oom:
+    zb_schedule_free(o);
+    return zb_err_set(err, ZB_ENOMEM, "recompute: out of memory");
+}

@@ -24,7 +24,7 @@ __all__ = ["ZbError", "Action", "Schedule", "Costs", "TimedAction", "RankTimelin
 _LIB, _PATH = _lib.load()
 
 # zb_action_type_t, in order, and the PyTorch spellings of the compute kinds.
-_TYPES = ["F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B"]
+_TYPES = ["F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "R"]
 _PLACEMENTS = ["loop", "v"]
 _STATUS = ["ok", "EINVAL", "ENOMEM", "EIO", "EFORMAT", "EUNSUPPORTED", "ESCHEDULE", "EDEADLOCK",
            "EMEMLIMIT", "ENUMERIC", "ESOLVER", "ECOMM", "ETIMEOUT", "EMISMATCH", "EABORT"]

@@ -124,6 +124,19 @@ double zb_costs_t_r(const zb_costs_t *c, int s);
 double zb_costs_m_keep(const zb_costs_t *c, int s);
 void zb_costs_free(zb_costs_t *c);
 
+/* ---- Recompute modes ---- */
+
+typedef enum {
+    ZB_RECOMPUTE_NONE, /* every F keeps its activations */
+    ZB_RECOMPUTE_ALL,  /* every F is non-saving, an R before each backward */
+    ZB_RECOMPUTE_AUTO  /* recompute what a memory limit requires, where it costs least */
+} zb_recompute_t;
+
+/* "none", "all", "auto". */
+const char *zb_recompute_name(zb_recompute_t r);
+/* Parse one of the names above; ZB_EINVAL with a message listing them. */
+zb_status_t zb_recompute_parse(const char *s, zb_recompute_t *out, zb_err_t *err);
+
 /* ---- Generators ---- */
 
 typedef struct {

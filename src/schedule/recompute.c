@@ -6,6 +6,28 @@
 #include "zbpp/schedule.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+const char *zb_recompute_name(zb_recompute_t r)
+{
+    switch (r) {
+    case ZB_RECOMPUTE_NONE: return "none";
+    case ZB_RECOMPUTE_ALL: return "all";
+    case ZB_RECOMPUTE_AUTO: return "auto";
+    }
+    return "?";
+}
+
+zb_status_t zb_recompute_parse(const char *s, zb_recompute_t *out, zb_err_t *err)
+{
+    for (int r = ZB_RECOMPUTE_NONE; r <= ZB_RECOMPUTE_AUTO; r++)
+        if (s && !strcmp(s, zb_recompute_name((zb_recompute_t)r))) {
+            *out = (zb_recompute_t)r;
+            return ZB_OK;
+        }
+    return zb_err_set(err, ZB_EINVAL, "--recompute expects none, all or auto, got '%s'",
+                      s ? s : "(null)");
+}
 
 static bool chosen(const zb_schedule_t *s, const bool *which, int stage, int mb)
 {

@@ -85,6 +85,13 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
     } else if (!strcmp(a, "--comm-timeout")) {
         r = parse_bytes(a, v, 1.0, &o->timeout);
         pc->timeout_given = 1;
+    } else if (!strcmp(a, "--recompute")) {
+        zb_err_t err;
+        if (zb_recompute_parse(v, &o->recompute, &err) != ZB_OK) {
+            fprintf(stderr, "zbpp train: %s\n", err.msg);
+            return -1;
+        }
+        r = 1;
     } else if (!strcmp(a, "--checkpoint-format")) {
         if (strcmp(v, "file") && strcmp(v, "sharded"))
             return bad(a, v, "file or sharded");
@@ -120,6 +127,10 @@ void zb_cli_pipeline_usage(FILE *out)
             "                       mpirun -np P zbpp train --transport mpi ... (docs/mpi.md)\n"
             "  --comm-timeout S     a rank waiting longer than S seconds for another stops the\n"
             "                       run (default 60 with mpi, 600 with threads)\n"
+            "  --recompute none|all|auto   activation recomputation: a non-saving F keeps only\n"
+            "                       its input and an R redoes it before the backward (all), or\n"
+            "                       only when the schedule would not fit --mem-limit (auto);\n"
+            "                       same bits as none (default none)\n"
             "  --checkpoint-format file|sharded   --save as one file (default) or one shard per\n"
             "                       rank + a manifest at the --save path (--resume reads both)\n");
 }
@@ -127,7 +138,7 @@ void zb_cli_pipeline_usage(FILE *out)
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
-           pc->opts.schedule_file ||
+           pc->opts.schedule_file || pc->opts.recompute != ZB_RECOMPUTE_NONE ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 

@@ -27,6 +27,7 @@ typedef struct {
     float *x_out;  /* activations out (not for the head stage); may alias next stage's x_in */
     float *dx_out; /* gradient of the output (not for the head stage) */
     float *dx_in;  /* gradient of the input (not for the embedding stage); may alias */
+    float *r_out;  /* [B/M·T·C] where an R's output goes (stages with R, not the head) */
     bool own_x_out, own_dx_in;
 } pl_stage_t;
 
@@ -119,8 +120,11 @@ void pl_rank_free(pl_rank_t *R);
 /* The zb_rank_fn of one training step (compute, tied exchange, norm, optimizer). */
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
 
-/* Peak number of microbatches of `stage` between F and W in a rank's program (its stash pool). */
-int pl_peak_in_flight(const zb_rank_program_t *prog, int stage);
+/* Stash slots `stage` needs in a rank's program (its pool): microbatches between a saving F (or
+ * an R) and their W, plus a non-saving F while it runs. */
+int pl_stash_slots(const zb_rank_program_t *prog, int stage);
+/* True when the program has an R of `stage` (the stage then owns an R output buffer). */
+bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage);
 
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be

@@ -199,7 +199,8 @@ static zb_status_t schedule_from_file(pl_t *pl, zb_schedule_t **out, zb_err_t *e
     return ZB_OK;
 }
 
-zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
+/* The schedule before --recompute: from the file, the family, or planned with costs. */
+static zb_status_t make_plain(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
 {
     const zb_pipeline_opts_t *o = pl->opts;
     if (o->schedule_file) {
@@ -259,6 +260,47 @@ zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, z
     }
     zb_costs_free(&again);
     return ZB_OK;
+}
+
+/* --recompute on the planned schedule. The runtime keeps a non-saving F's input in its receive
+ * buffer (or the batch), which the whole-rank model already counts: the stash's kept memory is 0,
+ * and an R takes an F's time (it is that forward again). `auto` keeps the schedule when it fits
+ * the limit and recomputes every microbatch when it does not; `all` always does. A schedule that
+ * already has R's (a file) is kept as it is. */
+static zb_status_t apply_recompute(pl_t *pl, zb_schedule_t **s, const zb_costs_t *costs,
+                                   zb_err_t *err)
+{
+    zb_recompute_t mode = pl->opts->recompute;
+    if (mode == ZB_RECOMPUTE_NONE || zb_schedule_has_recompute(*s))
+        return ZB_OK;
+    if (mode == ZB_RECOMPUTE_AUTO) {
+        zb_err_t fit;
+        zb_status_t st = zb_validate(*s, costs, &fit);
+        if (st != ZB_EMEMLIMIT)
+            return ZB_OK; /* fits (or fails for another reason the caller reports) */
+    }
+    zb_schedule_t *rc = NULL;
+    zb_status_t st = zb_add_recompute(*s, NULL, &rc, err);
+    if (st != ZB_OK)
+        return st;
+    if (strlen(rc->name) + 3 < sizeof rc->name)
+        strcat(rc->name, "+rc");
+    zb_schedule_free(*s);
+    *s = rc;
+    return ZB_OK;
+}
+
+zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
+{
+    zb_status_t st = make_plain(pl, out, costs, err);
+    if (st != ZB_OK)
+        return st;
+    if ((st = apply_recompute(pl, out, costs, err)) != ZB_OK) {
+        zb_schedule_free(*out);
+        *out = NULL;
+        zb_costs_free(costs);
+    }
+    return st;
 }
 
 /* ---- trace files ---- */

@@ -16,27 +16,38 @@ static zb_status_t oom(zb_err_t *err, int rank)
     return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its pipeline state", rank);
 }
 
-/* Peak number of microbatches of `stage` between F and W in this rank's program. */
-int pl_peak_in_flight(const zb_rank_program_t *prog, int stage)
+/* Stash slots `stage` needs in this rank's program: a saving F holds one until its W (or BW), an
+ * R likewise, and a non-saving F holds one only while it runs (its input stays in the receive
+ * buffer; its R rebuilds the rest later). */
+int pl_stash_slots(const zb_rank_program_t *prog, int stage)
 {
     int now = 0, peak = 0;
     for (int i = 0; i < prog->len; i++) {
         const zb_action_t *a = &prog->actions[i];
         if (a->stage != stage)
             continue;
-        if (a->type == ZB_ACT_F && ++now > peak)
+        if ((a->type == ZB_ACT_F || a->type == ZB_ACT_R) && ++now > peak)
             peak = now;
-        if (a->type == ZB_ACT_W || a->type == ZB_ACT_BW)
+        if ((a->type == ZB_ACT_F && (a->flags & ZB_ACT_NOSAVE)) || a->type == ZB_ACT_W ||
+            a->type == ZB_ACT_BW)
             now--;
     }
     return peak;
+}
+
+bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage)
+{
+    for (int i = 0; i < prog->len; i++)
+        if (prog->actions[i].type == ZB_ACT_R && prog->actions[i].stage == stage)
+            return true;
+    return false;
 }
 
 static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage, zb_err_t *err)
 {
     ls->stage = stage;
     ls->span = zb_partition_span(pl->first, pl->S, stage);
-    ls->pool_n = pl_peak_in_flight(&pl->sched->rank[R->rank], stage);
+    ls->pool_n = pl_stash_slots(&pl->sched->rank[R->rank], stage);
     if (ls->pool_n < 1)
         ls->pool_n = 1;
     ls->pool = calloc((size_t)ls->pool_n, sizeof *ls->pool);
@@ -56,6 +67,10 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
     if (!ls->span.embed && !(ls->x_in = malloc(buf)))
         return oom(err, R->rank);
     if (!ls->span.head && !(ls->dx_out = malloc(buf)))
+        return oom(err, R->rank);
+    /* an R recomputes the stage's output: it goes here, not over what was already sent */
+    if (!ls->span.head && pl_stage_recomputes(&pl->sched->rank[R->rank], stage) &&
+        !(ls->r_out = malloc(pl->NC * sizeof(float))))
         return oom(err, R->rank);
     return ZB_OK;
 }
@@ -212,7 +227,7 @@ void pl_rank_free(pl_rank_t *R)
         for (int k = 0; ls->pool && k < ls->pool_n; k++)
             zb_gpt2_stash_free(ls->pool[k]);
         free(ls->pool), free(ls->pool_mb), free(ls->slot);
-        free(ls->x_in), free(ls->dx_out);
+        free(ls->x_in), free(ls->dx_out), free(ls->r_out);
         if (ls->own_x_out)
             free(ls->x_out);
         if (ls->own_dx_in)
@@ -296,6 +311,18 @@ static zb_status_t do_w(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh
     return st;
 }
 
+/* F of microbatch m (its tokens at `tok`) into stash sh; x_out = where the output goes (not the
+ * head), *loss = the head's loss. */
+static zb_status_t forward(pl_rank_t *R, pl_stage_t *ls, int m, size_t tok, zb_gpt2_stash_t *sh,
+                           float *x_out, float *loss, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    return zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
+                           ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
+                           ls->span.head ? pl->targets + tok : NULL, ls->span.head ? NULL : x_out,
+                           ls->span.head ? loss : NULL, err);
+}
+
 static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
 {
     pl_rank_t *R = ctx;
@@ -310,20 +337,27 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     int m = a->mb;
     if (m < 0 || m >= pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", m);
-    zb_gpt2_stash_t *sh = stash_of(ls, m, a->type == ZB_ACT_F, err);
+    bool starts = a->type == ZB_ACT_F || a->type == ZB_ACT_R;
+    zb_gpt2_stash_t *sh = stash_of(ls, m, starts, err);
     if (!sh)
         return ZB_ESCHEDULE;
     /* this replica's slice of the global batch, then microbatch m of it */
     size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
                  (size_t)pl->T;
     zb_status_t st;
+    float recomputed_loss;
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_F:
-        st = zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
-                             ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
-                             ls->span.head ? pl->targets + tok : NULL,
-                             ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
-                             ls->span.head ? &R->mb_loss[m] : NULL, err);
+        st = forward(R, ls, m, tok, sh, ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
+                     &R->mb_loss[m], err);
+        if (st == ZB_OK && (a->flags & ZB_ACT_NOSAVE)) {
+            /* non-saving: the input stays in x_in (or the batch); the R rebuilds the rest */
+            zb_gpt2_stash_reset(sh);
+            stash_release(ls, m);
+        }
+        break;
+    case ZB_ACT_R: /* the same forward again: the same inputs and parameters give the same bits */
+        st = forward(R, ls, m, tok, sh, ls->r_out, &recomputed_loss, err);
         break;
     case ZB_ACT_B: st = do_b(R, ls, m, sh, err); break;
     case ZB_ACT_W: st = do_w(R, ls, m, sh, err); break;

@@ -105,8 +105,10 @@ void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t 
     for (int s = 0; s < pl->S; s++)
         if (zb_stage_rank(pl->sched, s) == rank) {
             zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, s);
-            m->stash_alloc += (double)pl_peak_in_flight(&pl->sched->rank[rank], s) *
+            m->stash_alloc += (double)pl_stash_slots(&pl->sched->rank[rank], s) *
                               (double)zb_gpt2_stash_capacity(&pl->mcfg, &sp, pl->mbB, pl->T);
+            if (!sp.head && pl_stage_recomputes(&pl->sched->rank[rank], s))
+                m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
     add_total(m);
 }
@@ -126,6 +128,8 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
         const pl_stage_t *ls = &R->st[i];
         m->messages += buf * ((ls->x_in != NULL) + (ls->dx_out != NULL) + ls->own_x_out +
                               ls->own_dx_in);
+        if (ls->r_out)
+            m->messages += (double)pl->NC * F;
         for (int k = 0; k < ls->pool_n; k++)
             m->stash_alloc += (double)zb_gpt2_stash_capacity(&pl->mcfg, &ls->span, pl->mbB, pl->T);
     }

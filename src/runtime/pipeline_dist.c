@@ -32,7 +32,7 @@ static uint64_t schedule_hash(const zb_schedule_t *s)
     for (int r = 0; r < s->ranks; r++)
         for (int i = 0; i < s->rank[r].len; i++) {
             const zb_action_t *a = &s->rank[r].actions[i];
-            int32_t w[3] = {a->type, a->stage, a->mb};
+            int32_t w[4] = {a->type, a->stage, a->mb, a->flags};
             h = zb_hash_bytes(h, w, sizeof w);
         }
     return h;

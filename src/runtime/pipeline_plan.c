@@ -118,6 +118,9 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
     if (st == ZB_OK)
         st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
                       : flop_stage_costs(pl, &bc, S, costs, err);
+    if (st == ZB_OK && costs->m_keep) /* the runtime keeps a non-saving F's input in its receive
+                                         buffer, counted with the messages: nothing in the stash */
+        memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);
     if (st == ZB_OK && pl->opts->mem_limit > 0) {
         /* the limit is on the whole rank: the activations get what the rest leaves */
         double fixed = pl_static_bound(pl, S), limit = pl->opts->mem_limit;

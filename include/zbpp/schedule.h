@@ -182,9 +182,11 @@ zb_status_t zb_insert_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err
 /* Drop every SEND/RECV action. */
 zb_status_t zb_strip_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err_t *err);
 /* Recompute: a copy of `in` (compute-only or lowered, without R) in which every (stage, mb) with
- * which[stage * M + mb] set (every one when `which` is NULL) has a non-saving F and an R placed
- * immediately before its B/BW (before the RECV_B that feeds it, when lowered, so the recompute
- * overlaps the wait for the gradient). ZB_EINVAL if `in` already has R actions. */
+ * which[stage * M + mb] set has a non-saving F and an R placed immediately before its B/BW
+ * (before the RECV_B that feeds it, when lowered, so the recompute overlaps the wait for the
+ * gradient). which == NULL ("all") chooses every pair whose rank runs something between its F
+ * and its backward (where they are adjacent recompute would save nothing and cost an F).
+ * ZB_EINVAL if `in` already has R actions. */
 zb_status_t zb_add_recompute(const zb_schedule_t *in, const bool *which, zb_schedule_t **out,
                              zb_err_t *err);
 

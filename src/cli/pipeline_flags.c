@@ -142,6 +142,21 @@ int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t 
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
+void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled)
+{
+    if (!rep->measured) {
+        printf("bubble: predicted %.1f%% (simulator)\n", 100 * rep->bubble_predicted);
+        return;
+    }
+    printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
+           100 * rep->bubble_measured, replicas ? ", replica 0" : "", 100 * rep->bubble_predicted);
+    /* profiled costs are seconds: the predicted span compares with the measured one directly */
+    if (profiled && rep->span_predicted > 0)
+        printf("pipeline span (last step): measured %.2f ms, predicted %.2f ms (%+.1f%%)\n",
+               rep->span_measured * 1e3, rep->span_predicted * 1e3,
+               100 * (rep->span_measured / rep->span_predicted - 1));
+}
+
 static void mem_row(const char *what, const zb_rank_mem_t *m)
 {
     const double MiB = 1048576.0;
@@ -230,9 +245,7 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
             printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
                    sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
                    sum.last_loss, rep->step_ms_median, sum.median_tokens_per_s);
-            printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
-                   100 * rep->bubble_measured, pc->opts.dp > 1 ? ", replica 0" : "",
-                   100 * rep->bubble_predicted);
+            zb_cli_print_bubble(rep, pc->opts.dp > 1, pc->opts.profile);
             zb_cli_print_rank_memory(rep, pc->opts.ranks, pc->opts.mem_limit);
             if (rep->replicas_checked && rep->replicas_differ == 0)
                 printf("replicas: %d, identical after the run (parameter and AdamW state "

@@ -286,7 +286,7 @@ static zb_status_t apply_recompute(pl_t *pl, zb_schedule_t **s, const zb_costs_t
     zb_status_t st = zb_add_recompute(*s, NULL, &rc, err);
     if (st != ZB_OK)
         return st;
-    if (strlen(rc->name) + 3 < sizeof rc->name)
+    if (zb_schedule_has_recompute(rc) && strlen(rc->name) + 3 < sizeof rc->name)
         strcat(rc->name, "+rc");
     zb_schedule_free(*s);
     *s = rc;

@@ -18,7 +18,8 @@ same_as_ref() { # $1 = label, $2 = metrics, $3 = checkpoint
 }
 
 for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier --partition flops" "4 zb-h2" "2 zb-v" \
-    "2 zb-v --recompute all" "4 1f1b --recompute all --partition flops"; do
+    "2 zb-v --recompute all" "4 1f1b --recompute all --partition flops" \
+    "2 zb-h1 --keep-activations selective"; do
     set -- $cfg
     np=$1; shift
     label="-np $np $*"

@@ -183,6 +183,37 @@ static void test_partial_recompute_from_a_file(void **state)
     zb_gpt2_params_free(&ref);
 }
 
+/* Selective recompute (--keep-activations selective), alone and with --recompute all: the same
+ * bits, and a smaller predicted and measured activation peak. */
+static void test_selective_keep(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny_config(&c, 4);
+    float ref_loss[STEPS];
+    zb_gpt2_params_t ref;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+    static const char *fams[] = {"zb-h1", "zb-v", "1f1b"};
+    for (int f = 0; f < 3; f++)
+        for (int rc = ZB_RECOMPUTE_NONE; rc <= ZB_RECOMPUTE_ALL; rc++) {
+            zb_pipeline_opts_t o;
+            zb_pipeline_report_t all, sel;
+            zb_err_t err;
+            char what[96];
+            snprintf(what, sizeof what, "%s --keep-activations selective --recompute %s",
+                     fams[f], zb_recompute_name((zb_recompute_t)rc));
+            opts(&o, 2, fams[f], (zb_recompute_t)rc);
+            assert_int_equal(pt_run(&c, &o, NULL, NULL, &all, &err), ZB_OK);
+            o.keep = ZB_GPT2_KEEP_SELECTIVE;
+            assert_matches(&c, &o, ref_loss, &ref, what, &sel);
+            for (int r = 0; r < 2; r++) {
+                assert_true(sel.mem_measured[r].activations < all.mem_measured[r].activations);
+                assert_close(sel.mem_predicted[r].activations, sel.mem_measured[r].activations);
+            }
+        }
+    zb_gpt2_params_free(&ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -190,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_recompute_lowers_the_stash),
         cmocka_unit_test(test_auto_recomputes_when_needed),
         cmocka_unit_test(test_partial_recompute_from_a_file),
+        cmocka_unit_test(test_selective_keep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

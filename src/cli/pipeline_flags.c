@@ -92,6 +92,10 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
             return -1;
         }
         r = 1;
+    } else if (!strcmp(a, "--keep-activations")) {
+        if (strcmp(v, "all") && strcmp(v, "selective"))
+            return bad(a, v, "all or selective");
+        o->keep = !strcmp(v, "selective") ? ZB_GPT2_KEEP_SELECTIVE : ZB_GPT2_KEEP_ALL, r = 1;
     } else if (!strcmp(a, "--checkpoint-format")) {
         if (strcmp(v, "file") && strcmp(v, "sharded"))
             return bad(a, v, "file or sharded");
@@ -131,6 +135,9 @@ void zb_cli_pipeline_usage(FILE *out)
             "                       its input and an R redoes it before the backward (all), or\n"
             "                       only when the schedule would not fit --mem-limit (auto);\n"
             "                       same bits as none (default none)\n"
+            "  --keep-activations all|selective   what a forward keeps: everything (default),\n"
+            "                       or not the LayerNorm and GELU outputs, which the weight\n"
+            "                       gradient (W) recomputes (selective recompute; same bits)\n"
             "  --checkpoint-format file|sharded   --save as one file (default) or one shard per\n"
             "                       rank + a manifest at the --save path (--resume reads both)\n");
 }
@@ -139,6 +146,7 @@ int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t 
 {
     return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
            pc->opts.schedule_file || pc->opts.recompute != ZB_RECOMPUTE_NONE ||
+           pc->opts.keep != ZB_GPT2_KEEP_ALL ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 

@@ -131,6 +131,7 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
     pl->seq_per_replica = c->batch / pl->N;
     pl->mbB = pl->seq_per_replica / c->microbatches;
     pl->T = c->seq;
+    pl->keep = o->keep;
     pl->NC = (size_t)pl->mbB * (size_t)pl->T * (size_t)pl->mcfg.channels;
     /* as the local trainer, over the GLOBAL batch: the replicas' sum is the batch mean */
     pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq);

@@ -78,6 +78,7 @@ struct pl {
     const zb_pipeline_opts_t *opts;
     zb_gpt2_config_t mcfg;
     int P, S, M, mbB, T;
+    zb_gpt2_keep_t keep; /* what a saving F keeps (--keep-activations) */
     int N;      /* data-parallel replicas; pl->ranks holds N·P entries */
     size_t param_count; /* elements of the whole model's parameter buffer */
     int seq_per_replica; /* B/N sequences of the global batch per replica */

@@ -89,14 +89,21 @@ static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S,
             work += bc->head;
         double unit = bc->block[0] / 3.0; /* time of one block's F */
         costs->t_f[s] = costs->t_b[s] = costs->t_w[s] = work / 3.0 / unit;
+    }
+    return st;
+}
+
+/* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
+static void stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
+{
+    for (int s = 0; s < S; s++) {
         zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
         size_t after_f, after_b;
-        zb_gpt2_stage_mem(&pl->mcfg, &span, pl->mbB, pl->T, &after_f, &after_b);
+        zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f, &after_b);
         costs->m_f[s] = (double)after_f;
         costs->m_b[s] = (double)after_b - (double)after_f;
         costs->m_w[s] = -(double)after_b;
     }
-    return st;
 }
 
 /* Partition S stages balancing the cost model; fill pl->first and the per-stage costs. */
@@ -118,6 +125,8 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
     if (st == ZB_OK)
         st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
                       : flop_stage_costs(pl, &bc, S, costs, err);
+    if (st == ZB_OK)
+        stage_memory(pl, S, costs);
     if (st == ZB_OK && costs->m_keep) /* the runtime keeps a non-saving F's input in its receive
                                          buffer, counted with the messages: nothing in the stash */
         memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);

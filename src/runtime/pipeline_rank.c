@@ -57,7 +57,8 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
         return oom(err, R->rank);
     for (int k = 0; k < ls->pool_n; k++) {
         ls->pool_mb[k] = -1;
-        zb_status_t st = zb_gpt2_stash_new(&pl->mcfg, &ls->span, pl->mbB, pl->T, &ls->pool[k], err);
+        zb_status_t st = zb_gpt2_stash_new_keep(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->keep,
+                                                &ls->pool[k], err);
         if (st != ZB_OK)
             return st;
     }

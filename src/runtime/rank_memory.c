@@ -106,7 +106,7 @@ void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t 
         if (zb_stage_rank(pl->sched, s) == rank) {
             zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, s);
             m->stash_alloc += (double)pl_stash_slots(&pl->sched->rank[rank], s) *
-                              (double)zb_gpt2_stash_capacity(&pl->mcfg, &sp, pl->mbB, pl->T);
+                              (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &sp, pl->mbB, pl->T, pl->keep);
             if (!sp.head && pl_stage_recomputes(&pl->sched->rank[rank], s))
                 m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
@@ -131,7 +131,8 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
         if (ls->r_out)
             m->messages += (double)pl->NC * F;
         for (int k = 0; k < ls->pool_n; k++)
-            m->stash_alloc += (double)zb_gpt2_stash_capacity(&pl->mcfg, &ls->span, pl->mbB, pl->T);
+            m->stash_alloc +=
+                (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->keep);
     }
     m->activations = (double)R->live_peak;
     add_total(m);

@@ -117,6 +117,10 @@ zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg,
  * otherwise: fold and zero skip it). */
 zb_status_t zb_gpt2_grads_alloc_like(zb_gpt2_grads_t *g, const zb_gpt2_params_t *shape,
                                      zb_err_t *err);
+/* The same with wte_head only if tied_head: a buffer that holds WTE for the embedding alone
+ * (a pipeline's first stage without the head) needs no head accumulator. */
+zb_status_t zb_gpt2_grads_alloc_like_for(zb_gpt2_grads_t *g, const zb_gpt2_params_t *shape,
+                                         bool tied_head, zb_err_t *err);
 void zb_gpt2_grads_free(zb_gpt2_grads_t *g);
 void zb_gpt2_grads_zero(zb_gpt2_grads_t *g);
 void zb_gpt2_fold_tied(zb_gpt2_grads_t *g);

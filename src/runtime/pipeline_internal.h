@@ -62,6 +62,7 @@ typedef struct {
     size_t upd_elems;
     float *backup;   /* [3 * upd_elems]: params, m, v before an optimistic step */
     float *mb_loss;  /* [M] */
+    float *wte_chunk; /* [pl_wte_chunk] embedding-only rank: the head's WTE gradient arriving */
     double *vec;     /* [n_units + 1] unit partials, loss last */
     size_t live_peak;
     zb_exec_timeline_t tl;
@@ -120,6 +121,11 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
 void pl_rank_free(pl_rank_t *R);
 /* The zb_rank_fn of one training step (compute, tied exchange, norm, optimizer). */
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
+
+/* The tied WTE gradient crosses between the embedding and the head rank in chunks of this many
+ * floats (1 MiB): the embedding rank then needs no second WTE-sized buffer. */
+#define PL_WTE_CHUNK ((size_t)1 << 18)
+size_t pl_wte_chunk(size_t wte_elems);
 
 /* Stash slots `stage` needs in a rank's program (its pool): microbatches between a saving F (or
  * an R) and their W, plus a non-saving F while it runs. */

@@ -130,15 +130,20 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
 {
     zb_gpt2_span_t spans[1024];
     int n = 0;
+    bool head = false;
     for (int s = 0; s < pl->S && n < 1024; s++)
-        if (zb_stage_rank(pl->sched, s) == R->rank)
-            spans[n++] = zb_partition_span(pl->first, pl->S, s);
+        if (zb_stage_rank(pl->sched, s) == R->rank) {
+            spans[n] = zb_partition_span(pl->first, pl->S, s);
+            head |= spans[n++].head;
+        }
     zb_status_t st;
     if ((st = zb_gpt2_params_alloc_part(&R->params, &pl->mcfg, spans, n, err)) != ZB_OK)
         return st;
     for (int u = 0; u < pl->n_units; u++)
         zb_gpt2_copy_unit(&R->params, init, u);
-    if ((st = zb_gpt2_grads_alloc_like(&R->grads, &R->params, err)) != ZB_OK ||
+    /* the head part of WTE's gradient accumulates where the head is; the embedding-only rank
+     * folds it in chunk by chunk as it arrives (tied_embedding) */
+    if ((st = zb_gpt2_grads_alloc_like_for(&R->grads, &R->params, head, err)) != ZB_OK ||
         (st = zb_adamw_state_alloc_like(&R->opt, &R->params, err)) != ZB_OK)
         return st;
     R->touch_opt = !opt;
@@ -205,6 +210,9 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
         R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE], 0};
         R->upd_elems += R->params.sizes[ZB_WTE];
     }
+    if (R->has_embed && !R->has_head &&
+        !(R->wte_chunk = malloc(pl_wte_chunk(R->params.sizes[ZB_WTE]) * sizeof(float))))
+        return oom(err, rank);
     if (pl_rank_backs_up(pl) && R->upd_elems > 0 &&
         !(R->backup = malloc(3 * R->upd_elems * sizeof(float))))
         return oom(err, rank);
@@ -235,7 +243,7 @@ void pl_rank_free(pl_rank_t *R)
             free(ls->dx_in);
     }
     free(R->st), free(R->local_of_stage), free(R->units), free(R->upd), free(R->backup);
-    free(R->mb_loss), free(R->vec);
+    free(R->mb_loss), free(R->vec), free(R->wte_chunk);
     pl_dp_free(R);
     zb_workers_free(R->workers);
     zb_exec_timeline_free(&R->tl);
@@ -412,19 +420,43 @@ static size_t op_recv_bytes(void *ctx, const zb_action_t *a)
 /* ---- after the compute: tied embedding, norm, optimizer ---- */
 
 /* Both holders of WTE end with (embedding part) + (head part), formed by zb_gpt2_fold_tied. */
+size_t pl_wte_chunk(size_t wte_elems)
+{
+    return wte_elems < PL_WTE_CHUNK ? wte_elems : PL_WTE_CHUNK;
+}
+
+/* In chunks of pl_wte_chunk elements, each its own tagged exchange: the embedding rank sends its
+ * part of chunk k and adds the head's part of chunk k as it arrives (into a chunk-sized buffer,
+ * not a second WTE-sized one); the head rank sends its part (wte_head) and receives the
+ * embedding part into the gradient, then folds. Both end with (embedding part) + (head part),
+ * the order zb_gpt2_fold_tied uses, so the two copies and --ranks 1 have the same bits. */
 static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
-    size_t n = R->grads.g.sizes[ZB_WTE];
-    uint32_t tag = zb_tag(ZB_TAG_EXCHANGE, 0, 0);
-    zb_status_t st = ZB_OK;
-    if (R->has_embed && !R->has_head) /* receive the head part where fold expects it */
-        st = zb_exchange(t, R->grads.g.t[ZB_WTE], R->grads.wte_head, n, pl->head_rank, tag, err);
-    else if (R->has_head && !R->has_embed) /* receive the embedding part into the gradient */
-        st = zb_exchange(t, R->grads.wte_head, R->grads.g.t[ZB_WTE], n, pl->embed_rank, tag, err);
-    if (st == ZB_OK && (R->has_embed || R->has_head))
+    if (R->has_embed == R->has_head) { /* both or neither here: nothing to exchange */
+        if (R->has_embed)
+            zb_gpt2_fold_tied(&R->grads);
+        return ZB_OK;
+    }
+    size_t n = R->grads.g.sizes[ZB_WTE], step = pl_wte_chunk(n);
+    float *g = R->grads.g.t[ZB_WTE];
+    for (size_t lo = 0, k = 0; lo < n; lo += step, k++) {
+        size_t len = n - lo < step ? n - lo : step;
+        uint32_t tag = zb_tag(ZB_TAG_EXCHANGE, 0, (int)k);
+        zb_status_t st;
+        if (R->has_embed) {
+            st = zb_exchange(t, g + lo, R->wte_chunk, len, pl->head_rank, tag, err);
+            for (size_t i = 0; st == ZB_OK && i < len; i++)
+                g[lo + i] = g[lo + i] + R->wte_chunk[i]; /* embedding + head */
+        } else {
+            st = zb_exchange(t, R->grads.wte_head + lo, g + lo, len, pl->embed_rank, tag, err);
+        }
+        if (st != ZB_OK)
+            return st;
+    }
+    if (R->has_head)
         zb_gpt2_fold_tied(&R->grads);
-    return st;
+    return ZB_OK;
 }
 
 static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)

@@ -25,7 +25,7 @@ done
 awk '/^ rank 0/ { getline; if ($2 != $3) bad = 1; found = 1 } END { exit !(found && !bad) }' \
     1f1b.out || fail "rank 0 gradients differ from its parameters: $(grep -A2 '^ rank 0' 1f1b.out)"
 echo "ok: chunked tied-embedding exchange bit-identical to --ranks 1 (threads, 1f1b and zb-v)"
-if command -v mpirun >/dev/null 2>&1 && "$Z" train --help 2>&1 | grep -q -- "--transport"; then
+if command -v mpirun >/dev/null 2>&1; then
     mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS=detect_leaks=0 -np 2 \
         "$Z" train "${M[@]}" --transport mpi --schedule 1f1b --save mpi.ckpt >mpi.out 2>&1 ||
         fail "mpirun: $(tail -3 mpi.out)"

@@ -94,7 +94,7 @@ static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S,
 }
 
 /* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
-static void stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
+void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
 {
     for (int s = 0; s < S; s++) {
         zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
@@ -126,7 +126,7 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
         st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
                       : flop_stage_costs(pl, &bc, S, costs, err);
     if (st == ZB_OK)
-        stage_memory(pl, S, costs);
+        pl_stage_memory(pl, S, costs);
     if (st == ZB_OK && costs->m_keep) /* the runtime keeps a non-saving F's input in its receive
                                          buffer, counted with the messages: nothing in the stash */
         memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);

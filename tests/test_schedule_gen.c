@@ -367,6 +367,49 @@ static void test_interleaved_pytorch_m6(void **state)
     zb_schedule_free(s);
 }
 
+/* Looped BFS: exact order (PyTorch's ScheduleLoopedBFS, but each stage's backwards in
+ * microbatch order, see gen_looped_bfs.c), valid over a grid, GPipe's memory v·M,
+ * and for M >= P a bubble of (P-1) chunk steps of F+B+W (no wait between forward chunks). */
+static void test_looped_bfs(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = tu_gen("LoopedBFS", 2, 3, 2);
+    assert_string_equal(s->name, "looped-bfs");
+    /* rank 1 holds stages 1 and 3 */
+    const zb_action_t want[] = {
+        tu_act(ZB_ACT_F, 1, 0),  tu_act(ZB_ACT_F, 1, 1),  tu_act(ZB_ACT_F, 1, 2),
+        tu_act(ZB_ACT_F, 3, 0),  tu_act(ZB_ACT_F, 3, 1),  tu_act(ZB_ACT_F, 3, 2),
+        tu_act(ZB_ACT_BW, 3, 0), tu_act(ZB_ACT_BW, 3, 1), tu_act(ZB_ACT_BW, 3, 2),
+        tu_act(ZB_ACT_BW, 1, 0), tu_act(ZB_ACT_BW, 1, 1), tu_act(ZB_ACT_BW, 1, 2)};
+    assert_int_equal(s->rank[1].len, 12);
+    for (int i = 0; i < 12; i++) {
+        const zb_action_t *a = &s->rank[1].actions[i];
+        CHECK(a->type == want[i].type && a->stage == want[i].stage && a->mb == want[i].mb,
+              "looped-bfs rank 1 action %d: %s(%d, %d)", i, zb_action_type_name(a->type),
+              a->stage, a->mb);
+    }
+    zb_schedule_free(s);
+    for (int P = 1; P <= 5; P++)
+        for (int v = 1; v <= 3; v++)
+            for (int M = 1; M <= 2 * P + 1; M++) {
+                s = tu_gen("looped-bfs", P, M, v);
+                zb_err_t e = {0};
+                if (zb_validate(s, NULL, &e) != ZB_OK)
+                    fail_msg("looped-bfs P=%d v=%d M=%d: %s", P, v, M, e.msg);
+                zb_schedule_free(s);
+                double F = 1, B = 2, W = 0.5;
+                result_t r = run("looped-bfs", P, M, v, F, B, W);
+                CHECK(tu_close(r.peak0, v * M) && tu_close(r.peak_max, v * M),
+                      "looped-bfs P=%d v=%d M=%d: peak %g, want %d", P, v, M, r.peak_max, v * M);
+                if (M >= P)
+                    CHECK(tu_close(r.bubble, (P - 1) * (F + B + W)),
+                          "looped-bfs P=%d v=%d M=%d: bubble %g, want %g", P, v, M, r.bubble,
+                          (P - 1) * (F + B + W));
+            }
+    expect_einval("looped-bfs", 4, 8, 65, "chunks");
+    expect_einval("looped-bfs", 4, 0, 2, "microbatches");
+}
+
 /* PyTorch's schedule class names find the same family, in any case; unknown names still fail. */
 static void test_pytorch_aliases(void **state)
 {
@@ -379,13 +422,14 @@ static void test_pytorch_aliases(void **state)
                               {"INTERLEAVEDZEROBUBBLE", "interleaved-zb"},
                               {"ZBVZeroBubble", "zb-v"},
                               {"DualPipeV", "dualpipev"},
+                              {"LoopedBFS", "looped-bfs"},
+                              {"ScheduleLoopedBFS", "looped-bfs"},
                               {"ZB-H1", "zb-h1"}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         const zb_generator_info_t *g = zb_generator_find(pairs[i][0]);
         assert_non_null(g);
         assert_string_equal(g->name, pairs[i][1]);
     }
-    assert_null(zb_generator_find("LoopedBFS")); /* no such family in zbpp */
     assert_null(zb_generator_find("Schedule"));
     assert_null(zb_generator_find("1F1Bx"));
     /* generating through an alias gives the family's own schedule, named canonically */
@@ -414,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_closed_form_interleaved),
         cmocka_unit_test(test_interleaved_any_m),
         cmocka_unit_test(test_interleaved_pytorch_m6),
+        cmocka_unit_test(test_looped_bfs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

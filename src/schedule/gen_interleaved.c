@@ -10,11 +10,11 @@
  *
  * Rank r runs (v-1)·g0 + 2(P-1-r) warm-up forwards (g0 = the first, largest round), then
  * alternates one forward and one backward, then drains the backwards. Why it cannot deadlock:
- * the last rank's first backward of a round needs only its own forward (v-1)·g rounds-steps
- * earlier, which the warm-up covers; and a rank waiting for the chunk before it on rank P-1 is
- * never waited on in return, because every round holds at least P microbatches, more than the
- * 2(P-1) steps by which rank 0 runs ahead of rank P-1. The validator checks the lowered program
- * for every shape the tests cover.
+ * the last rank's backward of (chunk v-1, mb) needs only its own forward of it, (v-1)·g steps
+ * earlier in its forward order, which the warm-up covers; and rank 0, waiting for the chunk
+ * before it on rank P-1, is never waited on in return, because every round holds at least P
+ * microbatches, more than the 2(P-1) steps by which rank 0 runs ahead of rank P-1. The
+ * validator checks the lowered program for every shape the tests cover.
  *
  * Bubble time at zero comm cost with M a multiple of P is (P-1)(F+B+W)/v with F, B, W the costs
  * of one whole rank's model (per-chunk costs × v). */

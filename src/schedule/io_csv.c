@@ -94,8 +94,9 @@ static int parse_index(const char **p, const char *end, int32_t *out)
     return 0;
 }
 
-/* Type tokens, longest first so "BW" wins over "B", and every longer token that starts with R
- * (RECV_F, RECV_B, RESHARD, REDUCE_GRAD) comes before "R" (recompute, a zbpp extension). The
+/* Type tokens, matched in this order. Order matters where one token starts another: "BW" before
+ * "B", and every longer token that starts with R (RECV_F, RECV_B, RESHARD, REDUCE_GRAD) before
+ * "R" (recompute, a zbpp extension). The
  * FSDP tokens (UNSHARD, RESHARD, REDUCE_GRAD) carry a stage and usually no microbatch; they are
  * read and dropped (`fsdp`). */
 static const struct {

@@ -80,5 +80,17 @@ bad tok-magic 1 "bad magic" --init-from m.bin --tokenizer badmagic.bin
 bad tok-vocab 1 "200 tokens but the model's vocabulary is 257" --init-from m.bin --tokenizer small.bin
 bad tok-short 1 "cannot hold 257 tokens" --init-from m.bin --tokenizer short.bin
 
+# train --sample-every: one line per N steps on the progress stream (also with --quiet), the
+# same text through 2 pipeline ranks as in one process (the parameters are the same bits)
+TINY=(--text small.txt --steps 4 --seq 16 --batch 4 --layers 2 --channels 32 --heads 2 --quiet)
+"$ZBPP" train "${TINY[@]}" --sample-every 2 --sample-tokens 12 >/dev/null 2>s1.txt ||
+  fail "train --sample-every: $(cat s1.txt)"
+[ "$(grep -c '^sample after step [24]: ' s1.txt)" -eq 2 ] || fail "expected 2 samples: $(cat s1.txt)"
+"$ZBPP" train "${TINY[@]}" --sample-every 2 --sample-tokens 12 --ranks 2 >/dev/null 2>s2.txt ||
+  fail "train --sample-every --ranks 2: $(cat s2.txt)"
+cmp -s s1.txt s2.txt || fail "samples differ between 1 and 2 ranks: $(cat s1.txt s2.txt)"
+"$ZBPP" train "${TINY[@]}" --sample-every -1 >/dev/null 2>err && fail "--sample-every -1 accepted"
+grep -q "sample-every" err || fail "--sample-every -1: $(cat err)"
+
 [ "$fails" -eq 0 ] || { echo "cli_generate: $fails failure(s)"; exit 1; }
 echo "cli_generate: PASS"

@@ -310,6 +310,8 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         st = zb_progress_step(prog, &s, err);
         if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
             st = zb_diverge_step(&div, s.skipped, t.step, err);
+        if (st == ZB_OK && cfg->sample_every > 0 && t.step % cfg->sample_every == 0)
+            st = zb_train_sample(cfg, &t.params, t.inputs[0], t.step, human, err);
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
             t.step < cfg->steps && zb_diverge_may_save(&div))
             st = zb_train_save(&t, cfg->save_path, err);

@@ -304,7 +304,8 @@ int zb_cmd_train(int argc, char **argv)
     const char *outputs[][2] = {{"--save", c.save_path},
                                 {"--save-model", c.save_model_path},
                                 {"--metrics", c.metrics_path},
-                                {"--trace", pipe.opts.trace_path}};
+                                {"--trace", pipe.opts.trace_path},
+                                {"--trace-svg", pipe.opts.trace_svg_path}};
     for (size_t k = 0; k < sizeof outputs / sizeof outputs[0] && !pipe.mpi; k++)
         if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
             return fail(st, &err);

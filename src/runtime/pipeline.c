@@ -109,7 +109,7 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
         rep->span_measured = measured.span_max;
         rep->busy_measured = measured.busy_max;
         rep->measured = true;
-        if (pl->opts->trace_path)
+        if (pl->opts->trace_path || pl->opts->trace_svg_path)
             st = pl_write_traces(pl, &measured, err);
         zb_exec_sim_free(&measured);
     }

@@ -1,9 +1,12 @@
 /* GPT-2 inference, one position at a time, with a KV cache per block (see gpt2_infer.h).
- * The dense parts reuse the src/nn/ kernels with N = 1 row; the attention over the cache is
- * written here (one query against the cached keys: the nn kernel computes a full T×T causal
- * block, which is exactly the work a cache avoids). */
+ * LayerNorm, GELU and the residual adds reuse the src/nn/ kernels with N = 1 row. The linear
+ * layers of one row are matrix-vector products (cblas_sgemv): a one-row sgemm packs the whole
+ * weight matrix first, doubling the memory traffic that bounds this path (bench_generate). The
+ * attention over the cache is written here (one query against the cached keys: the nn kernel
+ * computes a full T×T causal block, which is exactly the work a cache avoids). */
 #include "zbpp/gpt2_infer.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +131,17 @@ static void cached_attention(zb_gpt2_kv_t *c, int l, int pos)
     }
 }
 
+/* out[OC] = weight[OC,C] · inp[C] (+ bias[OC]); single-threaded BLAS (zb_blas_init). */
+static void matvec(float *out, const float *inp, const float *weight, const float *bias, int C,
+                   int OC)
+{
+    zb_blas_init();
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, weight, C, inp, 1, 0.0f, out, 1);
+    if (bias)
+        for (int i = 0; i < OC; i++)
+            out[i] += bias[i];
+}
+
 static const float *slice(const zb_gpt2_params_t *p, int tensor, int layer)
 {
     size_t n;
@@ -141,23 +155,20 @@ static void block_step(const zb_gpt2_params_t *p, zb_gpt2_kv_t *c, int layer, in
     size_t Cz = (size_t)C;
     zb_layernorm_forward(c->ln, c->tmp, c->tmp + 1, c->x, slice(p, ZB_LN1W, layer),
                          slice(p, ZB_LN1B, layer), 1, C);
-    zb_matmul_forward(c->qkv, c->ln, slice(p, ZB_QKVW, layer), slice(p, ZB_QKVB, layer), 1, C,
-                      3 * C);
+    matvec(c->qkv, c->ln, slice(p, ZB_QKVW, layer), slice(p, ZB_QKVB, layer), C, 3 * C);
     float *krow = c->k + ((size_t)l * c->cap + (size_t)pos) * Cz;
     float *vrow = c->v + ((size_t)l * c->cap + (size_t)pos) * Cz;
     memcpy(krow, c->qkv + Cz, Cz * sizeof(float));
     memcpy(vrow, c->qkv + 2 * Cz, Cz * sizeof(float));
     cached_attention(c, l, pos);
-    zb_matmul_forward(c->tmp, c->atty, slice(p, ZB_ATTPROJW, layer),
-                      slice(p, ZB_ATTPROJB, layer), 1, C, C);
+    matvec(c->tmp, c->atty, slice(p, ZB_ATTPROJW, layer), slice(p, ZB_ATTPROJB, layer), C, C);
     zb_residual_forward(c->res2, c->x, c->tmp, Cz);
     zb_layernorm_forward(c->ln, c->tmp, c->tmp + 1, c->res2, slice(p, ZB_LN2W, layer),
                          slice(p, ZB_LN2B, layer), 1, C);
-    zb_matmul_forward(c->fch, c->ln, slice(p, ZB_FCW, layer), slice(p, ZB_FCB, layer), 1, C,
-                      4 * C);
+    matvec(c->fch, c->ln, slice(p, ZB_FCW, layer), slice(p, ZB_FCB, layer), C, 4 * C);
     zb_gelu_forward(c->fchg, c->fch, 4 * Cz);
-    zb_matmul_forward(c->tmp, c->fchg, slice(p, ZB_FCPROJW, layer),
-                      slice(p, ZB_FCPROJB, layer), 1, 4 * C, C);
+    matvec(c->tmp, c->fchg, slice(p, ZB_FCPROJW, layer), slice(p, ZB_FCPROJB, layer), 4 * C,
+           C);
     zb_residual_forward(c->x, c->res2, c->tmp, Cz);
 }
 
@@ -206,7 +217,7 @@ zb_status_t zb_gpt2_infer_step(const zb_gpt2_params_t *p, const zb_gpt2_span_t *
     if (span->head) {
         zb_layernorm_forward(kv->ln, kv->tmp, kv->tmp + 1, kv->x, p->t[ZB_LNFW], p->t[ZB_LNFB], 1,
                              C);
-        zb_matmul_forward(logits, kv->ln, p->t[ZB_WTE], NULL, 1, C, kv->cfg.padded_vocab);
+        matvec(logits, kv->ln, p->t[ZB_WTE], NULL, C, kv->cfg.padded_vocab);
     } else {
         memcpy(x_out, kv->x, Cz * sizeof(float));
     }

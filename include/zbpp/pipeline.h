@@ -93,6 +93,13 @@ typedef struct {
     struct zb_transport *transport;
     /* --save writes a sharded checkpoint (zbpp/checkpoint_sharded.h) instead of one file. */
     bool sharded_checkpoint;
+    /* Activation recomputation (docs/runtime.md, "Recompute"): none; all (every F non-saving, an
+     * R before each backward); auto (only when the schedule does not fit mem_limit). The
+     * losses and parameters are the same bits whichever is chosen. */
+    zb_recompute_t recompute;
+    /* What a saving F keeps (--keep-activations): ALL, or SELECTIVE (the LayerNorm and GELU
+     * outputs are recomputed in W; zbpp/gpt2.h). Orthogonal to `recompute`; same bits. */
+    zb_gpt2_keep_t keep;
 } zb_pipeline_opts_t;
 
 /* ranks 1, dp 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,
@@ -116,6 +123,16 @@ typedef struct {
     double rss_peak;    /* measured only: peak resident set of the process holding the rank
                          * (with threads, the whole process: every rank shares it) */
 } zb_rank_mem_t;
+
+/* The whole-rank memory zbpp train would predict for each rank of `sched` (compute-only or
+ * lowered), without training: partition `first` (first[S] = layers), per-stage `costs` (their
+ * times and memory-delta layout; the deltas themselves are recomputed in bytes for `keep`),
+ * microbatches of mbB sequences of T tokens, optimizer sync `sync`, one replica. out[r] for every
+ * rank r < sched->ranks (rss_peak 0). ZB_EINVAL for mismatched shapes. */
+zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *first,
+                                       const zb_schedule_t *sched, const zb_costs_t *costs,
+                                       int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
+                                       zb_rank_mem_t *out, zb_err_t *err);
 
 /* What the run measured and what the models predicted. */
 typedef struct {

@@ -75,6 +75,8 @@ typedef struct {
                            * none. The schedule's activations get what params, gradients,
                            * optimizer state, backup and message buffers leave. */
     const char *trace_path; /* measured timeline of the last step (Chrome trace); NULL = none */
+    const char *trace_svg_path; /* measured vs predicted timeline of the last step in one SVG
+                                 * chart (zb_svg_write_overlay); NULL = none */
     bool profile;         /* measure stage costs for partition + prediction (else FLOP model) */
     bool pin;             /* pin rank r's thread to core r when there are enough cores */
     double timeout;       /* seconds a rank may wait for a message (<= 0 = forever) */

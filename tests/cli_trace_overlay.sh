@@ -7,6 +7,7 @@
 # Usage: cli_trace_overlay.sh <zbpp-binary> <source-dir>
 set -u
 ZBPP=$(readlink -f "$1")
+SRC=$(readlink -f "$2")
 T=$(mktemp -d "${TMPDIR:-/tmp}/zbpp-overlay.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -56,41 +57,8 @@ if [ -n "$CHROME" ]; then
     --user-data-dir="$T/profile" --window-size=900,300 --screenshot="$T/o.png" \
     "file://$T/overlay.svg" >chrome.log 2>&1
   if [ -s o.png ]; then
-    python3 - o.png 4e79a7 f28e2b 59a14f <<'PY' || fail "overlay colours not rendered"
-import struct, sys, zlib
-data = open(sys.argv[1], "rb").read()
-pos, idat = 8, b""
-while pos < len(data):
-    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-    body = data[pos + 8:pos + 8 + n]
-    if kind == b"IHDR":
-        w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
-        bpp = 3 if ctype == 2 else 4
-    elif kind == b"IDAT":
-        idat += body
-    pos += 12 + n
-raw, stride = zlib.decompress(idat), w * bpp
-prev, counts = bytearray(stride), {}
-for y in range(h):
-    f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-    for i in range(stride):
-        a = line[i - bpp] if i >= bpp else 0
-        b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-        if f == 1: line[i] = (line[i] + a) & 255
-        elif f == 2: line[i] = (line[i] + b) & 255
-        elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
-        elif f == 4:
-            p = a + b - c
-            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-            line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-    for x in range(0, stride, bpp):
-        k = bytes(line[x:x + 3])
-        counts[k] = counts.get(k, 0) + 1
-    prev = line
-missing = [hx for hx in sys.argv[2:] if counts.get(bytes.fromhex(hx), 0) < 20]
-print("missing colours", missing) if missing else None
-sys.exit(1 if missing else 0)
-PY
+    python3 "$SRC/tests/png_colours.py" o.png 4e79a7 f28e2b 59a14f ||
+      fail "overlay colours not rendered"
   else
     fail "chromium wrote no screenshot: $(tail -3 chrome.log)"
   fi

@@ -160,6 +160,27 @@ static void test_collectives_fixed_order(void **state)
     }
 }
 
+/* 64-bit integers that no double holds exactly arrive bit for bit. */
+static const uint64_t U64[3][2] = {{UINT64_MAX, 0x8000000000000001u},
+                                   {0x0123456789abcdefu, 0},
+                                   {(1ull << 53) + 1, 0xfedcba9876543210u}};
+
+static zb_status_t u64_rank(zb_transport_t *t, void *arg, zb_err_t *err)
+{
+    return zb_allgather_u64(t, U64[t->rank], 2, arg, err);
+}
+
+static void test_allgather_u64_exact(void **state)
+{
+    (void)state;
+    uint64_t out[3][6];
+    void *args[3] = {out[0], out[1], out[2]};
+    zb_err_t err;
+    assert_int_equal(run(3, 4, 10, u64_rank, args, NULL, &err), ZB_OK);
+    for (int r = 0; r < 3; r++)
+        assert_memory_equal(out[r], U64, sizeof out[r]);
+}
+
 /* ---- exchange between ranks 0 and 2 of 3 ---- */
 
 static zb_status_t exchange_rank(zb_transport_t *t, void *arg, zb_err_t *err)
@@ -334,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_matching_by_source_and_tag),
         cmocka_unit_test(test_bounded_mailbox),
         cmocka_unit_test(test_collectives_fixed_order),
+        cmocka_unit_test(test_allgather_u64_exact),
         cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_size_mismatch),
         cmocka_unit_test(test_timeout_no_hang),

@@ -105,6 +105,11 @@ zb_status_t zb_send(zb_transport_t *t, const void *buf, size_t bytes, int peer, 
 zb_status_t zb_recv(zb_transport_t *t, void *buf, size_t bytes, int peer, uint32_t tag,
                     zb_err_t *err);
 zb_status_t zb_post_recv(zb_transport_t *t, size_t bytes, int peer, uint32_t tag, zb_err_t *err);
+/* all[r*n + i] = value i of rank r, for 64-bit integers (hashes, sizes, checksums, statuses):
+ * exact on every transport (the ops move doubles; each value travels as two 32-bit halves, which
+ * doubles hold exactly). n <= 4096. */
+zb_status_t zb_allgather_u64(zb_transport_t *t, const uint64_t *mine, int n, uint64_t *all,
+                             zb_err_t *err);
 zb_status_t zb_allgather(zb_transport_t *t, const double *mine, int n, double *all,
                          zb_err_t *err);
 /* vals[i] = sum over ranks r = 0..P-1 (in that order, starting from 0.0) of rank r's vals[i].

@@ -92,18 +92,6 @@ uint64_t zb_build_id(void)
     return cached;
 }
 
-/* A 64-bit hash travels as two doubles holding 32 bits each (exact). */
-static void put64(double *row, uint64_t h)
-{
-    row[0] = (double)(uint32_t)(h >> 32);
-    row[1] = (double)(uint32_t)h;
-}
-
-static uint64_t get64(const double *row)
-{
-    return (uint64_t)row[0] << 32 | (uint64_t)row[1];
-}
-
 static void append(char *msg, size_t cap, const char *text)
 {
     size_t len = strlen(msg);
@@ -113,10 +101,10 @@ static void append(char *msg, size_t cap, const char *text)
         memcpy(msg + len, "...", 4);
 }
 
-/* Row layout: status, message hash (2), then 2 per item. */
-enum { HDR = 3 };
+/* Row layout (zb_allgather_u64): status, message hash, then one hash per item. */
+enum { HDR = 2 };
 
-static zb_status_t report_failures(const zb_transport_t *t, const double *all, int row_n,
+static zb_status_t report_failures(const zb_transport_t *t, const uint64_t *all, int row_n,
                                    zb_status_t local, zb_err_t *err)
 {
     int first_bad = -1, n_bad = 0;
@@ -127,10 +115,10 @@ static zb_status_t report_failures(const zb_transport_t *t, const double *all, i
                 first_bad = r;
         }
     if (local != ZB_OK) {
-        const double *mine = all + (size_t)t->rank * row_n;
+        const uint64_t *mine = all + (size_t)t->rank * row_n;
         for (int r = 0; r < t->rank; r++) {
-            const double *o = all + (size_t)r * row_n;
-            if (o[0] == mine[0] && get64(o + 1) == get64(mine + 1))
+            const uint64_t *o = all + (size_t)r * row_n;
+            if (o[0] == mine[0] && o[1] == mine[1])
                 return zb_err_set(err, ZB_EABORT, "rank %d failed during start-up (like rank %d)",
                                   t->rank, r);
         }
@@ -148,22 +136,22 @@ zb_status_t zb_handshake(zb_transport_t *t, const zb_hs_item_t *items, int n, zb
 {
     if (n < 0 || n > MAX_ITEMS)
         return zb_err_set(err, ZB_EINVAL, "handshake of %d items (at most %d)", n, MAX_ITEMS);
-    int row_n = HDR + 2 * MAX_ITEMS;
-    double *mine = calloc((size_t)row_n, sizeof *mine);
-    double *all = calloc((size_t)row_n * (size_t)t->size, sizeof *all);
+    int row_n = HDR + MAX_ITEMS;
+    uint64_t *mine = calloc((size_t)row_n, sizeof *mine);
+    uint64_t *all = calloc((size_t)row_n * (size_t)t->size, sizeof *all);
     if (!mine || !all) {
         free(mine), free(all);
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the start-up handshake");
     }
-    mine[0] = (double)local;
+    mine[0] = (uint64_t)local;
     if (local != ZB_OK) {
-        put64(mine + 1, zb_hash_str(ZB_HASH_SEED, err ? err->msg : ""));
+        mine[1] = zb_hash_str(ZB_HASH_SEED, err ? err->msg : "");
     } else {
         for (int i = 0; i < n; i++)
-            put64(mine + HDR + 2 * i, items[i].hash);
+            mine[HDR + i] = items[i].hash;
     }
     zb_err_t xerr;
-    zb_status_t st = zb_allgather(t, mine, row_n, all, &xerr);
+    zb_status_t st = zb_allgather_u64(t, mine, row_n, all, &xerr);
     if (st != ZB_OK) {
         /* a start-up failure explains a broken exchange better than the exchange does */
         if (local == ZB_OK && err)
@@ -181,10 +169,10 @@ zb_status_t zb_handshake(zb_transport_t *t, const zb_hs_item_t *items, int n, zb
     }
     char msg[sizeof ((zb_err_t *)0)->msg] = "";
     for (int r = 1; r < t->size; r++) {
-        const double *o = all + (size_t)r * row_n;
+        const uint64_t *o = all + (size_t)r * row_n;
         bool any = false;
         for (int i = 0; i < n; i++) {
-            if (get64(o + HDR + 2 * i) == get64(all + HDR + 2 * i))
+            if (o[HDR + i] == all[HDR + i])
                 continue;
             char part[96];
             if (!any)

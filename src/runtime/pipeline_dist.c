@@ -212,11 +212,11 @@ static zb_status_t agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t
     zb_transport_t *net = pl->opts->transport;
     if (!net)
         return local;
-    double mine = (double)local, *all = calloc((size_t)net->size, sizeof *all);
+    uint64_t mine = (uint64_t)local, *all = calloc((size_t)net->size, sizeof *all);
     if (!all)
         return zb_err_set(err, ZB_ENOMEM, "out of memory");
     zb_err_t xerr;
-    zb_status_t st = zb_allgather(net, &mine, 1, all, &xerr);
+    zb_status_t st = zb_allgather_u64(net, &mine, 1, all, &xerr);
     if (st == ZB_OK && local == ZB_OK)
         for (int r = 0; r < net->size && st == ZB_OK; r++)
             if (all[r] != 0)
@@ -405,14 +405,14 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
     char dir[4096];
     split_path(path, dir, sizeof dir, &base);
     /* a nonce from rank 0 keeps a re-save of the same step from overwriting live shards */
-    double nonce = (double)(((uint32_t)time(NULL) * 2654435761u) ^ (uint32_t)getpid() ^
-                            (uint32_t)(zb_now() * 1e6));
+    uint64_t nonce = ((uint32_t)time(NULL) * 2654435761u) ^ (uint32_t)getpid() ^
+                     (uint32_t)(zb_now() * 1e6);
     zb_status_t st = ZB_OK;
     if (net) {
-        double *all = calloc((size_t)net->size, sizeof *all);
+        uint64_t *all = calloc((size_t)net->size, sizeof *all);
         if (!all)
             return zb_err_set(err, ZB_ENOMEM, "out of memory");
-        st = zb_allgather(net, &nonce, 1, all, err);
+        st = zb_allgather_u64(net, &nonce, 1, all, err);
         nonce = all[0];
         free(all);
         if (st != ZB_OK)
@@ -437,20 +437,16 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
     else if (net) {
         /* rank 0 needs every shard's size and checksum for the manifest */
         int me = net->rank;
-        double row[5] = {0, 0, 0, 0, 0}; /* other replicas write no shard: zeros */
-        if (me < pl->P) {
-            const zb_ckpt_shard_ref_t *sh = &m.shard[me];
-            row[1] = (double)(sh->bytes >> 32), row[2] = (double)(uint32_t)sh->bytes;
-            row[3] = (double)(sh->checksum >> 32), row[4] = (double)(uint32_t)sh->checksum;
-        }
-        double *all = calloc(5 * (size_t)net->size, sizeof *all);
+        uint64_t row[2] = {0, 0}; /* other replicas write no shard: zeros */
+        if (me < pl->P)
+            row[0] = m.shard[me].bytes, row[1] = m.shard[me].checksum;
+        uint64_t *all = calloc(2 * (size_t)net->size, sizeof *all);
         if (!all)
             st = zb_err_set(err, ZB_ENOMEM, "out of memory");
-        else if ((st = zb_allgather(net, row, 5, all, err)) == ZB_OK)
+        else if ((st = zb_allgather_u64(net, row, 2, all, err)) == ZB_OK)
             for (int r = 0; r < pl->P; r++) { /* replica 0's rows: global ranks 0..P-1 */
-                const double *o = all + 5 * (size_t)r;
-                m.shard[r].bytes = (uint64_t)o[1] << 32 | (uint64_t)o[2];
-                m.shard[r].checksum = (uint64_t)o[3] << 32 | (uint64_t)o[4];
+                m.shard[r].bytes = all[2 * (size_t)r];
+                m.shard[r].checksum = all[2 * (size_t)r + 1];
             }
         free(all);
     }

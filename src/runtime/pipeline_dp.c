@@ -137,27 +137,22 @@ zb_status_t pl_dp_check(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     zb_transport_t *net = pl->opts->transport;
     if (pl->N <= 1)
         return ZB_OK;
-    /* two exact 32-bit halves per rank, so a double carries them through allgather */
-    double *all = calloc(2 * (size_t)world, sizeof *all);
+    uint64_t *all = calloc((size_t)world, sizeof *all);
     if (!all)
         return zb_err_set(err, ZB_ENOMEM, "out of memory checking the replicas");
     zb_status_t st = ZB_OK;
     for (int g = 0; g < world; g++)
-        if (!net || g == net->rank) {
-            uint64_t h = state_hash(&pl->ranks[g]);
-            all[2 * g] = (double)(uint32_t)(h >> 32);
-            all[2 * g + 1] = (double)(uint32_t)h;
-        }
+        if (!net || g == net->rank)
+            all[g] = state_hash(&pl->ranks[g]);
     if (net) {
-        double mine[2] = {all[2 * net->rank], all[2 * net->rank + 1]};
-        st = zb_allgather(net, mine, 2, all, err);
+        uint64_t mine = all[net->rank];
+        st = zb_allgather_u64(net, &mine, 1, all, err);
     }
     if (st == ZB_OK) {
         rep->replicas_checked = true;
         rep->replicas_differ = 0;
         for (int g = P; g < world; g++)
-            rep->replicas_differ += all[2 * g] != all[2 * (g % P)] ||
-                                    all[2 * g + 1] != all[2 * (g % P) + 1];
+            rep->replicas_differ += all[g] != all[g % P];
     }
     free(all);
     return st;

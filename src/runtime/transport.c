@@ -67,6 +67,28 @@ zb_status_t zb_allgather(zb_transport_t *t, const double *mine, int n, double *a
 
 enum { ALLREDUCE_MAX = 4096 };
 
+zb_status_t zb_allgather_u64(zb_transport_t *t, const uint64_t *mine, int n, uint64_t *all,
+                             zb_err_t *err)
+{
+    if (n < 0 || n > ALLREDUCE_MAX || (n > 0 && (!mine || !all)))
+        return zb_err_set(err, ZB_EINVAL, "rank %d: allgather of %d integers (at most %d)",
+                          t->rank, n, ALLREDUCE_MAX);
+    size_t m = 2 * (size_t)n;
+    double *half = calloc(m + m * (size_t)t->size + 1, sizeof(double));
+    if (!half)
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory in allgather", t->rank);
+    double *halves = half + m;
+    for (int i = 0; i < n; i++) {
+        half[2 * i] = (double)(uint32_t)(mine[i] >> 32);
+        half[2 * i + 1] = (double)(uint32_t)mine[i];
+    }
+    zb_status_t st = t->ops->allgather(t, half, 2 * n, halves, err);
+    for (size_t k = 0; st == ZB_OK && k < (size_t)n * (size_t)t->size; k++)
+        all[k] = (uint64_t)halves[2 * k] << 32 | (uint64_t)halves[2 * k + 1];
+    free(half);
+    return st;
+}
+
 zb_status_t zb_allreduce_sum(zb_transport_t *t, double *vals, int n, zb_err_t *err)
 {
     if (n < 0 || n > ALLREDUCE_MAX || (n > 0 && !vals))

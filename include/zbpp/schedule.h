@@ -126,6 +126,18 @@ void zb_costs_free(zb_costs_t *c);
 
 /* ---- Generators ---- */
 
+/* Activation recomputation asked of a generator (zb_gen_params_t.recompute). */
+typedef enum {
+    ZB_RECOMPUTE_NONE = 0, /* every F keeps its activations */
+    ZB_RECOMPUTE_ALL,      /* every F is non-saving, an R before each B (any family) */
+    ZB_RECOMPUTE_AUTO      /* auto only: the search picks which (stage, mb) recompute and where
+                              each R goes, to fit costs->mem_limit at the least makespan */
+} zb_recompute_t;
+
+/* "none", "all", "auto" -> *out; false for anything else. */
+bool zb_recompute_parse(const char *name, zb_recompute_t *out);
+const char *zb_recompute_name(zb_recompute_t r);
+
 typedef struct {
     int ranks;                /* P */
     int microbatches;         /* M */
@@ -136,6 +148,9 @@ typedef struct {
     double time_limit;        /* optimal: solver seconds (0 = default) */
     int verbose;              /* generators may report what they tried via `note` */
     char note[256];           /* out: a short remark (e.g. "auto chose zb-v"); may stay empty */
+    zb_recompute_t recompute; /* NONE (default); ALL: zb_add_recompute on the family's schedule
+                                 (auto searches with it); AUTO: auto family only (ZB_EINVAL
+                                 otherwise). The recompute costs are costs->t_r and m_keep. */
 } zb_gen_params_t;
 
 /* Largest P*M the exact solver (family "optimal") accepts; `schedule` and `plan` share it. */

@@ -392,11 +392,12 @@ zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, zb_costs_t *
         return ZB_OK;
     for (int s = 0; s < stages; s++)
         if (c->mem_keep > out->m_f[s]) {
+            double mf = out->m_f[s];
             zb_costs_free(out);
             return zb_err_set(err, ZB_EINVAL,
                               "--mem-recompute: %g is more than an F's memory (M_F = %g): a "
                               "non-saving F cannot keep more than a saving one",
-                              c->mem_keep, out->m_f[s]);
+                              c->mem_keep, mf);
         }
     st = zb_costs_set_recompute(out, 0, c->mem_keep, err);
     if (st != ZB_OK) {

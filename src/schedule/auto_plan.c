@@ -131,8 +131,8 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
     out->microbatches = M;
     out->mem_limit = costs->mem_limit;
     for (size_t j = 0; j < nf * passes; j++) {
-        const size_t i = j % nf;
-        const bool with_r = j >= nf;
+        const size_t i = j / passes; /* each family, then its +R row */
+        const bool with_r = j % passes == 1;
         bool is_auto = !strcmp(fam[i].name, "auto"), is_opt = !strcmp(fam[i].name, "optimal");
         if (with_r && is_opt)
             continue; /* the exact solver has no recompute */

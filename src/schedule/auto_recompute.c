@@ -7,12 +7,13 @@
  * the greedy's memory checks see the true peak. Each greedy result then gets the R's back with
  * zb_add_recompute (an R right before its B; the simulator lets it start as soon as its F is
  * done and the rank is free, so the folded estimate is never optimistic) and is judged with the
- * real costs. The handcrafted families of the chunking and the minimal-memory schedule compete
- * with the same set recomputed. Which sets: ALL only every stage; AUTO also the stages of ranks
- * 0..k-1 (early ranks hold the most microbatches in flight, so they gain most from dropping
- * activations) for each k, and with two chunks per rank the first chunk (whose F-to-B lifetime
- * is the longest). The local-improvement pass later moves R's into idle gaps (auto_improve.c).
- * Every sweep has a fixed budget of greedy builds, so the whole search stays bounded. */
+ * real costs. With every stage recomputed, the handcrafted families of the chunking and the
+ * minimal-memory schedule compete too (with R's added). Which sets: ALL only every stage; AUTO
+ * also the stages of ranks 0..k-1 (early ranks hold the most microbatches in flight, so they
+ * gain most from dropping activations) for up to seven k spread over 1..P-1, and with two
+ * chunks per rank the first chunk (whose F-to-B lifetime is the longest). The local-improvement
+ * pass later moves R's into idle gaps (auto_improve.c). The sets share about twice one plain
+ * sweep's budget of greedy builds, so the whole search stays bounded. */
 #include "schedule/auto_recompute.h"
 
 #include <math.h>
@@ -65,7 +66,7 @@ static bool skip_family(const char *name)
 /* Every candidate for one set of recomputed stages. */
 static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
                            const zb_costs_t *c, const bool *sel, const char *what, int builds,
-                           bool with_minmem, zb_sweep_best_t *best, zb_err_t *err)
+                           bool with_fixed, zb_sweep_best_t *best, zb_err_t *err)
 {
     const int P = p->ranks, M = p->microbatches, S = v * P;
     const double cap = c->mem_limit;
@@ -94,7 +95,7 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
     size_t nf;
     const zb_generator_info_t *fam = zb_generators(&nf);
     char label[192];
-    for (size_t i = 0; i < nf; i++) {
+    for (size_t i = 0; i < nf && with_fixed; i++) {
         if (skip_family(fam[i].name))
             continue;
         zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = c};
@@ -107,7 +108,7 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
         }
         zb_schedule_free(s);
     }
-    if (with_minmem) {
+    if (with_fixed) {
         zb_schedule_t *s = NULL, *r = NULL;
         if (zb_min_memory_schedule("auto", P, v, pl, M, &s, NULL) == ZB_OK &&
             zb_add_recompute(s, which, &r, NULL) == ZB_OK) {
@@ -129,20 +130,34 @@ zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_place
                                        zb_sweep_best_t *best, zb_err_t *err)
 {
     const int P = p->ranks, S = v * P;
+    /* The sets: 0 = every stage; k in 1..P-1 = the stages of ranks below k, for at most seven
+     * k spread over 1..P-1 (every k when P <= 8); P = the first chunk (v > 1). */
+    int sets[10], nsets = 0;
+    sets[nsets++] = 0;
+    if (mode == ZB_RECOMPUTE_AUTO) {
+        for (int q = 1; q <= 7; q++) {
+            int k = (int)lround(q * P / 8.0);
+            k = k < 1 ? 1 : k > P - 1 ? P - 1 : k;
+            if (P > 1 && sets[nsets - 1] != k)
+                sets[nsets++] = k;
+        }
+        if (v > 1)
+            sets[nsets++] = P;
+    }
+    /* About twice one plain sweep's greedy builds in all, at least two per set. */
+    int base = zb_sweep_budget(P, v, p->microbatches);
+    int builds = 2 * base / nsets;
+    if (builds < 2)
+        builds = 2;
+    if (builds > base)
+        builds = base;
     bool *sel = malloc(sizeof(bool) * (size_t)S);
     if (!sel)
         return zb_err_set(err, ZB_ENOMEM, "auto: out of memory");
-    /* sets: 0 = every stage; 1..P-1 = ranks below k; P = the first chunk (v > 1) */
-    int nsets = mode == ZB_RECOMPUTE_AUTO ? P + (v > 1) : 1;
-    int base = zb_sweep_budget(P, v, p->microbatches);
-    int builds = 2 * base / nsets;
-    if (builds < 16)
-        builds = 16;
-    if (builds > base)
-        builds = base;
     zb_status_t st = ZB_OK;
     char what[64];
-    for (int k = 0; k < nsets && st == ZB_OK; k++) {
+    for (int i = 0; i < nsets && st == ZB_OK; i++) {
+        const int k = sets[i];
         for (int s = 0; s < S; s++) {
             int r = zb_stage_rank_of(P, v, pl, s);
             sel[s] = k == 0 ? true : k < P ? r < k : s < P;
@@ -155,6 +170,8 @@ zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_place
             snprintf(what, sizeof what, "recompute on ranks 0-%d", k - 1);
         else
             snprintf(what, sizeof what, "recompute the first chunk");
+        /* the families and the minimal-memory schedule only with every stage recomputed (the
+         * partial sets are the greedy's: a family's order was not made for them) */
         st = try_set(p, v, pl, c, sel, what, builds, k == 0, best, err);
     }
     free(sel);

@@ -6,10 +6,11 @@
 
 /* Offer into *best every recompute candidate of one chunking (v, pl) with its per-stage costs c
  * (c->mem_limit is the cap): for each set of recomputed stages (ALL: every stage; AUTO: every
- * stage, the stages of ranks 0..k-1 for each k, and with 2 chunks the first chunk), a bounded
- * greedy sweep on the costs with the R folded into the B, the handcrafted families of this
- * chunking and the minimal-memory schedule, each with zb_add_recompute on that set. Labels say
- * which set. ZB_ENOMEM is the only error. */
+ * stage, the stages of ranks 0..k-1 for up to seven k, and with 2 chunks the first chunk), a
+ * bounded greedy sweep on the costs with the R folded into the B, each result with
+ * zb_add_recompute on that set; with every stage recomputed also the handcrafted families of
+ * this chunking and the minimal-memory schedule. Labels say which set. ZB_ENOMEM is the only
+ * error. */
 zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_placement_t pl,
                                        const zb_costs_t *c, zb_recompute_t mode,
                                        zb_sweep_best_t *best, zb_err_t *err);

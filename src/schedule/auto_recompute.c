@@ -84,7 +84,12 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
     zb_status_t st = fold(c, sel, &folded, pre, err);
     if (st != ZB_OK)
         goto out;
-    zb_sweep_rc_t rc = {.folded = &folded, .b_pre = pre, .which = which, .what = what};
+    const bool prune = p->recompute == ZB_RECOMPUTE_AUTO;
+    char what_used[96];
+    snprintf(what_used, sizeof what_used, "%s%s", what, prune ? " where memory needs it" : "");
+    what = what_used;
+    zb_sweep_rc_t rc = {.folded = &folded, .b_pre = pre, .which = which, .what = what,
+                        .prune = prune};
     zb_err_t e;
     st = zb_greedy_sweep_rc("auto", P, v, pl, M, c, cap, builds, &rc, best, &e);
     if (st == ZB_ENOMEM) {
@@ -102,7 +107,8 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
         zb_schedule_t *s = NULL, *r = NULL;
         if (zb_generate(fam[i].name, &q, &s, NULL) != ZB_OK)
             continue;
-        if (s->placement == pl && s->chunks == v && zb_add_recompute(s, which, &r, NULL) == ZB_OK) {
+        if (s->placement == pl && s->chunks == v && zb_add_recompute(s, which, &r, NULL) == ZB_OK &&
+            (!prune || zb_recompute_prune(r, c, 20LL * 3 * S * M, NULL, NULL) == ZB_OK)) {
             snprintf(label, sizeof label, "%s, %s", fam[i].name, what);
             zb_sweep_offer(best, r, c, cap, label);
         }
@@ -111,7 +117,8 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
     if (with_fixed) {
         zb_schedule_t *s = NULL, *r = NULL;
         if (zb_min_memory_schedule("auto", P, v, pl, M, &s, NULL) == ZB_OK &&
-            zb_add_recompute(s, which, &r, NULL) == ZB_OK) {
+            zb_add_recompute(s, which, &r, NULL) == ZB_OK &&
+            (!prune || zb_recompute_prune(r, c, 20LL * 3 * S * M, NULL, NULL) == ZB_OK)) {
             snprintf(label, sizeof label, "min-memory, %s", what);
             zb_sweep_offer(best, r, c, cap, label);
         }
@@ -176,4 +183,61 @@ zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_place
     }
     free(sel);
     return st;
+}
+
+zb_status_t zb_recompute_prune(zb_schedule_t *s, const zb_costs_t *c, long long work,
+                               int *dropped, zb_err_t *err)
+{
+    if (dropped)
+        *dropped = 0;
+    const double limit = c->mem_limit, tol = 1e-9 * fmax(1.0, fabs(limit));
+    for (int r = 0; r < s->ranks && work > 0; r++) {
+        zb_rank_program_t *p = &s->rank[r];
+        double *cur = malloc(sizeof(double) * (size_t)(p->len ? p->len : 1));
+        bool *gone = calloc((size_t)(p->len ? p->len : 1), sizeof(bool));
+        if (!cur || !gone) {
+            free(cur);
+            free(gone);
+            return zb_err_set(err, ZB_ENOMEM, "auto: out of memory");
+        }
+        double m = 0;
+        for (int i = 0; i < p->len; i++) {
+            const zb_action_t *a = &p->actions[i];
+            m += zb_sched_mem_delta(c, a->type, a->flags, a->stage);
+            cur[i] = m;
+        }
+        /* latest first: a late microbatch's F-to-R stretch is the shortest */
+        for (int i = p->len - 1; i >= 0 && work > 0; i--) {
+            const zb_action_t *a = &p->actions[i];
+            if (a->type != ZB_ACT_R)
+                continue;
+            int j = i - 1;
+            while (j >= 0 && !(p->actions[j].type == ZB_ACT_F &&
+                               p->actions[j].stage == a->stage && p->actions[j].mb == a->mb))
+                j--;
+            work -= i - j;
+            if (j < 0)
+                continue; /* not a valid schedule: leave it alone */
+            /* dropping the R makes the F save: its memory is held from j on, d more until i */
+            double d = c->m_f[a->stage] - zb_costs_m_keep(c, a->stage), hi = -INFINITY;
+            for (int k = j; k < i; k++)
+                hi = fmax(hi, cur[k]);
+            if (isfinite(limit) && hi + d > limit + tol)
+                continue;
+            for (int k = j; k < i; k++)
+                cur[k] += d;
+            gone[i] = true;
+            p->actions[j].flags &= (uint8_t)~ZB_ACT_NOSAVE;
+            if (dropped)
+                (*dropped)++;
+        }
+        int n = 0;
+        for (int i = 0; i < p->len; i++)
+            if (!gone[i])
+                p->actions[n++] = p->actions[i];
+        p->len = n;
+        free(cur);
+        free(gone);
+    }
+    return zb_schedule_mark_recompute(s, err);
 }

@@ -202,11 +202,23 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
         double before = best.makespan, after = before;
         int evals = (int)fmin(300.0, 1e6 / (double)(3LL * best.s->chunks * P * p->microbatches));
         zb_err_t e;
+        int dropped = 0;
+        char pruned[64] = "";
+        if (p->recompute == ZB_RECOMPUTE_AUTO && zb_schedule_has_recompute(best.s)) {
+            /* per (stage, mb): keep the activations wherever the limit allows after all */
+            if ((st = zb_recompute_prune(best.s, wc, 20000000LL, &dropped, err)) != ZB_OK) {
+                zb_sweep_clear(&best);
+                goto out;
+            }
+            if (dropped)
+                snprintf(pruned, sizeof pruned, "; %d recompute%s dropped where memory allows",
+                         dropped, dropped == 1 ? "" : "s");
+        }
         if (zb_improve_local(&best.s, wc, evals < 10 ? 10 : evals, &after, &e) != ZB_OK)
             after = before;
         snprintf(best.s->name, sizeof best.s->name, "auto");
-        snprintf(p->note, sizeof p->note, "auto chose %s; makespan %g%s", best.label, after,
-                 after < before - 1e-12 ? " after local improvement" : "");
+        snprintf(p->note, sizeof p->note, "auto chose %s%s; makespan %g%s", best.label, pruned,
+                 after, after < before - 1e-12 ? " after local improvement" : "");
         *out = best.s;
         best.s = NULL;
     }

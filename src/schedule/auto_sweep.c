@@ -3,6 +3,8 @@
  * memory; span and makespan swap roles with by_span). */
 #include "schedule/auto_sweep.h"
 
+#include "schedule/auto_recompute.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +211,8 @@ zb_status_t zb_greedy_sweep_rc(const char *name, int P, int v, zb_placement_t pl
             st = zb_add_recompute(s, rc->which, &r, &e);
             zb_schedule_free(s);
             s = r;
+            if (st == ZB_OK && rc->prune)
+                st = zb_recompute_prune(s, c, 20LL * 3 * v * P * M, NULL, &e);
         }
         if (st == ZB_ENOMEM) {
             free(set);

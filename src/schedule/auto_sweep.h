@@ -39,6 +39,7 @@ typedef struct {
     const double *b_pre; /* [stages] */
     const bool *which;   /* [stages * M] */
     const char *what;
+    bool prune;          /* zb_recompute_prune each result before judging it (mode auto) */
 } zb_sweep_rc_t;
 
 /* zb_greedy_sweep with recompute (rc != NULL): c is the real cost model, cap its limit. */

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "schedule/auto_recompute.h"
 #include "zbpp/plan.h"
 
 enum { P = 4, M = 8 };
@@ -184,6 +185,50 @@ static void test_plan_lists_recompute_rows(void **state)
     zb_costs_free(&c);
 }
 
+static int count_r(const zb_schedule_t *s, int r)
+{
+    int n = 0;
+    for (int i = 0; i < s->rank[r].len; i++)
+        n += s->rank[r].actions[i].type == ZB_ACT_R;
+    return n;
+}
+
+/* Pruning keeps an R only where the limit needs it: 1F1B+R on 2 ranks (memory 1, 0, -1, keep
+ * 0) at limit 1: the last rank runs F R BW, so its F's can save; rank 0 (F0 F1 R0 BW0 F2 R1 BW1
+ * F3 R2 BW2 R3 BW3) can save only F0 (nothing else is held before R0); the others overlap a
+ * rebuilt microbatch and must keep recomputing. Without a limit every R goes. */
+static void test_prune_drops_the_rs_memory_allows(void **state)
+{
+    (void)state;
+    zb_schedule_t *g = tu_gen("1f1b", 2, 4, 0), *s = NULL, *all = NULL;
+    zb_err_t e = {0};
+    assert_int_equal(zb_add_recompute(g, NULL, &s, &e), ZB_OK);
+    assert_int_equal(zb_add_recompute(g, NULL, &all, &e), ZB_OK);
+    zb_costs_t c;
+    tu_costs(&c, 2, 1, 1, 1, 0);
+    c.mem_limit = 1.0;
+    zb_sim_t before, after;
+    assert_int_equal(zb_simulate(s, &c, &before, &e), ZB_OK);
+    int dropped = 0;
+    assert_int_equal(zb_recompute_prune(s, &c, 1000000, &dropped, &e), ZB_OK);
+    assert_int_equal(count_r(s, 1), 0);
+    assert_int_equal(count_r(s, 0), 3);
+    assert_int_equal(dropped, 5);
+    assert_int_equal(zb_validate(s, &c, &e), ZB_OK);
+    assert_int_equal(zb_simulate(s, &c, &after, &e), ZB_OK);
+    assert_true(after.makespan < before.makespan);
+    zb_sim_free(&before);
+    zb_sim_free(&after);
+    c.mem_limit = INFINITY;
+    assert_int_equal(zb_recompute_prune(all, &c, 1000000, &dropped, &e), ZB_OK);
+    assert_int_equal(dropped, 8);
+    assert_true(zb_schedule_equal(all, g)); /* the plain schedule, F's saving again */
+    zb_costs_free(&c);
+    zb_schedule_free(g);
+    zb_schedule_free(s);
+    zb_schedule_free(all);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -193,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_fills_the_pipeline_below_the_plain_minimum),
         cmocka_unit_test(test_goal_rows),
         cmocka_unit_test(test_plan_lists_recompute_rows),
+        cmocka_unit_test(test_prune_drops_the_rs_memory_allows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,9 @@ same_as_ref() { # $1 = label, $2 = metrics, $3 = checkpoint
     echo "ok: $1 bit-identical to --ranks 1 (metrics and checkpoint)"
 }
 
-for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier --partition flops" "4 zb-h2" "2 zb-v"; do
+for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier --partition flops" "4 zb-h2" "2 zb-v" \
+    "2 zb-v --recompute all" "4 1f1b --recompute all --partition flops" \
+    "2 zb-h1 --keep-activations selective"; do
     set -- $cfg
     np=$1; shift
     label="-np $np $*"
@@ -28,6 +30,13 @@ for cfg in "2 zb-h1" "2 1f1b --optimizer-sync barrier --partition flops" "4 zb-h
     cmp -s thr.ckpt mpi.ckpt || fail "$label: MPI checkpoint differs from threads"
     same_as_ref "mpi $label" mpi.jsonl mpi.ckpt
 done
+
+# ranks that disagree on --recompute run different programs: the handshake names it
+$MPIRUN -np 1 "$Z" train $M --steps 1 --transport mpi --schedule zb-h1 --partition flops : \
+    -np 1 "$Z" train $M --steps 1 --transport mpi --schedule zb-h1 --partition flops \
+    --recompute all >out.txt 2>&1 && fail "mixed --recompute was accepted"
+grep -q "rank 1 disagrees on: .*schedule" out.txt || fail "no --recompute mismatch message: $(head -3 out.txt)"
+echo "ok: mixed --recompute none/all refused by the handshake"
 
 # measured costs under MPI: rank 0 profiles and sends its figures to rank 1 before planning, so
 # both partition and plan `auto` alike (the handshake hashes partition and schedule); 6 blocks

@@ -117,6 +117,10 @@ zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg,
  * otherwise: fold and zero skip it). */
 zb_status_t zb_gpt2_grads_alloc_like(zb_gpt2_grads_t *g, const zb_gpt2_params_t *shape,
                                      zb_err_t *err);
+/* The same with wte_head only if tied_head: a buffer that holds WTE for the embedding alone
+ * (a pipeline's first stage without the head) needs no head accumulator. */
+zb_status_t zb_gpt2_grads_alloc_like_for(zb_gpt2_grads_t *g, const zb_gpt2_params_t *shape,
+                                         bool tied_head, zb_err_t *err);
 void zb_gpt2_grads_free(zb_gpt2_grads_t *g);
 void zb_gpt2_grads_zero(zb_gpt2_grads_t *g);
 void zb_gpt2_fold_tied(zb_gpt2_grads_t *g);
@@ -136,6 +140,20 @@ int zb_gpt2_params_unit_ranges(const zb_gpt2_params_t *p, int unit, size_t offse
  * shape (B sequences of T tokens) and reusable across microbatches. */
 typedef struct zb_gpt2_stash zb_gpt2_stash_t;
 
+/* What F keeps. ALL: every activation B or W reads. SELECTIVE (selective recompute, like
+ * llm.c's recompute level 2): not the LayerNorm and GELU outputs, which only W reads; W
+ * recomputes them from the kept inputs and statistics (cheap elementwise work) with the same
+ * routines, so the gradients are the same bits. docs/compute.md lists the buffers. */
+typedef enum { ZB_GPT2_KEEP_ALL, ZB_GPT2_KEEP_SELECTIVE } zb_gpt2_keep_t;
+zb_status_t zb_gpt2_stash_new_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                   int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
+                                   zb_err_t *err);
+void zb_gpt2_stage_mem_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                            int T, zb_gpt2_keep_t keep, size_t *after_f, size_t *after_b);
+size_t zb_gpt2_stash_capacity_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                   int B, int T, zb_gpt2_keep_t keep);
+
+/* = zb_gpt2_stash_new_keep(..., ZB_GPT2_KEEP_ALL, ...); likewise the two below. */
 zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_gpt2_stash_t **out, zb_err_t *err);
 void zb_gpt2_stash_free(zb_gpt2_stash_t *st);

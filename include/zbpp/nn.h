@@ -31,6 +31,10 @@ void zb_encoder_backward_weight(float *dwte, float *dwpe, const float *dout, con
 /* out[N,C] = (inp - mean) * rstd * weight[C] + bias[C]; writes mean[N], rstd[N] for backward. */
 void zb_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *weight, const float *bias, int N, int C);
+/* out[N,C] again from the forward's stored mean/rstd: the same bits as zb_layernorm_forward's
+ * output (both use one row routine), e.g. to recompute it instead of keeping it. */
+void zb_layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
+                        const float *weight, const float *bias, int N, int C);
 /* dinp[N,C] += d/dinp of the normalisation, given dout[N,C] and the forward's mean/rstd. */
 void zb_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
                                  const float *mean, const float *rstd, const float *weight, int N,

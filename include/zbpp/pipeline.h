@@ -91,6 +91,13 @@ typedef struct {
     struct zb_transport *transport;
     /* --save writes a sharded checkpoint (zbpp/checkpoint_sharded.h) instead of one file. */
     bool sharded_checkpoint;
+    /* Activation recomputation (docs/runtime.md, "Recompute"): none; all (every F non-saving, an
+     * R before each backward); auto (only when the schedule does not fit mem_limit). The
+     * losses and parameters are the same bits whichever is chosen. */
+    zb_recompute_t recompute;
+    /* What a saving F keeps (--keep-activations): ALL, or SELECTIVE (the LayerNorm and GELU
+     * outputs are recomputed in W; zbpp/gpt2.h). Orthogonal to `recompute`; same bits. */
+    zb_gpt2_keep_t keep;
 } zb_pipeline_opts_t;
 
 /* ranks 1, dp 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,

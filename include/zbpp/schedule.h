@@ -124,6 +124,19 @@ double zb_costs_t_r(const zb_costs_t *c, int s);
 double zb_costs_m_keep(const zb_costs_t *c, int s);
 void zb_costs_free(zb_costs_t *c);
 
+/* ---- Recompute modes ---- */
+
+typedef enum {
+    ZB_RECOMPUTE_NONE, /* every F keeps its activations */
+    ZB_RECOMPUTE_ALL,  /* every F is non-saving, an R before each backward */
+    ZB_RECOMPUTE_AUTO  /* recompute what a memory limit requires, where it costs least */
+} zb_recompute_t;
+
+/* "none", "all", "auto". */
+const char *zb_recompute_name(zb_recompute_t r);
+/* Parse one of the names above; ZB_EINVAL with a message listing them. */
+zb_status_t zb_recompute_parse(const char *s, zb_recompute_t *out, zb_err_t *err);
+
 /* ---- Generators ---- */
 
 /* Activation recomputation asked of a generator (zb_gen_params_t.recompute). */
@@ -184,9 +197,11 @@ zb_status_t zb_insert_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err
 /* Drop every SEND/RECV action. */
 zb_status_t zb_strip_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err_t *err);
 /* Recompute: a copy of `in` (compute-only or lowered, without R) in which every (stage, mb) with
- * which[stage * M + mb] set (every one when `which` is NULL) has a non-saving F and an R placed
- * immediately before its B/BW (before the RECV_B that feeds it, when lowered, so the recompute
- * overlaps the wait for the gradient). ZB_EINVAL if `in` already has R actions. */
+ * which[stage * M + mb] set has a non-saving F and an R placed immediately before its B/BW
+ * (before the RECV_B that feeds it, when lowered, so the recompute overlaps the wait for the
+ * gradient). which == NULL ("all") chooses every pair whose rank runs something between its F
+ * and its backward (where they are adjacent recompute would save nothing and cost an F).
+ * ZB_EINVAL if `in` already has R actions. */
 zb_status_t zb_add_recompute(const zb_schedule_t *in, const bool *which, zb_schedule_t **out,
                              zb_err_t *err);
 

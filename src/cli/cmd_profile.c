@@ -224,16 +224,18 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
            p->comm * 1e3);
     printf("stages for P=%d ranks x V=%d chunks (%s placement), partition balancing F+B+W:\n",
            o->ranks, o->chunks, zb_placement_name(o->placement));
-    printf("%-5s %-4s %-7s %8s %8s %8s %9s %9s %9s\n", "stage", "rank", "blocks", "T_F ms",
-           "T_B ms", "T_W ms", "M_F MiB", "M_B MiB", "M_W MiB");
+    printf("%-5s %-4s %-7s %8s %8s %8s %9s %9s %9s %9s\n", "stage", "rank", "blocks", "T_F ms",
+           "T_B ms", "T_W ms", "M_F MiB", "M_B MiB", "M_W MiB", "keep MiB");
     for (int s = 0; s < S; s++) {
         char blocks[24];
         snprintf(blocks, sizeof blocks, "%d-%d", first[s], first[s + 1] - 1);
-        printf("%-5d %-4d %-7s %8.3f %8.3f %8.3f %9.3f %9.3f %9.3f\n", s,
+        printf("%-5d %-4d %-7s %8.3f %8.3f %8.3f %9.3f %9.3f %9.3f %9.4f\n", s,
                zb_stage_rank_of(o->ranks, o->chunks, o->placement, s), blocks, sc->t_f[s] * 1e3,
                sc->t_b[s] * 1e3, sc->t_w[s] * 1e3, sc->m_f[s] / MIB, sc->m_b[s] / MIB,
-               sc->m_w[s] / MIB);
+               sc->m_w[s] / MIB, zb_costs_m_keep(sc, s) / MIB);
     }
+    printf("recompute: a non-saving F keeps only its input (keep), and its R takes T_F: plan with\n"
+           "  zbpp schedule|plan --recompute auto --mem-recompute <keep> --recompute-time <T_F>\n");
     printf("\nschedules with these costs (each rank's stages summed; M=%d, memory limit %s):\n",
            o->c.microbatches, isfinite(plan->mem_limit) ? "" : "none");
     if (isfinite(plan->mem_limit))
@@ -293,10 +295,10 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
     for (int s = 0; s < sc->stages; s++)
         printf("%s\n    {\"stage\": %d, \"rank\": %d, \"first_block\": %d, \"end_block\": %d, "
                "\"t_f\": %.6g, \"t_b\": %.6g, \"t_w\": %.6g, \"comm\": %.6g, \"m_f\": %.17g, "
-               "\"m_b\": %.17g, \"m_w\": %.17g}",
+               "\"m_b\": %.17g, \"m_w\": %.17g, \"t_r\": %.6g, \"m_keep\": %.17g}",
                s ? "," : "", s, zb_stage_rank_of(o->ranks, o->chunks, o->placement, s), first[s],
                first[s + 1], sc->t_f[s], sc->t_b[s], sc->t_w[s], sc->comm[s], sc->m_f[s],
-               sc->m_b[s], sc->m_w[s]);
+               sc->m_b[s], sc->m_w[s], zb_costs_t_r(sc, s), zb_costs_m_keep(sc, s));
     printf("\n  ],\n  \"mem_limit\": ");
     if (isfinite(plan->mem_limit))
         printf("%.17g", plan->mem_limit);

@@ -29,12 +29,7 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
     printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
            sum->first_step + 1, sum->first_step + sum->steps_run, sum->first_loss,
            sum->last_loss, rep->step_ms_median, sum->median_tokens_per_s);
-    if (rep->measured)
-        printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
-               100 * rep->bubble_measured, world > P ? ", replica 0" : "",
-               100 * rep->bubble_predicted);
-    else
-        printf("bubble: predicted %.1f%% (simulator)\n", 100 * rep->bubble_predicted);
+    zb_cli_print_bubble(rep, world > P, pc->opts.profile);
     long rollbacks = 0;
     double steps = (double)sum->steps_run;
     for (int g = 0; g < world; g++) {

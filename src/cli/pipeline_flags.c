@@ -85,6 +85,17 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
     } else if (!strcmp(a, "--comm-timeout")) {
         r = parse_bytes(a, v, 1.0, &o->timeout);
         pc->timeout_given = 1;
+    } else if (!strcmp(a, "--recompute")) {
+        zb_err_t err;
+        if (zb_recompute_parse(v, &o->recompute, &err) != ZB_OK) {
+            fprintf(stderr, "zbpp train: %s\n", err.msg);
+            return -1;
+        }
+        r = 1;
+    } else if (!strcmp(a, "--keep-activations")) {
+        if (strcmp(v, "all") && strcmp(v, "selective"))
+            return bad(a, v, "all or selective");
+        o->keep = !strcmp(v, "selective") ? ZB_GPT2_KEEP_SELECTIVE : ZB_GPT2_KEEP_ALL, r = 1;
     } else if (!strcmp(a, "--checkpoint-format")) {
         if (strcmp(v, "file") && strcmp(v, "sharded"))
             return bad(a, v, "file or sharded");
@@ -120,6 +131,13 @@ void zb_cli_pipeline_usage(FILE *out)
             "                       mpirun -np P zbpp train --transport mpi ... (docs/mpi.md)\n"
             "  --comm-timeout S     a rank waiting longer than S seconds for another stops the\n"
             "                       run (default 60 with mpi, 600 with threads)\n"
+            "  --recompute none|all|auto   activation recomputation: a non-saving F keeps only\n"
+            "                       its input and an R redoes it before the backward (all), or\n"
+            "                       only when the schedule would not fit --mem-limit (auto);\n"
+            "                       same bits as none (default none)\n"
+            "  --keep-activations all|selective   what a forward keeps: everything (default),\n"
+            "                       or not the LayerNorm and GELU outputs, which the weight\n"
+            "                       gradient (W) recomputes (selective recompute; same bits)\n"
             "  --checkpoint-format file|sharded   --save as one file (default) or one shard per\n"
             "                       rank + a manifest at the --save path (--resume reads both)\n");
 }
@@ -127,8 +145,24 @@ void zb_cli_pipeline_usage(FILE *out)
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
-           pc->opts.schedule_file ||
+           pc->opts.schedule_file || pc->opts.recompute != ZB_RECOMPUTE_NONE ||
+           pc->opts.keep != ZB_GPT2_KEEP_ALL ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
+}
+
+void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled)
+{
+    if (!rep->measured) {
+        printf("bubble: predicted %.1f%% (simulator)\n", 100 * rep->bubble_predicted);
+        return;
+    }
+    printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
+           100 * rep->bubble_measured, replicas ? ", replica 0" : "", 100 * rep->bubble_predicted);
+    /* profiled costs are seconds: the predicted span compares with the measured one directly */
+    if (profiled && rep->span_predicted > 0)
+        printf("pipeline span (last step): measured %.2f ms, predicted %.2f ms (%+.1f%%)\n",
+               rep->span_measured * 1e3, rep->span_predicted * 1e3,
+               100 * (rep->span_measured / rep->span_predicted - 1));
 }
 
 static void mem_row(const char *what, const zb_rank_mem_t *m)
@@ -219,9 +253,7 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
             printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
                    sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
                    sum.last_loss, rep->step_ms_median, sum.median_tokens_per_s);
-            printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
-                   100 * rep->bubble_measured, pc->opts.dp > 1 ? ", replica 0" : "",
-                   100 * rep->bubble_predicted);
+            zb_cli_print_bubble(rep, pc->opts.dp > 1, pc->opts.profile);
             zb_cli_print_rank_memory(rep, pc->opts.ranks, pc->opts.mem_limit);
             if (rep->replicas_checked && rep->replicas_differ == 0)
                 printf("replicas: %d, identical after the run (parameter and AdamW state "

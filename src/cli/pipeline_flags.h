@@ -36,6 +36,9 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c);
 /* The whole-rank memory table of a pipeline run: predicted and measured per rank, the limit,
  * peak RSS. */
 void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit);
+/* The bubble line (measured and predicted) and, when the costs were profiled (seconds), the
+ * last step's measured pipeline span against the simulator's. `replicas`: --dp > 1. */
+void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled);
 
 /* --schedule-file: read the file and take its ranks (and microbatches, unless
  * microbatches_given) into the run; a --ranks that disagrees, or --schedule with it, is an

@@ -185,9 +185,15 @@ void zb_gpt2_copy_unit(zb_gpt2_params_t *dst, const zb_gpt2_params_t *src, int u
 zb_status_t zb_gpt2_grads_alloc_like(zb_gpt2_grads_t *g, const zb_gpt2_params_t *shape,
                                      zb_err_t *err)
 {
+    return zb_gpt2_grads_alloc_like_for(g, shape, true, err);
+}
+
+zb_status_t zb_gpt2_grads_alloc_like_for(zb_gpt2_grads_t *g, const zb_gpt2_params_t *shape,
+                                         bool tied_head, zb_err_t *err)
+{
     g->wte_head = NULL;
     zb_status_t st = zb_gpt2_params_alloc_like(&g->g, shape, err);
-    if (st != ZB_OK || !g->g.t[ZB_WTE])
+    if (st != ZB_OK || !g->g.t[ZB_WTE] || !tied_head)
         return st;
     if (!(g->wte_head = calloc(g->g.sizes[ZB_WTE], sizeof(float)))) {
         zb_gpt2_params_free(&g->g);

@@ -40,6 +40,7 @@ typedef struct {
 struct zb_gpt2_stash {
     zb_gpt2_config_t cfg;
     zb_gpt2_span_t span;
+    zb_gpt2_keep_t keep;
     int B, T, nl;
     int state;
     size_t bytes_f, bytes_b; /* logical bytes after F / after B */
@@ -58,6 +59,7 @@ struct zb_gpt2_stash {
     float *dfch_gelu; /* [N,4C] */
     float *att_scr;   /* [T,T] */
     float *losses;    /* [N] */
+    float *ln_scr;    /* [N,C] selective: LN1/LN2 outputs, computed where they are read */
 };
 
 /* ---- layout ---- */
@@ -82,10 +84,14 @@ static void *take(layout_t *lo, size_t bytes, int keep)
 
 #define TAKE_F(lo, n, keep) ((float *)take((lo), (n) * sizeof(float), (keep)))
 
-/* Walk every buffer of the stage in a fixed order. With st == NULL only sizes are computed. */
+/* Walk every buffer of the stage in a fixed order. With st == NULL only sizes are computed.
+ * ZB_GPT2_KEEP_SELECTIVE: the LayerNorm outputs (read only by W) and the GELU output (read only
+ * by W) are not kept: they live in scratch during F and W recomputes them from what is kept
+ * (the LN input and statistics, the pre-GELU activation, which B needs anyway). */
 static void layout(layout_t *lo, zb_gpt2_stash_t *st, const zb_gpt2_config_t *cfg,
-                   const zb_gpt2_span_t *span, int B, int T)
+                   const zb_gpt2_span_t *span, int B, int T, zb_gpt2_keep_t keep)
 {
+    const bool sel = keep == ZB_GPT2_KEEP_SELECTIVE;
     size_t N = (size_t)B * T, C = (size_t)cfg->channels, NH = (size_t)cfg->heads;
     size_t Vp = (size_t)cfg->padded_vocab;
     int nl = span->layer_end - span->layer_begin;
@@ -112,18 +118,18 @@ static void layout(layout_t *lo, zb_gpt2_stash_t *st, const zb_gpt2_config_t *cf
     }
     for (int l = 0; l < nl; l++) {
         layer_acts_t *a = st ? &st->layers[l] : &dummy;
-        a->ln1 = TAKE_F(lo, N * C, FB);
+        a->ln1 = sel ? NULL : TAKE_F(lo, N * C, FB);
         a->ln1_mean = TAKE_F(lo, N, FB);
         a->ln1_rstd = TAKE_F(lo, N, FB);
         a->qkv = TAKE_F(lo, N * 3 * C, KEEP_F);
         a->att = TAKE_F(lo, N * NH * (size_t)T, KEEP_F);
         a->atty = TAKE_F(lo, N * C, FB);
         a->res2 = TAKE_F(lo, N * C, FB);
-        a->ln2 = TAKE_F(lo, N * C, FB);
+        a->ln2 = sel ? NULL : TAKE_F(lo, N * C, FB);
         a->ln2_mean = TAKE_F(lo, N, FB);
         a->ln2_rstd = TAKE_F(lo, N, FB);
-        a->fch = TAKE_F(lo, N * 4 * C, KEEP_F);
-        a->fch_gelu = TAKE_F(lo, N * 4 * C, FB);
+        a->fch = TAKE_F(lo, N * 4 * C, sel ? FB : KEEP_F); /* selective: W redoes GELU from it */
+        a->fch_gelu = sel ? NULL : TAKE_F(lo, N * 4 * C, FB);
         a->dres3 = TAKE_F(lo, N * C, KEEP_B);
         a->dfch = TAKE_F(lo, N * 4 * C, KEEP_B);
         a->dln2 = TAKE_F(lo, N * C, KEEP_B);
@@ -148,12 +154,20 @@ static void layout(layout_t *lo, zb_gpt2_stash_t *st, const zb_gpt2_config_t *cf
     float *tmp = TAKE_F(lo, N * C, 0), *datty = TAKE_F(lo, N * C, 0);
     float *dfg = TAKE_F(lo, N * 4 * C, 0), *ascr = TAKE_F(lo, zb_attention_scratch_floats(T), 0);
     float *losses = TAKE_F(lo, N, 0);
+    float *ln_scr = sel ? TAKE_F(lo, N * C, 0) : NULL;
     if (st) {
         st->tmp = tmp;
         st->datty = datty;
         st->dfch_gelu = dfg;
         st->att_scr = ascr;
         st->losses = losses;
+        st->ln_scr = ln_scr;
+        /* selective: both LN outputs share one scratch (LN1's is consumed by the QKV matmul
+         * before LN2 runs) and the GELU output borrows B's GELU-gradient scratch */
+        for (int l = 0; sel && l < nl; l++) {
+            st->layers[l].ln1 = st->layers[l].ln2 = ln_scr;
+            st->layers[l].fch_gelu = dfg;
+        }
     }
 }
 
@@ -184,29 +198,48 @@ static zb_status_t check_shape(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t
     return ZB_OK;
 }
 
-void zb_gpt2_stage_mem(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B, int T,
-                       size_t *after_f, size_t *after_b)
+void zb_gpt2_stage_mem_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                            int T, zb_gpt2_keep_t keep, size_t *after_f, size_t *after_b)
 {
     layout_t lo = {0};
     if (check_shape(cfg, span, B, T, NULL) == ZB_OK)
-        layout(&lo, NULL, cfg, span, B, T);
+        layout(&lo, NULL, cfg, span, B, T, keep);
     if (after_f)
         *after_f = lo.bytes_f;
     if (after_b)
         *after_b = lo.bytes_b;
 }
 
-size_t zb_gpt2_stash_capacity(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
-                              int T)
+void zb_gpt2_stage_mem(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B, int T,
+                       size_t *after_f, size_t *after_b)
+{
+    zb_gpt2_stage_mem_keep(cfg, span, B, T, ZB_GPT2_KEEP_ALL, after_f, after_b);
+}
+
+size_t zb_gpt2_stash_capacity_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                   int B, int T, zb_gpt2_keep_t keep)
 {
     layout_t lo = {0};
     if (check_shape(cfg, span, B, T, NULL) == ZB_OK)
-        layout(&lo, NULL, cfg, span, B, T);
+        layout(&lo, NULL, cfg, span, B, T, keep);
     return lo.off ? lo.off : 64;
+}
+
+size_t zb_gpt2_stash_capacity(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                              int T)
+{
+    return zb_gpt2_stash_capacity_keep(cfg, span, B, T, ZB_GPT2_KEEP_ALL);
 }
 
 zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_gpt2_stash_t **out, zb_err_t *err)
+{
+    return zb_gpt2_stash_new_keep(cfg, span, B, T, ZB_GPT2_KEEP_ALL, out, err);
+}
+
+zb_status_t zb_gpt2_stash_new_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                   int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
+                                   zb_err_t *err)
 {
     *out = NULL;
     zb_status_t s = check_shape(cfg, span, B, T, err);
@@ -218,8 +251,10 @@ zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
         st->layers = calloc(nl > 0 ? (size_t)nl : 1, sizeof *st->layers);
         st->xs = calloc((size_t)nl + 1, sizeof *st->xs);
     }
+    if (keep != ZB_GPT2_KEEP_ALL && keep != ZB_GPT2_KEEP_SELECTIVE)
+        return zb_err_set(err, ZB_EINVAL, "gpt2 stash: unknown keep mode %d", (int)keep);
     layout_t lo = {0};
-    layout(&lo, NULL, cfg, span, B, T);
+    layout(&lo, NULL, cfg, span, B, T, keep);
     if (st && st->layers && st->xs && posix_memalign(&st->mem, 64, lo.off ? lo.off : 64) != 0)
         st->mem = NULL;
     if (!st || !st->layers || !st->xs || !st->mem) {
@@ -232,8 +267,9 @@ zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
     st->B = B;
     st->T = T;
     st->nl = nl;
+    st->keep = keep;
     layout_t real = {.base = st->mem};
-    layout(&real, st, cfg, span, B, T);
+    layout(&real, st, cfg, span, B, T, keep);
     st->bytes_f = real.bytes_f;
     st->bytes_b = real.bytes_b;
     st->state = STATE_EMPTY;
@@ -471,19 +507,29 @@ zb_status_t zb_gpt2_backward_input(const zb_gpt2_params_t *p, const zb_gpt2_span
 
 /* ---- backward_weight ---- */
 
-static void block_backward_weight(const zb_gpt2_stash_t *st, zb_gpt2_params_t *g, int l,
-                                  const layer_acts_t *a, const float *x)
+/* W of one block. Selective stashes rebuild the LN and GELU outputs just before the products
+ * that read them (the same routines as F: the same bits). */
+static void block_backward_weight(const zb_gpt2_stash_t *st, const block_params_t *w,
+                                  zb_gpt2_params_t *g, int l, const layer_acts_t *a,
+                                  const float *x)
 {
     int N = st->B * st->T, C = st->cfg.channels;
     size_t Cz = (size_t)C, L = (size_t)zb_gpt2_layer_slot(g, l);
+    const bool sel = st->keep == ZB_GPT2_KEEP_SELECTIVE;
     zb_layernorm_backward_weight(g->t[ZB_LN1W] + L * Cz, g->t[ZB_LN1B] + L * Cz, a->dln1, x,
                                  a->ln1_mean, a->ln1_rstd, N, C);
+    if (sel)
+        zb_layernorm_apply(a->ln1, x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C);
     zb_matmul_backward_weight(g->t[ZB_QKVW] + L * 3 * Cz * Cz, g->t[ZB_QKVB] + L * 3 * Cz,
                               a->dqkv, a->ln1, N, C, 3 * C);
     zb_matmul_backward_weight(g->t[ZB_ATTPROJW] + L * Cz * Cz, g->t[ZB_ATTPROJB] + L * Cz,
                               a->dres2, a->atty, N, C, C);
     zb_layernorm_backward_weight(g->t[ZB_LN2W] + L * Cz, g->t[ZB_LN2B] + L * Cz, a->dln2, a->res2,
                                  a->ln2_mean, a->ln2_rstd, N, C);
+    if (sel) {
+        zb_layernorm_apply(a->ln2, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N, C);
+        zb_gelu_forward(a->fch_gelu, a->fch, 4 * (size_t)N * Cz);
+    }
     zb_matmul_backward_weight(g->t[ZB_FCW] + L * 4 * Cz * Cz, g->t[ZB_FCB] + L * 4 * Cz, a->dfch,
                               a->ln2, N, C, 4 * C);
     zb_matmul_backward_weight(g->t[ZB_FCPROJW] + L * 4 * Cz * Cz, g->t[ZB_FCPROJB] + L * Cz,
@@ -510,8 +556,10 @@ zb_status_t zb_gpt2_backward_weight(const zb_gpt2_params_t *p, const zb_gpt2_spa
                                      st->lnf_mean, st->lnf_rstd, N, C);
         zb_matmul_backward_weight(g->wte_head, NULL, st->probs, st->lnf, N, C, cfg->padded_vocab);
     }
-    for (int l = nl - 1; l >= 0; l--)
-        block_backward_weight(st, &g->g, span->layer_begin + l, &st->layers[l], st->xs[l]);
+    for (int l = nl - 1; l >= 0; l--) {
+        block_params_t w = block_params(p, span->layer_begin + l);
+        block_backward_weight(st, &w, &g->g, span->layer_begin + l, &st->layers[l], st->xs[l]);
+    }
     if (span->embed)
         zb_encoder_backward_weight(g->g.t[ZB_WTE], g->g.t[ZB_WPE], st->dencoded, st->tokens, st->B,
                                    st->T, C);

@@ -18,6 +18,15 @@ typedef struct {
     size_t rows; /* per chunk */
 } ln_t;
 
+/* One normalised row: the forward and the recompute share it, so they agree bit for bit. The
+ * noinline keeps one compiled body (one contraction and vectorisation choice) for both. */
+static __attribute__((noinline)) void apply_row(float *o, const float *x, float mf, float rf,
+                                                const float *w, const float *b, int C)
+{
+    for (int c = 0; c < C; c++)
+        o[c] = (x[c] - mf) * rf * w[c] + b[c];
+}
+
 static void ln_fwd_chunk(void *ctx, size_t ch, int worker)
 {
     (void)worker;
@@ -38,12 +47,29 @@ static void ln_fwd_chunk(void *ctx, size_t ch, int worker)
         }
         double r = 1.0 / sqrt(v / C + LN_EPS);
         float mf = (float)m, rf = (float)r;
-        float *o = a->out + n * C;
-        for (int c = 0; c < C; c++)
-            o[c] = (x[c] - mf) * rf * a->weight[c] + a->bias[c];
+        apply_row(a->out + n * C, x, mf, rf, a->weight, a->bias, C);
         a->mean[n] = mf;
         a->rstd[n] = rf;
     }
+}
+
+static void ln_apply_chunk(void *ctx, size_t ch, int worker)
+{
+    (void)worker;
+    const ln_t *a = ctx;
+    size_t lo, hi;
+    zb_chunk_range(ch, a->rows, (size_t)a->N, &lo, &hi);
+    for (size_t n = lo; n < hi; n++)
+        apply_row(a->out + n * a->C, a->inp + n * a->C, a->cmean[n], a->crstd[n], a->weight,
+                  a->bias, a->C);
+}
+
+void zb_layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
+                        const float *weight, const float *bias, int N, int C)
+{
+    ln_t a = {.out = out, .inp = inp, .cmean = mean, .crstd = rstd, .weight = weight,
+              .bias = bias, .N = N, .C = C, .rows = zb_rows_per_chunk((size_t)C)};
+    zb_parallel_for(zb_div_up((size_t)N, a.rows), ln_apply_chunk, &a);
 }
 
 void zb_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,

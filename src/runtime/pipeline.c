@@ -131,6 +131,7 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
     pl->seq_per_replica = c->batch / pl->N;
     pl->mbB = pl->seq_per_replica / c->microbatches;
     pl->T = c->seq;
+    pl->keep = o->keep;
     pl->NC = (size_t)pl->mbB * (size_t)pl->T * (size_t)pl->mcfg.channels;
     /* as the local trainer, over the GLOBAL batch: the replicas' sum is the batch mean */
     pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq);
@@ -155,6 +156,33 @@ static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *r
     return ZB_OK;
 }
 
+/* The schedule's activations do not fit what --mem-limit leaves them: say so in MiB, for the
+ * rank with the highest peak (the validator's message counts bytes without a unit). */
+static zb_status_t activations_over_limit(const pl_t *pl, const zb_schedule_t *s,
+                                          const zb_costs_t *costs, zb_err_t *err)
+{
+    const double MiB = 1048576.0;
+    zb_costs_t free_run = *costs; /* same arrays, no limit: only to find the peaks */
+    free_run.mem_limit = INFINITY;
+    zb_sim_t sim;
+    zb_status_t st = zb_simulate(s, &free_run, &sim, err);
+    if (st != ZB_OK)
+        return st;
+    int worst = 0;
+    for (int r = 1; r < sim.ranks; r++)
+        if (sim.peak_mem[r] > sim.peak_mem[worst])
+            worst = r;
+    st = zb_err_set(err, ZB_EMEMLIMIT,
+                    "schedule %s: rank %d's activations peak at %.2f MiB, but the memory limit of "
+                    "%.2f MiB per rank leaves them %.2f MiB after parameters, gradients, optimizer "
+                    "state and message buffers%s",
+                    s->name, worst, sim.peak_mem[worst] / MiB, pl->opts->mem_limit / MiB,
+                    costs->mem_limit / MiB,
+                    pl->opts->recompute == ZB_RECOMPUTE_NONE ? " (--recompute auto may fit)" : "");
+    zb_sim_free(&sim);
+    return st;
+}
+
 /* After setup_shape and the profile: plan (partition, schedule, prediction) and build the
  * local ranks. */
 static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
@@ -171,8 +199,11 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     if ((st = zb_transport_check_sizes(pl->S, pl->M, err)) != ZB_OK)
         goto done;
     /* costs.mem_limit: what the whole-rank limit leaves the activations (pipeline_plan.c) */
-    if ((st = zb_validate(plain, &costs, err)) != ZB_OK)
+    if ((st = zb_validate(plain, &costs, err)) != ZB_OK) {
+        if (st == ZB_EMEMLIMIT)
+            st = activations_over_limit(pl, plain, &costs, err);
         goto done;
+    }
     zb_sim_t sim;
     if ((st = zb_simulate(plain, &costs, &sim, err)) != ZB_OK)
         goto done;

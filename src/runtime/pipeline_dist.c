@@ -32,7 +32,7 @@ static uint64_t schedule_hash(const zb_schedule_t *s)
     for (int r = 0; r < s->ranks; r++)
         for (int i = 0; i < s->rank[r].len; i++) {
             const zb_action_t *a = &s->rank[r].actions[i];
-            int32_t w[3] = {a->type, a->stage, a->mb};
+            int32_t w[4] = {a->type, a->stage, a->mb, a->flags};
             h = zb_hash_bytes(h, w, sizeof w);
         }
     return h;
@@ -454,20 +454,25 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
             }
         free(all);
     }
+    bool maybe_committed = false;
     if (st == ZB_OK) {
         zb_status_t local = ZB_OK;
         if (!net || net->rank == 0) /* the manifest last: it makes the new shards the checkpoint */
             local = zb_ckpt_manifest_write(path, &m, err);
+        /* from here rank 0 may have committed the new shards even if the agreement below fails
+         * (a rank stopped or died): nobody may delete them; the next save's orphan sweep
+         * removes them if the manifest did not take them */
+        maybe_committed = local == ZB_OK;
         st = agree(pl, local, "write the checkpoint manifest", err);
     }
-    if (st != ZB_OK) { /* leave the previous checkpoint as it was: drop our new shards */
+    if (st != ZB_OK && !maybe_committed) { /* the previous checkpoint stands: drop our shards */
         for (int r = 0; r < pl->P; r++)
             if (is_local(pl, r) && m.shard[r].bytes) {
                 char file[4400];
                 snprintf(file, sizeof file, "%s%s", dir, m.shard[r].file);
                 unlink(file);
             }
-    } else if (have_old) { /* committed: the previous checkpoint's shards are garbage now */
+    } else if (st == ZB_OK && have_old) { /* committed: the previous checkpoint's shards are garbage now */
         for (int r = 0; r < old.ranks; r++) {
             bool mine = r < pl->P ? is_local(pl, r) : (!net || net->rank == 0);
             if (!mine || (r < pl->P && !strcmp(old.shard[r].file, m.shard[r].file)))

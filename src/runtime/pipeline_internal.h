@@ -27,6 +27,7 @@ typedef struct {
     float *x_out;  /* activations out (not for the head stage); may alias next stage's x_in */
     float *dx_out; /* gradient of the output (not for the head stage) */
     float *dx_in;  /* gradient of the input (not for the embedding stage); may alias */
+    float *r_out;  /* [B/M·T·C] where an R's output goes (stages with R, not the head) */
     bool own_x_out, own_dx_in;
 } pl_stage_t;
 
@@ -61,6 +62,7 @@ typedef struct {
     size_t upd_elems;
     float *backup;   /* [3 * upd_elems]: params, m, v before an optimistic step */
     float *mb_loss;  /* [M] */
+    float *wte_chunk; /* [pl_wte_chunk] embedding-only rank: the head's WTE gradient arriving */
     double *vec;     /* [n_units + 1] unit partials, loss last */
     size_t live_peak;
     zb_exec_timeline_t tl;
@@ -77,6 +79,7 @@ struct pl {
     const zb_pipeline_opts_t *opts;
     zb_gpt2_config_t mcfg;
     int P, S, M, mbB, T;
+    zb_gpt2_keep_t keep; /* what a saving F keeps (--keep-activations) */
     int N;      /* data-parallel replicas; pl->ranks holds N·P entries */
     size_t param_count; /* elements of the whole model's parameter buffer */
     int seq_per_replica; /* B/N sequences of the global batch per replica */
@@ -119,8 +122,16 @@ void pl_rank_free(pl_rank_t *R);
 /* The zb_rank_fn of one training step (compute, tied exchange, norm, optimizer). */
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
 
-/* Peak number of microbatches of `stage` between F and W in a rank's program (its stash pool). */
-int pl_peak_in_flight(const zb_rank_program_t *prog, int stage);
+/* The tied WTE gradient crosses between the embedding and the head rank in chunks of this many
+ * floats (1 MiB): the embedding rank then needs no second WTE-sized buffer. */
+#define PL_WTE_CHUNK ((size_t)1 << 18)
+size_t pl_wte_chunk(size_t wte_elems);
+
+/* Stash slots `stage` needs in a rank's program (its pool): microbatches between a saving F (or
+ * an R) and their W, plus a non-saving F while it runs. */
+int pl_stash_slots(const zb_rank_program_t *prog, int stage);
+/* True when the program has an R of `stage` (the stage then owns an R output buffer). */
+bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage);
 
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be

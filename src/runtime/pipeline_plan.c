@@ -89,14 +89,21 @@ static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S,
             work += bc->head;
         double unit = bc->block[0] / 3.0; /* time of one block's F */
         costs->t_f[s] = costs->t_b[s] = costs->t_w[s] = work / 3.0 / unit;
+    }
+    return st;
+}
+
+/* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
+static void stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
+{
+    for (int s = 0; s < S; s++) {
         zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
         size_t after_f, after_b;
-        zb_gpt2_stage_mem(&pl->mcfg, &span, pl->mbB, pl->T, &after_f, &after_b);
+        zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f, &after_b);
         costs->m_f[s] = (double)after_f;
         costs->m_b[s] = (double)after_b - (double)after_f;
         costs->m_w[s] = -(double)after_b;
     }
-    return st;
 }
 
 /* Partition S stages balancing the cost model; fill pl->first and the per-stage costs. */
@@ -118,6 +125,11 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
     if (st == ZB_OK)
         st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
                       : flop_stage_costs(pl, &bc, S, costs, err);
+    if (st == ZB_OK)
+        stage_memory(pl, S, costs);
+    if (st == ZB_OK && costs->m_keep) /* the runtime keeps a non-saving F's input in its receive
+                                         buffer, counted with the messages: nothing in the stash */
+        memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);
     if (st == ZB_OK && pl->opts->mem_limit > 0) {
         /* the limit is on the whole rank: the activations get what the rest leaves */
         double fixed = pl_static_bound(pl, S), limit = pl->opts->mem_limit;
@@ -199,7 +211,8 @@ static zb_status_t schedule_from_file(pl_t *pl, zb_schedule_t **out, zb_err_t *e
     return ZB_OK;
 }
 
-zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
+/* The schedule before --recompute: from the file, the family, or planned with costs. */
+static zb_status_t make_plain(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
 {
     const zb_pipeline_opts_t *o = pl->opts;
     if (o->schedule_file) {
@@ -259,6 +272,47 @@ zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, z
     }
     zb_costs_free(&again);
     return ZB_OK;
+}
+
+/* --recompute on the planned schedule. The runtime keeps a non-saving F's input in its receive
+ * buffer (or the batch), which the whole-rank model already counts: the stash's kept memory is 0,
+ * and an R takes an F's time (it is that forward again). `auto` keeps the schedule when it fits
+ * the limit and recomputes every microbatch when it does not; `all` always does. A schedule that
+ * already has R's (a file) is kept as it is. */
+static zb_status_t apply_recompute(pl_t *pl, zb_schedule_t **s, const zb_costs_t *costs,
+                                   zb_err_t *err)
+{
+    zb_recompute_t mode = pl->opts->recompute;
+    if (mode == ZB_RECOMPUTE_NONE || zb_schedule_has_recompute(*s))
+        return ZB_OK;
+    if (mode == ZB_RECOMPUTE_AUTO) {
+        zb_err_t fit;
+        zb_status_t st = zb_validate(*s, costs, &fit);
+        if (st != ZB_EMEMLIMIT)
+            return ZB_OK; /* fits (or fails for another reason the caller reports) */
+    }
+    zb_schedule_t *rc = NULL;
+    zb_status_t st = zb_add_recompute(*s, NULL, &rc, err);
+    if (st != ZB_OK)
+        return st;
+    if (zb_schedule_has_recompute(rc) && strlen(rc->name) + 3 < sizeof rc->name)
+        strcat(rc->name, "+rc");
+    zb_schedule_free(*s);
+    *s = rc;
+    return ZB_OK;
+}
+
+zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
+{
+    zb_status_t st = make_plain(pl, out, costs, err);
+    if (st != ZB_OK)
+        return st;
+    if ((st = apply_recompute(pl, out, costs, err)) != ZB_OK) {
+        zb_schedule_free(*out);
+        *out = NULL;
+        zb_costs_free(costs);
+    }
+    return st;
 }
 
 /* ---- trace files ---- */

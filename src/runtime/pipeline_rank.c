@@ -16,27 +16,38 @@ static zb_status_t oom(zb_err_t *err, int rank)
     return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its pipeline state", rank);
 }
 
-/* Peak number of microbatches of `stage` between F and W in this rank's program. */
-int pl_peak_in_flight(const zb_rank_program_t *prog, int stage)
+/* Stash slots `stage` needs in this rank's program: a saving F holds one until its W (or BW), an
+ * R likewise, and a non-saving F holds one only while it runs (its input stays in the receive
+ * buffer; its R rebuilds the rest later). */
+int pl_stash_slots(const zb_rank_program_t *prog, int stage)
 {
     int now = 0, peak = 0;
     for (int i = 0; i < prog->len; i++) {
         const zb_action_t *a = &prog->actions[i];
         if (a->stage != stage)
             continue;
-        if (a->type == ZB_ACT_F && ++now > peak)
+        if ((a->type == ZB_ACT_F || a->type == ZB_ACT_R) && ++now > peak)
             peak = now;
-        if (a->type == ZB_ACT_W || a->type == ZB_ACT_BW)
+        if ((a->type == ZB_ACT_F && (a->flags & ZB_ACT_NOSAVE)) || a->type == ZB_ACT_W ||
+            a->type == ZB_ACT_BW)
             now--;
     }
     return peak;
+}
+
+bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage)
+{
+    for (int i = 0; i < prog->len; i++)
+        if (prog->actions[i].type == ZB_ACT_R && prog->actions[i].stage == stage)
+            return true;
+    return false;
 }
 
 static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage, zb_err_t *err)
 {
     ls->stage = stage;
     ls->span = zb_partition_span(pl->first, pl->S, stage);
-    ls->pool_n = pl_peak_in_flight(&pl->sched->rank[R->rank], stage);
+    ls->pool_n = pl_stash_slots(&pl->sched->rank[R->rank], stage);
     if (ls->pool_n < 1)
         ls->pool_n = 1;
     ls->pool = calloc((size_t)ls->pool_n, sizeof *ls->pool);
@@ -46,7 +57,8 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
         return oom(err, R->rank);
     for (int k = 0; k < ls->pool_n; k++) {
         ls->pool_mb[k] = -1;
-        zb_status_t st = zb_gpt2_stash_new(&pl->mcfg, &ls->span, pl->mbB, pl->T, &ls->pool[k], err);
+        zb_status_t st = zb_gpt2_stash_new_keep(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->keep,
+                                                &ls->pool[k], err);
         if (st != ZB_OK)
             return st;
     }
@@ -56,6 +68,10 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
     if (!ls->span.embed && !(ls->x_in = malloc(buf)))
         return oom(err, R->rank);
     if (!ls->span.head && !(ls->dx_out = malloc(buf)))
+        return oom(err, R->rank);
+    /* an R recomputes the stage's output: it goes here, not over what was already sent */
+    if (!ls->span.head && pl_stage_recomputes(&pl->sched->rank[R->rank], stage) &&
+        !(ls->r_out = malloc(pl->NC * sizeof(float))))
         return oom(err, R->rank);
     return ZB_OK;
 }
@@ -114,15 +130,20 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
 {
     zb_gpt2_span_t spans[1024];
     int n = 0;
+    bool head = false;
     for (int s = 0; s < pl->S && n < 1024; s++)
-        if (zb_stage_rank(pl->sched, s) == R->rank)
-            spans[n++] = zb_partition_span(pl->first, pl->S, s);
+        if (zb_stage_rank(pl->sched, s) == R->rank) {
+            spans[n] = zb_partition_span(pl->first, pl->S, s);
+            head |= spans[n++].head;
+        }
     zb_status_t st;
     if ((st = zb_gpt2_params_alloc_part(&R->params, &pl->mcfg, spans, n, err)) != ZB_OK)
         return st;
     for (int u = 0; u < pl->n_units; u++)
         zb_gpt2_copy_unit(&R->params, init, u);
-    if ((st = zb_gpt2_grads_alloc_like(&R->grads, &R->params, err)) != ZB_OK ||
+    /* the head part of WTE's gradient accumulates where the head is; the embedding-only rank
+     * folds it in chunk by chunk as it arrives (tied_embedding) */
+    if ((st = zb_gpt2_grads_alloc_like_for(&R->grads, &R->params, head, err)) != ZB_OK ||
         (st = zb_adamw_state_alloc_like(&R->opt, &R->params, err)) != ZB_OK)
         return st;
     R->touch_opt = !opt;
@@ -189,6 +210,9 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
         R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE], 0};
         R->upd_elems += R->params.sizes[ZB_WTE];
     }
+    if (R->has_embed && !R->has_head &&
+        !(R->wte_chunk = malloc(pl_wte_chunk(R->params.sizes[ZB_WTE]) * sizeof(float))))
+        return oom(err, rank);
     if (pl_rank_backs_up(pl) && R->upd_elems > 0 &&
         !(R->backup = malloc(3 * R->upd_elems * sizeof(float))))
         return oom(err, rank);
@@ -212,14 +236,14 @@ void pl_rank_free(pl_rank_t *R)
         for (int k = 0; ls->pool && k < ls->pool_n; k++)
             zb_gpt2_stash_free(ls->pool[k]);
         free(ls->pool), free(ls->pool_mb), free(ls->slot);
-        free(ls->x_in), free(ls->dx_out);
+        free(ls->x_in), free(ls->dx_out), free(ls->r_out);
         if (ls->own_x_out)
             free(ls->x_out);
         if (ls->own_dx_in)
             free(ls->dx_in);
     }
     free(R->st), free(R->local_of_stage), free(R->units), free(R->upd), free(R->backup);
-    free(R->mb_loss), free(R->vec);
+    free(R->mb_loss), free(R->vec), free(R->wte_chunk);
     pl_dp_free(R);
     zb_workers_free(R->workers);
     zb_exec_timeline_free(&R->tl);
@@ -296,6 +320,18 @@ static zb_status_t do_w(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh
     return st;
 }
 
+/* F of microbatch m (its tokens at `tok`) into stash sh; x_out = where the output goes (not the
+ * head), *loss = the head's loss. */
+static zb_status_t forward(pl_rank_t *R, pl_stage_t *ls, int m, size_t tok, zb_gpt2_stash_t *sh,
+                           float *x_out, float *loss, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    return zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
+                           ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
+                           ls->span.head ? pl->targets + tok : NULL, ls->span.head ? NULL : x_out,
+                           ls->span.head ? loss : NULL, err);
+}
+
 static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
 {
     pl_rank_t *R = ctx;
@@ -310,20 +346,27 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     int m = a->mb;
     if (m < 0 || m >= pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", m);
-    zb_gpt2_stash_t *sh = stash_of(ls, m, a->type == ZB_ACT_F, err);
+    bool starts = a->type == ZB_ACT_F || a->type == ZB_ACT_R;
+    zb_gpt2_stash_t *sh = stash_of(ls, m, starts, err);
     if (!sh)
         return ZB_ESCHEDULE;
     /* this replica's slice of the global batch, then microbatch m of it */
     size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
                  (size_t)pl->T;
     zb_status_t st;
+    float recomputed_loss;
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_F:
-        st = zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
-                             ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
-                             ls->span.head ? pl->targets + tok : NULL,
-                             ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
-                             ls->span.head ? &R->mb_loss[m] : NULL, err);
+        st = forward(R, ls, m, tok, sh, ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
+                     &R->mb_loss[m], err);
+        if (st == ZB_OK && (a->flags & ZB_ACT_NOSAVE)) {
+            /* non-saving: the input stays in x_in (or the batch); the R rebuilds the rest */
+            zb_gpt2_stash_reset(sh);
+            stash_release(ls, m);
+        }
+        break;
+    case ZB_ACT_R: /* the same forward again: the same inputs and parameters give the same bits */
+        st = forward(R, ls, m, tok, sh, ls->r_out, &recomputed_loss, err);
         break;
     case ZB_ACT_B: st = do_b(R, ls, m, sh, err); break;
     case ZB_ACT_W: st = do_w(R, ls, m, sh, err); break;
@@ -377,19 +420,43 @@ static size_t op_recv_bytes(void *ctx, const zb_action_t *a)
 /* ---- after the compute: tied embedding, norm, optimizer ---- */
 
 /* Both holders of WTE end with (embedding part) + (head part), formed by zb_gpt2_fold_tied. */
+size_t pl_wte_chunk(size_t wte_elems)
+{
+    return wte_elems < PL_WTE_CHUNK ? wte_elems : PL_WTE_CHUNK;
+}
+
+/* In chunks of pl_wte_chunk elements, each its own tagged exchange: the embedding rank sends its
+ * part of chunk k and adds the head's part of chunk k as it arrives (into a chunk-sized buffer,
+ * not a second WTE-sized one); the head rank sends its part (wte_head) and receives the
+ * embedding part into the gradient, then folds. Both end with (embedding part) + (head part),
+ * the order zb_gpt2_fold_tied uses, so the two copies and --ranks 1 have the same bits. */
 static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
-    size_t n = R->grads.g.sizes[ZB_WTE];
-    uint32_t tag = zb_tag(ZB_TAG_EXCHANGE, 0, 0);
-    zb_status_t st = ZB_OK;
-    if (R->has_embed && !R->has_head) /* receive the head part where fold expects it */
-        st = zb_exchange(t, R->grads.g.t[ZB_WTE], R->grads.wte_head, n, pl->head_rank, tag, err);
-    else if (R->has_head && !R->has_embed) /* receive the embedding part into the gradient */
-        st = zb_exchange(t, R->grads.wte_head, R->grads.g.t[ZB_WTE], n, pl->embed_rank, tag, err);
-    if (st == ZB_OK && (R->has_embed || R->has_head))
+    if (R->has_embed == R->has_head) { /* both or neither here: nothing to exchange */
+        if (R->has_embed)
+            zb_gpt2_fold_tied(&R->grads);
+        return ZB_OK;
+    }
+    size_t n = R->grads.g.sizes[ZB_WTE], step = pl_wte_chunk(n);
+    float *g = R->grads.g.t[ZB_WTE];
+    for (size_t lo = 0, k = 0; lo < n; lo += step, k++) {
+        size_t len = n - lo < step ? n - lo : step;
+        uint32_t tag = zb_tag(ZB_TAG_EXCHANGE, 0, (int)k);
+        zb_status_t st;
+        if (R->has_embed) {
+            st = zb_exchange(t, g + lo, R->wte_chunk, len, pl->head_rank, tag, err);
+            for (size_t i = 0; st == ZB_OK && i < len; i++)
+                g[lo + i] = g[lo + i] + R->wte_chunk[i]; /* embedding + head */
+        } else {
+            st = zb_exchange(t, R->grads.wte_head + lo, g + lo, len, pl->embed_rank, tag, err);
+        }
+        if (st != ZB_OK)
+            return st;
+    }
+    if (R->has_head)
         zb_gpt2_fold_tied(&R->grads);
-    return st;
+    return ZB_OK;
 }
 
 static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)

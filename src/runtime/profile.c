@@ -283,6 +283,8 @@ zb_status_t zb_profile_stage_costs(const zb_profile_t *p, const int *first, int 
         if (first[s + 1] <= first[s])
             return zb_err_set(err, ZB_EINVAL, "profile: stage %d of the partition is empty", s);
     zb_status_t st = zb_costs_init_uniform(out, stages, 0, 0, 0, p->comm, 0, 0, 0, err);
+    if (st == ZB_OK && (st = zb_costs_set_recompute(out, 0, 0, err)) != ZB_OK)
+        zb_costs_free(out);
     for (int s = 0; st == ZB_OK && s < stages; s++) {
         zb_op_time_t t = {0, 0, 0};
         for (int l = first[s]; l < first[s + 1]; l++)
@@ -298,6 +300,11 @@ zb_status_t zb_profile_stage_costs(const zb_profile_t *p, const int *first, int 
         out->m_f[s] = (double)after_f;
         out->m_b[s] = (double)after_b - (double)after_f;
         out->m_w[s] = -(double)after_b;
+        /* recompute: R is the stage's forward again; a non-saving F keeps only its input (the
+         * tokens on the embedding stage, else the [B,T,C] activation it received) */
+        out->t_r[s] = t.f;
+        out->m_keep[s] = (double)p->batch * p->seq *
+                         (span.embed ? sizeof(int) : (double)p->cfg.channels * sizeof(float));
     }
     if (st == ZB_OK && (st = zb_costs_check(out, err)) != ZB_OK)
         zb_costs_free(out);

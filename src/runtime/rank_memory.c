@@ -40,14 +40,13 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
 {
     zb_gpt2_span_t spans[1025];
     int n = 0;
-    bool wte = false, embed = false, head = false;
+    bool embed = false, head = false;
     double msg_bufs = 0;
     for (int s = 0; s < S && n < 1025; s++) {
         if (rank_of(pl, S, s) != rank)
             continue;
         zb_gpt2_span_t sp = zb_partition_span(pl->first, S, s);
         spans[n++] = sp;
-        wte |= sp.embed || sp.head;
         embed |= sp.embed;
         head |= sp.head;
         /* x_in, dx_out; x_out / dx_in unless the neighbour stage is on this rank */
@@ -72,10 +71,12 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
     if (head && !embed)
         upd += wte_n;
     m->params = count * F;
-    m->grads = (count + (wte ? wte_n : 0)) * F;
+    m->grads = (count + (head ? wte_n : 0)) * F; /* + the head's WTE accumulator */
     m->optimizer = 2 * count * F;
     m->backup = pl_rank_backs_up(pl) && upd > 0 ? 3 * upd * F : 0;
     m->messages = msg_bufs * (double)pl->M * (double)pl->NC * F;
+    if (embed && !head) /* the tied gradient's exchange buffer */
+        m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
 }
 
 static void add_total(zb_rank_mem_t *m)
@@ -105,8 +106,10 @@ void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t 
     for (int s = 0; s < pl->S; s++)
         if (zb_stage_rank(pl->sched, s) == rank) {
             zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, s);
-            m->stash_alloc += (double)pl_peak_in_flight(&pl->sched->rank[rank], s) *
-                              (double)zb_gpt2_stash_capacity(&pl->mcfg, &sp, pl->mbB, pl->T);
+            m->stash_alloc += (double)pl_stash_slots(&pl->sched->rank[rank], s) *
+                              (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &sp, pl->mbB, pl->T, pl->keep);
+            if (!sp.head && pl_stage_recomputes(&pl->sched->rank[rank], s))
+                m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
     add_total(m);
 }
@@ -126,9 +129,14 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
         const pl_stage_t *ls = &R->st[i];
         m->messages += buf * ((ls->x_in != NULL) + (ls->dx_out != NULL) + ls->own_x_out +
                               ls->own_dx_in);
+        if (ls->r_out)
+            m->messages += (double)pl->NC * F;
         for (int k = 0; k < ls->pool_n; k++)
-            m->stash_alloc += (double)zb_gpt2_stash_capacity(&pl->mcfg, &ls->span, pl->mbB, pl->T);
+            m->stash_alloc +=
+                (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->keep);
     }
+    if (R->wte_chunk)
+        m->messages += (double)pl_wte_chunk(R->params.sizes[ZB_WTE]) * F;
     m->activations = (double)R->live_peak;
     add_total(m);
     m->rss_peak = zb_rss_peak_bytes();

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# zbpp train --recompute: every mode trains to the checkpoint of --ranks 1 (also at --ranks 1,
+# which then runs the pipeline with one rank); the memory report shows the smaller stash; auto
+# recomputes only when --mem-limit-mb needs it; bad values are one-line errors.
+# usage: cli_train_recompute.sh <zbpp binary> <source dir>
+set -euo pipefail
+Z=$(readlink -f "$1")
+SRC=$(readlink -f "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+common=(--text "$SRC/data/demo_corpus.txt" --layers 4 --channels 32 --heads 2 --seq 16
+        --batch 8 --microbatches 8 --steps 2 --partition flops)
+
+"$Z" train "${common[@]}" --quiet --save "$tmp/ref.ckpt"
+for rc in none all auto; do
+    for P in 1 2; do
+        "$Z" train "${common[@]}" --ranks $P --schedule gpipe --recompute $rc \
+            --save "$tmp/$rc$P.ckpt" >"$tmp/$rc$P.out"
+        cmp "$tmp/ref.ckpt" "$tmp/$rc$P.ckpt" || fail "--recompute $rc --ranks $P: checkpoint differs"
+    done
+done
+grep -q "^pipeline: gpipe+rc," "$tmp/all2.out" || fail "all: no +rc in $(grep pipeline: "$tmp/all2.out")"
+grep -q "^pipeline: gpipe," "$tmp/auto2.out" || fail "auto without a limit recomputed"
+# whole-rank totals of rank 0 (predicted row): recompute is smaller
+total() { awk '/^ rank 0/{getline; print $8; exit}' "$1"; }
+t_none=$(total "$tmp/none2.out") t_all=$(total "$tmp/all2.out")
+awk -v a="$t_all" -v n="$t_none" 'BEGIN{exit !(a < n)}' || fail "recompute total $t_all MiB not below $t_none MiB"
+echo "ok: every mode bit-identical to --ranks 1; rank 0 total $t_none -> $t_all MiB with recompute"
+
+# auto under a limit between the two needs recomputes; none is refused there
+mid=$(awk -v a="$t_all" -v n="$t_none" 'BEGIN{printf "%.3f", (a + n) / 2}')
+"$Z" train "${common[@]}" --ranks 2 --schedule gpipe --recompute auto --mem-limit-mb "$mid" \
+    --save "$tmp/mid.ckpt" >"$tmp/mid.out" || fail "auto at $mid MiB: $(tail -2 "$tmp/mid.out")"
+grep -q "^pipeline: gpipe+rc," "$tmp/mid.out" || fail "auto at $mid MiB did not recompute"
+cmp "$tmp/ref.ckpt" "$tmp/mid.ckpt" || fail "auto at $mid MiB: checkpoint differs"
+if "$Z" train "${common[@]}" --ranks 2 --schedule gpipe --mem-limit-mb "$mid" >"$tmp/o" 2>&1; then
+    fail "--recompute none fitted $mid MiB"
+fi
+grep -q "MiB" "$tmp/o" || fail "limit message without a unit: $(cat "$tmp/o")"
+echo "ok: --recompute auto recomputes under --mem-limit-mb $mid, none is refused there"
+
+for bad in some ALL ""; do
+    if "$Z" train "${common[@]}" --ranks 2 --recompute "$bad" >"$tmp/o" 2>&1; then
+        fail "--recompute '$bad' accepted"
+    fi
+    [ "$(wc -l <"$tmp/o")" -eq 1 ] || fail "--recompute '$bad': not one line: $(cat "$tmp/o")"
+    grep -q "expects none, all or auto" "$tmp/o" || fail "--recompute '$bad': $(cat "$tmp/o")"
+done
+echo "ok: bad --recompute values are one-line errors"

@@ -139,18 +139,6 @@ zb_status_t zb_recompute_parse(const char *s, zb_recompute_t *out, zb_err_t *err
 
 /* ---- Generators ---- */
 
-/* Activation recomputation asked of a generator (zb_gen_params_t.recompute). */
-typedef enum {
-    ZB_RECOMPUTE_NONE = 0, /* every F keeps its activations */
-    ZB_RECOMPUTE_ALL,      /* every F is non-saving, an R before each B (any family) */
-    ZB_RECOMPUTE_AUTO      /* auto only: the search picks which (stage, mb) recompute and where
-                              each R goes, to fit costs->mem_limit at the least makespan */
-} zb_recompute_t;
-
-/* "none", "all", "auto" -> *out; false for anything else. */
-bool zb_recompute_parse(const char *name, zb_recompute_t *out);
-const char *zb_recompute_name(zb_recompute_t r);
-
 typedef struct {
     int ranks;                /* P */
     int microbatches;         /* M */

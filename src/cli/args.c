@@ -351,10 +351,7 @@ zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_
         return st;
     }
     case ZB_OPT_RECOMPUTE:
-        if (!zb_recompute_parse(arg, &c->recompute))
-            return zb_err_set(err, ZB_EINVAL, "--recompute: '%s' is not none, all or auto",
-                              arg ? arg : "");
-        return ZB_OK;
+        return zb_recompute_parse(arg, &c->recompute, err); /* names the flag */
     case ZB_OPT_MEM_RECOMPUTE:
         c->recompute_given = true;
         return zb_cli_parse_number(arg, true, "--mem-recompute", &c->mem_keep, err);

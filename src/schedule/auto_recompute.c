@@ -88,7 +88,13 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
     char what_used[96];
     snprintf(what_used, sizeof what_used, "%s%s", what, prune ? " where memory needs it" : "");
     what = what_used;
-    zb_sweep_rc_t rc = {.folded = &folded, .b_pre = pre, .which = which, .what = what,
+    /* every stage: NULL, i.e. zb_add_recompute's "all" (pairs whose backward directly follows
+     * their F stay saving: an R there would save nothing and cost an F) */
+    bool every = true;
+    for (int s = 0; s < S; s++)
+        every &= sel[s];
+    const bool *use = every ? NULL : which;
+    zb_sweep_rc_t rc = {.folded = &folded, .b_pre = pre, .which = use, .what = what,
                         .prune = prune};
     zb_err_t e;
     st = zb_greedy_sweep_rc("auto", P, v, pl, M, c, cap, builds, &rc, best, &e);
@@ -107,7 +113,7 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
         zb_schedule_t *s = NULL, *r = NULL;
         if (zb_generate(fam[i].name, &q, &s, NULL) != ZB_OK)
             continue;
-        if (s->placement == pl && s->chunks == v && zb_add_recompute(s, which, &r, NULL) == ZB_OK &&
+        if (s->placement == pl && s->chunks == v && zb_add_recompute(s, use, &r, NULL) == ZB_OK &&
             (!prune || zb_recompute_prune(r, c, 20LL * 3 * S * M, NULL, NULL) == ZB_OK)) {
             snprintf(label, sizeof label, "%s, %s", fam[i].name, what);
             zb_sweep_offer(best, r, c, cap, label);
@@ -117,7 +123,7 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
     if (with_fixed) {
         zb_schedule_t *s = NULL, *r = NULL;
         if (zb_min_memory_schedule("auto", P, v, pl, M, &s, NULL) == ZB_OK &&
-            zb_add_recompute(s, which, &r, NULL) == ZB_OK &&
+            zb_add_recompute(s, use, &r, NULL) == ZB_OK &&
             (!prune || zb_recompute_prune(r, c, 20LL * 3 * S * M, NULL, NULL) == ZB_OK)) {
             snprintf(label, sizeof label, "min-memory, %s", what);
             zb_sweep_offer(best, r, c, cap, label);

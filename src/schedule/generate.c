@@ -113,22 +113,6 @@ zb_status_t zb_generate(const char *name, zb_gen_params_t *p, zb_schedule_t **ou
     return st;
 }
 
-bool zb_recompute_parse(const char *name, zb_recompute_t *out)
-{
-    static const char *const names[] = {"none", "all", "auto"};
-    for (int i = 0; i < 3; i++)
-        if (name && !strcmp(name, names[i])) {
-            *out = (zb_recompute_t)i;
-            return true;
-        }
-    return false;
-}
-
-const char *zb_recompute_name(zb_recompute_t r)
-{
-    return r == ZB_RECOMPUTE_ALL ? "all" : r == ZB_RECOMPUTE_AUTO ? "auto" : "none";
-}
-
 zb_status_t zb_gen_begin(const char *family, zb_gen_params_t *p, int default_chunks,
                          int min_chunks, int max_chunks, zb_placement_t placement,
                          zb_schedule_t **out, zb_err_t *err)

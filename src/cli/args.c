@@ -425,9 +425,10 @@ void zb_cli_costs_help(FILE *out, bool with_times)
 void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time)
 {
     if (with_mode)
-        fputs("  --recompute MODE    activation recomputation: none (default), all (every F\n"
-              "                      keeps only its input, an R rebuilds the rest right before\n"
-              "                      its B; any family, or a FILE.csv without R's), auto\n"
+        fputs("  --recompute MODE    activation recomputation: none (default), all (an F keeps\n"
+              "                      only its input, an R rebuilds the rest right before its\n"
+              "                      B, unless the B follows the F directly; any family, or\n"
+              "                      a FILE.csv without R's), auto\n"
               "                      (schedule/plan with -s auto: the search picks which stages\n"
               "                      recompute and where each R goes to fit --mem-limit fastest)\n",
               out);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Write seed corpora for the file-reader fuzz harnesses: small files made the way the tests make
 # them (zbpp itself writes the checkpoints). Usage: make_seeds.sh <zbpp binary> <out dir> <source dir>
-# Creates <out>/<harness>/ for llmc, tokshard, text, costfile, trainckpt, manifest, ckptshard, csv.
+# Creates <out>/<harness>/ for llmc, tokshard, text, costfile, trainckpt, manifest, ckptshard, csv,
+# tokenizer.
 set -eu
 ZBPP=$(readlink -f "$1")
 OUT=$(readlink -f "$2")
 SRC=$(readlink -f "$3")
-mkdir -p "$OUT"/{llmc,tokshard,text,costfile,trainckpt,manifest,ckptshard,csv}
+mkdir -p "$OUT"/{llmc,tokshard,text,costfile,trainckpt,manifest,ckptshard,csv,tokenizer}
 W=$(mktemp -d "${TMPDIR:-/tmp}/zbpp-seeds.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 cd "$W"
@@ -38,3 +39,17 @@ printf 'one<|endoftext|>two<|endoftext|>three and more text here for a batch\n' 
 printf 'stage,F,B,W,C\n0,1,2,1,0.1\n1,1.5,2,1\n' >"$OUT/costfile/two.csv"
 printf '# profiled\n0,1,1,1\n1,1,1,1\n2,1,1,1\n3,2,2,2,0.5\n' >"$OUT/costfile/four.csv"
 cp "$SRC"/fuzz/corpus/*.csv "$OUT/csv/"
+python3 - "$OUT/tokenizer" <<'PY'
+import struct, sys, os
+d = sys.argv[1]
+def tok(name, pieces, version=2, eot=None):
+    with open(os.path.join(d, name), "wb") as f:
+        e = len(pieces) - 1 if eot is None else eot
+        f.write(struct.pack("<256I", 20240328, version, len(pieces), e if version == 2 else 0,
+                            *([0] * 252)))
+        for p in pieces:
+            f.write(bytes([len(p)]) + p)
+tok("bytes.bin", [bytes([i]) for i in range(256)] + [b"<|endoftext|>"])
+tok("merges.bin", [b"a", b"b", b"ab", b"abc", b"c", b" the", b"<|endoftext|>"])
+tok("v1.bin", [b"x", b"y", b"xy"], version=1)
+PY

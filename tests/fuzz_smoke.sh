@@ -13,7 +13,7 @@ set -u
 ZBPP=$1
 SRC=$(readlink -f "${2:-.}")
 TOTAL=${FUZZ_SECONDS:-40}
-HARNESSES=${FUZZ_ONLY:-"csv llmc tokshard text costfile trainckpt manifest ckptshard"}
+HARNESSES=${FUZZ_ONLY:-"csv llmc tokshard text costfile trainckpt manifest ckptshard tokenizer"}
 
 if ! command -v clang >/dev/null 2>&1; then
   echo "fuzz_smoke: SKIP: clang not found (install clang and libclang-rt-dev to fuzz)"

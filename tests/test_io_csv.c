@@ -220,7 +220,20 @@ static void test_malformed(void **state)
         {"0F99999999999999999999\n", "microbatch number above"},
         {"0F1000001\n", "microbatch number above"},
         {"0f0\n", "no known action type"},
-        {"0UNSHARD\n", "no known action type"},
+        {"0UNSHARD\n", "only UNSHARD/RESHARD/REDUCE_GRAD actions"},
+        {"0F0,0UNSHARDx\n", "junk after the action type"},
+        {"0F0,0RESHARD1x\n", "junk after the microbatch"},
+        {"0F0,UNSHARD\n", "does not start with a stage"},
+        {"0F0,(0F1;0B0\n", "never closes"},
+        {"0F0,(0F1;0B0)OVERLAP\n", "must be '(<action>;<action>)OVERLAP_F_B'"},
+        {"0F0,(0F1;0B0)OVERLAP_F_Bx\n", "must be"},
+        {"0F0,()OVERLAP_F_B\n", "no action inside"},
+        {"0F0,( ; )OVERLAP_F_B\n", "no action inside"},
+        {"0F0,((0F1);0B0)OVERLAP_F_B\n", "nests parentheses"},
+        {"0F0,(0F1;0SEND_F1)OVERLAP_F_B\n", "only compute actions"},
+        {"0F0,(0F1;0UNSHARD)OVERLAP_F_B\n", "only compute actions"},
+        {"0F0,(0F1;0X1)OVERLAP_F_B\n", "line 1, cell 2"},
+        {"0F0,0OVERLAP_F_B\n", "no known action type"},
         {"0F0\n\n1F0\n", "line 2: blank line between rows"},
         {"0F0\r1F0\n", "junk"},
         {"0F0,\"0F1\n", "does not start with a stage"},
@@ -247,6 +260,122 @@ static void test_malformed(void **state)
             fail_msg("case %zu: message '%s' lacks '%s'", i, err.msg, cases[i].expect);
         assert_null(strchr(err.msg, '\n'));
     }
+}
+
+/* Read tests/fixtures/<name> into a malloc'd string. */
+static char *read_fixture(const char *name, size_t *len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", ZB_SOURCE_DIR, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    char *buf = malloc(1 << 16);
+    assert_non_null(buf);
+    *len = fread(buf, 1, (1 << 16) - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* A runtime-lowered dump with FSDP actions (written in PyTorch's format: `<stage>UNSHARD`,
+ * `<stage>RESHARD`, `<stage>REDUCE_GRAD`, no microbatch): they are dropped and counted, and what
+ * is left is exactly zbpp's own lowered interleaved-1f1b (P=2, v=2, M=2). */
+static void test_fsdp_actions_ignored(void **state)
+{
+    (void)state;
+    size_t len;
+    char *text = read_fixture("pytorch_fsdp_lowered_p2_v2_m2.csv", &len);
+    zb_schedule_t *s = NULL, *gen = NULL, *low = NULL;
+    zb_csv_info_t info = {.ignored_fsdp = -1, .composite = -1};
+    zb_err_t err = {0};
+    if (zb_csv_read_info(text, len, &s, &info, &err) != ZB_OK)
+        fail_msg("fixture rejected: %s", err.msg);
+    assert_int_equal(info.ignored_fsdp, 12);
+    assert_int_equal(info.composite, 0);
+    zb_gen_params_t p = {.ranks = 2, .microbatches = 2, .chunks = 2};
+    assert_int_equal(zb_generate("interleaved-1f1b", &p, &gen, &err), ZB_OK);
+    assert_int_equal(zb_insert_comms(gen, &low, &err), ZB_OK);
+    assert_true(zb_schedule_equal(s, low));
+    assert_int_equal(zb_validate(s, NULL, &err), ZB_OK);
+    zb_schedule_free(s);
+    /* the plain reader gives the same schedule; a microbatch after an FSDP type is allowed */
+    assert_int_equal(zb_csv_read(text, len, &s, &err), ZB_OK);
+    assert_true(zb_schedule_equal(s, low));
+    zb_schedule_free(s);
+    assert_int_equal(read_str("0UNSHARD3,0F0,0B0,0REDUCE_GRAD,0RESHARD7\n", &s, &err), ZB_OK);
+    assert_int_equal(s->rank[0].len, 2);
+    assert_int_equal(s->microbatches, 1); /* FSDP microbatch numbers do not count */
+    zb_schedule_free(s);
+    /* R (recompute, zbpp) still parses next to RECV/RESHARD/REDUCE_GRAD, which start with R */
+    const char *rtext = "0F0,0RESHARD,0R0,0REDUCE_GRAD,0B0\n";
+    assert_int_equal(zb_csv_read_info(rtext, strlen(rtext), &s, &info, &err), ZB_OK);
+    assert_int_equal(info.ignored_fsdp, 2);
+    assert_int_equal(s->rank[0].len, 3);
+    assert_int_equal(s->rank[0].actions[1].type, ZB_ACT_R);
+    zb_schedule_free(s);
+    zb_schedule_free(gen);
+    zb_schedule_free(low);
+    free(text);
+}
+
+/* DualPipeV's composite cells `(0F3;3B1)OVERLAP_F_B` are their sub-actions in the order written
+ * (the forward, then the full backward, PyTorch's B = our BW): the fixture reads exactly like
+ * the same file with each composite written as two cells, and validates. */
+static void test_overlap_f_b_cells(void **state)
+{
+    (void)state;
+    size_t len;
+    char *text = read_fixture("pytorch_dualpipev_overlap_p2_m4.csv", &len);
+    zb_schedule_t *s = NULL, *flat = NULL;
+    zb_csv_info_t info;
+    zb_err_t err = {0};
+    if (zb_csv_read_info(text, len, &s, &info, &err) != ZB_OK)
+        fail_msg("fixture rejected: %s", err.msg);
+    assert_int_equal(info.composite, 6);
+    assert_int_equal(info.ignored_fsdp, 0);
+    assert_int_equal(s->placement, ZB_PLACE_V);
+    assert_int_equal(s->microbatches, 4);
+    if (zb_validate(s, NULL, &err) != ZB_OK)
+        fail_msg("fixture does not validate: %s", err.msg);
+    /* the same text with "(a;b)OVERLAP_F_B" rewritten as "a,b" */
+    char *two = malloc(len + 1);
+    assert_non_null(two);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '(')
+            continue;
+        if (text[i] == ';') {
+            two[o++] = ',';
+            continue;
+        }
+        if (text[i] == ')') {
+            i += strlen("OVERLAP_F_B");
+            continue;
+        }
+        two[o++] = text[i];
+    }
+    two[o] = '\0';
+    assert_null(strchr(two, '('));
+    assert_int_equal(read_str(two, &flat, &err), ZB_OK);
+    assert_true(zb_schedule_equal(s, flat));
+    /* rank 0's 8th action is the composite's forward F(0, 3), the 9th its backward BW(3, 1) */
+    zb_action_t f = s->rank[0].actions[7], b = s->rank[0].actions[8];
+    assert_int_equal(f.type, ZB_ACT_F);
+    assert_int_equal(f.stage, 0);
+    assert_int_equal(f.mb, 3);
+    assert_int_equal(b.type, ZB_ACT_BW);
+    assert_int_equal(b.stage, 3);
+    assert_int_equal(b.mb, 1);
+    zb_schedule_free(s);
+    zb_schedule_free(flat);
+    /* blanks and an empty sub-action are tolerated, as PyTorch does; a lone sub-action is fine */
+    assert_int_equal(read_str("0F0,( 0F1 ; ;0B0 )OVERLAP_F_B,0B1\n", &s, &err), ZB_OK);
+    assert_int_equal(s->rank[0].len, 4);
+    assert_int_equal(s->rank[0].actions[2].type, ZB_ACT_BW);
+    zb_schedule_free(s);
+    free(two);
+    free(text);
 }
 
 /* Over the size limit: refused before parsing. */
@@ -289,6 +418,8 @@ int main(void)
         cmocka_unit_test(test_accepted_variants),
         cmocka_unit_test(test_infer_placement),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_fsdp_actions_ignored),
+        cmocka_unit_test(test_overlap_f_b_cells),
         cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_too_many_rows),
     };

@@ -261,6 +261,56 @@ static void test_csv_round_trip(void **state)
     zb_schedule_free(g);
 }
 
+static char *written(int which, const zb_sim_t *sim, const zb_schedule_t *s,
+                     const zb_costs_t *c)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    zb_err_t e = {0};
+    zb_status_t st = which == 0   ? zb_svg_write(sim, "rc", f, &e)
+                     : which == 1 ? zb_trace_write(sim, 1000, f, &e)
+                     : which == 2 ? zb_ascii_write(sim, 120, f, &e)
+                                  : zb_json_write_summary(s, c, sim, f, &e);
+    fclose(f);
+    if (st != ZB_OK)
+        fail_msg("writer %d: %s", which, e.msg);
+    return buf;
+}
+
+/* Every writer shows R: its own SVG colour and legend entry, trace events named R, an R letter
+ * and legend line in ASCII, the count and the recompute costs in the JSON summary. */
+static void test_writers_show_r(void **state)
+{
+    (void)state;
+    zb_schedule_t *g = tu_gen("1f1b", 2, 4, 0), *s = with_recompute(g, NULL);
+    zb_costs_t c;
+    zb_err_t e = {0};
+    assert_int_equal(zb_costs_init_uniform(&c, 2, 1, 1, 1, 0.1, 1, -0.5, -0.5, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_recompute(&c, 0.8, 0.1, &e), ZB_OK);
+    zb_sim_t sim;
+    assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_OK);
+    char *svg = written(0, &sim, s, &c), *tr = written(1, &sim, s, &c);
+    char *asc = written(2, &sim, s, &c), *js = written(3, &sim, s, &c);
+    assert_non_null(strstr(svg, "#b07aa1"));
+    assert_non_null(strstr(svg, "R recompute"));
+    assert_non_null(strstr(tr, "\"R s0 mb0\""));
+    assert_non_null(strstr(asc, "R recompute"));
+    assert_non_null(strstr(js, "\"recomputes\": 4")); /* rank 0 only: rank 1 runs each B after its F */
+    assert_non_null(strstr(js, "\"mem_keep\": [0.10000000000000001, 0.10000000000000001]"));
+    /* without R the legend does not mention it */
+    zb_sim_t plain;
+    assert_int_equal(zb_simulate(g, &c, &plain, &e), ZB_OK);
+    char *svg2 = written(0, &plain, g, &c);
+    assert_null(strstr(svg2, "R recompute"));
+    free(svg), free(tr), free(asc), free(js), free(svg2);
+    zb_sim_free(&plain);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+    zb_schedule_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_validator_rules),
         cmocka_unit_test(test_costs_recompute_checks),
         cmocka_unit_test(test_csv_round_trip),
+        cmocka_unit_test(test_writers_show_r),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * (bubble time and peak activations) checked with the simulator at zero comm cost. */
 #include "schedule_testutil.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void test_registry(void **state)
@@ -57,7 +58,8 @@ static void test_bad_arguments(void **state)
         expect_einval(one_chunk[i], 4, 8, 2, "chunks");
     }
     expect_einval("interleaved-1f1b", 4, 8, 1, "chunks");
-    expect_einval("interleaved-1f1b", 4, 6, 2, "multiple");
+    expect_einval("interleaved-1f1b", 4, 3, 2, "at least");
+    expect_einval("interleaved-zb", 4, 3, 2, "at least");
     expect_einval("interleaved-1f1b", 4, 0, 2, "microbatches");
     expect_einval("1f1b", 1 << 20, 4, 0, "ranks");
     expect_einval("1f1b", 4096, 1 << 20, 0, "actions");
@@ -82,7 +84,7 @@ static void test_all_valid(void **state)
         for (int P = 1; P <= 7; P++)
             for (int M = 1; M <= 3 * P + 2; M++) {
                 bool inter = f == 4;
-                if (inter && M % P != 0)
+                if (inter && M < P)
                     continue;
                 for (int v = inter ? 2 : 0; v <= (inter ? 4 : 0); v++) {
                     zb_schedule_t *s = tu_gen(fam[f], P, M, v);
@@ -246,6 +248,168 @@ static void test_closed_form_interleaved(void **state)
     }
 }
 
+/* Megatron's original interleaved order for M a multiple of P (groups of P microbatches), written
+ * out independently: the generator must still give exactly this for those M. */
+static zb_schedule_t *ref_interleaved_groups_of_p(int P, int M, int v)
+{
+    zb_schedule_t *s = zb_schedule_new("ref", P, v, ZB_PLACE_LOOP, M);
+    assert_non_null(s);
+    const int total = M * v;
+    for (int r = 0; r < P; r++) {
+        int warm = 2 * (P - 1 - r) + (v - 1) * P;
+        if (warm > total)
+            warm = total;
+        /* forward k: chunk (k mod Pv) / P, mb (k / Pv)·P + k mod P; backward: chunks reversed */
+        int order[2 * 64 * 64 * 3], n = 0; /* +k forward, -(k+1) backward */
+        int f = 0, b = 0;
+        while (f < warm)
+            order[n++] = f++;
+        while (f < total) {
+            order[n++] = f++;
+            order[n++] = -(++b);
+        }
+        while (b < total)
+            order[n++] = -(++b);
+        for (int i = 0; i < n; i++) {
+            bool bwd = order[i] < 0;
+            int k = bwd ? -order[i] - 1 : order[i];
+            int c = (k % (P * v)) / P, mb = (k / (P * v)) * P + k % P;
+            if (bwd)
+                c = v - 1 - c;
+            zb_action_t a = tu_act(bwd ? ZB_ACT_BW : ZB_ACT_F, c * P + r, mb);
+            assert_int_equal(zb_schedule_push(s, r, a), ZB_OK);
+        }
+    }
+    return s;
+}
+
+/* Interleaved 1F1B and interleaved ZB for any M >= P (not only multiples of P): complete, valid
+ * (the validator also rules out a deadlock of the lowered program), simulable; unchanged for
+ * multiples of P; interleaved-zb keeps interleaved-1f1b's F/B order and memory peak. */
+static void test_interleaved_any_m(void **state)
+{
+    (void)state;
+    for (int P = 2; P <= 6; P++)
+        for (int v = 2; v <= 3; v++)
+            for (int M = P; M <= 3 * P; M++) {
+                zb_schedule_t *a = tu_gen("interleaved-1f1b", P, M, v);
+                zb_schedule_t *z = tu_gen("interleaved-zb", P, M, v);
+                zb_err_t e = {0};
+                if (zb_validate(a, NULL, &e) != ZB_OK)
+                    fail_msg("interleaved-1f1b P=%d v=%d M=%d: %s", P, v, M, e.msg);
+                if (zb_validate(z, NULL, &e) != ZB_OK)
+                    fail_msg("interleaved-zb P=%d v=%d M=%d: %s", P, v, M, e.msg);
+                if (M % P == 0) {
+                    zb_schedule_t *ref = ref_interleaved_groups_of_p(P, M, v);
+                    CHECK(zb_schedule_equal(a, ref), "P=%d v=%d M=%d: order changed", P, v, M);
+                    zb_schedule_free(ref);
+                }
+                /* interleaved-zb's F and B (as BW) are interleaved-1f1b's, in the same order */
+                for (int r = 0; r < P; r++) {
+                    int j = 0;
+                    for (int i = 0; i < z->rank[r].len; i++) {
+                        zb_action_t x = z->rank[r].actions[i];
+                        if (x.type == ZB_ACT_W)
+                            continue;
+                        zb_action_t y = a->rank[r].actions[j++];
+                        CHECK(y.stage == x.stage && y.mb == x.mb &&
+                                  (y.type == x.type || (y.type == ZB_ACT_BW && x.type == ZB_ACT_B)),
+                              "interleaved-zb P=%d v=%d M=%d rank %d: F/B order differs at %d", P,
+                              v, M, r, i);
+                    }
+                    assert_int_equal(j, a->rank[r].len);
+                }
+                zb_costs_t c;
+                tu_costs(&c, a->stages, 1, 1, 1, 0.1);
+                zb_sim_t sa, sz;
+                assert_int_equal(zb_simulate(a, &c, &sa, &e), ZB_OK);
+                assert_int_equal(zb_simulate(z, &c, &sz, &e), ZB_OK);
+                CHECK(sz.span_max <= sa.span_max + 1e-9, "P=%d v=%d M=%d: zb span %g > %g", P, v,
+                      M, sz.span_max, sa.span_max);
+                zb_sim_free(&sa);
+                zb_sim_free(&sz);
+                zb_costs_free(&c);
+                zb_schedule_free(a);
+                zb_schedule_free(z);
+            }
+}
+
+/* M = 6 on P = 4 (not a multiple): PyTorch's ScheduleInterleaved1F1B runs one round of 6
+ * microbatches; rank r warms up with (v-1)·6 + 2(P-1-r) forwards. Rows worked out by hand from
+ * that rule (idle slots dropped). */
+static void test_interleaved_pytorch_m6(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = tu_gen("Interleaved1F1B", 4, 6, 2);
+    const char *row1[] = {"1F0", "1F1", "1F2", "1F3", "1F4", "1F5", "5F0", "5F1", "5F2",
+                          "5F3", "5F4", "5B0", "5F5", "5B1", "5B2", "5B3", "5B4", "5B5",
+                          "1B0", "1B1", "1B2", "1B3", "1B4", "1B5"};
+    const char *row3[] = {"3F0", "3F1", "3F2", "3F3", "3F4", "3F5", "7F0", "7B0", "7F1",
+                          "7B1", "7F2", "7B2", "7F3", "7B3", "7F4", "7B4", "7F5", "7B5",
+                          "3B0", "3B1", "3B2", "3B3", "3B4", "3B5"};
+    const char **rows[] = {row1, row3};
+    const int ranks[] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        const zb_rank_program_t *rp = &s->rank[ranks[k]];
+        assert_int_equal(rp->len, 24);
+        for (int i = 0; i < 24; i++) {
+            char cell[32];
+            const zb_action_t *a = &rp->actions[i];
+            snprintf(cell, sizeof cell, "%d%s%d", a->stage, a->type == ZB_ACT_F ? "F" : "B",
+                     a->mb);
+            CHECK(!strcmp(cell, rows[k][i]), "rank %d action %d: %s, PyTorch has %s", ranks[k],
+                  i, cell, rows[k][i]);
+        }
+    }
+    /* rank 0 runs every forward first (warm-up 12 = all of them) */
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(s->rank[0].actions[i].type, ZB_ACT_F);
+    zb_schedule_free(s);
+}
+
+/* Looped BFS: exact order (PyTorch's ScheduleLoopedBFS, but each stage's backwards in
+ * microbatch order, see gen_looped_bfs.c), valid over a grid, GPipe's memory v·M,
+ * and for M >= P a bubble of (P-1) chunk steps of F+B+W (no wait between forward chunks). */
+static void test_looped_bfs(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = tu_gen("LoopedBFS", 2, 3, 2);
+    assert_string_equal(s->name, "looped-bfs");
+    /* rank 1 holds stages 1 and 3 */
+    const zb_action_t want[] = {
+        tu_act(ZB_ACT_F, 1, 0),  tu_act(ZB_ACT_F, 1, 1),  tu_act(ZB_ACT_F, 1, 2),
+        tu_act(ZB_ACT_F, 3, 0),  tu_act(ZB_ACT_F, 3, 1),  tu_act(ZB_ACT_F, 3, 2),
+        tu_act(ZB_ACT_BW, 3, 0), tu_act(ZB_ACT_BW, 3, 1), tu_act(ZB_ACT_BW, 3, 2),
+        tu_act(ZB_ACT_BW, 1, 0), tu_act(ZB_ACT_BW, 1, 1), tu_act(ZB_ACT_BW, 1, 2)};
+    assert_int_equal(s->rank[1].len, 12);
+    for (int i = 0; i < 12; i++) {
+        const zb_action_t *a = &s->rank[1].actions[i];
+        CHECK(a->type == want[i].type && a->stage == want[i].stage && a->mb == want[i].mb,
+              "looped-bfs rank 1 action %d: %s(%d, %d)", i, zb_action_type_name(a->type),
+              a->stage, a->mb);
+    }
+    zb_schedule_free(s);
+    for (int P = 1; P <= 5; P++)
+        for (int v = 1; v <= 3; v++)
+            for (int M = 1; M <= 2 * P + 1; M++) {
+                s = tu_gen("looped-bfs", P, M, v);
+                zb_err_t e = {0};
+                if (zb_validate(s, NULL, &e) != ZB_OK)
+                    fail_msg("looped-bfs P=%d v=%d M=%d: %s", P, v, M, e.msg);
+                zb_schedule_free(s);
+                double F = 1, B = 2, W = 0.5;
+                result_t r = run("looped-bfs", P, M, v, F, B, W);
+                CHECK(tu_close(r.peak0, v * M) && tu_close(r.peak_max, v * M),
+                      "looped-bfs P=%d v=%d M=%d: peak %g, want %d", P, v, M, r.peak_max, v * M);
+                if (M >= P)
+                    CHECK(tu_close(r.bubble, (P - 1) * (F + B + W)),
+                          "looped-bfs P=%d v=%d M=%d: bubble %g, want %g", P, v, M, r.bubble,
+                          (P - 1) * (F + B + W));
+            }
+    expect_einval("looped-bfs", 4, 8, 65, "chunks");
+    expect_einval("looped-bfs", 4, 0, 2, "microbatches");
+}
+
 /* PyTorch's schedule class names find the same family, in any case; unknown names still fail. */
 static void test_pytorch_aliases(void **state)
 {
@@ -258,13 +422,14 @@ static void test_pytorch_aliases(void **state)
                               {"INTERLEAVEDZEROBUBBLE", "interleaved-zb"},
                               {"ZBVZeroBubble", "zb-v"},
                               {"DualPipeV", "dualpipev"},
+                              {"LoopedBFS", "looped-bfs"},
+                              {"ScheduleLoopedBFS", "looped-bfs"},
                               {"ZB-H1", "zb-h1"}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         const zb_generator_info_t *g = zb_generator_find(pairs[i][0]);
         assert_non_null(g);
         assert_string_equal(g->name, pairs[i][1]);
     }
-    assert_null(zb_generator_find("LoopedBFS")); /* no such family in zbpp */
     assert_null(zb_generator_find("Schedule"));
     assert_null(zb_generator_find("1F1Bx"));
     /* generating through an alias gives the family's own schedule, named canonically */
@@ -291,6 +456,9 @@ int main(void)
         cmocka_unit_test(test_closed_form_zbh1),
         cmocka_unit_test(test_closed_form_zbh2),
         cmocka_unit_test(test_closed_form_interleaved),
+        cmocka_unit_test(test_interleaved_any_m),
+        cmocka_unit_test(test_interleaved_pytorch_m6),
+        cmocka_unit_test(test_looped_bfs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

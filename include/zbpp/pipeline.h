@@ -75,6 +75,8 @@ typedef struct {
                            * none. The schedule's activations get what params, gradients,
                            * optimizer state, backup and message buffers leave. */
     const char *trace_path; /* measured timeline of the last step (Chrome trace); NULL = none */
+    const char *trace_svg_path; /* measured vs predicted timeline of the last step in one SVG
+                                 * chart (zb_svg_write_overlay); NULL = none */
     bool profile;         /* measure stage costs for partition + prediction (else FLOP model) */
     bool pin;             /* pin rank r's thread to core r when there are enough cores */
     double timeout;       /* seconds a rank may wait for a message (<= 0 = forever) */
@@ -121,6 +123,16 @@ typedef struct {
     double rss_peak;    /* measured only: peak resident set of the process holding the rank
                          * (with threads, the whole process: every rank shares it) */
 } zb_rank_mem_t;
+
+/* The whole-rank memory zbpp train would predict for each rank of `sched` (compute-only or
+ * lowered), without training: partition `first` (first[S] = layers), per-stage `costs` (their
+ * times and memory-delta layout; the deltas themselves are recomputed in bytes for `keep`),
+ * microbatches of mbB sequences of T tokens, optimizer sync `sync`, one replica. out[r] for every
+ * rank r < sched->ranks (rss_peak 0). ZB_EINVAL for mismatched shapes. */
+zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *first,
+                                       const zb_schedule_t *sched, const zb_costs_t *costs,
+                                       int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
+                                       zb_rank_mem_t *out, zb_err_t *err);
 
 /* What the run measured and what the models predicted. */
 typedef struct {

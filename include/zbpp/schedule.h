@@ -168,8 +168,8 @@ typedef struct {
 /* The registry of schedule families, in display order. */
 const zb_generator_info_t *zb_generators(size_t *count);
 /* Find a family by name, case-insensitive; PyTorch's schedule class names are aliases (GPipe,
- * 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, DualPipeV, with or without the
- * "Schedule" prefix). NULL when unknown. */
+ * 1F1B, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, DualPipeV, LoopedBFS, with or
+ * without the "Schedule" prefix). NULL when unknown. */
 const zb_generator_info_t *zb_generator_find(const char *name);
 /* Generate a compute-only schedule of family `name`. ZB_EINVAL for an unknown name or (P, M, v)
  * the family does not support, with a message saying which. *out owned by the caller. */

@@ -31,8 +31,23 @@ zb_status_t zb_csv_write(const zb_schedule_t *s, FILE *out, zb_err_t *err);
  * the last row, no placement fits, S % P != 0, input over the limits) gives ZB_EFORMAT with a
  * message
  * "line L, cell K: <what>" (or a whole-file message). The schedule is named "csv"; it is only
- * parsed, not validated (call zb_validate). *out is owned by the caller; NULL on failure. */
+ * parsed, not validated (call zb_validate). *out is owned by the caller; NULL on failure.
+ * PyTorch's runtime-lowered dumps are read too: FSDP actions `<stage>UNSHARD`, `<stage>RESHARD`,
+ * `<stage>REDUCE_GRAD` (a microbatch after them is allowed) are dropped, and a DualPipeV
+ * composite cell `(0F7;7B3)OVERLAP_F_B` becomes its compute actions in the order written (here
+ * F(0, 7) then BW(7, 3)); see zb_csv_read_info for the counts. */
 zb_status_t zb_csv_read(const char *data, size_t len, zb_schedule_t **out, zb_err_t *err);
+
+/* What zb_csv_read_info saw besides plain actions. */
+typedef struct {
+    int ignored_fsdp; /* UNSHARD / RESHARD / REDUCE_GRAD cells read and dropped */
+    int composite;    /* (..;..)OVERLAP_F_B cells split into their actions */
+} zb_csv_info_t;
+
+/* zb_csv_read, also filling *info (may be NULL; zeroed first, complete on success) so a caller
+ * can tell the user what was dropped ("ignored 12 UNSHARD/RESHARD/REDUCE_GRAD actions"). */
+zb_status_t zb_csv_read_info(const char *data, size_t len, zb_schedule_t **out,
+                             zb_csv_info_t *info, zb_err_t *err);
 
 /* Write a JSON object summarising a simulated schedule: schedule, ranks, chunks, placement,
  * microbatches, stages, actions, lowered, makespan, span, spans[], busy[], busy_max,

@@ -48,6 +48,10 @@ typedef struct {
     /* threads per rank (--threads; 0 = the cores this process may use divided among its ranks,
      * see zb_workers_resolve); any count gives the same bits */
     int threads;
+    /* --sample-every N: print a short sample on the progress stream every N steps (0 = never);
+     * sample_tokens new tokens each (0 = 32; at most the model's max sequence) */
+    long sample_every;
+    int sample_tokens;
 } zb_train_config_t;
 
 /* Defaults: B 4, T 64, M 1, 20 steps, shuffle on, seed 1337, AdamW defaults, clip 1.0, cosine
@@ -144,6 +148,15 @@ zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metri
 zb_status_t zb_progress_step(zb_progress_t *p, const zb_step_stats_t *s, zb_err_t *err);
 /* Finish the bar line, close the metrics file. ZB_EIO if it could not be flushed. p may be NULL. */
 zb_status_t zb_progress_close(zb_progress_t *p, zb_err_t *err);
+
+/* ---- samples during training (src/runtime/train_sample.c) ---- */
+
+/* One line "sample after step N: <text>" on `out` (NULL: nothing): cfg->sample_tokens tokens
+ * picked from `params` (a whole model) at temperature 1 with seed cfg->seed, continuing
+ * `first_token` (e.g. the batch's first). Tokens are shown as bytes (byte-level tokenizer),
+ * newlines and other non-printable bytes escaped, ids above 256 as <id>. */
+zb_status_t zb_train_sample(const zb_train_config_t *cfg, const zb_gpt2_params_t *params,
+                            int first_token, long step, FILE *out, zb_err_t *err);
 
 /* ---- the loop ---- */
 

@@ -11,6 +11,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/pipeline_flags.h"
+#include "zbpp/pipeline.h"
 #include "zbpp/nn.h"
 #include "zbpp/plan.h"
 #include "zbpp/profile.h"
@@ -204,6 +206,70 @@ static zb_op_time_t part_time(const zb_profile_t *p, int k)
     return k == 0 ? p->embed : k == p->layers + 1 ? p->head : p->block[k - 1];
 }
 
+/* Whole-rank memory of every rank under the fastest fitting family with this profile's chunking
+ * and placement (the stage costs sc are for those), as zbpp train would predict it. rep->note
+ * names the family; *found = false when no family qualifies. */
+static zb_status_t best_rank_memory(const opts_t *o, const zb_profile_t *p, const int *first,
+                                    const zb_costs_t *sc, const zb_plan_t *plan,
+                                    zb_pipeline_report_t *rep, bool *found, zb_err_t *err)
+{
+    *found = false;
+    for (int i = 0; i < plan->count; i++) {
+        const zb_plan_row_t *r = &plan->rows[i];
+        if (!r->fits || r->chunks != o->chunks ||
+            (o->chunks == 2 && r->placement != o->placement))
+            continue;
+        zb_gen_params_t gp = {.ranks = o->ranks, .microbatches = o->c.microbatches,
+                              .chunks = o->chunks, .costs = sc};
+        zb_schedule_t *s = NULL;
+        if (zb_generate(r->family, &gp, &s, NULL) != ZB_OK || s->placement != o->placement) {
+            zb_schedule_free(s);
+            continue;
+        }
+        zb_status_t st = zb_pipeline_predict_memory(&p->cfg, first, s, sc, p->batch, p->seq,
+                                                    ZB_OPT_SYNC_POST_VALIDATION,
+                                                    ZB_GPT2_KEEP_ALL, rep->mem_predicted, err);
+        snprintf(rep->note, sizeof rep->note, "%s", r->family);
+        zb_schedule_free(s);
+        *found = st == ZB_OK;
+        return st;
+    }
+    return ZB_OK;
+}
+
+static void print_rank_memory(const opts_t *o, const zb_profile_t *p, const int *first,
+                              const zb_costs_t *sc, const zb_plan_t *plan, bool json)
+{
+    zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+    zb_err_t err;
+    bool found = false;
+    zb_status_t st = rep ? best_rank_memory(o, p, first, sc, plan, rep, &found, &err) : ZB_ENOMEM;
+    if (json) {
+        printf("  \"rank_memory\": ");
+        if (!found) {
+            printf("null,\n");
+        } else {
+            printf("{\"family\": \"%s\", \"ranks\": [", rep->note);
+            for (int r = 0; r < o->ranks && r < 1024; r++) {
+                const zb_rank_mem_t *m = &rep->mem_predicted[r];
+                printf("%s\n    {\"params\": %.17g, \"grads\": %.17g, \"optimizer\": %.17g, "
+                       "\"backup\": %.17g, \"messages\": %.17g, \"activations\": %.17g, "
+                       "\"total\": %.17g, \"stash_alloc\": %.17g}",
+                       r ? "," : "", m->params, m->grads, m->optimizer, m->backup, m->messages,
+                       m->activations, m->total, m->stash_alloc);
+            }
+            printf("\n  ]},\n");
+        }
+    } else if (found) {
+        printf("\nwhole-rank memory if trained with %s (predicted; zbpp train also measures it):\n",
+               rep->note);
+        zb_cli_print_rank_memory(rep, o->ranks, 0);
+    } else if (st != ZB_OK) {
+        printf("\nwhole-rank memory: not predicted (%s)\n", rep ? err.msg : "out of memory");
+    }
+    free(rep);
+}
+
 static void print_table(const opts_t *o, const zb_profile_t *p, const int *first,
                         const zb_costs_t *sc, const zb_plan_t *plan)
 {
@@ -253,6 +319,7 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
     for (int i = 0; i < plan->count; i++)
         if (!plan->rows[i].fits)
             printf("%-17s -- %s\n", plan->rows[i].family, plan->rows[i].reason);
+    print_rank_memory(o, p, first, sc, plan, false);
 }
 
 static void json_str(const char *s)
@@ -304,7 +371,9 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
         printf("%.17g", plan->mem_limit);
     else
         printf("null");
-    printf(",\n  \"schedules\": [");
+    printf(",\n");
+    print_rank_memory(o, p, first, sc, plan, true);
+    printf("  \"schedules\": [");
     for (int i = 0; i < plan->count; i++) {
         const zb_plan_row_t *r = &plan->rows[i];
         printf("%s\n    {\"family\": ", i ? "," : "");

@@ -51,6 +51,8 @@ static void usage(FILE *out)
             "  --save-model FILE    llm.c model checkpoint (.bin, for --init-from or llm.c)\n"
             "  --resume FILE        continue a training checkpoint (its settings are the defaults)\n"
             "  --metrics FILE       JSON lines, one per step\n"
+            "  --sample-every N     print a short sample from the model every N steps (also\n"
+            "                       with --quiet); --sample-tokens K tokens (default 32)\n"
             "  --quiet              no progress output\n"
             "  --verbose            also print the BLAS kernel and the threads per rank\n"
             "compute:\n"
@@ -249,6 +251,10 @@ int zb_cmd_train(int argc, char **argv)
             c.resume_path = v;
         else if (!strcmp(a, "--metrics"))
             c.metrics_path = v;
+        else if (!strcmp(a, "--sample-every"))
+            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.sample_every);
+        else if (!strcmp(a, "--sample-tokens"))
+            bad = parse_int(a, v, 1, &c.sample_tokens);
         else if (!strcmp(a, "--threads"))
             bad = parse_int(a, v, 1, &c.threads);
         else if ((bad = zb_cli_pipeline_flag(&pipe, a, v)) != 0)
@@ -298,7 +304,8 @@ int zb_cmd_train(int argc, char **argv)
     const char *outputs[][2] = {{"--save", c.save_path},
                                 {"--save-model", c.save_model_path},
                                 {"--metrics", c.metrics_path},
-                                {"--trace", pipe.opts.trace_path}};
+                                {"--trace", pipe.opts.trace_path},
+                                {"--trace-svg", pipe.opts.trace_svg_path}};
     for (size_t k = 0; k < sizeof outputs / sizeof outputs[0] && !pipe.mpi; k++)
         if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
             return fail(st, &err);

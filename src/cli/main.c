@@ -19,6 +19,7 @@ static const command_t commands[] = {
     {"plan", zb_cmd_plan, "compare every schedule family under a memory limit, best first"},
     {"profile", zb_cmd_profile, "measure a model's F/B/W per block and the schedules they imply"},
     {"plot", zb_cmd_plot, "draw a training metrics file (loss, lr, tokens/s) as an SVG chart"},
+    {"generate", zb_cmd_generate, "sample text from a trained model (llm.c checkpoint, KV cache)"},
 };
 
 static void usage(FILE *out)

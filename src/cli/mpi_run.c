@@ -51,6 +51,8 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
         printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
     if (pc->opts.trace_path && rep->measured)
         zb_cli_print_trace_paths(pc->opts.trace_path);
+    if (pc->opts.trace_svg_path && rep->measured)
+        printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
     if (c->save_path)
         printf("saved %s%s\n", c->save_path,
                pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");

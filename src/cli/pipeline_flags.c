@@ -73,6 +73,8 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         r = parse_bytes(a, v, 1024.0 * 1024.0, &o->mem_limit);
     else if (!strcmp(a, "--trace"))
         o->trace_path = v, r = 1;
+    else if (!strcmp(a, "--trace-svg"))
+        o->trace_svg_path = v, r = 1;
     else if (!strcmp(a, "--partition")) {
         if (strcmp(v, "flops") && strcmp(v, "profile"))
             return bad(a, v, "flops or profile");
@@ -124,6 +126,8 @@ void zb_cli_pipeline_usage(FILE *out)
             "  --trace FILE         timeline of the last step, measured (FILE, Chrome trace JSON)\n"
             "                       and predicted (STEM.predicted.json), and both as SVG\n"
             "                       (STEM.svg, STEM.predicted.svg); STEM = FILE without .json\n"
+            "  --trace-svg FILE.svg the last step measured vs predicted in one SVG chart (also\n"
+            "                       at --ranks 1: the run then goes through the pipeline trainer)\n"
             "  --partition profile|flops   stage costs measured at start-up (a thread per core)\n"
             "                       (default) or from a FLOP model: they balance the partition,\n"
             "                       plan --schedule auto and give the predicted bubble\n"
@@ -145,8 +149,8 @@ void zb_cli_pipeline_usage(FILE *out)
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
-           pc->opts.schedule_file || pc->opts.recompute != ZB_RECOMPUTE_NONE ||
-           pc->opts.keep != ZB_GPT2_KEEP_ALL ||
+           pc->opts.schedule_file || pc->opts.trace_svg_path ||
+           pc->opts.recompute != ZB_RECOMPUTE_NONE || pc->opts.keep != ZB_GPT2_KEEP_ALL ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
@@ -264,6 +268,8 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         }
         if (pc->opts.trace_path && sum.steps_run > 0)
             zb_cli_print_trace_paths(pc->opts.trace_path);
+        if (pc->opts.trace_svg_path && sum.steps_run > 0)
+            printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
         if (c->save_path)
             printf("saved %s\n", c->save_path);
         if (c->save_model_path)

@@ -95,12 +95,20 @@ int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *cop
         zb_cli_error(cmd, "%s", err.msg);
         return ZB_EXIT_FAIL;
     }
-    st = zb_csv_read(data, len, out, &err);
+    zb_csv_info_t info;
+    st = zb_csv_read_info(data, len, out, &info, &err);
     free(data);
     if (st != ZB_OK) {
         zb_cli_error(cmd, "%s: %s", path, err.msg);
         return ZB_EXIT_FAIL;
     }
+    /* a note, not an error: PyTorch's runtime-lowered dumps hold FSDP actions zbpp has no use for */
+    if (info.ignored_fsdp > 0)
+        fprintf(stderr, "zbpp %s: note: %s: ignored %d UNSHARD/RESHARD/REDUCE_GRAD action%s (FSDP)\n",
+                cmd, path, info.ignored_fsdp, info.ignored_fsdp == 1 ? "" : "s");
+    if (info.composite > 0)
+        fprintf(stderr, "zbpp %s: note: %s: read %d OVERLAP_F_B cell%s as their actions in order\n",
+                cmd, path, info.composite, info.composite == 1 ? "" : "s");
     if (copt->recompute == ZB_RECOMPUTE_AUTO) {
         zb_cli_error(cmd, "--recompute auto chooses recomputation while generating a schedule "
                           "(zbpp schedule -s auto); for a FILE.csv use none or all");

@@ -245,14 +245,14 @@ zb_status_t zb_gpt2_stash_new_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_sp
     zb_status_t s = check_shape(cfg, span, B, T, err);
     if (s != ZB_OK)
         return s;
+    if (keep != ZB_GPT2_KEEP_ALL && keep != ZB_GPT2_KEEP_SELECTIVE)
+        return zb_err_set(err, ZB_EINVAL, "gpt2 stash: unknown keep mode %d", (int)keep);
     int nl = span->layer_end - span->layer_begin;
     zb_gpt2_stash_t *st = calloc(1, sizeof *st);
     if (st) {
         st->layers = calloc(nl > 0 ? (size_t)nl : 1, sizeof *st->layers);
         st->xs = calloc((size_t)nl + 1, sizeof *st->xs);
     }
-    if (keep != ZB_GPT2_KEEP_ALL && keep != ZB_GPT2_KEEP_SELECTIVE)
-        return zb_err_set(err, ZB_EINVAL, "gpt2 stash: unknown keep mode %d", (int)keep);
     layout_t lo = {0};
     layout(&lo, NULL, cfg, span, B, T, keep);
     if (st && st->layers && st->xs && posix_memalign(&st->mem, 64, lo.off ? lo.off : 64) != 0)

@@ -109,7 +109,7 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
         rep->span_measured = measured.span_max;
         rep->busy_measured = measured.busy_max;
         rep->measured = true;
-        if (pl->opts->trace_path)
+        if (pl->opts->trace_path || pl->opts->trace_svg_path)
             st = pl_write_traces(pl, &measured, err);
         zb_exec_sim_free(&measured);
     }
@@ -357,6 +357,10 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                         "--dp %d x --ranks %d = %d ranks but %d processes were started: run one "
                         "process per rank of every replica (mpirun -np %d)",
                         N, opts->ranks, N * opts->ranks, net->size, N * opts->ranks);
+    else if (net && cfg->sample_every > 0)
+        st = zb_err_set(err, ZB_EUNSUPPORTED,
+                        "--sample-every is not available with --transport mpi (use --save-model "
+                        "and zbpp generate)");
     else if (net && cfg->save_model_path)
         st = zb_err_set(err, ZB_EUNSUPPORTED,
                         "--save-model is not available with --transport mpi (use --save)");
@@ -462,6 +466,11 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         st = zb_progress_step(prog, &s, err);
         if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
             st = zb_diverge_step(&div, s.skipped, t.step, err);
+        if (st == ZB_OK && cfg->sample_every > 0 && t.step % cfg->sample_every == 0 && !net &&
+            (st = gather(&pl, &t, false, err)) == ZB_OK) { /* --sample-every: whole model */
+            st = zb_train_sample(cfg, &t.params, t.inputs[0], t.step, human, err);
+            release_whole_model(&t);
+        }
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
             t.step < cfg->steps && zb_diverge_may_save(&div))
             st = save(&pl, &t, err);

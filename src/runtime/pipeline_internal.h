@@ -126,6 +126,8 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
  * floats (1 MiB): the embedding rank then needs no second WTE-sized buffer. */
 #define PL_WTE_CHUNK ((size_t)1 << 18)
 size_t pl_wte_chunk(size_t wte_elems);
+/* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (pl->first, mbB, T). */
+void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs);
 
 /* Stash slots `stage` needs in a rank's program (its pool): microbatches between a saving F (or
  * an R) and their W, plus a non-saving F while it runs. */

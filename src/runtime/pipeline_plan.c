@@ -14,6 +14,7 @@
 #include "runtime/pipeline_internal.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
+#include "zbpp/svg.h"
 #include "zbpp/util.h"
 
 enum { PROFILE_REPS = 5 };
@@ -94,7 +95,7 @@ static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S,
 }
 
 /* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
-static void stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
+void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
 {
     for (int s = 0; s < S; s++) {
         zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
@@ -126,7 +127,7 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
         st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
                       : flop_stage_costs(pl, &bc, S, costs, err);
     if (st == ZB_OK)
-        stage_memory(pl, S, costs);
+        pl_stage_memory(pl, S, costs);
     if (st == ZB_OK && costs->m_keep) /* the runtime keeps a non-saving F's input in its receive
                                          buffer, counted with the messages: nothing in the stash */
         memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);
@@ -352,6 +353,32 @@ static zb_status_t write_one(const char *path, const zb_sim_t *sim, bool svg, do
     return zb_atomic_commit(&af, err);
 }
 
+/* --trace-svg: measured and predicted in one chart, in seconds. Profiled costs are seconds
+ * already; a FLOP-model prediction (block-F units) is scaled so its busiest rank's compute
+ * equals the measured one's, which compares the shapes (bubbles) rather than the speed. */
+static zb_status_t write_overlay(pl_t *pl, const zb_sim_t *measured, const zb_sim_t *pred,
+                                 zb_err_t *err)
+{
+    char title[200];
+    double scale = 1.0;
+    if (!pl->prof && pred->busy_max > 0 && measured->busy_max > 0)
+        scale = measured->busy_max / pred->busy_max;
+    snprintf(title, sizeof title, "%s P=%d M=%d, last step: measured vs predicted (%s)",
+             pl->sched->name, pl->P, pl->M,
+             pl->prof ? "profiled costs"
+                      : "FLOP model scaled to the measured busiest rank");
+    zb_svg_opts_t o = {.title = title, .time_unit = "s", .predicted_scale = scale};
+    zb_atomic_file_t af;
+    zb_status_t st = zb_atomic_open(&af, pl->opts->trace_svg_path, err);
+    if (st != ZB_OK)
+        return st;
+    if ((st = zb_svg_write_overlay(measured, pred, &o, af.f, err)) != ZB_OK) {
+        zb_atomic_abort(&af);
+        return st;
+    }
+    return zb_atomic_commit(&af, err);
+}
+
 zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
 {
     const char *path = pl->opts->trace_path;
@@ -363,7 +390,7 @@ zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
     zb_status_t st = zb_simulate(pl->sched, &pl->costs, &pred, err);
     /* profiled costs are seconds, like the measured timeline; a FLOP-model unit shows as 1 ms */
     double pscale = pl->prof ? 1e6 : 1000;
-    for (int k = 0; st == ZB_OK && k < ZB_TRACE_FILES; k++) {
+    for (int k = 0; st == ZB_OK && path && k < ZB_TRACE_FILES; k++) {
         bool is_pred = k == ZB_TRACE_PREDICTED_JSON || k == ZB_TRACE_PREDICTED_SVG;
         bool svg = k == ZB_TRACE_MEASURED_SVG || k == ZB_TRACE_PREDICTED_SVG;
         snprintf(title, sizeof title, "%s P=%d M=%d: %s", pl->sched->name, pl->P, pl->M,
@@ -375,6 +402,8 @@ zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
             st = write_one(name, is_pred ? &pred : measured, svg, is_pred ? pscale : 1e6, title,
                            err);
     }
+    if (st == ZB_OK && pl->opts->trace_svg_path)
+        st = write_overlay(pl, measured, &pred, err);
     if (pred.len)
         zb_sim_free(&pred);
     return st;

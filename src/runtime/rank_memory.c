@@ -114,6 +114,48 @@ void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t 
     add_total(m);
 }
 
+zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *first,
+                                       const zb_schedule_t *sched, const zb_costs_t *costs,
+                                       int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
+                                       zb_rank_mem_t *out, zb_err_t *err)
+{
+    if (!cfg || !first || !sched || !costs || !out || mbB < 1 || T < 1)
+        return zb_err_set(err, ZB_EINVAL, "memory prediction: missing or bad arguments");
+    if (sched->stages > 1024 || costs->stages != sched->stages)
+        return zb_err_set(err, ZB_EINVAL, "memory prediction: %d stages, costs for %d",
+                          sched->stages, costs->stages);
+    zb_pipeline_opts_t o;
+    zb_pipeline_opts_defaults(&o);
+    o.ranks = sched->ranks;
+    o.opt_sync = sync;
+    o.keep = keep;
+    pl_t pl;
+    memset(&pl, 0, sizeof pl);
+    pl.opts = &o;
+    pl.mcfg = *cfg;
+    pl.P = sched->ranks, pl.N = 1, pl.S = sched->stages, pl.M = sched->microbatches;
+    pl.mbB = mbB, pl.T = T, pl.keep = keep;
+    pl.NC = (size_t)mbB * (size_t)T * (size_t)cfg->channels;
+    pl.sched = (zb_schedule_t *)sched; /* read only */
+    memcpy(pl.first, first, (size_t)(sched->stages + 1) * sizeof *first);
+    zb_costs_t c;
+    zb_status_t st = zb_costs_clone(&c, costs, err);
+    if (st != ZB_OK)
+        return st;
+    pl_stage_memory(&pl, pl.S, &c); /* the stash of this keep mode, in bytes */
+    if (c.m_keep)
+        memset(c.m_keep, 0, (size_t)pl.S * sizeof *c.m_keep); /* input stays in x_in */
+    c.mem_limit = INFINITY;
+    zb_sim_t sim;
+    if ((st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {
+        for (int r = 0; r < pl.P; r++)
+            pl_mem_predict(&pl, r, sim.peak_mem[r], &out[r]);
+        zb_sim_free(&sim);
+    }
+    zb_costs_free(&c);
+    return st;
+}
+
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
 {
     const pl_t *pl = R->pl;

@@ -60,6 +60,8 @@ zb_status_t zb_train_config_check(const zb_train_config_t *c, zb_err_t *err)
                           c->lr_min, c->adamw.lr);
     if (c->lr_schedule != ZB_LR_CONSTANT && c->lr_schedule != ZB_LR_COSINE)
         return zb_err_set(err, ZB_EINVAL, "unknown LR schedule %d", (int)c->lr_schedule);
+    if (c->sample_every < 0 || c->sample_tokens < 0)
+        return zb_err_set(err, ZB_EINVAL, "--sample-every and --sample-tokens must be >= 0");
     if (c->save_every < 0)
         return zb_err_set(err, ZB_EINVAL, "--save-every must be >= 0 (got %ld)", c->save_every);
     if (c->save_every > 0 && !c->save_path)
@@ -310,6 +312,8 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         st = zb_progress_step(prog, &s, err);
         if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
             st = zb_diverge_step(&div, s.skipped, t.step, err);
+        if (st == ZB_OK && cfg->sample_every > 0 && t.step % cfg->sample_every == 0)
+            st = zb_train_sample(cfg, &t.params, t.inputs[0], t.step, human, err);
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
             t.step < cfg->steps && zb_diverge_may_save(&div))
             st = zb_train_save(&t, cfg->save_path, err);

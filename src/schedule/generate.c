@@ -11,6 +11,9 @@ static const zb_generator_info_t registry[] = {
     {"1f1b", "one-forward-one-backward, fused backward (peak P activations)", zb_gen_1f1b},
     {"interleaved-1f1b", "Megatron interleaved 1F1B, v chunks per rank (loop placement)",
      zb_gen_interleaved},
+    {"looped-bfs", "PyTorch's looped BFS: v chunks per rank, all forwards chunk by chunk, then the "
+                   "backwards (peak v*M chunk activations)",
+     zb_gen_looped_bfs},
     {"zb-h1", "zero bubble H1: split B/W, 1F1B memory, bubble (P-1)(F+B-W)", zb_gen_zbh1},
     {"zb-h2", "zero bubble H2: split B/W, 2P-1 activations, bubble (P-1)(F+B-2W)", zb_gen_zbh2},
     {"interleaved-zb", "interleaved 1F1B with B/W split: same memory, W's fill the bubbles",
@@ -33,8 +36,7 @@ const zb_generator_info_t *zb_generators(size_t *count)
     return registry;
 }
 
-/* PyTorch's schedule class names (torch.distributed.pipelining) for the families zbpp has.
- * (ScheduleLoopedBFS has no zbpp family.) */
+/* PyTorch's schedule class names (torch.distributed.pipelining) for the families zbpp has. */
 static const struct {
     const char *alias, *family;
 } aliases[] = {
@@ -44,6 +46,7 @@ static const struct {
     {"InterleavedZeroBubble", "interleaved-zb"},
     {"ZBVZeroBubble", "zb-v"},
     {"DualPipeV", "dualpipev"},
+    {"LoopedBFS", "looped-bfs"},
 };
 
 const zb_generator_info_t *zb_generator_find(const char *name)

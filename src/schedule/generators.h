@@ -10,6 +10,7 @@
 zb_status_t zb_gen_gpipe(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 zb_status_t zb_gen_1f1b(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 zb_status_t zb_gen_interleaved(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
+zb_status_t zb_gen_looped_bfs(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 zb_status_t zb_gen_zbh1(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 zb_status_t zb_gen_zbh2(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);
 

@@ -94,17 +94,28 @@ static int parse_index(const char **p, const char *end, int32_t *out)
     return 0;
 }
 
-/* Type tokens, longest first so "BW" wins over "B" and "RECV_F" is not read as "R" (recompute,
- * a zbpp extension). */
+/* Type tokens, matched in this order. Order matters where one token starts another: "BW" before
+ * "B", and every longer token that starts with R (RECV_F, RECV_B, RESHARD, REDUCE_GRAD) before
+ * "R" (recompute, a zbpp extension). The
+ * FSDP tokens (UNSHARD, RESHARD, REDUCE_GRAD) carry a stage and usually no microbatch; they are
+ * read and dropped (`fsdp`). */
 static const struct {
     const char *tok;
     zb_action_type_t type;
+    bool fsdp;
 } type_tokens[] = {
-    {"SEND_F", ZB_ACT_SEND_F}, {"RECV_F", ZB_ACT_RECV_F}, {"SEND_B", ZB_ACT_SEND_B},
-    {"RECV_B", ZB_ACT_RECV_B}, {"BW", ZB_ACT_BW},         {"F", ZB_ACT_F},
-    {"I", ZB_ACT_B},           {"W", ZB_ACT_W},           {"B", ZB_ACT_BW},
-    {"R", ZB_ACT_R},
+    {"SEND_F", ZB_ACT_SEND_F, false}, {"RECV_F", ZB_ACT_RECV_F, false},
+    {"SEND_B", ZB_ACT_SEND_B, false}, {"RECV_B", ZB_ACT_RECV_B, false},
+    {"UNSHARD", ZB_ACT_COUNT, true},  {"RESHARD", ZB_ACT_COUNT, true},
+    {"REDUCE_GRAD", ZB_ACT_COUNT, true}, {"BW", ZB_ACT_BW, false},
+    {"F", ZB_ACT_F, false},           {"I", ZB_ACT_B, false},
+    {"W", ZB_ACT_W, false},           {"B", ZB_ACT_BW, false},
+    {"R", ZB_ACT_R, false},
 };
+
+/* The type of a composite cell `(a;b)OVERLAP_F_B`: PyTorch's DualPipeV runs a forward and a
+ * backward of two microbatches as one overlapped step. */
+#define CSV_OVERLAP "OVERLAP_F_B"
 
 /* Printable copy of a (possibly binary) cell for an error message. */
 static void cell_excerpt(const char *c, size_t n, char *buf, size_t cap)
@@ -124,26 +135,19 @@ static void cell_excerpt(const char *c, size_t n, char *buf, size_t cap)
     buf[o] = '\0';
 }
 
-/* Parse one cell [c, end) (already without its separators). *idle is set for an empty cell. */
-static zb_status_t parse_cell(const char *c, const char *end, int line, int cell, bool *idle,
-                              zb_action_t *a, zb_err_t *err)
+/* Where a cell is, for messages. */
+typedef struct {
+    int line, cell;
+    const char *ex; /* printable excerpt of the whole cell */
+} cell_pos_t;
+
+/* Parse one plain action [p, e) (trimmed, not empty): `<stage><type><mb>`, or an FSDP action
+ * `<stage><UNSHARD|RESHARD|REDUCE_GRAD>[<mb>]` (then *fsdp is set and *a is not filled). */
+static zb_status_t parse_action(const char *p, const char *e, const cell_pos_t *at, bool *fsdp,
+                                zb_action_t *a, zb_err_t *err)
 {
-    char ex[64];
-    const char *b = c, *e = end;
-    while (b < e && is_blank(*b))
-        b++;
-    while (e > b && is_blank(e[-1]))
-        e--;
-    /* A quoted cell ("0F0") is legal CSV; quotes inside would not be. */
-    if (e - b >= 2 && *b == '"' && e[-1] == '"') {
-        b++;
-        e--;
-    }
-    *idle = b == e;
-    if (*idle)
-        return ZB_OK;
-    cell_excerpt(c, (size_t)(end - c), ex, sizeof ex);
-    const char *p = b;
+    const int line = at->line, cell = at->cell;
+    const char *ex = at->ex;
     int32_t stage, mb;
     int rc = parse_index(&p, e, &stage);
     if (rc == -1)
@@ -163,20 +167,109 @@ static zb_status_t parse_cell(const char *c, const char *end, int line, int cell
     }
     if (k == ntok)
         return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has no known action type "
-                                           "(F, I, W, B, BW, SEND_F, RECV_F, SEND_B, RECV_B)",
+                                           "(F, I, W, B, BW, SEND_F, RECV_F, SEND_B, RECV_B, R, "
+                                           "UNSHARD, RESHARD, REDUCE_GRAD, (..;..)" CSV_OVERLAP ")",
                           line, cell, ex);
+    *fsdp = type_tokens[k].fsdp;
     rc = parse_index(&p, e, &mb);
-    if (rc == -1)
+    if (rc == -1 && !*fsdp)
         return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has no microbatch number after "
                                            "its type", line, cell, ex);
     if (rc == -2)
         return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has a microbatch number above "
                                            "%d", line, cell, ex, ZB_CSV_MAX_INDEX);
     if (p != e)
-        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has junk after the microbatch "
-                                           "number", line, cell, ex);
-    *a = (zb_action_t){.type = (uint8_t)type_tokens[k].type, .stage = stage, .mb = mb};
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has junk after the %s", line,
+                          cell, ex, rc == -1 ? "action type" : "microbatch number");
+    if (!*fsdp)
+        *a = (zb_action_t){.type = (uint8_t)type_tokens[k].type, .stage = stage, .mb = mb};
     return ZB_OK;
+}
+
+/* A composite cell [b, e), starting with '(': `(<action>;<action>...)OVERLAP_F_B`. Its compute
+ * actions are appended to `l` in the order written (PyTorch: the forward, then the backward). */
+static zb_status_t parse_composite(const char *b, const char *e, const cell_pos_t *at, int rank,
+                                   action_list_t *l, zb_err_t *err)
+{
+    if (memchr(b + 1, '(', (size_t)(e - b - 1)))
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' nests parentheses", at->line,
+                          at->cell, at->ex);
+    const char *close = memchr(b, ')', (size_t)(e - b));
+    if (!close)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' opens '(' but never closes it",
+                          at->line, at->cell, at->ex);
+    size_t tl = strlen(CSV_OVERLAP);
+    if ((size_t)(e - close - 1) != tl || memcmp(close + 1, CSV_OVERLAP, tl) != 0)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s': a composite cell must be "
+                                           "'(<action>;<action>)" CSV_OVERLAP "'",
+                          at->line, at->cell, at->ex);
+    int n = 0;
+    for (const char *p = b + 1; p < close;) {
+        const char *semi = memchr(p, ';', (size_t)(close - p));
+        const char *se = semi ? semi : close, *sb = p;
+        p = semi ? semi + 1 : close;
+        while (sb < se && is_blank(*sb))
+            sb++;
+        while (se > sb && is_blank(se[-1]))
+            se--;
+        if (sb == se)
+            continue; /* PyTorch skips empty sub-actions too */
+        bool fsdp = false;
+        zb_action_t a = {0};
+        zb_status_t st = parse_action(sb, se, at, &fsdp, &a, err);
+        if (st != ZB_OK)
+            return st;
+        if (fsdp || !zb_action_is_compute((zb_action_type_t)a.type))
+            return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s': only compute actions "
+                                               "(F, I, W, B) can be overlapped",
+                              at->line, at->cell, at->ex);
+        if ((st = list_push(l, rank, a, err)) != ZB_OK)
+            return st;
+        n++;
+    }
+    if (n == 0)
+        return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has no action inside its "
+                                           "parentheses", at->line, at->cell, at->ex);
+    return ZB_OK;
+}
+
+/* Parse one cell [c, end) (already without its separators) of rank `rank`, appending what it
+ * holds to `l`: nothing for an empty cell or an FSDP action (counted in info), one action, or
+ * the actions of a composite cell. */
+static zb_status_t parse_cell(const char *c, const char *end, int line, int cell, int rank,
+                              action_list_t *l, zb_csv_info_t *info, zb_err_t *err)
+{
+    char ex[64];
+    const char *b = c, *e = end;
+    while (b < e && is_blank(*b))
+        b++;
+    while (e > b && is_blank(e[-1]))
+        e--;
+    /* A quoted cell ("0F0") is legal CSV; quotes inside would not be. */
+    if (e - b >= 2 && *b == '"' && e[-1] == '"') {
+        b++;
+        e--;
+    }
+    if (b == e)
+        return ZB_OK; /* idle slot */
+    cell_excerpt(c, (size_t)(end - c), ex, sizeof ex);
+    const cell_pos_t at = {.line = line, .cell = cell, .ex = ex};
+    if (*b == '(') {
+        zb_status_t st = parse_composite(b, e, &at, rank, l, err);
+        if (st == ZB_OK)
+            info->composite++;
+        return st;
+    }
+    bool fsdp = false;
+    zb_action_t a = {0};
+    zb_status_t st = parse_action(b, e, &at, &fsdp, &a, err);
+    if (st != ZB_OK)
+        return st;
+    if (fsdp) {
+        info->ignored_fsdp++;
+        return ZB_OK;
+    }
+    return list_push(l, rank, a, err);
 }
 
 /* Does every action sit on the rank `placement` assigns to its stage? */
@@ -190,7 +283,7 @@ static bool placement_fits(const action_list_t *l, int ranks, int chunks, zb_pla
 
 /* Split the buffer into rows and cells, appending actions to `l`. Sets *rows. */
 static zb_status_t scan_rows(const char *data, size_t len, action_list_t *l, int *rows,
-                             zb_err_t *err)
+                             zb_csv_info_t *info, zb_err_t *err)
 {
     const char *p = data, *end = data + len;
     int line = 0, nrows = 0, pending_blank = 0;
@@ -221,26 +314,27 @@ static zb_status_t scan_rows(const char *data, size_t len, action_list_t *l, int
         int cell = 0;
         const char *c = p;
         size_t before = l->len;
+        int fsdp_before = info->ignored_fsdp;
         for (;;) {
             const char *ce = memchr(c, ',', (size_t)(le - c));
             if (!ce)
                 ce = le;
             cell++;
-            bool idle;
-            zb_action_t a = {0};
-            zb_status_t st = parse_cell(c, ce, line, cell, &idle, &a, err);
+            zb_status_t st = parse_cell(c, ce, line, cell, nrows, l, info, err);
             if (st != ZB_OK)
-                return st;
-            if (!idle && (st = list_push(l, nrows, a, err)) != ZB_OK)
                 return st;
             if (ce == le)
                 break;
             c = ce + 1;
         }
         /* Every rank of a real schedule holds a stage, so an all-idle row is a mistake. */
-        if (l->len == before)
+        if (l->len == before && info->ignored_fsdp == fsdp_before)
             return zb_err_set(err, ZB_EFORMAT, "line %d: the row of rank %d has only empty cells "
                                                "(no actions)", line, nrows);
+        if (l->len == before)
+            return zb_err_set(err, ZB_EFORMAT, "line %d: the row of rank %d has only "
+                                               "UNSHARD/RESHARD/REDUCE_GRAD actions (no compute)",
+                              line, nrows);
         nrows++;
         p = next;
     }
@@ -250,6 +344,16 @@ static zb_status_t scan_rows(const char *data, size_t len, action_list_t *l, int
 
 zb_status_t zb_csv_read(const char *data, size_t len, zb_schedule_t **out, zb_err_t *err)
 {
+    return zb_csv_read_info(data, len, out, NULL, err);
+}
+
+zb_status_t zb_csv_read_info(const char *data, size_t len, zb_schedule_t **out,
+                             zb_csv_info_t *info, zb_err_t *err)
+{
+    zb_csv_info_t scratch;
+    if (!info)
+        info = &scratch;
+    memset(info, 0, sizeof *info);
     *out = NULL;
     if (!data && len)
         return zb_err_set(err, ZB_EINVAL, "csv: no data");
@@ -258,7 +362,7 @@ zb_status_t zb_csv_read(const char *data, size_t len, zb_schedule_t **out, zb_er
                           len, ZB_CSV_MAX_BYTES);
     action_list_t l = {0};
     int rows = 0;
-    zb_status_t st = scan_rows(data, len, &l, &rows, err);
+    zb_status_t st = scan_rows(data, len, &l, &rows, info, err);
     if (st != ZB_OK)
         goto done;
     if (rows == 0) {

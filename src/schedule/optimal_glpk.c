@@ -12,7 +12,14 @@
  *   C >= e_a; minimise C.
  * glp_intopt runs without presolve so that auto's schedule can be handed over as the first
  * incumbent (glp_ios_heur_sol in the callback); the callback also records the best bound of the
- * open nodes, so a run stopped by the time limit reports a proven lower bound and the gap. */
+ * open nodes, so a run stopped by the time limit reports a proven lower bound and the gap.
+ *
+ * zb_gen_optimal runs in phases over one context (opt_t), each a function that fills its part
+ * or fails with a message: index the actions, take auto's schedule as the warm start, compute
+ * heads/tails/bounds, build the model (orders, dependencies, makespan, memory), the warm start
+ * vector, solve, extract the schedule. Whatever a phase allocated is freed in one place,
+ * opt_free, on every path. GLPK's process-wide environment is left alone (no glp_free_env:
+ * another caller, thread or the embedding program may be using it). */
 #include <glpk.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +35,7 @@ typedef struct {
     double dur, mem;
 } act_t;
 
+/* State of the branch-and-bound callback. */
 typedef struct {
     double *x;     /* warm start, 1-based over columns; NULL = none */
     bool given;
@@ -70,109 +78,148 @@ static bool implied_before(const act_t *a, const act_t *b)
     return false;
 }
 
-zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+/* Everything the phases share. Arrays indexed by action are over n = 3·S·M (act_index). */
+typedef struct {
+    zb_gen_params_t *p;
+    const zb_costs_t *c;
+    zb_schedule_t *warm; /* auto's schedule: incumbent and shape */
+    int P, S, M, n;
+    act_t *acts;
+    int *rank_cnt;   /* [P] actions per rank */
+    int **rank_acts; /* [P][rank_cnt] action indices per rank */
+    zb_sim_t wsim;   /* the warm start simulated */
+    bool have_wsim;
+    double *wend;    /* [n] warm start end times */
+    int *wpos;       /* [n] warm start position on its rank */
+    bool warm_ok;    /* the warm start keeps the orders the model fixes */
+    double *head, *tail; /* [n] earliest end; least time still needed after the end */
+    double c_lb;     /* lower bound on C from heads, tails and per-rank work */
+    double H;        /* big-M: everything in series */
+    glp_prob *lp;
+    int ncol;
+    int npairs;
+    int *pair_a, *pair_b; /* [npairs] the pair of each order binary */
+    int *pair_col;        /* [n*n] column of y_ab at a*n+b, 0 = none */
+    int *ia, *ja;         /* constraint matrix triplets, 1-based */
+    double *ar;
+    size_t nz, nz_cap;
+    double *x;            /* [ncol+1] warm start vector */
+} opt_t;
+
+static zb_status_t oom(zb_err_t *err) { return zb_err_set(err, ZB_ENOMEM, "optimal: out of memory"); }
+
+static void opt_free(opt_t *o)
 {
-    *out = NULL;
-    if (!p->costs)
-        return zb_err_set(err, ZB_EINVAL, "optimal: needs a cost model (times and memory)");
-    if ((long long)p->ranks * p->microbatches > ZB_OPTIMAL_MAX_PM)
-        return zb_err_set(err, ZB_EINVAL,
-                          "optimal: P*M = %lld is too large for the exact solver (max 64)",
-                          (long long)p->ranks * p->microbatches);
-    /* 1. auto's schedule: the incumbent, and the chunking/placement to optimise over. */
-    zb_gen_params_t q = *p;
-    q.any_placement = false;
-    zb_schedule_t *warm = NULL;
-    zb_status_t st = zb_gen_auto(&q, &warm, err);
-    if (st != ZB_OK)
-        return st;
-    const zb_costs_t *c = p->costs;
-    const int P = warm->ranks, S = warm->stages, M = warm->microbatches;
-    const int n = 3 * S * M;
-    act_t *acts = calloc((size_t)n, sizeof *acts);
-    int *rank_cnt = calloc((size_t)P, sizeof(int));
-    int **rank_acts = calloc((size_t)P, sizeof(int *));
-    zb_sim_t wsim;
-    memset(&wsim, 0, sizeof wsim);
-    glp_prob *lp = NULL;
-    double *x = NULL, *wend = NULL;
-    int *wpos = NULL, *ia = NULL, *ja = NULL;
-    double *ar = NULL;
-    if (!acts || !rank_cnt || !rank_acts) {
-        st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-        goto done;
-    }
+    if (o->lp)
+        glp_delete_prob(o->lp);
+    if (o->have_wsim)
+        zb_sim_free(&o->wsim);
+    zb_schedule_free(o->warm);
+    if (o->rank_acts)
+        for (int r = 0; r < o->P; r++)
+            free(o->rank_acts[r]);
+    free(o->rank_acts);
+    free(o->rank_cnt);
+    free(o->acts);
+    free(o->wend);
+    free(o->wpos);
+    free(o->head);
+    free(o->tail);
+    free(o->pair_a);
+    free(o->pair_b);
+    free(o->pair_col);
+    free(o->ia);
+    free(o->ja);
+    free(o->ar);
+    free(o->x);
+}
+
+/* Phase 1: one act_t per F/B/W with its rank, duration and memory; per-rank lists. */
+static zb_status_t opt_index_actions(opt_t *o, zb_err_t *err)
+{
+    const int P = o->P, S = o->S, M = o->M, n = o->n;
+    const zb_costs_t *c = o->c;
+    o->acts = calloc((size_t)n, sizeof *o->acts);
+    o->rank_cnt = calloc((size_t)P, sizeof(int));
+    o->rank_acts = calloc((size_t)P, sizeof(int *));
+    if (!o->acts || !o->rank_cnt || !o->rank_acts)
+        return oom(err);
     for (int t = 0; t < 3; t++)
         for (int s = 0; s < S; s++)
             for (int m = 0; m < M; m++) {
-                act_t *a = &acts[act_index(S, M, t, s, m)];
+                act_t *a = &o->acts[act_index(S, M, t, s, m)];
                 a->type = t;
                 a->stage = s;
                 a->mb = m;
-                a->rank = zb_stage_rank(warm, s);
+                a->rank = zb_stage_rank(o->warm, s);
                 a->dur = t == 0 ? c->t_f[s] : t == 1 ? c->t_b[s] : c->t_w[s];
                 a->mem = t == 0 ? c->m_f[s] : t == 1 ? c->m_b[s] : c->m_w[s];
-                rank_cnt[a->rank]++;
+                o->rank_cnt[a->rank]++;
             }
     for (int r = 0; r < P; r++) {
-        rank_acts[r] = malloc(sizeof(int) * (size_t)rank_cnt[r]);
-        if (!rank_acts[r]) {
-            st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-            goto done;
-        }
-        rank_cnt[r] = 0;
+        o->rank_acts[r] = malloc(sizeof(int) * (size_t)(o->rank_cnt[r] > 0 ? o->rank_cnt[r] : 1));
+        if (!o->rank_acts[r])
+            return oom(err);
+        o->rank_cnt[r] = 0;
     }
     for (int i = 0; i < n; i++)
-        rank_acts[acts[i].rank][rank_cnt[acts[i].rank]++] = i;
+        o->rank_acts[o->acts[i].rank][o->rank_cnt[o->acts[i].rank]++] = i;
+    return ZB_OK;
+}
 
-    /* Warm start: end times and positions from auto's simulated schedule (BW split). */
-    if ((st = zb_simulate(warm, c, &wsim, err)) != ZB_OK)
-        goto done;
-    wend = calloc((size_t)n, sizeof(double));
-    wpos = calloc((size_t)n, sizeof(int));
-    if (!wend || !wpos) {
-        st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-        goto done;
-    }
-    for (int r = 0; r < P; r++) {
+/* Phase 2: end times and positions of every action in auto's simulated schedule (BW split). */
+static zb_status_t opt_warm_start(opt_t *o, zb_err_t *err)
+{
+    const int S = o->S, M = o->M;
+    zb_status_t st = zb_simulate(o->warm, o->c, &o->wsim, err);
+    if (st != ZB_OK)
+        return st;
+    o->have_wsim = true;
+    o->wend = calloc((size_t)o->n, sizeof(double));
+    o->wpos = calloc((size_t)o->n, sizeof(int));
+    if (!o->wend || !o->wpos)
+        return oom(err);
+    for (int r = 0; r < o->P; r++) {
         int pos = 0;
-        for (int i = 0; i < warm->rank[r].len; i++) {
-            const zb_action_t *a = &warm->rank[r].actions[i];
+        for (int i = 0; i < o->warm->rank[r].len; i++) {
+            const zb_action_t *a = &o->warm->rank[r].actions[i];
             if (a->type == ZB_ACT_F || a->type == ZB_ACT_B || a->type == ZB_ACT_W) {
                 int k = act_index(S, M, a->type == ZB_ACT_F ? 0 : a->type == ZB_ACT_B ? 1 : 2,
                                   a->stage, a->mb);
-                wend[k] = wsim.end[r][i];
-                wpos[k] = pos++;
+                o->wend[k] = o->wsim.end[r][i];
+                o->wpos[k] = pos++;
             } else if (a->type == ZB_ACT_BW) {
-                int kb = act_index(S, M, 1, a->stage, a->mb), kw = act_index(S, M, 2, a->stage, a->mb);
-                wend[kb] = wsim.start[r][i] + c->t_b[a->stage];
-                wend[kw] = wsim.end[r][i];
-                wpos[kb] = pos++;
-                wpos[kw] = pos++;
+                int kb = act_index(S, M, 1, a->stage, a->mb);
+                int kw = act_index(S, M, 2, a->stage, a->mb);
+                o->wend[kb] = o->wsim.start[r][i] + o->c->t_b[a->stage];
+                o->wend[kw] = o->wsim.end[r][i];
+                o->wpos[kb] = pos++;
+                o->wpos[kw] = pos++;
             }
         }
     }
-    bool warm_ok = true; /* the MILP fixes microbatch order: does auto's schedule keep it? */
+    o->warm_ok = true; /* cleared by opt_add_orders if auto breaks an order the model fixes */
+    return ZB_OK;
+}
 
-    /* 2. The model. */
-    lp = glp_create_prob();
-    glp_set_obj_dir(lp, GLP_MIN);
-    double H = 0; /* big-M: everything in series */
+/* Phase 3: heads (earliest end along the dependency chain) and tails (least time still needed
+ * after an action ends) tighten the big-M relaxation; a rank cannot finish before its earliest
+ * start + all its work + its smallest tail, which bounds C from below. Also the big-M H. */
+static zb_status_t opt_bounds(opt_t *o, zb_err_t *err)
+{
+    const int S = o->S, M = o->M, n = o->n;
+    const zb_costs_t *c = o->c;
+    const act_t *acts = o->acts;
+    double H = 0;
     for (int i = 0; i < n; i++)
         H += acts[i].dur;
     for (int s = 0; s < S; s++)
         H += 2 * c->comm[s] * M;
-    H = fmax(H, 1.0) * 1.01 + 1.0;
-    /* Heads (earliest end along the dependency chain) and tails (least time still needed after
-     * an action ends) tighten the big-M relaxation; a rank cannot finish before its earliest
-     * start + all its work + its smallest tail, which bounds C from below. */
-    double *head = calloc((size_t)n, sizeof(double)), *tail = calloc((size_t)n, sizeof(double));
-    if (!head || !tail) {
-        free(head);
-        free(tail);
-        st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-        goto done;
-    }
+    o->H = fmax(H, 1.0) * 1.01 + 1.0;
+    double *head = o->head = calloc((size_t)n, sizeof(double));
+    double *tail = o->tail = calloc((size_t)n, sizeof(double));
+    if (!head || !tail)
+        return oom(err);
     for (int m = 0; m < M; m++) {
         for (int s = 0; s < S; s++) {
             int f = act_index(S, M, 0, s, m);
@@ -214,277 +261,352 @@ zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *er
             tail[f] = t;
         }
     }
-    double c_lb = 0;
-    for (int r = 0; r < P; r++) {
+    o->c_lb = 0;
+    for (int r = 0; r < o->P; r++) {
         double first = INFINITY, busy = 0, last = INFINITY;
-        for (int i = 0; i < rank_cnt[r]; i++) {
-            int a = rank_acts[r][i];
+        for (int i = 0; i < o->rank_cnt[r]; i++) {
+            int a = o->rank_acts[r][i];
             first = fmin(first, head[a] - acts[a].dur);
             last = fmin(last, tail[a]);
             busy += acts[a].dur;
         }
-        c_lb = fmax(c_lb, first + busy + last);
+        o->c_lb = fmax(o->c_lb, first + busy + last);
     }
-    int ncol = 1 + n, nrow = 0;
-    glp_add_cols(lp, ncol);
-    glp_set_col_bnds(lp, 1, GLP_LO, c_lb, 0);
-    glp_set_obj_coef(lp, 1, 1.0);
-    for (int i = 0; i < n; i++)
-        glp_set_col_bnds(lp, 2 + i, GLP_DB, head[i], H);
-    /* pair binaries */
+    return ZB_OK;
+}
+
+/* One coefficient of the constraint matrix (GLPK's triplets are 1-based). */
+static void nz_add(opt_t *o, int row, int col, double val)
+{
+    o->nz++;
+    o->ia[o->nz] = row;
+    o->ja[o->nz] = col;
+    o->ar[o->nz] = val;
+}
+
+/* Columns C and e_a; room for the matrix and the pair table. */
+static zb_status_t opt_alloc_model(opt_t *o, zb_err_t *err)
+{
+    const int n = o->n;
     int npairs_max = 0;
-    for (int r = 0; r < P; r++)
-        npairs_max += rank_cnt[r] * (rank_cnt[r] - 1) / 2;
-    int *pair_a = malloc(sizeof(int) * (size_t)(npairs_max + 1));
-    int *pair_b = malloc(sizeof(int) * (size_t)(npairs_max + 1));
-    int *pair_col = calloc((size_t)n * n > 0 ? (size_t)n * n : 1, sizeof(int)); /* a*n+b */
-    size_t nz_cap = 64 + (size_t)n * 8 + (size_t)npairs_max * 8 +
-                    (size_t)n * (size_t)(n > 0 ? n : 1);
-    ia = malloc(sizeof(int) * nz_cap);
-    ja = malloc(sizeof(int) * nz_cap);
-    ar = malloc(sizeof(double) * nz_cap);
-    if (!pair_a || !pair_b || !pair_col || !ia || !ja || !ar) {
-        free(pair_a);
-        free(pair_b);
-        free(pair_col);
-        free(head);
-        free(tail);
-        st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-        goto done;
-    }
-    size_t nz = 0;
-#define NZ(row, col, val) (ia[++nz] = (row), ja[nz] = (col), ar[nz] = (val))
-    int npairs = 0;
-    for (int r = 0; r < P; r++)
-        for (int i = 0; i < rank_cnt[r]; i++)
-            for (int j = i + 1; j < rank_cnt[r]; j++) {
-                int a = rank_acts[r][i], b = rank_acts[r][j];
-                if (implied_before(&acts[a], &acts[b]) || implied_before(&acts[b], &acts[a])) {
-                    int f = implied_before(&acts[a], &acts[b]) ? a : b, s2 = f == a ? b : a;
-                    if (wpos[f] > wpos[s2])
-                        warm_ok = false;
+    for (int r = 0; r < o->P; r++)
+        npairs_max += o->rank_cnt[r] * (o->rank_cnt[r] - 1) / 2;
+    o->pair_a = malloc(sizeof(int) * (size_t)(npairs_max + 1));
+    o->pair_b = malloc(sizeof(int) * (size_t)(npairs_max + 1));
+    o->pair_col = calloc((size_t)n * n > 0 ? (size_t)n * n : 1, sizeof(int)); /* a*n+b */
+    o->nz_cap = 64 + (size_t)n * 8 + (size_t)npairs_max * 8 + (size_t)n * (size_t)(n > 0 ? n : 1);
+    o->ia = malloc(sizeof(int) * o->nz_cap);
+    o->ja = malloc(sizeof(int) * o->nz_cap);
+    o->ar = malloc(sizeof(double) * o->nz_cap);
+    if (!o->pair_a || !o->pair_b || !o->pair_col || !o->ia || !o->ja || !o->ar)
+        return oom(err);
+    o->lp = glp_create_prob();
+    glp_set_obj_dir(o->lp, GLP_MIN);
+    o->ncol = 1 + n;
+    glp_add_cols(o->lp, o->ncol);
+    glp_set_col_bnds(o->lp, 1, GLP_LO, o->c_lb, 0);
+    glp_set_obj_coef(o->lp, 1, 1.0);
+    for (int i = 0; i < n; i++)
+        glp_set_col_bnds(o->lp, 2 + i, GLP_DB, o->head[i], o->H);
+    return ZB_OK;
+}
+
+/* Every pair of actions on one rank: a fixed order when implied (one row), else a binary y_ab
+ * with two big-M rows (a before b, or b before a). */
+static void opt_add_orders(opt_t *o)
+{
+    const act_t *acts = o->acts;
+    const int n = o->n;
+    const double H = o->H;
+    for (int r = 0; r < o->P; r++)
+        for (int i = 0; i < o->rank_cnt[r]; i++)
+            for (int j = i + 1; j < o->rank_cnt[r]; j++) {
+                int a = o->rank_acts[r][i], b = o->rank_acts[r][j];
+                bool ab = implied_before(&acts[a], &acts[b]);
+                if (ab || implied_before(&acts[b], &acts[a])) {
+                    int f = ab ? a : b, s2 = ab ? b : a;
+                    if (o->wpos[f] > o->wpos[s2])
+                        o->warm_ok = false;
                     /* e_s2 - d_s2 - e_f >= 0 */
-                    int row = glp_add_rows(lp, 1);
-                    nrow++;
-                    glp_set_row_bnds(lp, row, GLP_LO, acts[s2].dur, 0);
-                    NZ(row, 2 + s2, 1.0);
-                    NZ(row, 2 + f, -1.0);
+                    int row = glp_add_rows(o->lp, 1);
+                    glp_set_row_bnds(o->lp, row, GLP_LO, acts[s2].dur, 0);
+                    nz_add(o, row, 2 + s2, 1.0);
+                    nz_add(o, row, 2 + f, -1.0);
                     continue;
                 }
-                int col = glp_add_cols(lp, 1);
-                ncol++;
-                glp_set_col_kind(lp, col, GLP_BV);
-                pair_a[npairs] = a;
-                pair_b[npairs] = b;
-                npairs++;
-                pair_col[(size_t)a * n + b] = col;
+                int col = glp_add_cols(o->lp, 1);
+                o->ncol++;
+                glp_set_col_kind(o->lp, col, GLP_BV);
+                o->pair_a[o->npairs] = a;
+                o->pair_b[o->npairs] = b;
+                o->npairs++;
+                o->pair_col[(size_t)a * n + b] = col;
                 /* y=1: a before b: e_a - e_b + H y <= H - d_b */
-                int row = glp_add_rows(lp, 2);
-                nrow += 2;
-                glp_set_row_bnds(lp, row, GLP_UP, 0, H - acts[b].dur);
-                NZ(row, 2 + a, 1.0);
-                NZ(row, 2 + b, -1.0);
-                NZ(row, col, H);
+                int row = glp_add_rows(o->lp, 2);
+                glp_set_row_bnds(o->lp, row, GLP_UP, 0, H - acts[b].dur);
+                nz_add(o, row, 2 + a, 1.0);
+                nz_add(o, row, 2 + b, -1.0);
+                nz_add(o, row, col, H);
                 /* y=0: b before a: e_b - e_a - H y <= -d_a */
-                glp_set_row_bnds(lp, row + 1, GLP_UP, 0, -acts[a].dur);
-                NZ(row + 1, 2 + b, 1.0);
-                NZ(row + 1, 2 + a, -1.0);
-                NZ(row + 1, col, -H);
+                glp_set_row_bnds(o->lp, row + 1, GLP_UP, 0, -acts[a].dur);
+                nz_add(o, row + 1, 2 + b, 1.0);
+                nz_add(o, row + 1, 2 + a, -1.0);
+                nz_add(o, row + 1, col, -H);
             }
-    /* dependencies across stages (same-rank ones are covered by implied pairs as well) */
+}
+
+/* Dependencies across stages, F(s-1)->F(s) and B(s+1)->B(s), with the message latency when the
+ * two stages sit on different ranks (same-rank ones are also implied orders). */
+static void opt_add_dependencies(opt_t *o)
+{
+    const int S = o->S, M = o->M;
     for (int s = 0; s < S; s++)
         for (int m = 0; m < M; m++) {
             int deps[2][2];
             int nd = 0;
-            if (s > 0) { /* F(s-1) -> F(s) */
+            if (s > 0) {
                 deps[nd][0] = act_index(S, M, 0, s - 1, m);
                 deps[nd++][1] = act_index(S, M, 0, s, m);
             }
-            if (s < S - 1) { /* B(s+1) -> B(s) */
+            if (s < S - 1) {
                 deps[nd][0] = act_index(S, M, 1, s + 1, m);
                 deps[nd++][1] = act_index(S, M, 1, s, m);
             }
             for (int k = 0; k < nd; k++) {
-                int a = deps[k][0], b = deps[k][1];
-                double lat = acts[a].rank != acts[b].rank ? c->comm[acts[a].stage] : 0;
-                int row = glp_add_rows(lp, 1);
-                nrow++;
-                glp_set_row_bnds(lp, row, GLP_LO, acts[b].dur + lat, 0);
-                NZ(row, 2 + b, 1.0);
-                NZ(row, 2 + a, -1.0);
+                const act_t *a = &o->acts[deps[k][0]], *b = &o->acts[deps[k][1]];
+                double lat = a->rank != b->rank ? o->c->comm[a->stage] : 0;
+                int row = glp_add_rows(o->lp, 1);
+                glp_set_row_bnds(o->lp, row, GLP_LO, b->dur + lat, 0);
+                nz_add(o, row, 2 + deps[k][1], 1.0);
+                nz_add(o, row, 2 + deps[k][0], -1.0);
             }
         }
-    /* makespan: C >= e_a + tail_a */
-    for (int i = 0; i < n; i++) {
-        int row = glp_add_rows(lp, 1);
-        nrow++;
-        glp_set_row_bnds(lp, row, GLP_LO, tail[i], 0);
-        NZ(row, 1, 1.0);
-        NZ(row, 2 + i, -1.0);
+}
+
+/* C >= e_a + tail_a for every action. */
+static void opt_add_makespan(opt_t *o)
+{
+    for (int i = 0; i < o->n; i++) {
+        int row = glp_add_rows(o->lp, 1);
+        glp_set_row_bnds(o->lp, row, GLP_LO, o->tail[i], 0);
+        nz_add(o, row, 1, 1.0);
+        nz_add(o, row, 2 + i, -1.0);
     }
-    /* memory */
-    double L = c->mem_limit;
-    if (isfinite(L)) {
-        for (int r = 0; r < P; r++)
-            for (int i = 0; i < rank_cnt[r]; i++) {
-                int a = rank_acts[r][i];
-                if (acts[a].mem <= 0)
+}
+
+/* For each action a that allocates: the deltas of the actions before it plus its own stay
+ * within the limit (the running sum at a, as the validator counts it). */
+static void opt_add_memory(opt_t *o)
+{
+    const double L = o->c->mem_limit;
+    if (!isfinite(L))
+        return;
+    const act_t *acts = o->acts;
+    const size_t n = (size_t)o->n;
+    for (int r = 0; r < o->P; r++)
+        for (int i = 0; i < o->rank_cnt[r]; i++) {
+            int a = o->rank_acts[r][i];
+            if (acts[a].mem <= 0)
+                continue;
+            double rhs = L - acts[a].mem;
+            int row = glp_add_rows(o->lp, 1);
+            for (int j = 0; j < o->rank_cnt[r]; j++) {
+                int b = o->rank_acts[r][j];
+                if (b == a || acts[b].mem == 0)
                     continue;
-                double rhs = L - acts[a].mem;
-                int row = glp_add_rows(lp, 1);
-                nrow++;
-                for (int j = 0; j < rank_cnt[r]; j++) {
-                    int b = rank_acts[r][j];
-                    if (b == a || acts[b].mem == 0)
-                        continue;
-                    if (implied_before(&acts[b], &acts[a])) {
-                        rhs -= acts[b].mem;
-                    } else if (implied_before(&acts[a], &acts[b])) {
-                        /* after a: does not count */
-                    } else if (pair_col[(size_t)b * n + a]) { /* y_ba = 1: b before a */
-                        NZ(row, pair_col[(size_t)b * n + a], acts[b].mem);
-                    } else { /* y_ab: b before a when y_ab = 0 -> mem_b (1 - y_ab) */
-                        rhs -= acts[b].mem;
-                        NZ(row, pair_col[(size_t)a * n + b], -acts[b].mem);
-                    }
+                if (implied_before(&acts[b], &acts[a])) {
+                    rhs -= acts[b].mem;
+                } else if (implied_before(&acts[a], &acts[b])) {
+                    /* after a: does not count */
+                } else if (o->pair_col[(size_t)b * n + a]) { /* y_ba = 1: b before a */
+                    nz_add(o, row, o->pair_col[(size_t)b * n + a], acts[b].mem);
+                } else { /* y_ab: b before a when y_ab = 0 -> mem_b (1 - y_ab) */
+                    rhs -= acts[b].mem;
+                    nz_add(o, row, o->pair_col[(size_t)a * n + b], -acts[b].mem);
                 }
-                glp_set_row_bnds(lp, row, GLP_UP, 0, rhs);
             }
-    }
-#undef NZ
-    free(head);
-    free(tail);
-    glp_load_matrix(lp, (int)nz, ia, ja, ar);
+            glp_set_row_bnds(o->lp, row, GLP_UP, 0, rhs);
+        }
+}
 
-    /* 3. Warm start vector. */
-    x = calloc((size_t)ncol + 1, sizeof(double));
-    if (!x) {
-        free(pair_a);
-        free(pair_b);
-        free(pair_col);
-        st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-        goto done;
-    }
-    x[1] = wsim.makespan;
-    for (int i = 0; i < n; i++)
-        x[2 + i] = wend[i];
-    for (int k = 0; k < npairs; k++)
-        x[pair_col[(size_t)pair_a[k] * n + pair_b[k]]] = wpos[pair_a[k]] < wpos[pair_b[k]];
-    free(pair_a);
-    free(pair_b);
-    free(pair_col);
+/* Phase 4: the whole model, loaded into GLPK. */
+static zb_status_t opt_build_model(opt_t *o, zb_err_t *err)
+{
+    zb_status_t st = opt_alloc_model(o, err);
+    if (st != ZB_OK)
+        return st;
+    opt_add_orders(o);
+    opt_add_dependencies(o);
+    opt_add_makespan(o);
+    opt_add_memory(o);
+    glp_load_matrix(o->lp, (int)o->nz, o->ia, o->ja, o->ar);
+    return ZB_OK;
+}
 
-    /* 4. Solve. */
-    double tl = p->time_limit > 0 ? p->time_limit : 10.0;
+/* Phase 5: auto's schedule as a point of the model (handed to GLPK when warm_ok). */
+static zb_status_t opt_warm_vector(opt_t *o, zb_err_t *err)
+{
+    o->x = calloc((size_t)o->ncol + 1, sizeof(double));
+    if (!o->x)
+        return oom(err);
+    o->x[1] = o->wsim.makespan;
+    for (int i = 0; i < o->n; i++)
+        o->x[2 + i] = o->wend[i];
+    for (int k = 0; k < o->npairs; k++)
+        o->x[o->pair_col[(size_t)o->pair_a[k] * o->n + o->pair_b[k]]] =
+            o->wpos[o->pair_a[k]] < o->wpos[o->pair_b[k]];
+    return ZB_OK;
+}
+
+typedef struct {
+    bool proven;  /* optimality proven within the time limit */
+    bool found;   /* the MIP has a feasible solution */
+    double obj;   /* its objective */
+    double bound; /* best lower bound seen (root LP, open nodes, c_lb) */
+} opt_result_t;
+
+/* Phase 6: LP relaxation, then branch and bound without presolve (so auto's schedule can be
+ * the first incumbent), both within the time limit. */
+static opt_result_t opt_solve(opt_t *o, double time_limit)
+{
     glp_term_out(GLP_OFF);
     glp_smcp sp;
     glp_init_smcp(&sp);
     sp.msg_lev = GLP_MSG_OFF;
-    sp.tm_lim = (int)fmin(tl * 1000.0, 2e9);
-    int rc = glp_simplex(lp, &sp);
-    double root = glp_get_status(lp) == GLP_OPT ? glp_get_obj_val(lp) : 0.0;
-    cb_t cb = {.x = warm_ok ? x : NULL, .given = false, .bound = root};
+    sp.tm_lim = (int)fmin(time_limit * 1000.0, 2e9);
+    int rc = glp_simplex(o->lp, &sp);
+    double root = glp_get_status(o->lp) == GLP_OPT ? glp_get_obj_val(o->lp) : 0.0;
+    cb_t cb = {.x = o->warm_ok ? o->x : NULL, .given = false, .bound = root};
     glp_iocp ip;
     glp_init_iocp(&ip);
     ip.msg_lev = GLP_MSG_OFF;
     ip.presolve = GLP_OFF;
-    ip.tm_lim = (int)fmax(1.0, fmin(tl * 1000.0, 2e9));
+    ip.tm_lim = (int)fmax(1.0, fmin(time_limit * 1000.0, 2e9));
     ip.cb_func = callback;
     ip.cb_info = &cb;
-    if (rc == 0 && glp_get_status(lp) == GLP_OPT)
-        rc = glp_intopt(lp, &ip);
-    int ms = glp_mip_status(lp);
-    bool proven = rc == 0 && ms == GLP_OPT;
-    double best_obj = INFINITY;
-    zb_schedule_t *sol = NULL;
-    if (ms == GLP_OPT || ms == GLP_FEAS) {
-        best_obj = glp_mip_obj_val(lp);
-        /* rank order from the solution's end times */
-        sol = zb_schedule_new("optimal", P, warm->chunks, warm->placement, M);
-        if (!sol) {
-            st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-            goto done;
-        }
-        for (int r = 0; r < P && st == ZB_OK; r++) {
-            int k = rank_cnt[r];
-            /* insertion sort by (end, start) — k is small */
-            int *ord = rank_acts[r];
-            for (int i = 1; i < k; i++) {
-                int v = ord[i], j = i;
-                double ev = glp_mip_col_val(lp, 2 + v);
-                while (j > 0) {
-                    double eu = glp_mip_col_val(lp, 2 + ord[j - 1]);
-                    if (eu < ev - 1e-7 || (fabs(eu - ev) <= 1e-7 && !implied_before(&acts[v], &acts[ord[j - 1]])))
-                        break;
-                    ord[j] = ord[j - 1];
-                    j--;
-                }
-                ord[j] = v;
+    if (rc == 0 && glp_get_status(o->lp) == GLP_OPT)
+        rc = glp_intopt(o->lp, &ip);
+    int ms = glp_mip_status(o->lp);
+    opt_result_t res = {.proven = rc == 0 && ms == GLP_OPT,
+                        .found = ms == GLP_OPT || ms == GLP_FEAS,
+                        .obj = INFINITY};
+    if (res.found)
+        res.obj = glp_mip_obj_val(o->lp);
+    res.bound = fmax(fmax(cb.bound, root), o->c_lb);
+    return res;
+}
+
+/* Phase 7: the solution's per-rank order (by end time; ties by the implied orders) as a
+ * schedule. *sol stays NULL when it does not simulate or is worse than auto's (it should be
+ * neither); *makespan gets its simulated makespan. */
+static zb_status_t opt_extract(opt_t *o, zb_schedule_t **sol, double *makespan, zb_err_t *err)
+{
+    *sol = NULL;
+    zb_schedule_t *s = zb_schedule_new("optimal", o->P, o->warm->chunks, o->warm->placement, o->M);
+    if (!s)
+        return oom(err);
+    for (int r = 0; r < o->P; r++) {
+        int k = o->rank_cnt[r];
+        int *ord = o->rank_acts[r];
+        /* insertion sort by (end, implied order) — k is small */
+        for (int i = 1; i < k; i++) {
+            int v = ord[i], j = i;
+            double ev = glp_mip_col_val(o->lp, 2 + v);
+            while (j > 0) {
+                double eu = glp_mip_col_val(o->lp, 2 + ord[j - 1]);
+                if (eu < ev - 1e-7 ||
+                    (fabs(eu - ev) <= 1e-7 && !implied_before(&o->acts[v], &o->acts[ord[j - 1]])))
+                    break;
+                ord[j] = ord[j - 1];
+                j--;
             }
-            for (int i = 0; i < k && st == ZB_OK; i++) {
-                const act_t *a = &acts[ord[i]];
-                zb_action_t za = {(uint8_t)(a->type == 0 ? ZB_ACT_F : a->type == 1 ? ZB_ACT_B : ZB_ACT_W),
-                                  a->stage, a->mb, 0};
-                if (zb_schedule_push(sol, r, za) != ZB_OK)
-                    st = zb_err_set(err, ZB_ENOMEM, "optimal: out of memory");
-            }
+            ord[j] = v;
         }
-        if (st != ZB_OK) {
-            zb_schedule_free(sol);
-            goto done;
-        }
-        /* Keep it only if it simulates and is no worse than auto (it should not be). */
-        zb_sim_t ssim;
-        if (zb_simulate(sol, c, &ssim, NULL) == ZB_OK) {
-            double mk = ssim.makespan;
-            zb_sim_free(&ssim);
-            if (mk <= wsim.makespan + 1e-9) {
-                best_obj = fmin(best_obj, mk);
-            } else {
-                zb_schedule_free(sol);
-                sol = NULL;
+        for (int i = 0; i < k; i++) {
+            const act_t *a = &o->acts[ord[i]];
+            zb_action_t za = {.type = (uint8_t)(a->type == 0   ? ZB_ACT_F
+                                                : a->type == 1 ? ZB_ACT_B
+                                                               : ZB_ACT_W),
+                              .stage = a->stage,
+                              .mb = a->mb};
+            if (zb_schedule_push(s, r, za) != ZB_OK) {
+                zb_schedule_free(s);
+                return oom(err);
             }
-        } else {
-            zb_schedule_free(sol);
-            sol = NULL;
         }
     }
-    double bound = proven ? best_obj : fmax(fmax(cb.bound, root), c_lb);
-    if (!sol) { /* solver found nothing better in time: auto's schedule stands */
-        sol = warm;
-        warm = NULL;
-        best_obj = wsim.makespan;
+    zb_sim_t ssim;
+    if (zb_simulate(s, o->c, &ssim, NULL) != ZB_OK) {
+        zb_schedule_free(s);
+        return ZB_OK;
+    }
+    *makespan = ssim.makespan;
+    zb_sim_free(&ssim);
+    if (*makespan > o->wsim.makespan + 1e-9) {
+        zb_schedule_free(s);
+        return ZB_OK;
+    }
+    *sol = s;
+    return ZB_OK;
+}
+
+zb_status_t zb_gen_optimal(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!p->costs)
+        return zb_err_set(err, ZB_EINVAL, "optimal: needs a cost model (times and memory)");
+    if ((long long)p->ranks * p->microbatches > ZB_OPTIMAL_MAX_PM)
+        return zb_err_set(err, ZB_EINVAL,
+                          "optimal: P*M = %lld is too large for the exact solver (max %d)",
+                          (long long)p->ranks * p->microbatches, ZB_OPTIMAL_MAX_PM);
+    opt_t o;
+    memset(&o, 0, sizeof o);
+    o.p = p;
+    o.c = p->costs;
+    /* auto's schedule: the incumbent, and the chunking/placement to optimise over */
+    zb_gen_params_t q = *p;
+    q.any_placement = false;
+    zb_status_t st = zb_gen_auto(&q, &o.warm, err);
+    if (st != ZB_OK)
+        return st;
+    o.P = o.warm->ranks;
+    o.S = o.warm->stages;
+    o.M = o.warm->microbatches;
+    o.n = 3 * o.S * o.M;
+    if ((st = opt_index_actions(&o, err)) != ZB_OK || (st = opt_warm_start(&o, err)) != ZB_OK ||
+        (st = opt_bounds(&o, err)) != ZB_OK || (st = opt_build_model(&o, err)) != ZB_OK ||
+        (st = opt_warm_vector(&o, err)) != ZB_OK)
+        goto done;
+    const double tl = p->time_limit > 0 ? p->time_limit : 10.0;
+    opt_result_t res = opt_solve(&o, tl);
+    zb_schedule_t *sol = NULL;
+    double best = res.obj;
+    if (res.found) {
+        double mk = INFINITY;
+        if ((st = opt_extract(&o, &sol, &mk, err)) != ZB_OK)
+            goto done;
+        if (sol)
+            best = fmin(best, mk);
+    }
+    const double auto_mk = o.wsim.makespan;
+    if (!sol) { /* the solver found nothing better in time: auto's schedule stands */
+        sol = o.warm;
+        o.warm = NULL;
+        best = auto_mk;
         snprintf(sol->name, sizeof sol->name, "optimal");
     }
-    double gap = best_obj > 0 ? (best_obj - bound) / best_obj : 0;
-    if (proven)
-        snprintf(p->note, sizeof p->note,
-                 "optimal: proven optimal makespan %g (auto %g)", best_obj, wsim.makespan);
+    double bound = res.proven ? best : res.bound;
+    double gap = best > 0 ? (best - bound) / best : 0;
+    if (res.proven)
+        snprintf(p->note, sizeof p->note, "optimal: proven optimal makespan %g (auto %g)", best,
+                 auto_mk);
     else
         snprintf(p->note, sizeof p->note,
                  "optimal: NOT proven (time limit %gs): makespan %g, lower bound %g, gap %.1f%% "
                  "(auto %g)",
-                 tl, best_obj, bound, 100 * gap, wsim.makespan);
+                 tl, best, bound, 100 * gap, auto_mk);
     *out = sol;
 done:
-    if (lp)
-        glp_delete_prob(lp);
-    /* No glp_free_env() here: it tears down GLPK's process-wide state, which another caller
-     * (another thread, or the embedding program) may be using. */
-    if (wsim.start)
-        zb_sim_free(&wsim);
-    zb_schedule_free(warm);
-    if (rank_acts)
-        for (int r = 0; r < P; r++)
-            free(rank_acts[r]);
-    free(rank_acts);
-    free(rank_cnt);
-    free(acts);
-    free(x);
-    free(wend);
-    free(wpos);
-    free(ia);
-    free(ja);
-    free(ar);
+    opt_free(&o);
     return st;
 }

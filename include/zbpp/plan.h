@@ -18,6 +18,11 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int ranks, int chunks, zb_pl
  * ranks*chunks or the placement does not allow `chunks`. */
 double zb_min_feasible_memory(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs);
 
+/* The same with every F recomputed (zb_add_recompute): one microbatch at a time, each R right
+ * before its B; uses costs->m_keep. NAN on mismatched sizes. */
+double zb_min_feasible_memory_recompute(int ranks, int chunks, zb_placement_t pl,
+                                        const zb_costs_t *costs);
+
 /* One row of the comparison. */
 typedef struct {
     char family[48];
@@ -62,6 +67,10 @@ typedef struct {
                                  the others are listed as skipped with that reason. One started
                                  family can overrun it by its own cost, which every family
                                  bounds (auto and v-half: a fixed budget of greedy builds). */
+    zb_recompute_t recompute; /* NONE: as before. ALL or AUTO: also a row "<family>+R" per
+                                 fixed family with every F recomputed (zb_add_recompute), and
+                                 "auto+R", auto searching with this mode. The recompute costs
+                                 are costs->t_r and m_keep (split like the others). */
 } zb_plan_opts_t;
 
 /* zb_plan_compare with a bound on the whole comparison. o == NULL: no bound, default solver

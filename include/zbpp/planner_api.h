@@ -27,6 +27,9 @@ zb_status_t zb_api_costs_new(int stages, double f, double b, double w, double co
 /* Set stage `stage`'s values; ZB_EINVAL for a bad stage or value (the model is unchanged). */
 zb_status_t zb_api_costs_set_stage(zb_costs_t *c, int stage, double f, double b, double w,
                                    double comm, double mf, double mb, double mw, zb_err_t *err);
+/* Recompute costs of every stage: an R takes t_r (NaN = each stage's F time) and a non-saving
+ * F keeps m_keep (in [0, M_F]). ZB_EINVAL for a negative or too large value (unchanged then). */
+zb_status_t zb_api_costs_set_recompute(zb_costs_t *c, double t_r, double m_keep, zb_err_t *err);
 /* zb_costs_rechunk (plan.h) into a new heap cost model. */
 zb_status_t zb_api_costs_rechunk(const zb_costs_t *src, int ranks, int chunks, int placement,
                                  zb_costs_t **out, zb_err_t *err);
@@ -45,6 +48,12 @@ int zb_api_default_chunks(const char *family, int ranks, int microbatches);
 zb_status_t zb_api_generate(const char *family, int ranks, int microbatches, int chunks,
                             const zb_costs_t *costs, int any_placement, double time_limit,
                             zb_schedule_t **out, char *note, size_t note_len, zb_err_t *err);
+/* zb_api_generate with a recompute mode (zb_recompute_t: 0 none, 1 all, 2 auto; see
+ * zb_gen_params_t.recompute). */
+zb_status_t zb_api_generate_rc(const char *family, int ranks, int microbatches, int chunks,
+                               const zb_costs_t *costs, int any_placement, double time_limit,
+                               int recompute, zb_schedule_t **out, char *note, size_t note_len,
+                               zb_err_t *err);
 /* shape[0..4] = ranks, chunks, stages, microbatches, placement (zb_placement_t). */
 void zb_api_schedule_shape(const zb_schedule_t *s, int shape[5]);
 const char *zb_api_schedule_name(const zb_schedule_t *s);
@@ -53,7 +62,8 @@ int zb_api_schedule_len(const zb_schedule_t *s, int rank);
 /* Copy rank's actions into types/stages/mbs (each zb_api_schedule_len entries). */
 zb_status_t zb_api_schedule_actions(const zb_schedule_t *s, int rank, int *types, int *stages,
                                     int *mbs, zb_err_t *err);
-/* Append one action (type is a zb_action_type_t). */
+/* Append one action (type is a zb_action_type_t). After pushing R's, call
+ * zb_schedule_mark_recompute (schedule.h) so their F's are marked non-saving. */
 zb_status_t zb_api_schedule_push(zb_schedule_t *s, int rank, int type, int stage, int mb,
                                  zb_err_t *err);
 
@@ -118,6 +128,9 @@ typedef struct {
 /* zb_plan_compare into a heap result (costs: one stage per rank). Free with zb_api_plan_free. */
 zb_status_t zb_api_plan(int ranks, int microbatches, const zb_costs_t *costs, double time_limit,
                         zb_plan_t **out, zb_err_t *err);
+/* zb_api_plan with a recompute mode (0 none, 1 all, 2 auto: zb_plan_opts_t.recompute). */
+zb_status_t zb_api_plan_rc(int ranks, int microbatches, const zb_costs_t *costs,
+                           double time_limit, int recompute, zb_plan_t **out, zb_err_t *err);
 int zb_api_plan_count(const zb_plan_t *plan);
 zb_status_t zb_api_plan_row(const zb_plan_t *plan, int i, zb_api_plan_row_t *row, zb_err_t *err);
 void zb_api_plan_free(zb_plan_t *plan);

@@ -149,6 +149,9 @@ typedef struct {
     double time_limit;        /* optimal: solver seconds (0 = default) */
     int verbose;              /* generators may report what they tried via `note` */
     char note[256];           /* out: a short remark (e.g. "auto chose zb-v"); may stay empty */
+    zb_recompute_t recompute; /* NONE (default); ALL: zb_add_recompute on the family's schedule
+                                 (auto searches with it); AUTO: auto family only (ZB_EINVAL
+                                 otherwise). The recompute costs are costs->t_r and m_keep. */
 } zb_gen_params_t;
 
 /* Largest P*M the exact solver (family "optimal") accepts; `schedule` and `plan` share it. */

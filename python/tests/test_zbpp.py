@@ -149,6 +149,48 @@ class Planner(unittest.TestCase):
             zbpp.from_csv("0F0,0X1\n")
 
 
+class Recompute(unittest.TestCase):
+    COSTS = zbpp.Costs(f=1, b=1, w=0.6, comm=0.05, mem=(1, -0.5, -0.5), mem_keep=0.1)
+
+    def test_all_on_a_family_and_the_memory_it_needs(self):
+        s = zbpp.generate("1f1b", 4, 8, recompute="all")
+        # every microbatch on ranks 0-2; the last rank's F's directly precede their backward
+        self.assertEqual(sum(a.kind == "R" for row in s.actions for a in row), 24)
+        # 4 F's keep 0.1 each, one microbatch rebuilt: peak 1.3 (memory model 1, 0, -1)
+        self.assertTrue(zbpp.validate(s, zbpp.Costs(mem_keep=0.1, mem_limit=1.3)).ok)
+        self.assertEqual(zbpp.validate(s, zbpp.Costs(mem_keep=0.1, mem_limit=1.2)).status,
+                         "EMEMLIMIT")
+        # the R time counts in the simulation
+        slow = zbpp.simulate(s, zbpp.Costs(r=3)).makespan
+        self.assertGreater(slow, zbpp.simulate(s, zbpp.Costs(r=0)).makespan)
+
+    def test_push_marks_the_f_of_an_r(self):
+        A = zbpp.Action
+        s = zbpp.Schedule("hand", 1, 1, 1, 1, "loop",
+                          [[A("F", 0, 0), A("R", 0, 0), A("B", 0, 0), A("W", 0, 0)]])
+        # a non-saving F keeps 0.25, its R adds the other 0.75: peak 1, not 1.75
+        self.assertTrue(zbpp.validate(s, zbpp.Costs(mem_keep=0.25, mem_limit=1.0)).ok)
+
+    def test_auto_fits_below_the_plain_minimum(self):
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.auto(4, 8, self.COSTS, mem_limit=0.9)
+        s = zbpp.auto(4, 8, self.COSTS, mem_limit=0.9, recompute="auto")
+        self.assertIn("recompute", s.note)
+        self.assertTrue(zbpp.validate(s).ok)
+
+    def test_plan_rows_and_bad_modes(self):
+        rows = zbpp.plan(4, 17, self.COSTS, mem_limit=2, recompute="all")
+        fits = {r.family for r in rows if r.fits}
+        self.assertIn("1f1b+R", fits)
+        self.assertNotIn("1f1b", fits)
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.generate("1f1b", 4, 8, recompute="auto")
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.generate("1f1b", 4, 8, recompute="some")
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.validate(zbpp.generate("1f1b", 4, 8), zbpp.Costs(mem_keep=2))
+
+
 class Formats(unittest.TestCase):
     def test_csv_is_what_pytorch_reads_and_round_trips(self):
         for fam in ("1f1b", "zb-h1", "zb-v", "interleaved-1f1b"):

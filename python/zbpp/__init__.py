@@ -11,7 +11,7 @@ one-line message. How the shared library is found: see zbpp._lib (ZBPP_LIBRARY f
 """
 import ctypes
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import List, Optional, Sequence, Union
 
 from . import _lib
@@ -110,6 +110,10 @@ class Costs:
     comm: PerStage = 0.0
     mem: Union[Sequence[Number], Sequence[Sequence[Number]]] = (1.0, 0.0, -1.0)
     mem_limit: Optional[float] = None
+    # Recompute (docs/schedule.md): r = duration of an R (None = the F's time), mem_keep = the
+    # memory a non-saving F keeps (0 <= mem_keep <= the F's memory), uniform over stages.
+    r: Optional[Number] = None
+    mem_keep: Number = 0.0
 
     def split(self, ranks: int, chunks: int, placement: str = "loop") -> "Costs":
         """Per-rank costs (one stage per rank) spread over `chunks` chunks per rank: each chunk
@@ -142,7 +146,8 @@ class Costs:
         if isinstance(comm, (list, tuple)):
             comm = [comm[rank_of(st)] for st in range(ranks * chunks)]
         return Costs(per(self.f, chunks), per(self.b, chunks), per(self.w, chunks), comm, mem,
-                     self.mem_limit)
+                     self.mem_limit, None if self.r is None else self.r / chunks,
+                     self.mem_keep / chunks)
 
     def stage_count(self) -> Optional[int]:
         """Stages the model describes, or None when every value is uniform."""
@@ -190,6 +195,10 @@ class _CCosts:
                 _check(_LIB.zb_api_costs_set_stage(self.ptr, s, at(c.f, s), at(c.b, s),
                                                    at(c.w, s), at(c.comm, s), m[0], m[1], m[2],
                                                    ctypes.byref(err)), err)
+        if c.r is not None or c.mem_keep:
+            r = math.nan if c.r is None else float(c.r)
+            _check(_LIB.zb_api_costs_set_recompute(self.ptr, r, float(c.mem_keep),
+                                                   ctypes.byref(err)), err)
 
     def __del__(self):
         if getattr(self, "ptr", None):
@@ -227,6 +236,8 @@ class _CSchedule:
                     raise ZbError(1, "schedule: unknown action kind %r" % (a.kind,))
                 _check(_LIB.zb_api_schedule_push(out.ptr, r, _TYPES.index(a.kind), a.stage,
                                                  a.mb, ctypes.byref(err)), err)
+        # an F whose (stage, mb) has an R is non-saving: the flag follows the R's presence
+        _check(_LIB.zb_schedule_mark_recompute(out.ptr, ctypes.byref(err)), err)
         return out
 
     def to_py(self, note: str = "") -> Schedule:
@@ -258,12 +269,24 @@ def families() -> List[str]:
         out.append(name.decode())
 
 
+_RECOMPUTE = ["none", "all", "auto"]
+
+
+def _recompute_mode(recompute: str) -> int:
+    if recompute not in _RECOMPUTE:
+        raise ZbError(1, "recompute: %r is not none, all or auto" % (recompute,))
+    return _RECOMPUTE.index(recompute)
+
+
 def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
              costs: Optional[Costs] = None, any_placement: bool = False,
-             time_limit: float = 0.0) -> Schedule:
+             time_limit: float = 0.0, recompute: str = "none") -> Schedule:
     """Generate a compute-only schedule of `family` (see families()) for P ranks and M
     microbatches. chunks 0 = the family's default (or the per-stage costs' count / P). Costs
-    are needed by auto and optimal and respected by every family that looks at them."""
+    are needed by auto and optimal and respected by every family that looks at them.
+    recompute: "none", "all" (every F non-saving, an R before each backward; any family) or
+    "auto" (family auto only: the search picks what to recompute; costs.r, costs.mem_keep)."""
+    mode = _recompute_mode(recompute)
     n = costs.stage_count() if costs is not None else None
     if not chunks:
         if n is not None:
@@ -276,9 +299,9 @@ def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
     err = _lib.Err()
     ptr = ctypes.c_void_p()
     note = ctypes.create_string_buffer(256)
-    _check(_LIB.zb_api_generate(family.encode(), ranks, microbatches, chunks, cc.ptr,
-                                int(any_placement), float(time_limit), ctypes.byref(ptr), note,
-                                256, ctypes.byref(err)), err)
+    _check(_LIB.zb_api_generate_rc(family.encode(), ranks, microbatches, chunks, cc.ptr,
+                                   int(any_placement), float(time_limit), mode,
+                                   ctypes.byref(ptr), note, 256, ctypes.byref(err)), err)
     out = _CSchedule(ptr).to_py(note.value.decode())
     if costs is not None:
         out.costs = costs
@@ -289,25 +312,31 @@ def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
 
 
 def best(ranks: int, microbatches: int, costs: Optional[Costs] = None,
-         mem_limit: Optional[float] = None, time_limit: float = 0.0) -> Schedule:
+         mem_limit: Optional[float] = None, time_limit: float = 0.0,
+         recompute: str = "none") -> Schedule:
     """The schedule plan() ranks first (smallest makespan within the memory limit), generated
     with the costs split over its chunking; its .costs is that per-stage model. costs are per
     rank (one stage per rank). Raises ZbError(EMEMLIMIT) when no family fits."""
     c = Costs() if costs is None else costs
     if mem_limit is not None:
-        c = Costs(c.f, c.b, c.w, c.comm, c.mem, mem_limit)
-    rows = plan(ranks, microbatches, c, time_limit=time_limit)
+        c = replace(c, mem_limit=mem_limit)
+    rows = plan(ranks, microbatches, c, time_limit=time_limit, recompute=recompute)
     if not rows or not rows[0].fits:
         raise ZbError(8, "best: no schedule family fits (%s)"
                       % ("; ".join("%s: %s" % (r.family, r.reason) for r in rows[:3])))
     row = rows[0]
     per_stage = c.split(ranks, row.chunks, row.placement)
-    if row.family == "auto":  # auto's winner may be any chunking: search it the same way
+    family, rc = row.family, "none"
+    if family.endswith("+R"):  # a recompute variant: the family with R's
+        family, rc = family[:-2], "all"
+        if family == "auto":
+            rc = recompute
+    if family == "auto":  # auto's winner may be any chunking: search it the same way
         s = generate("auto", ranks, microbatches, chunks=1, costs=c, any_placement=True,
-                     time_limit=time_limit)
+                     time_limit=time_limit, recompute=rc)
     else:
-        s = generate(row.family, ranks, microbatches, chunks=row.chunks, costs=per_stage,
-                     time_limit=time_limit)
+        s = generate(family, ranks, microbatches, chunks=row.chunks, costs=per_stage,
+                     time_limit=time_limit, recompute=rc)
     v = validate(s)
     if not v.ok:
         raise ZbError(_STATUS.index(v.status), "best: %s" % v.message)
@@ -316,16 +345,18 @@ def best(ranks: int, microbatches: int, costs: Optional[Costs] = None,
 
 def auto(ranks: int, microbatches: int, costs: Optional[Costs] = None,
          mem_limit: Optional[float] = None, any_placement: bool = True,
-         time_limit: float = 0.0) -> Schedule:
+         time_limit: float = 0.0, recompute: str = "none") -> Schedule:
     """The automatic search (ZB paper's heuristic + local improvement) under a memory limit.
     costs are per stage of one chunk per rank (per rank); mem_limit overrides costs.mem_limit.
     With any_placement the search also tries 2 chunks per rank (loop and V); .note says which
-    won, and .chunks/.placement tell the chunking of the result."""
+    won, and .chunks/.placement tell the chunking of the result. recompute "auto" lets the
+    search recompute activations (costs.r, costs.mem_keep) where that fits the limit faster;
+    "all" recomputes every F."""
     c = Costs() if costs is None else costs
     if mem_limit is not None:
-        c = Costs(c.f, c.b, c.w, c.comm, c.mem, mem_limit)
+        c = replace(c, mem_limit=mem_limit)
     return generate("auto", ranks, microbatches, chunks=1, costs=c, any_placement=any_placement,
-                    time_limit=time_limit)
+                    time_limit=time_limit, recompute=recompute)
 
 
 @dataclass
@@ -345,18 +376,21 @@ class PlanRow:
 
 
 def plan(ranks: int, microbatches: int, costs: Optional[Costs] = None,
-         mem_limit: Optional[float] = None, time_limit: float = 0.0) -> List[PlanRow]:
+         mem_limit: Optional[float] = None, time_limit: float = 0.0,
+         recompute: str = "none") -> List[PlanRow]:
     """Every family for P ranks and M microbatches under one cost model (one stage per rank:
     the times of a rank's whole model part) and memory limit: fitting rows first, best
-    (smallest makespan) first, then the others with a reason."""
+    (smallest makespan) first, then the others with a reason. recompute "all" or "auto" adds
+    a "<family>+R" row per family (every F recomputed) and "auto+R" (auto in that mode)."""
+    mode = _recompute_mode(recompute)
     c = Costs() if costs is None else costs
     if mem_limit is not None:
-        c = Costs(c.f, c.b, c.w, c.comm, c.mem, mem_limit)
+        c = replace(c, mem_limit=mem_limit)
     cc = _CCosts(c, ranks)
     err = _lib.Err()
     ptr = ctypes.c_void_p()
-    _check(_LIB.zb_api_plan(ranks, microbatches, cc.ptr, float(time_limit), ctypes.byref(ptr),
-                            ctypes.byref(err)), err)
+    _check(_LIB.zb_api_plan_rc(ranks, microbatches, cc.ptr, float(time_limit), mode,
+                               ctypes.byref(ptr), ctypes.byref(err)), err)
     try:
         rows = []
         for i in range(_LIB.zb_api_plan_count(ptr)):

@@ -55,6 +55,31 @@ zb_status_t zb_api_costs_set_stage(zb_costs_t *c, int stage, double f, double b,
     return ZB_OK;
 }
 
+zb_status_t zb_api_costs_set_recompute(zb_costs_t *c, double t_r, double m_keep, zb_err_t *err)
+{
+    if (!c)
+        return zb_err_set(err, ZB_EINVAL, "costs: no cost model");
+    for (int s = 0; s < c->stages; s++)
+        if (!(m_keep >= 0 && m_keep <= c->m_f[s]))
+            return zb_err_set(err, ZB_EINVAL,
+                              "costs: a non-saving F keeps %g, need 0 <= keep <= M_F = %g "
+                              "(stage %d)",
+                              m_keep, c->m_f[s], s);
+    zb_costs_t probe;
+    zb_status_t st = zb_costs_clone(&probe, c, err);
+    if (st != ZB_OK)
+        return st;
+    st = zb_costs_set_recompute(&probe, isnan(t_r) ? 0 : t_r, m_keep, err);
+    zb_costs_free(&probe);
+    if (st != ZB_OK)
+        return st;
+    st = zb_costs_set_recompute(c, isnan(t_r) ? 0 : t_r, m_keep, err);
+    if (st == ZB_OK && isnan(t_r))
+        for (int s = 0; s < c->stages; s++)
+            c->t_r[s] = c->t_f[s];
+    return st;
+}
+
 zb_status_t zb_api_costs_rechunk(const zb_costs_t *src, int ranks, int chunks, int placement,
                                  zb_costs_t **out, zb_err_t *err)
 {
@@ -105,13 +130,22 @@ zb_status_t zb_api_generate(const char *family, int ranks, int microbatches, int
                             const zb_costs_t *costs, int any_placement, double time_limit,
                             zb_schedule_t **out, char *note, size_t note_len, zb_err_t *err)
 {
+    return zb_api_generate_rc(family, ranks, microbatches, chunks, costs, any_placement,
+                              time_limit, ZB_RECOMPUTE_NONE, out, note, note_len, err);
+}
+
+zb_status_t zb_api_generate_rc(const char *family, int ranks, int microbatches, int chunks,
+                               const zb_costs_t *costs, int any_placement, double time_limit,
+                               int recompute, zb_schedule_t **out, char *note, size_t note_len,
+                               zb_err_t *err)
+{
     if (!family || !out)
         return zb_err_set(err, ZB_EINVAL, "generate: no family or output");
     if (note && note_len)
         note[0] = '\0';
     zb_gen_params_t p = {.ranks = ranks, .microbatches = microbatches, .chunks = chunks,
                          .costs = costs, .any_placement = any_placement != 0,
-                         .time_limit = time_limit};
+                         .time_limit = time_limit, .recompute = (zb_recompute_t)recompute};
     zb_status_t st = zb_generate(family, &p, out, err);
     if (st == ZB_OK && note && note_len)
         snprintf(note, note_len, "%s", p.note);
@@ -360,13 +394,24 @@ void zb_api_text_free(char *text) { free(text); }
 zb_status_t zb_api_plan(int ranks, int microbatches, const zb_costs_t *costs, double time_limit,
                         zb_plan_t **out, zb_err_t *err)
 {
+    return zb_api_plan_rc(ranks, microbatches, costs, time_limit, ZB_RECOMPUTE_NONE, out, err);
+}
+
+zb_status_t zb_api_plan_rc(int ranks, int microbatches, const zb_costs_t *costs,
+                           double time_limit, int recompute, zb_plan_t **out, zb_err_t *err)
+{
     if (!out)
         return zb_err_set(err, ZB_EINVAL, "plan: no output");
     *out = NULL;
     zb_plan_t *plan = calloc(1, sizeof *plan);
     if (!plan)
         return zb_err_set(err, ZB_ENOMEM, "plan: out of memory");
-    zb_status_t st = zb_plan_compare(ranks, microbatches, costs, time_limit, plan, err);
+    if (recompute < ZB_RECOMPUTE_NONE || recompute > ZB_RECOMPUTE_AUTO) {
+        free(plan);
+        return zb_err_set(err, ZB_EINVAL, "plan: unknown recompute mode %d", recompute);
+    }
+    zb_plan_opts_t o = {.solver_time_limit = time_limit, .recompute = (zb_recompute_t)recompute};
+    zb_status_t st = zb_plan_compare_opts(ranks, microbatches, costs, &o, plan, err);
     if (st != ZB_OK) {
         free(plan);
         return st;

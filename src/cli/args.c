@@ -212,6 +212,8 @@ void zb_cli_costs_init(zb_cli_costs_t *c)
     c->mem[1] = 0;
     c->mem[2] = -1;
     c->mem_limit = INFINITY;
+    c->recompute = ZB_RECOMPUTE_NONE;
+    c->r_time = NAN;
 }
 
 void zb_cli_costs_free(zb_cli_costs_t *c)
@@ -348,6 +350,19 @@ zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_
         free(text);
         return st;
     }
+    case ZB_OPT_RECOMPUTE:
+        return zb_recompute_parse(arg, &c->recompute, err); /* names the flag */
+    case ZB_OPT_MEM_RECOMPUTE:
+        c->recompute_given = true;
+        return zb_cli_parse_number(arg, true, "--mem-recompute", &c->mem_keep, err);
+    case ZB_OPT_RECOMPUTE_TIME:
+        c->recompute_given = true;
+        if ((st = zb_cli_parse_number(arg, true, "--recompute-time", &c->r_time, err)) != ZB_OK)
+            return st;
+        if (c->r_time > ZB_COST_MAX)
+            return zb_err_set(err, ZB_EINVAL, "--recompute-time: %s is above %g", arg,
+                              ZB_COST_MAX);
+        return ZB_OK;
     default:
         return zb_err_set(err, ZB_EINVAL, "internal: option %d is not a cost option", opt);
     }
@@ -370,6 +385,24 @@ zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, zb_costs_t *
         out->comm[s] = c->file_t[s * 4 + 3];
     }
     out->mem_limit = c->mem_limit;
+    if (c->recompute == ZB_RECOMPUTE_NONE && !c->recompute_given)
+        return ZB_OK;
+    for (int s = 0; s < stages; s++)
+        if (c->mem_keep > out->m_f[s]) {
+            double mf = out->m_f[s];
+            zb_costs_free(out);
+            return zb_err_set(err, ZB_EINVAL,
+                              "--mem-recompute: %g is more than an F's memory (M_F = %g): a "
+                              "non-saving F cannot keep more than a saving one",
+                              c->mem_keep, mf);
+        }
+    st = zb_costs_set_recompute(out, 0, c->mem_keep, err);
+    if (st != ZB_OK) {
+        zb_costs_free(out);
+        return st;
+    }
+    for (int s = 0; s < stages; s++)
+        out->t_r[s] = isnan(c->r_time) ? out->t_f[s] : c->r_time;
     return ZB_OK;
 }
 
@@ -387,6 +420,24 @@ void zb_cli_costs_help(FILE *out, bool with_times)
           "  --mem-limit X       per-rank limit on the running memory sum, in --mem units\n"
           "                      (default none)\n",
           out);
+}
+
+void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time)
+{
+    if (with_mode)
+        fputs("  --recompute MODE    activation recomputation: none (default), all (an F keeps\n"
+              "                      only its input, an R rebuilds the rest right before its\n"
+              "                      B, unless the B follows the F directly; any family, or\n"
+              "                      a FILE.csv without R's), auto\n"
+              "                      (schedule/plan with -s auto: the search picks which stages\n"
+              "                      recompute and where each R goes to fit --mem-limit fastest)\n",
+              out);
+    fputs("  --mem-recompute X   memory a non-saving F keeps, in --mem units (default 0;\n"
+          "                      at most M_F); its R adds M_F - X\n",
+          out);
+    if (with_time)
+        fputs("  --recompute-time X  duration of an R in --cost units (default: the F's time)\n",
+              out);
 }
 
 zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err)

@@ -25,6 +25,9 @@ enum {
     ZB_OPT_FORMAT,
     ZB_OPT_WIDTH,
     ZB_OPT_HELP,
+    ZB_OPT_RECOMPUTE,      /* --recompute none|all|auto */
+    ZB_OPT_MEM_RECOMPUTE,  /* --mem-recompute X */
+    ZB_OPT_RECOMPUTE_TIME, /* --recompute-time X */
 };
 
 /* Print "zbpp <cmd>: <message>" and a newline on stderr. */
@@ -98,20 +101,29 @@ typedef struct {
     const char *cost_file;
     int file_stages;      /* stages in the cost file (0 = none loaded) */
     double *file_t;       /* [file_stages][4]: F, B, W, C per stage */
+    /* Recompute: the mode (schedule, plan) and its two costs (every planner command). */
+    zb_recompute_t recompute; /* default none */
+    double mem_keep;          /* --mem-recompute: memory a non-saving F keeps (default 0) */
+    double r_time;            /* --recompute-time: R's duration; NAN = each stage's F time */
+    bool recompute_given;     /* --mem-recompute or --recompute-time seen */
 } zb_cli_costs_t;
 
 void zb_cli_costs_init(zb_cli_costs_t *c);
 void zb_cli_costs_free(zb_cli_costs_t *c);
-/* Handle one of ZB_OPT_COST, ZB_OPT_MEM, ZB_OPT_MEM_LIMIT, ZB_OPT_COST_FILE with its argument.
+/* Handle one of ZB_OPT_COST, ZB_OPT_MEM, ZB_OPT_MEM_LIMIT, ZB_OPT_COST_FILE (and the three
+ * recompute options: the mode, the kept memory >= 0, the R time >= 0) with its argument.
  * --cost-file is read and checked here: rows "stage,F,B,W,C" ('#' comments, blank lines and an
  * optional header "stage,F,B,W,C" allowed), every stage 0..S-1 exactly once. */
 zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_err_t *err);
 /* Build the cost model for `stages` stages (uniform values, or the cost file's rows, which must
- * then cover exactly `stages` stages), memory deltas and limit included. Free with
- * zb_costs_free. */
+ * then cover exactly `stages` stages), memory deltas and limit included; with a recompute mode
+ * other than none or a recompute cost given, also t_r and m_keep (ZB_EINVAL when the kept
+ * memory exceeds an F's). Free with zb_costs_free. */
 zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, zb_costs_t *out,
                                zb_err_t *err);
 /* The --help text for the four cost options (shared wording). */
 void zb_cli_costs_help(FILE *out, bool with_times);
+/* The --help text for --recompute (with_mode), --mem-recompute and --recompute-time. */
+void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time);
 
 #endif

@@ -15,7 +15,8 @@ enum { OPT_TIME_LIMIT = 2000 };
 static void help(FILE *out)
 {
     fputs("usage: zbpp plan -p RANKS -m MICROBATCHES [--cost F,B,W[,C]] [--mem F,B,W]\n"
-          "                 [--mem-limit X] [--time-limit S] [--format table|json]\n\n"
+          "                 [--mem-limit X] [--recompute none|all|auto] [--mem-recompute X]\n"
+          "                 [--recompute-time X] [--time-limit S] [--format table|json]\n\n"
           "Generate every schedule family for the same model and rank them: makespan, bubble\n"
           "rate, peak memory per rank and cross-rank messages. Costs and memory are those of one\n"
           "rank's whole stage; families with 2 chunks per rank get half of each per chunk.\n"
@@ -24,6 +25,10 @@ static void help(FILE *out)
           "  -m, --microbatches M   microbatches per step\n",
           out);
     zb_cli_costs_help(out, true);
+    zb_cli_recompute_help(out, true, true);
+    fputs("                      plan: all and auto add a row per family with every F\n"
+          "                      recomputed (family+R) and auto's recompute search (auto+R)\n",
+          out);
     fputs("  --time-limit S       bound the whole comparison to about S seconds: a family is\n"
           "                       started only while time is left (listed as skipped after);\n"
           "                       the exact solver (optimal, P*M <= 64) gets at most 10 s and\n"
@@ -124,6 +129,9 @@ int zb_cmd_plan(int argc, char **argv)
         {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
         {"mem", required_argument, NULL, ZB_OPT_MEM},
         {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
+        {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
+        {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
@@ -157,6 +165,9 @@ int zb_cmd_plan(int argc, char **argv)
         case ZB_OPT_COST:
         case ZB_OPT_COST_FILE:
         case ZB_OPT_MEM:
+        case ZB_OPT_RECOMPUTE:
+        case ZB_OPT_MEM_RECOMPUTE:
+        case ZB_OPT_RECOMPUTE_TIME:
         case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);
@@ -187,8 +198,12 @@ int zb_cmd_plan(int argc, char **argv)
         zb_costs_t vc;
         if (zb_costs_rechunk(&costs, ranks, 2, ZB_PLACE_V, &vc, NULL) == ZB_OK) {
             need = fmin(need, zb_min_feasible_memory(ranks, 2, ZB_PLACE_V, &vc));
+            if (copt.recompute != ZB_RECOMPUTE_NONE)
+                need = fmin(need, zb_min_feasible_memory_recompute(ranks, 2, ZB_PLACE_V, &vc));
             zb_costs_free(&vc);
         }
+        if (copt.recompute != ZB_RECOMPUTE_NONE)
+            need = fmin(need, zb_min_feasible_memory_recompute(ranks, 1, ZB_PLACE_LOOP, &costs));
     }
     if (costs.mem_limit < need - 1e-9 * fmax(1.0, need)) {
         zb_cli_error(CMD, "memory limit %g is below the minimum %g that any schedule needs",
@@ -198,7 +213,7 @@ int zb_cmd_plan(int argc, char **argv)
         goto out;
     }
     zb_plan_t plan;
-    zb_plan_opts_t popt = {.time_limit = time_limit};
+    zb_plan_opts_t popt = {.time_limit = time_limit, .recompute = copt.recompute};
     st = zb_plan_compare_opts(ranks, mbs, &costs, &popt, &plan, &err);
     zb_costs_free(&costs);
     if (st != ZB_OK) {

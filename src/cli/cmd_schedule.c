@@ -15,7 +15,9 @@ static void help(FILE *out)
 {
     fputs("usage: zbpp schedule -s NAME -p RANKS -m MICROBATCHES [-v CHUNKS]\n"
           "                     [--cost F,B,W[,C] | --cost-file FILE] [--mem F,B,W]\n"
-          "                     [--mem-limit X] [--format FMT] [--width N] [-o FILE]\n\n"
+          "                     [--mem-limit X] [--recompute none|all|auto]\n"
+          "                     [--mem-recompute X] [--recompute-time X]\n"
+          "                     [--format FMT] [--width N] [-o FILE]\n\n"
           "Generate a pipeline schedule, check it (completeness, dependencies, memory limit,\n"
           "deadlock), simulate it and print it.\n\n"
           "  -s, --schedule NAME  schedule family (see below)\n"
@@ -24,6 +26,7 @@ static void help(FILE *out)
           "  -v, --chunks V       model chunks per rank, S = V*P stages (default: the family's)\n",
           out);
     zb_cli_costs_help(out, true);
+    zb_cli_recompute_help(out, true, true);
     fprintf(out,
             "  --format FMT        output: %s (default ascii)\n"
             "                      ascii: grid + summary; csv: PyTorch pipelining CSV (compute\n"
@@ -69,6 +72,9 @@ int zb_cmd_schedule(int argc, char **argv)
         {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
         {"mem", required_argument, NULL, ZB_OPT_MEM},
         {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
+        {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
+        {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"width", required_argument, NULL, ZB_OPT_WIDTH},
         {"any-placement", no_argument, NULL, 3001},
@@ -108,6 +114,9 @@ int zb_cmd_schedule(int argc, char **argv)
         case ZB_OPT_COST:
         case ZB_OPT_COST_FILE:
         case ZB_OPT_MEM:
+        case ZB_OPT_RECOMPUTE:
+        case ZB_OPT_MEM_RECOMPUTE:
+        case ZB_OPT_RECOMPUTE_TIME:
         case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);
@@ -159,7 +168,8 @@ int zb_cmd_schedule(int argc, char **argv)
         goto out;
     }
     zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .chunks = chunks, .costs = &costs,
-                         .any_placement = any_placement, .time_limit = time_limit};
+                         .any_placement = any_placement, .time_limit = time_limit,
+                         .recompute = copt.recompute};
     zb_schedule_t *s = NULL;
     st = zb_generate(name, &p, &s, &err);
     if (st == ZB_OK && p.note[0])

@@ -12,7 +12,8 @@ static const char *const CMD = "validate";
 
 static void help(FILE *out)
 {
-    fputs("usage: zbpp validate FILE.csv [--mem F,B,W] [--mem-limit X]\n\n"
+    fputs("usage: zbpp validate FILE.csv [--mem F,B,W] [--mem-limit X] [--recompute none|all]\n"
+          "                     [--mem-recompute X]\n\n"
           "Check a schedule written as a PyTorch pipelining CSV: each (stage, microbatch) has one\n"
           "F and one backward (B and W, or a fused BW), every action sits on the rank holding its\n"
           "stage, W follows its B, the dependencies can be met, the per-rank memory stays within\n"
@@ -20,6 +21,7 @@ static void help(FILE *out)
           "Prints 'valid: ...' and exits 0, or prints the problem and exits 1.\n\n",
           out);
     zb_cli_costs_help(out, false);
+    zb_cli_recompute_help(out, true, false);
     fputs("  -h, --help          this help\n", out);
 }
 
@@ -28,6 +30,9 @@ int zb_cmd_validate(int argc, char **argv)
     static const struct option longopts[] = {
         {"mem", required_argument, NULL, ZB_OPT_MEM},
         {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
+        {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
+        {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -42,6 +47,9 @@ int zb_cmd_validate(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case ZB_OPT_MEM:
+        case ZB_OPT_RECOMPUTE:
+        case ZB_OPT_MEM_RECOMPUTE:
+        case ZB_OPT_RECOMPUTE_TIME:
         case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);

@@ -109,6 +109,24 @@ int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *cop
     if (info.composite > 0)
         fprintf(stderr, "zbpp %s: note: %s: read %d OVERLAP_F_B cell%s as their actions in order\n",
                 cmd, path, info.composite, info.composite == 1 ? "" : "s");
+    if (copt->recompute == ZB_RECOMPUTE_AUTO) {
+        zb_cli_error(cmd, "--recompute auto chooses recomputation while generating a schedule "
+                          "(zbpp schedule -s auto); for a FILE.csv use none or all");
+        zb_schedule_free(*out);
+        *out = NULL;
+        return ZB_EXIT_USAGE;
+    }
+    if (copt->recompute == ZB_RECOMPUTE_ALL) {
+        zb_schedule_t *rc = NULL;
+        if (zb_add_recompute(*out, NULL, &rc, &err) != ZB_OK) {
+            zb_cli_error(cmd, "--recompute all: %s: %s", path, err.msg);
+            zb_schedule_free(*out);
+            *out = NULL;
+            return ZB_EXIT_USAGE;
+        }
+        zb_schedule_free(*out);
+        *out = rc;
+    }
     if (zb_cli_costs_build(copt, (*out)->stages, costs, &err) != ZB_OK) {
         zb_cli_error(cmd, "%s", err.msg);
         zb_schedule_free(*out);

@@ -24,6 +24,7 @@ void zb_cli_summary_line(FILE *out, const zb_sim_t *sim);
  * from the cost/memory options. On failure prints the error, leaves nothing allocated and returns
  * the exit status (ZB_EXIT_FAIL for the file, ZB_EXIT_USAGE for the costs); ZB_EXIT_OK on
  * success, when the caller frees *out and *costs. */
+/* (--recompute all adds an R before every backward of the file's schedule; auto is refused.) */
 int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *copt,
                     zb_schedule_t **out, zb_costs_t *costs);
 

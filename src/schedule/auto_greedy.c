@@ -56,7 +56,7 @@ static void rank_stages(int P, int v, zb_placement_t pl, int r, int *out)
 /* Peak of one microbatch alone on rank r: F's ascending, then B's descending, each followed by
  * its W when with_w. */
 static double single_mb_peak(int P, int v, zb_placement_t pl, const zb_costs_t *c, int r,
-                             bool with_w)
+                             bool with_w, const double *b_pre)
 {
     double cur = 0, peak = 0;
     for (int k = 0; k < v; k++) {
@@ -65,6 +65,8 @@ static double single_mb_peak(int P, int v, zb_placement_t pl, const zb_costs_t *
     }
     for (int k = v - 1; k >= 0; k--) {
         int st = rank_stage(P, pl, r, k);
+        if (b_pre)
+            peak = fmax(peak, cur + b_pre[st]);
         cur += c->m_b[st];
         peak = fmax(peak, cur);
         if (with_w) {
@@ -82,7 +84,7 @@ double zb_min_memory_needed(int ranks, int chunks, zb_placement_t pl, const zb_c
         return NAN; /* sizes that do not match the cost model */
     double y = 0;
     for (int r = 0; r < ranks; r++)
-        y = fmax(y, single_mb_peak(ranks, chunks, pl, costs, r, true));
+        y = fmax(y, single_mb_peak(ranks, chunks, pl, costs, r, true, NULL));
     return y;
 }
 
@@ -414,9 +416,13 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
         }
         if (cand[i].type == ZB_ACT_B) {
             double db = g->c->m_b[cand[i].st];
-            bool fits = g->o->fb_order ? g->mem[r] + db <= g->o->mem_cap + EPS
-                                       : db <= 0 || (g->mem[r] + db <= g->o->mem_cap + EPS &&
-                                                   safe_after(g, r, cand[i].m, db));
+            double pre = g->o->b_pre ? g->o->b_pre[cand[i].st] : 0; /* a folded R's moment */
+            double hi = fmax(db, pre);
+            bool fits = g->o->fb_order
+                            ? g->mem[r] + hi <= g->o->mem_cap + EPS
+                            : hi <= 0 || (g->mem[r] + hi <= g->o->mem_cap + EPS &&
+                                          safe_after(g, r, cand[i].m, db) &&
+                                          (pre <= 0 || safe_after(g, r, cand[i].m, pre)));
             if (!fits) {
                 f_blocked = true;
                 continue;
@@ -554,7 +560,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         g.stage_rank[s] = zb_stage_rank(g.s, s);
     for (int r = 0; r < P; r++) {
         rank_stages(P, v, pl, r, &g.stages[r * v]);
-        g.need[r] = single_mb_peak(P, v, pl, c, r, false);
+        g.need[r] = single_mb_peak(P, v, pl, c, r, false, o->b_pre);
         g.left[r] = 3 * v * M;
         g.fb_left[r] = 2 * v * M;
         g.stale[r] = true;

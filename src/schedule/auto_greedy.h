@@ -38,6 +38,11 @@ typedef struct {
      * only decides where the W's go. Memory is then checked without reservations, because the
      * given order is assumed deadlock-free. NULL = the greedy picks F/B too. */
     const zb_schedule_t *fb_order;
+    /* Optional per-stage memory a B needs for a moment before its own delta applies ([stages],
+     * NULL = none): with recompute folded into the costs (see auto_recompute.c) the R just
+     * before the B allocates m_f - m_keep, then the B frees. Counted in the microbatch's
+     * footprint (banker's check) and in whether the B fits now. */
+    const double *b_pre;
 } zb_greedy_opts_t;
 
 /* Default options: FILL, lookahead on, deep-first, no in-flight cap, no memory cap. */

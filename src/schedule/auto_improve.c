@@ -2,7 +2,8 @@
  *
  * Two kinds of move, both found from the simulated timeline so the work stays bounded:
  *  - a W that an F/B had to wait for (the F/B starts exactly when the W ends) goes after it;
- *  - a W that follows an idle gap moves one slot earlier, into the gap (never before its own B).
+ *  - a W that follows an idle gap moves one slot earlier, into the gap (never before its own B);
+ *  - the same two moves for an R (recompute), never past its own F or B.
  * The F/B order of a rank never changes, so a move cannot create a deadlock; memory is checked
  * on the rank after each move. A move is kept when (max span, makespan) drops. */
 #include "schedule/auto_greedy.h"
@@ -86,11 +87,11 @@ zb_status_t zb_improve_local(zb_schedule_t **sp, const zb_costs_t *c, int max_ev
             zb_rank_program_t *p = &s->rank[r];
             for (int i = 0; i + 1 < p->len && !improved && evals < max_evals; i++) {
                 zb_action_t *a = &p->actions[i], *b = &p->actions[i + 1];
-                bool later = a->type == ZB_ACT_W && is_fb(b) &&
+                bool same = a->stage == b->stage && a->mb == b->mb;
+                bool later = (a->type == ZB_ACT_W || a->type == ZB_ACT_R) && is_fb(b) && !same &&
                              fabs(sim.start[r][i + 1] - sim.end[r][i]) < 1e-12;
-                bool earlier = b->type == ZB_ACT_W && is_fb(a) &&
-                               !(a->stage == b->stage && a->mb == b->mb) && i > 0 &&
-                               sim.start[r][i] > sim.end[r][i - 1] + 1e-12;
+                bool earlier = (b->type == ZB_ACT_W || b->type == ZB_ACT_R) && is_fb(a) &&
+                               !same && i > 0 && sim.start[r][i] > sim.end[r][i - 1] + 1e-12;
                 if (!later && !earlier)
                     continue;
                 swap(p, i);

@@ -121,16 +121,23 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
         return st;
     size_t nf;
     const zb_generator_info_t *fam = zb_generators(&nf);
-    out->rows = calloc(nf, sizeof *out->rows);
+    const zb_recompute_t rmode = o ? o->recompute : ZB_RECOMPUTE_NONE;
+    /* with recompute every family is tried twice: as it is, then with R's ("+R") */
+    const size_t passes = rmode == ZB_RECOMPUTE_NONE ? 1 : 2;
+    out->rows = calloc(nf * passes, sizeof *out->rows);
     if (!out->rows)
         return zb_err_set(err, ZB_ENOMEM, "plan: out of memory");
     out->ranks = P;
     out->microbatches = M;
     out->mem_limit = costs->mem_limit;
-    for (size_t i = 0; i < nf; i++) {
-        zb_plan_row_t *row = &out->rows[out->count++];
-        snprintf(row->family, sizeof row->family, "%s", fam[i].name);
+    for (size_t j = 0; j < nf * passes; j++) {
+        const size_t i = j / passes; /* each family, then its +R row */
+        const bool with_r = j % passes == 1;
         bool is_auto = !strcmp(fam[i].name, "auto"), is_opt = !strcmp(fam[i].name, "optimal");
+        if (with_r && is_opt)
+            continue; /* the exact solver has no recompute */
+        zb_plan_row_t *row = &out->rows[out->count++];
+        snprintf(row->family, sizeof row->family, "%s%s", fam[i].name, with_r ? "+R" : "");
         int v = 1;
         zb_placement_t pl = ZB_PLACE_LOOP;
         if (is_opt && (long long)P * M > ZB_OPTIMAL_MAX_PM) {
@@ -154,7 +161,10 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
             goto fail;
         zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = &c,
                              .any_placement = is_auto,
-                             .time_limit = fmin(solver, left)};
+                             .time_limit = fmin(solver, left),
+                             .recompute = !with_r    ? ZB_RECOMPUTE_NONE
+                                          : is_auto ? rmode
+                                                    : ZB_RECOMPUTE_ALL};
         zb_schedule_t *s = NULL;
         zb_err_t e;
         zb_err_clear(&e);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "schedule/auto_recompute.h"
 #include "schedule/auto_sweep.h"
 #include "schedule/gen_v.h"
 #include "schedule/generators.h"
@@ -37,12 +38,31 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int P, int v, zb_placement_t
         dst->m_w[s] = src->m_w[r] / v;
     }
     dst->mem_limit = src->mem_limit;
+    if (src->t_r || src->m_keep) {
+        /* the recompute costs split like the others (defaults filled in per rank) */
+        st = zb_costs_set_recompute(dst, 0, 0, err);
+        if (st != ZB_OK) {
+            zb_costs_free(dst);
+            return st;
+        }
+        for (int s = 0; s < v * P; s++) {
+            int r = zb_stage_rank_of(P, v, pl, s);
+            dst->t_r[s] = zb_costs_t_r(src, r) / v;
+            dst->m_keep[s] = zb_costs_m_keep(src, r) / v;
+        }
+    }
     return ZB_OK;
 }
 
 double zb_min_feasible_memory(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *c)
 {
     return zb_min_memory_needed(ranks, chunks, pl, c);
+}
+
+double zb_min_feasible_memory_recompute(int ranks, int chunks, zb_placement_t pl,
+                                        const zb_costs_t *c)
+{
+    return zb_min_memory_recompute(ranks, chunks, pl, c);
 }
 
 /* Families auto never calls (itself, the solver that calls it). */
@@ -61,12 +81,18 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
     zb_sweep_best_t local;
     zb_sweep_init(&local);
     local.by_span = true;
-    zb_status_t st = zb_greedy_sweep("auto", P, v, pl, M, c, cap, zb_sweep_budget(P, v, M), &local,
-                                     &e);
+    zb_status_t st = ZB_OK;
+    if (p->recompute != ZB_RECOMPUTE_NONE) {
+        st = zb_auto_recompute_chunking(p, v, pl, c, p->recompute, &local, err);
+        if (st != ZB_OK || p->recompute == ZB_RECOMPUTE_ALL)
+            goto done; /* ALL: only schedules that recompute everything */
+    }
+    st = zb_greedy_sweep("auto", P, v, pl, M, c, cap, zb_sweep_budget(P, v, M), &local, &e);
     if (st == ZB_ENOMEM) {
         zb_sweep_clear(&local);
         return zb_err_set(err, st, "%s", e.msg);
     }
+    st = ZB_OK;
     /* Handcrafted families of this chunking. */
     size_t nf;
     const zb_generator_info_t *fam = zb_generators(&nf);
@@ -86,7 +112,8 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
     zb_schedule_t *minmem = NULL;
     if (zb_min_memory_schedule("auto", P, v, pl, M, &minmem, NULL) == ZB_OK)
         zb_sweep_offer(&local, minmem, c, cap, "min-memory");
-    if (local.s) {
+done:
+    if (st == ZB_OK && local.s) {
         zb_schedule_t *s = local.s;
         local.s = NULL;
         /* re-offer into the overall best with the chunking in the label */
@@ -96,7 +123,7 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
         zb_sweep_offer(best, s, c, cap, full);
     }
     zb_sweep_clear(&local);
-    return ZB_OK;
+    return st;
 }
 
 typedef struct {
@@ -143,14 +170,20 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
     }
     /* The limit must be reachable by some chunking. */
     double ymin = INFINITY;
-    for (int k = 0; k < nch; k++)
-        ymin = fmin(ymin, zb_min_memory_needed(P, ch[k].v, ch[k].pl, &ch[k].c));
+    for (int k = 0; k < nch; k++) {
+        if (p->recompute != ZB_RECOMPUTE_ALL)
+            ymin = fmin(ymin, zb_min_memory_needed(P, ch[k].v, ch[k].pl, &ch[k].c));
+        if (p->recompute != ZB_RECOMPUTE_NONE)
+            ymin = fmin(ymin, zb_min_memory_recompute(P, ch[k].v, ch[k].pl, &ch[k].c));
+    }
     double limit = p->costs->mem_limit;
     if (limit < ymin - 1e-9 * fmax(1.0, fabs(ymin))) {
         st = zb_err_set(err, ZB_EMEMLIMIT,
                         "auto: memory limit %g is below the minimum %g that any schedule needs "
-                        "(one microbatch at a time)",
-                        limit, ymin);
+                        "(one microbatch at a time%s)",
+                        limit, ymin,
+                        p->recompute == ZB_RECOMPUTE_NONE ? "; --recompute may lower it"
+                                                          : ", recomputing");
         goto out;
     }
     zb_sweep_best_t best;
@@ -169,11 +202,23 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
         double before = best.makespan, after = before;
         int evals = (int)fmin(300.0, 1e6 / (double)(3LL * best.s->chunks * P * p->microbatches));
         zb_err_t e;
+        int dropped = 0;
+        char pruned[64] = "";
+        if (p->recompute == ZB_RECOMPUTE_AUTO && zb_schedule_has_recompute(best.s)) {
+            /* per (stage, mb): keep the activations wherever the limit allows after all */
+            if ((st = zb_recompute_prune(best.s, wc, 20000000LL, &dropped, err)) != ZB_OK) {
+                zb_sweep_clear(&best);
+                goto out;
+            }
+            if (dropped)
+                snprintf(pruned, sizeof pruned, "; %d recompute%s dropped where memory allows",
+                         dropped, dropped == 1 ? "" : "s");
+        }
         if (zb_improve_local(&best.s, wc, evals < 10 ? 10 : evals, &after, &e) != ZB_OK)
             after = before;
         snprintf(best.s->name, sizeof best.s->name, "auto");
-        snprintf(p->note, sizeof p->note, "auto chose %s; makespan %g%s", best.label, after,
-                 after < before - 1e-12 ? " after local improvement" : "");
+        snprintf(p->note, sizeof p->note, "auto chose %s%s; makespan %g%s", best.label, pruned,
+                 after, after < before - 1e-12 ? " after local improvement" : "");
         *out = best.s;
         best.s = NULL;
     }

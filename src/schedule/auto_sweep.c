@@ -3,6 +3,8 @@
  * memory; span and makespan swap roles with by_span). */
 #include "schedule/auto_sweep.h"
 
+#include "schedule/auto_recompute.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +167,13 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
                             const zb_costs_t *c, double cap, int max_builds,
                             zb_sweep_best_t *best, zb_err_t *err)
 {
+    return zb_greedy_sweep_rc(name, P, v, pl, M, c, cap, max_builds, NULL, best, err);
+}
+
+zb_status_t zb_greedy_sweep_rc(const char *name, int P, int v, zb_placement_t pl, int M,
+                               const zb_costs_t *c, double cap, int max_builds,
+                               const zb_sweep_rc_t *rc, zb_sweep_best_t *best, zb_err_t *err)
+{
     enum { MAX_SETTINGS = 2048 };
     setting_t *set = malloc(sizeof *set * MAX_SETTINGS);
     if (!set)
@@ -192,9 +201,19 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
         o.mem_cap = cap;
         o.w_keep = (int)x->keep;
         o.w_keep_slope = x->keep_slope;
+        if (rc)
+            o.b_pre = rc->b_pre;
         zb_schedule_t *s = NULL;
         built++;
-        zb_status_t st = zb_greedy_build(name, P, v, pl, M, c, &o, &s, NULL, &e);
+        zb_status_t st = zb_greedy_build(name, P, v, pl, M, rc ? rc->folded : c, &o, &s, NULL, &e);
+        if (st == ZB_OK && rc) {
+            zb_schedule_t *r = NULL;
+            st = zb_add_recompute(s, rc->which, &r, &e);
+            zb_schedule_free(s);
+            s = r;
+            if (st == ZB_OK && rc->prune)
+                st = zb_recompute_prune(s, c, 20LL * 3 * v * P * M, NULL, &e);
+        }
         if (st == ZB_ENOMEM) {
             free(set);
             return zb_err_set(err, st, "%s", e.msg);
@@ -204,8 +223,12 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
             continue;
         }
         ok++;
-        char label[160];
+        char label[192];
         describe(x, P, label, sizeof label);
+        if (rc) {
+            size_t used = strlen(label);
+            snprintf(label + used, sizeof label - used, ", %s", rc->what);
+        }
         zb_sweep_offer(best, s, c, cap, label);
     }
     free(set);

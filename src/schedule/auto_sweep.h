@@ -31,4 +31,20 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
                             const zb_costs_t *c, double cap, int max_builds,
                             zb_sweep_best_t *best, zb_err_t *err);
 
+/* Recompute folded into a sweep (see auto_recompute.c): the greedy runs on `folded` costs with
+ * opts.b_pre = b_pre, each result gets zb_add_recompute(which) and is judged with the real
+ * costs. `what` is appended to the label ("recompute all"). */
+typedef struct {
+    const zb_costs_t *folded;
+    const double *b_pre; /* [stages] */
+    const bool *which;   /* [stages * M] */
+    const char *what;
+    bool prune;          /* zb_recompute_prune each result before judging it (mode auto) */
+} zb_sweep_rc_t;
+
+/* zb_greedy_sweep with recompute (rc != NULL): c is the real cost model, cap its limit. */
+zb_status_t zb_greedy_sweep_rc(const char *name, int P, int v, zb_placement_t pl, int M,
+                               const zb_costs_t *c, double cap, int max_builds,
+                               const zb_sweep_rc_t *rc, zb_sweep_best_t *best, zb_err_t *err);
+
 #endif

@@ -85,7 +85,30 @@ zb_status_t zb_generate(const char *name, zb_gen_params_t *p, zb_schedule_t **ou
                           name ? name : "(null)", known);
     }
     p->note[0] = '\0';
-    zb_status_t st = g->fn(p, out, err);
+    const bool is_auto = g->fn == zb_gen_auto;
+    if (p->recompute != ZB_RECOMPUTE_NONE && p->recompute != ZB_RECOMPUTE_ALL &&
+        p->recompute != ZB_RECOMPUTE_AUTO)
+        return zb_err_set(err, ZB_EINVAL, "%s: unknown recompute mode %d", g->name,
+                          (int)p->recompute);
+    if (p->recompute == ZB_RECOMPUTE_AUTO && !is_auto)
+        return zb_err_set(err, ZB_EINVAL,
+                          "%s: recompute 'auto' needs the auto family (-s auto); use 'all' "
+                          "to recompute every microbatch of %s",
+                          g->name, g->name);
+    zb_status_t st;
+    if (is_auto || p->recompute == ZB_RECOMPUTE_NONE) {
+        st = g->fn(p, out, err); /* auto honours p->recompute itself */
+    } else {
+        /* ALL on a fixed family: its schedule, then an R before every backward */
+        zb_gen_params_t q = *p;
+        q.recompute = ZB_RECOMPUTE_NONE;
+        zb_schedule_t *plain = NULL;
+        st = g->fn(&q, &plain, err);
+        memcpy(p->note, q.note, sizeof p->note);
+        if (st == ZB_OK)
+            st = zb_add_recompute(plain, NULL, out, err);
+        zb_schedule_free(plain);
+    }
     if (st != ZB_OK) {
         zb_schedule_free(*out);
         *out = NULL;

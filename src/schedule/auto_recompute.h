@@ -1,0 +1,31 @@
+/* Internal: the recompute side of `auto` (auto_recompute.c). */
+#ifndef ZBPP_AUTO_RECOMPUTE_H
+#define ZBPP_AUTO_RECOMPUTE_H
+
+#include "schedule/auto_sweep.h"
+
+/* Offer into *best every recompute candidate of one chunking (v, pl) with its per-stage costs c
+ * (c->mem_limit is the cap): for each set of recomputed stages (ALL: every stage; AUTO: every
+ * stage, the stages of ranks 0..k-1 for up to seven k, and with 2 chunks the first chunk), a
+ * bounded greedy sweep on the costs with the R folded into the B, each result with
+ * zb_add_recompute on that set; with every stage recomputed also the handcrafted families of
+ * this chunking and the minimal-memory schedule. Labels say which set. ZB_ENOMEM is the only
+ * error. */
+zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_placement_t pl,
+                                       const zb_costs_t *c, zb_recompute_t mode,
+                                       zb_sweep_best_t *best, zb_err_t *err);
+
+/* Smallest per-rank peak any schedule with recompute can reach for this chunking: one
+ * microbatch at a time, every F non-saving, each R right before its B, each W right after its B.
+ * NAN on sizes that do not match the cost model. */
+double zb_min_memory_recompute(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *c);
+
+/* Per (stage, mb): drop every R whose F can keep its activations after all within
+ * c->mem_limit (the F becomes saving), latest first on each rank. Dropping work never delays
+ * anything in the simulator (a rank runs its list in order, start = max(free, ready)), so the
+ * makespan cannot grow. `work` bounds the scanned actions; *dropped (may be NULL) counts the
+ * R's removed. ZB_ENOMEM. */
+zb_status_t zb_recompute_prune(zb_schedule_t *s, const zb_costs_t *c, long long work,
+                               int *dropped, zb_err_t *err);
+
+#endif

@@ -78,6 +78,14 @@ if(ZB_TESTS)
     # EVAL bakes the name in: DEFER CALL would expand ${name} only when it runs
     cmake_language(EVAL CODE "cmake_language(DEFER CALL set_tests_properties [[${name}]] PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)")
   endforeach()
+  # shell tests that need a GPU (tests/cli_cuda_gpu_*.sh, exit 77 without one): label `gpu` too
+  file(GLOB ZB_GPU_SHELL_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cli_cuda_gpu_*.sh)
+  foreach(script ${ZB_GPU_SHELL_TESTS})
+    get_filename_component(name ${script} NAME_WE)
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL set_tests_properties [[${name}]] PROPERTIES LABELS gpu)")
+  endforeach()
+  # the trainer on the fake device, like the stage: skipped without CUDA
+  cmake_language(DEFER CALL set_tests_properties test_cuda_fake_train PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage PROPERTIES SKIP_RETURN_CODE 77)
 endif()

@@ -186,6 +186,26 @@ static void test_resume_across_devices(void **state)
     assert_same_file(straight, every);
 }
 
+/* A diverging run (huge lr): the device trainer skips the same steps (no AdamW on a non-finite
+ * norm) and stops with the same ZB_ENUMERIC line at the same step, without saving. */
+static void test_divergence_same_as_cpu(void **state)
+{
+    (void)state;
+    char ck[256];
+    zb_train_config_t c = tiny(30);
+    c.adamw.lr = 1e6f;
+    c.save_path = path_of(ck, "diverged.ckpt");
+    zb_train_summary_t sc, sg;
+    zb_err_t ec, eg;
+    assert_int_equal(zb_train_run(&c, NULL, NULL, NULL, &sc, &ec), ZB_ENUMERIC);
+    assert_int_equal(zb_cuda_train_run(&c, &GPU, NULL, &sg, &eg), ZB_ENUMERIC);
+    assert_string_equal(eg.msg, ec.msg);
+    assert_int_equal(sg.steps_run, sc.steps_run);
+    assert_int_equal(sg.skipped, sc.skipped);
+    assert_true(sg.skipped >= 8);
+    assert_int_equal(access(ck, F_OK), -1); /* nothing saved */
+}
+
 /* The checks that come before the device, and a bad precision. */
 static void test_errors(void **state)
 {
@@ -235,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_cuda_trainer_is_the_cpu_trainer),
         cmocka_unit_test(test_clipped_close),
         cmocka_unit_test(test_resume_across_devices),
+        cmocka_unit_test(test_divergence_same_as_cpu),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_profile),
     };

@@ -153,7 +153,7 @@ int zb_cmd_train(int argc, char **argv)
     zb_train_config_defaults(&c);
     zb_cli_pipeline_t pipe; /* --ranks, --schedule, ... (cli/pipeline_flags.c) */
     zb_cli_pipeline_init(&pipe);
-    zb_cli_device_t dev = {0}; /* --device, --precision, --tf32 (cli/device_flags.c) */
+    zb_cli_device_t dev = {.device = NULL}; /* --device, --precision, --tf32 (device_flags.c) */
     zb_err_t err;
     zb_err_clear(&err);
 

@@ -69,7 +69,8 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     memset(p, 0, sizeof *p);
     p->one = full->cfg;
     p->one.layers = 1;
-    const zb_gpt2_span_t spans[3] = {{0, 0, true, false}, {0, 1, false, false}, {1, 1, false, true}};
+    const zb_gpt2_span_t spans[3] = {
+        {0, 0, true, false}, {0, 1, false, false}, {1, 1, false, true}};
     size_t n = (size_t)B * (size_t)T, nc = n * (size_t)full->cfg.channels;
     p->ntok = n;
     zb_status_t st = zb_gpt2_params_alloc(&p->host, &p->one, err);

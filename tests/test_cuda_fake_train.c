@@ -5,7 +5,8 @@
  * the grad-norm sum (the fake sums squares in the GPU's block order): without clipping the
  * checkpoints and llm.c model files are byte-identical, with clipping close. Also: a checkpoint
  * moves between the devices both ways and the continuation is the straight run's bytes;
- * periodic saves on the device; the checks before the device; the device profiler's table.
+ * periodic saves on the device; a diverging run stops as on the CPU; the checks before the
+ * device; the device profiler's table.
  * Skipped (77) without CUDA. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -36,7 +36,12 @@ else()
   list(FILTER ZB_CUDA_C_SOURCES EXCLUDE REGEX ".*/none\\.c$")
   target_sources(zbpp PRIVATE ${ZB_CUDA_C_SOURCES})
   target_compile_definitions(zbpp PUBLIC ZB_HAVE_CUDA=1)
-  target_link_libraries(zbpp PUBLIC CUDA::cudart CUDA::cublasLt)
+  # cuBLASLt (500+ MB) is opened on first use by src/cuda/cublaslt_lazy.c, not linked: a linked
+  # one would be mapped into every zbpp process, CPU runs and `ulimit -v` runs included
+  target_link_libraries(zbpp PUBLIC CUDA::cudart ${CMAKE_DL_LIBS})
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/cuda/cublaslt_lazy.c PROPERTIES
+    COMPILE_DEFINITIONS "ZB_CUBLASLT_PATH=\"$<TARGET_FILE:CUDA::cublasLt>\";ZB_CUBLASLT_SONAME=\"libcublasLt.so.${CUDAToolkit_VERSION_MAJOR}\"")
+  target_include_directories(zbpp PRIVATE $<TARGET_PROPERTY:CUDA::cublasLt,INTERFACE_INCLUDE_DIRECTORIES>)
 
   set(ZB_NVCC_FLAGS -std=c++17 -gencode=arch=compute_${ZB_CUDA_ARCH},code=sm_${ZB_CUDA_ARCH}
       -gencode=arch=compute_${ZB_CUDA_ARCH},code=compute_${ZB_CUDA_ARCH}
@@ -78,6 +83,15 @@ if(ZB_TESTS)
     # EVAL bakes the name in: DEFER CALL would expand ${name} only when it runs
     cmake_language(EVAL CODE "cmake_language(DEFER CALL set_tests_properties [[${name}]] PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)")
   endforeach()
+  # shell tests that need a GPU (tests/cli_cuda_gpu_*.sh, exit 77 without one): label `gpu` too
+  file(GLOB ZB_GPU_SHELL_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cli_cuda_gpu_*.sh)
+  foreach(script ${ZB_GPU_SHELL_TESTS})
+    get_filename_component(name ${script} NAME_WE)
+    cmake_language(EVAL CODE "cmake_language(DEFER CALL set_tests_properties [[${name}]] PROPERTIES LABELS gpu)")
+  endforeach()
+  # the trainer on the fake device, like the stage: skipped without CUDA
+  cmake_language(DEFER CALL set_tests_properties test_cuda_fake_train PROPERTIES SKIP_RETURN_CODE 77)
+  cmake_language(DEFER CALL set_tests_properties test_cuda_lazy PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage PROPERTIES SKIP_RETURN_CODE 77)
 endif()

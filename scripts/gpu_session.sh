@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device-tool call on the GPU machine (docs/cuda.md): run from the repository root with
 # `.gpu-deps` carried (scripts/gpu_deps.sh download, here, first). Logs go to $OUT (or ./gpu-out).
-#   scripts/gpu_session.sh test     build, then ctest -L gpu + the host-only CUDA tests
+#   scripts/gpu_session.sh test     build, then ctest -L gpu (kernels, stage, zbpp train/profile
+#                                   --device cuda) + the host-only CUDA tests
 #   scripts/gpu_session.sh bench    build, then zbpp's bench (fp32, tf32, bf16) + PyTorch eager
 #   scripts/gpu_session.sh compile  PyTorch torch.compile reference only (no build needed)
 #   scripts/gpu_session.sh sanitize build, then compute-sanitizer (memcheck, racecheck, initcheck)
@@ -10,7 +11,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize) ;;
 *)
-    sed -n '2,8p' "$0" >&2
+    sed -n '2,9p' "$0" >&2
     exit 2
     ;;
 esac
@@ -34,8 +35,8 @@ test)
     build
     eval "$(bash scripts/gpu_deps.sh env)"
     (cd build-gpu && ctest -L gpu -V 2>&1 | tee "$out/ctest_gpu.log" |
-        grep -E "rel err|step|fp32|bf16|tf32|device|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
-    (cd build-gpu && ctest -R "test_cuda_host|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
+        grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
+    (cd build-gpu && ctest -R "test_cuda_host|test_cuda_fake|cli_cuda_flags|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
         --output-on-failure 2>&1 | tail -4)
     ;;
 bench)

@@ -19,10 +19,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "zbpp/error.h"
 #include "zbpp/gpt2.h"
 #include "zbpp/optim.h"
+#include "zbpp/profile.h"
+#include "zbpp/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,6 +117,40 @@ zb_status_t zb_cuda_copy_to_device(zb_cuda_stage_t *s, float *dst_dev, const flo
                                    size_t n, zb_err_t *err);
 zb_status_t zb_cuda_copy_to_host(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
                                  size_t n, zb_err_t *err);
+
+/* ---- training and profiling on one GPU (src/runtime/trainer_cuda.c, profile_cuda.c) ---- */
+
+/* Device and precision of `zbpp train|profile --device cuda`. */
+typedef struct {
+    int device;                    /* CUDA device index (0 = the first visible one) */
+    zb_cuda_precision_t precision; /* matrix-product precision (storage is fp32 in every mode) */
+} zb_cuda_train_opts_t;
+
+/* ZB_OK when `device` is a usable CUDA device; otherwise ZB_EUNSUPPORTED with one line saying
+ * why: a build without CUDA, no CUDA device (no GPU or no driver), or device out of range. */
+zb_status_t zb_cuda_require_device(int device, zb_err_t *err);
+
+/* zb_train_run on one GPU: the same configuration, data order, model init (fresh, --init-from or
+ * --resume), lr schedule, clipping, skip-on-non-finite and divergence rules, progress, metrics
+ * and checkpoint files as the CPU trainer; the whole model is one CUDA stage whose parameters,
+ * gradients and AdamW moments stay on the device (microbatches accumulate W into fp32 gradients;
+ * grad-norm partials and AdamW run on the device). Checkpoints and --save-model are the CPU
+ * formats (downloaded when written, uploaded on resume / init), so a run may continue on the
+ * other device. Checks the config, then the device (zb_cuda_require_device) before it loads
+ * anything. Losses match the CPU trainer's within rounding (different summation orders), not
+ * bit for bit; on one GPU model two runs give the same bits. */
+zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_opts_t *opts,
+                              FILE *human, zb_train_summary_t *summary, zb_err_t *err);
+
+/* zb_profile_measure on the GPU: F, B and W of the embedding, every block and the head for a
+ * microbatch of B x T, each timed as `batch` microbatches back to back between device
+ * synchronisations (so launch and sync latency are amortised), median of `reps` rounds after a
+ * warm-up round. comm = one activation message (B·T·C floats) device -> host -> device, as a
+ * pipeline moves it today. params: NULL = a random model of shape *cfg (seed 1). threads and
+ * rank_threads of the result are 1. Free with zb_profile_free. */
+zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
+                                    int B, int T, int reps, const zb_cuda_train_opts_t *opts,
+                                    zb_profile_t *out, zb_err_t *err);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/device_flags.h"
 #include "cli/pipeline_flags.h"
 #include "zbpp/pipeline.h"
 #include "zbpp/nn.h"
@@ -40,6 +41,9 @@ enum {
     OPT_WRITE_COSTS,
     OPT_NO_PIN,
     OPT_THREADS,
+    OPT_DEVICE,
+    OPT_PRECISION,
+    OPT_TF32,
 };
 
 static void help(FILE *out)
@@ -69,6 +73,9 @@ static void help(FILE *out)
           "                         cores this process may use divided among the P ranks)\n"
           "  --format table|json    output (default table; json: seconds and bytes)\n",
           out);
+    zb_cli_device_usage(out);
+    fputs("  (with --device cuda each phase is timed over 4 microbatches back to back between\n"
+          "   device synchronisations; the message is device -> host -> device)\n", out);
 }
 
 typedef struct {
@@ -78,6 +85,8 @@ typedef struct {
     zb_placement_t placement;
     double mem_limit, time_limit;
     bool json, pin, model_flag;
+    zb_cli_device_t dev; /* --device, --precision, --tf32 */
+    char device_desc[320]; /* "cuda:0 <name>, <precision>" when on a GPU */
 } opts_t;
 
 static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *err)
@@ -101,6 +110,9 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
         {"write-costs", required_argument, NULL, OPT_WRITE_COSTS},
         {"no-pin", no_argument, NULL, OPT_NO_PIN},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"precision", required_argument, NULL, OPT_PRECISION},
+        {"tf32", no_argument, NULL, OPT_TF32},
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -162,6 +174,9 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
         case OPT_THREADS:
             st = zb_cli_parse_int(optarg, 1, ZB_WORKERS_MAX, "--threads", &o->c.threads, err);
             break;
+        case OPT_DEVICE: zb_cli_device_flag(&o->dev, "--device", optarg); break;
+        case OPT_PRECISION: zb_cli_device_flag(&o->dev, "--precision", optarg); break;
+        case OPT_TF32: zb_cli_device_flag(&o->dev, "--tf32", NULL); break;
         case ZB_OPT_FORMAT:
             if (!strcmp(optarg, "table") || !strcmp(optarg, "json"))
                 o->json = !strcmp(optarg, "json");
@@ -277,7 +292,8 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
     int L = p->layers, S = sc->stages;
     printf("profile: GPT-2 L=%d C=%d NH=%d V=%d, microbatch %d x %d tokens, %s, median of %d x %d "
            "ranks measuring at once, %d thread%s each (took %.0f ms)\n",
-           L, m->channels, m->heads, m->vocab, p->batch, p->seq, zb_blas_init(), p->reps,
+           L, m->channels, m->heads, m->vocab, p->batch, p->seq,
+           o->dev.cuda ? o->device_desc : zb_blas_init(), p->reps,
            p->threads, p->rank_threads, p->rank_threads == 1 ? "" : "s", p->wall * 1e3);
     printf("%-10s %9s %9s %9s %9s\n", "part", "F ms", "B ms", "W ms", "F+B+W ms");
     char buf[32];
@@ -286,8 +302,8 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
         printf("%-10s %9.3f %9.3f %9.3f %9.3f\n", part_name(k, L, buf, sizeof buf), t.f * 1e3,
                t.b * 1e3, t.w * 1e3, (t.f + t.b + t.w) * 1e3);
     }
-    printf("message of %.1f KiB between rank threads: %.3f ms\n\n", p->msg_bytes / 1024.0,
-           p->comm * 1e3);
+    printf("message of %.1f KiB %s: %.3f ms\n\n", p->msg_bytes / 1024.0,
+           o->dev.cuda ? "device -> host -> device" : "between rank threads", p->comm * 1e3);
     printf("stages for P=%d ranks x V=%d chunks (%s placement), partition balancing F+B+W:\n",
            o->ranks, o->chunks, zb_placement_name(o->placement));
     printf("%-5s %-4s %-7s %8s %8s %8s %9s %9s %9s %9s\n", "stage", "rank", "blocks", "T_F ms",
@@ -348,6 +364,8 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
            "\"rank_threads\": %d, \"blas\": ",
            p->batch, p->seq, p->reps, p->threads, p->rank_threads);
     json_str(zb_blas_init());
+    printf(", \"device\": ");
+    json_str(o->dev.cuda ? o->device_desc : "cpu");
     printf(", \"wall_seconds\": %.6g,\n  \"parts\": [", p->wall);
     char buf[32];
     for (int k = 0; k < L + 2; k++) {
@@ -437,6 +455,17 @@ static int run(opts_t *o, zb_err_t *err)
                         o->chunks);
         goto fail_usage;
     }
+    if (o->dev.cuda) { /* the device's name for the table; its absence is one line, exit 1 */
+        char desc[256] = "";
+        if ((st = zb_cuda_require_device(o->dev.opts.device, err)) != ZB_OK ||
+            (st = zb_cuda_device_describe(o->dev.opts.device, desc, sizeof desc, err)) != ZB_OK) {
+            zb_gpt2_params_free(&params);
+            zb_cli_error(CMD, "%s", err->msg);
+            return ZB_EXIT_FAIL;
+        }
+        snprintf(o->device_desc, sizeof o->device_desc, "cuda:%d %s, %s", o->dev.opts.device,
+                 desc, zb_cuda_precision_name(o->dev.opts.precision));
+    }
     if (S > cfg.layers) {
         st = zb_err_set(err, ZB_EINVAL,
                         "more stages (%d ranks x %d chunks) than transformer blocks (%d)", o->ranks,
@@ -452,9 +481,14 @@ static int run(opts_t *o, zb_err_t *err)
     int threads = o->ranks < cores ? o->ranks : cores;
     if (threads > ZB_PROFILE_MAX_THREADS)
         threads = ZB_PROFILE_MAX_THREADS;
-    st = zb_profile_measure_ranks(o->init_from ? &params : NULL, &cfg,
-                                  o->c.batch / o->c.microbatches, o->c.seq, o->reps, threads,
-                                  rank_threads, o->pin, &prof, err);
+    if (o->dev.cuda)
+        st = zb_cuda_profile_measure(o->init_from ? &params : NULL, &cfg,
+                                     o->c.batch / o->c.microbatches, o->c.seq, o->reps,
+                                     &o->dev.opts, &prof, err);
+    else
+        st = zb_profile_measure_ranks(o->init_from ? &params : NULL, &cfg,
+                                      o->c.batch / o->c.microbatches, o->c.seq, o->reps, threads,
+                                      rank_threads, o->pin, &prof, err);
     zb_gpt2_params_free(&params);
     if (st != ZB_OK)
         return zb_cli_error(CMD, "%s", err->msg), ZB_EXIT_FAIL;
@@ -518,5 +552,7 @@ int zb_cmd_profile(int argc, char **argv)
         zb_cli_error(CMD, "%s", err.msg);
         return ZB_EXIT_USAGE;
     }
+    if ((rc = zb_cli_device_resolve(&o.dev, CMD)) != 0)
+        return rc;
     return run(&o, &err);
 }

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/device_flags.h"
 #include "cli/pipeline_flags.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
@@ -59,6 +60,7 @@ static void usage(FILE *out)
             "  --threads N          threads per rank (default: the cores this process may use,\n"
             "                       divided evenly among its ranks); same bits for any N\n");
     zb_cli_pipeline_usage(out);
+    zb_cli_device_usage(out);
 }
 
 /* ---- number parsing: the whole string must be a number in range ---- */
@@ -153,6 +155,7 @@ int zb_cmd_train(int argc, char **argv)
     zb_train_config_defaults(&c);
     zb_cli_pipeline_t pipe; /* --ranks, --schedule, ... (cli/pipeline_flags.c) */
     zb_cli_pipeline_init(&pipe);
+    zb_cli_device_t dev = {.device = NULL}; /* --device, --precision, --tf32 (device_flags.c) */
     zb_err_t err;
     zb_err_clear(&err);
 
@@ -185,6 +188,10 @@ int zb_cmd_train(int argc, char **argv)
         }
         if (!strcmp(a, "--verbose")) {
             verbose = true;
+            continue;
+        }
+        if (!strcmp(a, "--tf32")) {
+            zb_cli_device_flag(&dev, a, NULL);
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -259,6 +266,8 @@ int zb_cmd_train(int argc, char **argv)
             bad = parse_int(a, v, 1, &c.threads);
         else if ((bad = zb_cli_pipeline_flag(&pipe, a, v)) != 0)
             bad = bad < 0;
+        else if (zb_cli_device_flag(&dev, a, v))
+            bad = 0;
         else {
             fprintf(stderr, "zbpp train: unknown option '%s' (see zbpp train --help)\n", a);
             return 2;
@@ -296,6 +305,8 @@ int zb_cmd_train(int argc, char **argv)
     int rc = zb_cli_pipeline_schedule_file(&pipe, &c, microbatches_given);
     if (rc)
         return rc;
+    if ((rc = zb_cli_device_resolve(&dev, "train")) != 0)
+        return rc;
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)
         return fail(st, &err);
@@ -317,10 +328,23 @@ int zb_cmd_train(int argc, char **argv)
                 zb_workers_resolve(c.threads, local),
                 zb_workers_resolve(c.threads, local) == 1 ? "" : "s");
     }
+    if (dev.cuda && piped) {
+        fprintf(stderr, "zbpp train: --device cuda trains in one process on one GPU: pipeline "
+                        "ranks on GPUs are issue 13 (--ranks/--dp/--transport mpi/--schedule-file"
+                        "/--recompute/sharded checkpoints need --device cpu)\n");
+        return 1;
+    }
     if (piped)
         return zb_cli_pipeline_run(&pipe, &c);
     zb_train_summary_t sum;
-    st = zb_train_run(&c, stderr, NULL, NULL, &sum, &err);
+    if (dev.cuda && verbose) {
+        char desc[256];
+        if (zb_cuda_device_describe(dev.opts.device, desc, sizeof desc, &err) == ZB_OK)
+            fprintf(stderr, "zbpp train: device cuda:%d: %s, precision %s\n", dev.opts.device,
+                    desc, zb_cuda_precision_name(dev.opts.precision));
+    }
+    st = dev.cuda ? zb_cuda_train_run(&c, &dev.opts, stderr, &sum, &err)
+                  : zb_train_run(&c, stderr, NULL, NULL, &sum, &err);
     if (st != ZB_OK)
         return fail(st, &err);
     if (!c.quiet) {

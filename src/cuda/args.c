@@ -63,3 +63,21 @@ zb_status_t zb_cuda_stage_check(const zb_gpt2_config_t *cfg, const zb_gpt2_span_
         return zb_err_set(err, ZB_EINVAL, "cuda stage: unknown precision %d", (int)prec);
     return ZB_OK;
 }
+
+zb_status_t zb_cuda_require_device(int device, zb_err_t *err)
+{
+    if (!zb_cuda_built())
+        return zb_err_set(err, ZB_EUNSUPPORTED,
+                          "--device cuda: zbpp was built without CUDA (ZB_CUDA=OFF)");
+    int n = 0;
+    zb_status_t st = zb_cuda_device_count(&n, err);
+    if (st != ZB_OK)
+        return st;
+    if (n == 0)
+        return zb_err_set(err, ZB_EUNSUPPORTED,
+                          "--device cuda: no CUDA device (no NVIDIA GPU or driver visible)");
+    if (device < 0 || device >= n)
+        return zb_err_set(err, ZB_EUNSUPPORTED, "--device cuda: no CUDA device %d (%d found)",
+                          device, n);
+    return ZB_OK;
+}

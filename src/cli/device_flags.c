@@ -1,0 +1,87 @@
+/* The device flags of zbpp train / profile (cli/device_flags.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/device_flags.h"
+
+int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v)
+{
+    if (!strcmp(a, "--tf32")) {
+        d->tf32 = true;
+        return 2;
+    }
+    if (!strcmp(a, "--device")) {
+        d->device = v;
+        return 1;
+    }
+    if (!strcmp(a, "--precision")) {
+        d->precision = v;
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_device(const char *s, bool *cuda, int *index)
+{
+    *cuda = false;
+    *index = 0;
+    if (!s || !strcmp(s, "cpu"))
+        return 0;
+    if (!strcmp(s, "cuda")) {
+        *cuda = true;
+        return 0;
+    }
+    if (strncmp(s, "cuda:", 5) != 0 || s[5] < '0' || s[5] > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s + 5, &end, 10);
+    if (errno || *end != '\0' || v < 0 || v > 1023)
+        return -1;
+    *cuda = true;
+    *index = (int)v;
+    return 0;
+}
+
+int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
+{
+    if (parse_device(d->device, &d->cuda, &d->opts.device) != 0) {
+        fprintf(stderr, "zbpp %s: --device: '%s' is not cpu, cuda or cuda:N\n", cmd, d->device);
+        return 2;
+    }
+    d->opts.precision = ZB_CUDA_FP32;
+    zb_err_t err;
+    zb_err_clear(&err);
+    if (d->precision && zb_cuda_precision_parse(d->precision, &d->opts.precision, &err) != ZB_OK) {
+        fprintf(stderr, "zbpp %s: --precision: %s\n", cmd, err.msg);
+        return 2;
+    }
+    if (d->tf32) {
+        if (d->opts.precision == ZB_CUDA_BF16) {
+            fprintf(stderr, "zbpp %s: --tf32 turns TF32 on in fp32 mode; --precision bf16 "
+                            "already uses bf16 tensor cores (give one of them)\n", cmd);
+            return 2;
+        }
+        d->opts.precision = ZB_CUDA_TF32;
+    }
+    if (!d->cuda && d->opts.precision != ZB_CUDA_FP32) {
+        fprintf(stderr, "zbpp %s: %s needs --device cuda (the CPU computes in fp32)\n", cmd,
+                d->tf32 ? "--tf32" : d->opts.precision == ZB_CUDA_TF32 ? "--precision tf32"
+                                                                       : "--precision bf16");
+        return 2;
+    }
+    return 0;
+}
+
+void zb_cli_device_usage(FILE *out)
+{
+    fprintf(out,
+            "device (docs/cuda.md):\n"
+            "  --device cpu|cuda|cuda:N   where the compute runs (default cpu; cuda = cuda:0);\n"
+            "                       cuda: one process, one GPU (pipeline ranks on GPUs: issue 13)\n"
+            "  --precision fp32|tf32|bf16 GPU matrix products: fp32 (TF32 off, default), tf32,\n"
+            "                       or bf16 inputs; storage, gradients, master weights and AdamW\n"
+            "                       state stay fp32 (the CPU is fp32 only)\n"
+            "  --tf32               same as --precision tf32\n");
+}

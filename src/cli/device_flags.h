@@ -1,0 +1,33 @@
+/* zbpp CLI — the device flags of `zbpp train` and `zbpp profile` (docs/cuda.md):
+ *   --device cpu|cuda|cuda:N   where the compute runs (default cpu; cuda = cuda:0)
+ *   --precision fp32|tf32|bf16 matrix-product precision on the GPU (default fp32; the CPU is fp32)
+ *   --tf32                     the issue's spelling of --precision tf32 (TF32 is off otherwise)
+ * Parsed here so the commands only forward the flags and dispatch. */
+#ifndef ZBPP_CLI_DEVICE_FLAGS_H
+#define ZBPP_CLI_DEVICE_FLAGS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "zbpp/cuda.h"
+
+typedef struct {
+    const char *device;    /* --device value, NULL = cpu */
+    const char *precision; /* --precision value, NULL = fp32 */
+    bool tf32;             /* --tf32 */
+    /* resolved by zb_cli_device_resolve */
+    bool cuda;
+    zb_cuda_train_opts_t opts;
+} zb_cli_device_t;
+
+/* Try flag `a` with value `v` (v unused for --tf32): 1 = consumed a value, 2 = consumed --tf32
+ * (no value), 0 = not a device flag. */
+int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v);
+/* Check the combination and fill d->cuda / d->opts. Returns 0, or exit status 2 after one line
+ * "zbpp <cmd>: ..." on stderr (unknown device or precision, --tf32 with bf16, a precision other
+ * than fp32 on the CPU). */
+int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd);
+/* The usage lines of the device flags. */
+void zb_cli_device_usage(FILE *out);
+
+#endif

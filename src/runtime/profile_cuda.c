@@ -1,0 +1,235 @@
+/* `zbpp profile --device cuda`: F, B and W of every part of the model timed on the GPU, into the
+ * zb_profile_t the CPU profiler fills (src/runtime/profile.c), so the same tables, partition and
+ * schedule comparison follow.
+ *
+ * Three one-block stages (a model config with one layer: the embedding alone, one block, the
+ * head alone) keep the device memory at one block's parameters whatever the depth; block l is
+ * timed with block l's parameters uploaded into the block stage. Device work is asynchronous, so
+ * a phase is timed as ROUND microbatches back to back (one stash each) between two
+ * synchronisations with the monotonic clock: launch and synchronisation latency are amortised
+ * over the round. Median of `reps` rounds after one warm-up round. Uses only the public
+ * zb_cuda_* API (compiled in every build; without CUDA the device check fails first). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zbpp/cuda.h"
+#include "zbpp/util.h"
+
+enum { ROUND = 4, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1, PART_HEAD = 2 };
+
+typedef struct {
+    zb_gpt2_config_t one;        /* the model's config with one layer */
+    zb_gpt2_params_t host;       /* parameters of `one` (the block being timed) */
+    zb_cuda_stage_t *stage[3];   /* embedding, block, head */
+    zb_cuda_stash_t *stash[3][ROUND];
+    float *x_in, *x_out, *dx_out, *dx_in; /* device, B·T·C each */
+    float *msg;                  /* host, B·T·C */
+    int *tokens;                 /* host, 2·B·T: tokens then targets */
+    size_t ntok;                 /* B·T */
+} cprof_t;
+
+static uint32_t cp_rand(uint64_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (uint32_t)(*s >> 32);
+}
+
+/* Parameters of the one-layer config: the shared tensors of `full`, and block l's slice of every
+ * per-layer tensor (a tensor whose size differs between the two configs). */
+static void cp_take_block(zb_gpt2_params_t *one, const zb_gpt2_params_t *full, int l)
+{
+    for (int k = 0; k < ZB_GPT2_NUM_TENSORS; k++) {
+        size_t n = one->sizes[k];
+        size_t off = full->sizes[k] == n ? 0 : (size_t)l * n;
+        memcpy(one->t[k], full->t[k] + off, n * sizeof(float));
+    }
+}
+
+static void cp_free(cprof_t *p)
+{
+    for (int k = 0; k < 3; k++) {
+        for (int r = 0; r < ROUND; r++)
+            zb_cuda_stash_free(p->stash[k][r]);
+        zb_cuda_stage_free(p->stage[k]);
+    }
+    zb_cuda_buffer_free(p->x_in);
+    zb_cuda_buffer_free(p->x_out);
+    zb_cuda_buffer_free(p->dx_out);
+    zb_cuda_buffer_free(p->dx_in);
+    zb_gpt2_params_free(&p->host);
+    free(p->msg);
+    free(p->tokens);
+    memset(p, 0, sizeof *p);
+}
+
+static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int T,
+                           const zb_cuda_train_opts_t *o, zb_err_t *err)
+{
+    memset(p, 0, sizeof *p);
+    p->one = full->cfg;
+    p->one.layers = 1;
+    const zb_gpt2_span_t spans[3] = {
+        {0, 0, true, false}, {0, 1, false, false}, {1, 1, false, true}};
+    size_t n = (size_t)B * (size_t)T, nc = n * (size_t)full->cfg.channels;
+    p->ntok = n;
+    zb_status_t st = zb_gpt2_params_alloc(&p->host, &p->one, err);
+    if (st == ZB_OK) {
+        p->msg = malloc(nc * sizeof *p->msg);
+        p->tokens = malloc(2 * n * sizeof *p->tokens);
+        if (!p->msg || !p->tokens)
+            st = zb_err_set(err, ZB_ENOMEM, "profile: out of memory for the inputs");
+    }
+    for (int k = 0; k < 3 && st == ZB_OK; k++) {
+        st = zb_cuda_stage_new(&p->one, &spans[k], B, T, o->precision, o->device, &p->stage[k],
+                               err);
+        for (int r = 0; r < ROUND && st == ZB_OK; r++)
+            st = zb_cuda_stash_new(p->stage[k], &p->stash[k][r], err);
+    }
+    float **bufs[4] = {&p->x_in, &p->x_out, &p->dx_out, &p->dx_in};
+    for (int b = 0; b < 4 && st == ZB_OK; b++)
+        st = zb_cuda_buffer_alloc(p->stage[PART_BLOCK], nc, bufs[b], err);
+    if (st == ZB_OK) {
+        uint64_t seed = 0x9E3779B97F4A7C15u;
+        for (size_t i = 0; i < 2 * n; i++)
+            p->tokens[i] = (int)(cp_rand(&seed) % (uint32_t)full->cfg.vocab);
+        for (size_t i = 0; i < nc; i++)
+            p->msg[i] = (float)cp_rand(&seed) / 4294967296.0f - 0.5f;
+        st = zb_cuda_copy_to_device(p->stage[PART_BLOCK], p->x_in, p->msg, nc, err);
+        if (st == ZB_OK)
+            st = zb_cuda_copy_to_device(p->stage[PART_BLOCK], p->dx_out, p->msg, nc, err);
+    }
+    cp_take_block(&p->host, full, 0);
+    for (int k = 0; k < 3 && st == ZB_OK; k++)
+        st = zb_cuda_params_upload(p->stage[k], &p->host, err);
+    if (st != ZB_OK)
+        cp_free(p);
+    return st;
+}
+
+/* One round of part k: ROUND forwards, then ROUND input backwards, then ROUND weight
+ * backwards, each phase between synchronisations. Seconds per microbatch into t. */
+static zb_status_t cp_round(cprof_t *p, int k, float scale, zb_op_time_t *t, zb_err_t *err)
+{
+    zb_cuda_stage_t *s = p->stage[k];
+    const int *targets = p->tokens + p->ntok;
+    bool embed = k == PART_EMBED, head = k == PART_HEAD;
+    zb_status_t st = zb_cuda_sync(s, err);
+    double t0 = zb_now();
+    for (int r = 0; r < ROUND && st == ZB_OK; r++) {
+        float loss;
+        st = zb_cuda_forward(s, p->stash[k][r], embed ? p->tokens : NULL, embed ? NULL : p->x_in,
+                             head ? targets : NULL, head ? NULL : p->x_out, head ? &loss : NULL,
+                             err);
+    }
+    if (st == ZB_OK)
+        st = zb_cuda_sync(s, err);
+    double t1 = zb_now();
+    for (int r = 0; r < ROUND && st == ZB_OK; r++)
+        st = zb_cuda_backward_input(s, p->stash[k][r], head ? NULL : p->dx_out, scale,
+                                    embed ? NULL : p->dx_in, err);
+    if (st == ZB_OK)
+        st = zb_cuda_sync(s, err);
+    double t2 = zb_now();
+    for (int r = 0; r < ROUND && st == ZB_OK; r++)
+        st = zb_cuda_backward_weight(s, p->stash[k][r], err);
+    if (st == ZB_OK)
+        st = zb_cuda_sync(s, err);
+    double t3 = zb_now();
+    *t = (zb_op_time_t){(t1 - t0) / ROUND, (t2 - t1) / ROUND, (t3 - t2) / ROUND};
+    return st;
+}
+
+static double cp_median(double *v, int n) { return zb_median(v, (size_t)n); }
+
+zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
+                                    int B, int T, int reps, const zb_cuda_train_opts_t *opts,
+                                    zb_profile_t *out, zb_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!cfg || !opts)
+        return zb_err_set(err, ZB_EINVAL, "profile: config and options are required");
+    zb_status_t st = zb_gpt2_config_check(cfg, err);
+    if (st != ZB_OK)
+        return st;
+    if (B < 1 || T < 1 || T > cfg->max_seq || reps < 1 || reps > 1000)
+        return zb_err_set(err, ZB_EINVAL,
+                          "profile: need B >= 1, 1 <= T <= max_seq (%d), 1..1000 repetitions "
+                          "(got B %d, T %d, %d)", cfg->max_seq, B, T, reps);
+    if ((st = zb_cuda_require_device(opts->device, err)) != ZB_OK)
+        return st;
+    double start = zb_now();
+    zb_gpt2_params_t own;
+    memset(&own, 0, sizeof own);
+    if (!params) {
+        if ((st = zb_gpt2_params_alloc(&own, cfg, err)) != ZB_OK)
+            return st;
+        zb_gpt2_params_init_random(&own, 1);
+        params = &own;
+    }
+    int L = cfg->layers, parts = L + 2;
+    double *times = calloc((size_t)reps * (size_t)parts * 3, sizeof *times);
+    double col[3][1000];
+    out->block = calloc((size_t)L, sizeof *out->block);
+    cprof_t p;
+    memset(&p, 0, sizeof p);
+    if (!times || !out->block)
+        st = zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
+    if (st == ZB_OK)
+        st = cp_init(&p, params, B, T, opts, err);
+    float scale = 1.0f / ((float)B * (float)T);
+    /* round -1 warms the device, cuBLASLt's plan cache and the allocator up: not recorded */
+    for (int r = -1; r < reps && st == ZB_OK; r++)
+        for (int part = 0; part < parts && st == ZB_OK; part++) {
+            int k = part == 0 ? PART_EMBED : part == L + 1 ? PART_HEAD : PART_BLOCK;
+            if (k == PART_BLOCK) { /* block part-1's own parameters (outside the timing) */
+                cp_take_block(&p.host, params, part - 1);
+                st = zb_cuda_params_upload(p.stage[k], &p.host, err);
+            }
+            zb_op_time_t t;
+            if (st == ZB_OK)
+                st = cp_round(&p, k, scale, &t, err);
+            if (st == ZB_OK && r >= 0) {
+                double *d = times + ((size_t)r * (size_t)parts + (size_t)part) * 3;
+                d[0] = t.f, d[1] = t.b, d[2] = t.w;
+            }
+        }
+    for (int part = 0; part < parts && st == ZB_OK; part++) {
+        for (int r = 0; r < reps; r++)
+            for (int c = 0; c < 3; c++)
+                col[c][r] = times[((size_t)r * (size_t)parts + (size_t)part) * 3 + (size_t)c];
+        zb_op_time_t m = {cp_median(col[0], reps), cp_median(col[1], reps),
+                          cp_median(col[2], reps)};
+        if (part == 0)
+            out->embed = m;
+        else if (part == L + 1)
+            out->head = m;
+        else
+            out->block[part - 1] = m;
+    }
+    /* one activation message as a pipeline moves it today: device -> host -> device */
+    size_t nc = (size_t)B * (size_t)T * (size_t)cfg->channels;
+    double rtt[PINGPONGS];
+    for (int i = -1; i < PINGPONGS && st == ZB_OK; i++) {
+        double t0 = zb_now();
+        st = zb_cuda_copy_to_host(p.stage[PART_BLOCK], p.msg, p.x_out, nc, err);
+        if (st == ZB_OK)
+            st = zb_cuda_copy_to_device(p.stage[PART_BLOCK], p.x_in, p.msg, nc, err);
+        if (i >= 0)
+            rtt[i] = zb_now() - t0;
+    }
+    if (st == ZB_OK) {
+        out->comm = cp_median(rtt, PINGPONGS);
+        out->msg_bytes = nc * sizeof(float);
+        out->cfg = *cfg;
+        out->batch = B, out->seq = T, out->reps = reps, out->layers = L;
+        out->threads = 1, out->rank_threads = 1;
+        out->wall = zb_now() - start;
+    }
+    cp_free(&p);
+    free(times);
+    zb_gpt2_params_free(&own);
+    if (st != ZB_OK)
+        zb_profile_free(out);
+    return st;
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# zbpp train|profile --device/--precision/--tf32 on any machine (no GPU needed): bad values and
+# combinations give one line "zbpp <cmd>: ..." and exit 2; --device cuda where no CUDA device is
+# visible (none here, or hidden with CUDA_VISIBLE_DEVICES=) or in a build without CUDA gives one
+# line and exit 1 before anything is trained or written; pipeline ranks on cuda: one line, exit
+# 1 (issue 13); --device cpu --precision fp32 is the CPU trainer, bit for bit.
+# usage: cli_cuda_flags.sh <zbpp binary> <source dir>
+set -u
+ZBPP=$1
+SRC=$2
+TMP=$(mktemp -d /tmp/zbpp_cli_cuda_flags.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+MODEL=(--layers 2 --heads 2 --channels 32 --seq 16 --batch 4)
+TINY=("${MODEL[@]}" --steps 2 --text "$SRC/data/demo_corpus.txt")
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect <command> <exit code> <text in message> <args...>
+expect() {
+  local cmd=$1 want=$2 needle=$3
+  shift 3
+  CUDA_VISIBLE_DEVICES= "$ZBPP" "$cmd" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$? lines
+  lines=$(wc -l <"$TMP/err")
+  if [ "$rc" -ne "$want" ]; then fail "exit $rc (want $want) for: $cmd $*"; cat "$TMP/err"; return; fi
+  if [ "$lines" -ne 1 ]; then fail "$lines stderr lines for: $cmd $*"; cat "$TMP/err"; return; fi
+  grep -q "^zbpp $cmd: " "$TMP/err" || fail "no 'zbpp $cmd:' prefix for: $*"
+  grep -qF -- "$needle" "$TMP/err" || fail "message lacks '$needle' for: $cmd $*: $(cat "$TMP/err")"
+  [ -s "$TMP/out" ] && fail "stdout not empty on error for: $cmd $*"
+}
+
+for cmd in train profile; do
+  if [ $cmd = train ]; then A=("${TINY[@]}"); else A=("${MODEL[@]}" --reps 1); fi
+  "$ZBPP" $cmd --help | grep -q -- '--precision fp32|tf32|bf16' || fail "$cmd --help lacks --precision"
+  expect $cmd 2 "'gpu' is not cpu, cuda or cuda:N" "${A[@]}" --device gpu
+  expect $cmd 2 "'cuda:x' is not cpu" "${A[@]}" --device cuda:x
+  expect $cmd 2 "unknown precision 'fp16'" "${A[@]}" --device cuda --precision fp16
+  expect $cmd 2 "--precision bf16 needs --device cuda" "${A[@]}" --precision bf16
+  expect $cmd 2 "--precision tf32 needs --device cuda" "${A[@]}" --device cpu --precision tf32
+  expect $cmd 2 "--tf32 needs --device cuda" "${A[@]}" --tf32
+  expect $cmd 2 "--tf32 turns TF32 on in fp32 mode" "${A[@]}" --device cuda --tf32 --precision bf16
+done
+expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --ranks 2
+expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --transport mpi
+# no device visible (or no CUDA in this build): one line, exit 1, nothing written
+no_dev="--device cuda: no CUDA device"
+"$ZBPP" train --help >/dev/null
+if ! CUDA_VISIBLE_DEVICES= "$ZBPP" train "${TINY[@]}" --device cuda 2>&1 | grep -q "no CUDA device"; then
+  no_dev="--device cuda: zbpp was built without CUDA"
+fi
+for prec in fp32 tf32 bf16; do
+  expect train 1 "$no_dev" "${TINY[@]}" --device cuda --precision $prec --save "$TMP/x.ckpt" \
+    --metrics "$TMP/m.jsonl"
+done
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda:1 --tf32
+[ -e "$TMP/x.ckpt" ] || [ -e "$TMP/m.jsonl" ] && fail "a failed --device cuda run wrote a file"
+expect profile 1 "$no_dev" --layers 2 --reps 1 --device cuda
+# the explicit CPU defaults are the CPU trainer
+"$ZBPP" train "${TINY[@]}" --quiet --save "$TMP/a.ckpt" || fail "cpu run failed"
+"$ZBPP" train "${TINY[@]}" --quiet --device cpu --precision fp32 --save "$TMP/b.ckpt" || fail "cpu run failed"
+cmp -s "$TMP/a.ckpt" "$TMP/b.ckpt" || fail "--device cpu --precision fp32 changed the bits"
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails failure(s)"
+  exit 1
+fi
+echo "cli_cuda_flags: all passed"

@@ -1,0 +1,265 @@
+/* `zbpp train --device cuda` and `zbpp profile --device cuda` without a GPU: the device trainer
+ * (src/runtime/trainer_cuda.c) and profiler (src/runtime/profile_cuda.c) compiled against the
+ * fake device of cuda_fake_device.inc (src/cuda/stage.c with the CPU kernels). On it the device
+ * trainer must be the CPU trainer bit for bit wherever the only difference left is the order of
+ * the grad-norm sum (the fake sums squares in the GPU's block order): without clipping the
+ * checkpoints and llm.c model files are byte-identical, with clipping close. Also: a checkpoint
+ * moves between the devices both ways and the continuation is the straight run's bytes;
+ * periodic saves on the device; a diverging run stops as on the CPU; the checks before the
+ * device; the device profiler's table.
+ * Skipped (77) without CUDA. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifndef ZB_HAVE_CUDA
+int main(void)
+{
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#else
+
+#include "cuda_fake_device.inc"
+/* the code under test, on the fake device */
+#include "../src/runtime/profile_cuda.c"
+#include "../src/runtime/trainer_cuda.c"
+
+static char tmpdir[64];
+static char corpus[1024];
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(corpus, sizeof corpus, "%s/data/demo_corpus.txt", ZB_SOURCE_DIR);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/zbpp_test_cuda_train_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *path_of(char *buf, const char *name)
+{
+    snprintf(buf, 256, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+/* L=2, C=32, T=16, B=4 in 2 microbatches, no clipping: small enough for the sanitizer build. */
+static zb_train_config_t tiny(long steps)
+{
+    zb_train_config_t c;
+    zb_train_config_defaults(&c);
+    c.model.layers = 2;
+    c.model.heads = 2;
+    c.model.channels = 32;
+    c.text_path = corpus;
+    c.batch = 4;
+    c.seq = 16;
+    c.microbatches = 2;
+    c.steps = steps;
+    c.adamw.lr = 2e-3f;
+    c.warmup = 2;
+    c.grad_clip = 0.0f;
+    c.quiet = true;
+    return c;
+}
+
+static const zb_cuda_train_opts_t GPU = {.device = 0, .precision = ZB_CUDA_FP32};
+
+static void run(const zb_train_config_t *c, bool cuda, zb_train_summary_t *sum)
+{
+    zb_err_t e;
+    zb_err_clear(&e);
+    zb_status_t st = cuda ? zb_cuda_train_run(c, &GPU, NULL, sum, &e)
+                          : zb_train_run(c, NULL, NULL, NULL, sum, &e);
+    if (st != ZB_OK)
+        fail_msg("%s run failed: %s", cuda ? "cuda" : "cpu", e.msg);
+}
+
+static long read_all(const char *path, unsigned char **out)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *out = malloc((size_t)n + 1);
+    assert_non_null(*out);
+    assert_int_equal(fread(*out, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return n;
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    unsigned char *x, *y;
+    long n = read_all(a, &x), m = read_all(b, &y);
+    assert_int_equal(n, m);
+    if (memcmp(x, y, (size_t)n) != 0)
+        fail_msg("%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+/* Without clipping: the same losses, checkpoint and model file as the CPU trainer. */
+static void test_cuda_trainer_is_the_cpu_trainer(void **state)
+{
+    (void)state;
+    char a[256], b[256], ma[256], mb[256];
+    zb_train_config_t c = tiny(5);
+    zb_train_summary_t sc, sg;
+    c.save_path = path_of(a, "cpu.ckpt");
+    c.save_model_path = path_of(ma, "cpu.bin");
+    run(&c, false, &sc);
+    c.save_path = path_of(b, "gpu.ckpt");
+    c.save_model_path = path_of(mb, "gpu.bin");
+    run(&c, true, &sg);
+    assert_int_equal(sg.steps_run, 5);
+    assert_memory_equal(&sg.first_loss, &sc.first_loss, sizeof(float));
+    assert_memory_equal(&sg.last_loss, &sc.last_loss, sizeof(float));
+    assert_true(sg.last_loss < sg.first_loss);
+    assert_same_file(a, b);
+    assert_same_file(ma, mb);
+}
+
+/* With clipping the norm's summation order shows only in the last bits. */
+static void test_clipped_close(void **state)
+{
+    (void)state;
+    zb_train_config_t c = tiny(4);
+    c.grad_clip = 0.05f; /* below every step's norm here: each step is clipped */
+    zb_train_summary_t sc, sg;
+    run(&c, false, &sc);
+    run(&c, true, &sg);
+    double r = fabs((double)sg.last_loss - sc.last_loss) / fabs((double)sc.last_loss);
+    printf("  clipped: last loss cuda %.8f cpu %.8f (rel %.3g)\n", sg.last_loss, sc.last_loss, r);
+    assert_true(r <= 1e-6);
+}
+
+/* Checkpoints are device-independent: 3 steps on one device, 3 more on the other, gives the
+ * straight run's checkpoint byte for byte (both directions), and so does resuming on the same
+ * device. */
+static void test_resume_across_devices(void **state)
+{
+    (void)state;
+    char straight[256], half_cpu[256], half_gpu[256], out[256], every[256];
+    zb_train_config_t c = tiny(6);
+    zb_train_summary_t s;
+    c.save_path = path_of(straight, "straight.ckpt");
+    run(&c, false, &s);
+    c = tiny(3);
+    c.save_path = path_of(half_cpu, "half_cpu.ckpt");
+    run(&c, false, &s);
+    c.save_path = path_of(half_gpu, "half_gpu.ckpt");
+    run(&c, true, &s);
+    assert_same_file(half_cpu, half_gpu);
+    const struct {
+        const char *from;
+        bool cuda;
+    } legs[] = {{half_gpu, false}, {half_cpu, true}, {half_gpu, true}};
+    for (size_t k = 0; k < sizeof legs / sizeof legs[0]; k++) {
+        c = tiny(6);
+        c.resume_path = legs[k].from;
+        c.save_path = path_of(out, "resumed.ckpt");
+        run(&c, legs[k].cuda, &s);
+        assert_int_equal(s.first_step, 3);
+        assert_int_equal(s.steps_run, 3);
+        assert_same_file(straight, out);
+    }
+    /* periodic saves (a download every 2 steps) leave the device run's bytes unchanged */
+    c = tiny(6);
+    c.save_path = path_of(every, "every.ckpt");
+    c.save_every = 2;
+    run(&c, true, &s);
+    assert_same_file(straight, every);
+}
+
+/* A diverging run (huge lr): the device trainer skips the same steps (no AdamW on a non-finite
+ * norm) and stops with the same ZB_ENUMERIC line at the same step, without saving. */
+static void test_divergence_same_as_cpu(void **state)
+{
+    (void)state;
+    char ck[256];
+    zb_train_config_t c = tiny(30);
+    c.adamw.lr = 1e6f;
+    c.save_path = path_of(ck, "diverged.ckpt");
+    zb_train_summary_t sc, sg;
+    zb_err_t ec, eg;
+    assert_int_equal(zb_train_run(&c, NULL, NULL, NULL, &sc, &ec), ZB_ENUMERIC);
+    assert_int_equal(zb_cuda_train_run(&c, &GPU, NULL, &sg, &eg), ZB_ENUMERIC);
+    assert_string_equal(eg.msg, ec.msg);
+    assert_int_equal(sg.steps_run, sc.steps_run);
+    assert_int_equal(sg.skipped, sc.skipped);
+    assert_true(sg.skipped >= 8);
+    assert_int_equal(access(ck, F_OK), -1); /* nothing saved */
+}
+
+/* The checks that come before the device, and a bad precision. */
+static void test_errors(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    zb_train_summary_t s;
+    zb_train_config_t c = tiny(1);
+    c.batch = 3; /* not divisible by 2 microbatches */
+    assert_int_equal(zb_cuda_train_run(&c, &GPU, NULL, &s, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "--microbatches"));
+    c = tiny(1);
+    zb_cuda_train_opts_t bad = {.device = 0, .precision = (zb_cuda_precision_t)7};
+    assert_int_equal(zb_cuda_train_run(&c, &bad, NULL, &s, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "precision"));
+    bad = (zb_cuda_train_opts_t){.device = 3, .precision = ZB_CUDA_FP32};
+    assert_int_equal(zb_cuda_train_run(&c, &bad, NULL, &s, &e), ZB_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "no CUDA device 3"));
+    c.resume_path = path_of((char[256]){0}, "missing.ckpt");
+    assert_int_not_equal(zb_cuda_train_run(&c, &GPU, NULL, &s, &e), ZB_OK);
+    assert_non_null(strstr(e.msg, "missing.ckpt"));
+}
+
+/* The device profiler fills every part's F/B/W (the fake device's time is the CPU's). */
+static void test_profile(void **state)
+{
+    (void)state;
+    zb_gpt2_config_t cfg = {.max_seq = 16, .vocab = 67, .padded_vocab = 128, .layers = 3,
+                            .heads = 2, .channels = 16};
+    zb_profile_t p;
+    zb_err_t e;
+    zb_status_t st = zb_cuda_profile_measure(NULL, &cfg, 2, 16, 2, &GPU, &p, &e);
+    if (st != ZB_OK)
+        fail_msg("profile: %s", e.msg);
+    assert_int_equal(p.layers, 3);
+    assert_int_equal(p.batch, 2);
+    assert_int_equal(p.msg_bytes, 2 * 16 * 16 * sizeof(float));
+    for (int l = 0; l < 3; l++)
+        assert_true(p.block[l].f > 0 && p.block[l].b > 0 && p.block[l].w > 0);
+    assert_true(p.embed.f > 0 && p.head.f > 0 && p.head.b > 0 && p.comm >= 0);
+    zb_profile_free(&p);
+    assert_int_equal(zb_cuda_profile_measure(NULL, &cfg, 2, 17, 2, &GPU, &p, &e), ZB_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_trainer_is_the_cpu_trainer),
+        cmocka_unit_test(test_clipped_close),
+        cmocka_unit_test(test_resume_across_devices),
+        cmocka_unit_test(test_divergence_same_as_cpu),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_profile),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+}
+#endif

@@ -40,6 +40,20 @@ fi
 grep -q "MiB" "$tmp/o" || fail "limit message without a unit: $(cat "$tmp/o")"
 echo "ok: --recompute auto recomputes under --mem-limit-mb $mid, none is refused there"
 
+# auto plans the recompute itself (which forwards, where each R goes); and below what any
+# schedule needs, the error says so in MiB
+"$Z" train "${common[@]}" --ranks 2 --schedule auto --recompute auto --mem-limit-mb 1.25 \
+    --save "$tmp/auto.ckpt" >"$tmp/auto.out" || fail "auto --recompute auto at 1.25 MiB"
+grep -q "^pipeline: auto, .* of [0-9]* forwards recomputed" "$tmp/auto.out" ||
+    fail "auto did not recompute: $(grep pipeline: "$tmp/auto.out")"
+cmp "$tmp/ref.ckpt" "$tmp/auto.ckpt" || fail "auto --recompute auto: checkpoint differs"
+if "$Z" train "${common[@]}" --ranks 2 --schedule auto --mem-limit-mb 1.2 >"$tmp/o" 2>&1; then
+    fail "auto fitted 1.2 MiB"
+fi
+grep -q "leaves the activations [0-9.]* MiB, below the [0-9.]* MiB that any schedule needs" \
+    "$tmp/o" || fail "auto below the minimum: $(cat "$tmp/o")"
+echo "ok: auto plans recompute under a limit; below any schedule's minimum it says so in MiB"
+
 for bad in some ALL ""; do
     if "$Z" train "${common[@]}" --ranks 2 --recompute "$bad" >"$tmp/o" 2>&1; then
         fail "--recompute '$bad' accepted"

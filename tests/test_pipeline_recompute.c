@@ -71,7 +71,7 @@ static void test_every_family_bit_identical(void **state)
         }
         zb_gpt2_params_free(&got);
         assert_matches(&c, &o, ref_loss, &ref, what, &rep);
-        assert_non_null(strstr(rep.note, "+rc"));
+        assert_non_null(strstr(rep.note, "forwards recomputed"));
         for (int r = 0; r < 2; r++) /* the live stash never exceeds the model's prediction */
             assert_true(rep.peak_stash_bytes[r] <= rep.predicted_stash_bytes[r] + 0.5);
         ran++;
@@ -130,6 +130,12 @@ static void test_auto_recomputes_when_needed(void **state)
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &none, &err), ZB_OK);
     opts(&o, 2, "gpipe", ZB_RECOMPUTE_ALL);
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &all, &err), ZB_OK);
+    int all_r = 0, of_all = 0;
+    const char *fa = strstr(all.note, " forwards recomputed");
+    assert_non_null(fa);
+    while (fa > all.note && fa[-1] != ',')
+        fa--;
+    assert_int_equal(sscanf(fa, " %d of %d", &all_r, &of_all), 2);
     double need_none = fmax(none.mem_predicted[0].total, none.mem_predicted[1].total);
     double need_all = fmax(all.mem_predicted[0].total, all.mem_predicted[1].total);
     assert_true(need_all < need_none);
@@ -142,6 +148,14 @@ static void test_auto_recomputes_when_needed(void **state)
     if (pt_run(&c, &o, NULL, NULL, &rep, &err) != ZB_OK)
         fail_msg("auto at %.0f bytes: %s", o.mem_limit, err.msg);
     assert_non_null(strstr(rep.note, "+rc"));
+    /* only the R's the limit needs stay (zb_recompute_prune): fewer than every one */
+    int n_r = 0, of = 0;
+    const char *f = strstr(rep.note, " forwards recomputed");
+    assert_non_null(f);
+    while (f > rep.note && f[-1] != ',')
+        f--;
+    assert_int_equal(sscanf(f, " %d of %d", &n_r, &of), 2);
+    assert_true(n_r > 0 && n_r < all_r);
     o.recompute = ZB_RECOMPUTE_NONE;
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_EMEMLIMIT);
     o.recompute = ZB_RECOMPUTE_AUTO;

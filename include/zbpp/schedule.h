@@ -192,6 +192,13 @@ zb_status_t zb_strip_comms(const zb_schedule_t *in, zb_schedule_t **out, zb_err_
  * ZB_EINVAL if `in` already has R actions. */
 zb_status_t zb_add_recompute(const zb_schedule_t *in, const bool *which, zb_schedule_t **out,
                              zb_err_t *err);
+/* Per (stage, mb): drop every R whose F can keep its activations after all within
+ * c->mem_limit (the F becomes saving), latest first on each rank. Dropping work never delays
+ * anything in the simulator (a rank runs its list in order, start = max(free, ready)), so the
+ * makespan cannot grow. `work` bounds the scanned actions; *dropped (may be NULL) counts the
+ * R's removed. ZB_ENOMEM. */
+zb_status_t zb_recompute_prune(zb_schedule_t *s, const zb_costs_t *c, long long work,
+                               int *dropped, zb_err_t *err);
 
 /* ---- Validation ---- */
 

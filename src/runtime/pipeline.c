@@ -226,11 +226,17 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     zb_sim_free(&sim);
     if ((st = check_mem_limit(pl, rep, err)) != ZB_OK)
         goto done;
-    char dp_note[48] = "";
+    char dp_note[48] = "", rc_note[64] = "";
     if (pl->N > 1)
         snprintf(dp_note, sizeof dp_note, " x %d data-parallel replicas", pl->N);
-    snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s, stage costs %s", plain->name,
-             pl->P, plain->chunks, pl->M, dp_note,
+    int n_r = 0;
+    for (int r = 0; r < plain->ranks; r++)
+        for (int i = 0; i < plain->rank[r].len; i++)
+            n_r += plain->rank[r].actions[i].type == ZB_ACT_R;
+    if (n_r > 0)
+        snprintf(rc_note, sizeof rc_note, ", %d of %d forwards recomputed", n_r, pl->S * pl->M);
+    snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s%s, stage costs %s", plain->name,
+             pl->P, plain->chunks, pl->M, dp_note, rc_note,
              !pl->prof ? "from the FLOP model"
              : o->transport ? "measured on rank 0 (zbpp profile, one core), shared with every rank"
                             : "measured (zbpp profile, one core)");

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "runtime/pipeline_internal.h"
+#include "zbpp/plan.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
 #include "zbpp/svg.h"
@@ -161,6 +162,10 @@ static zb_status_t try_chunks(pl_t *pl, const zb_gen_params_t *base, int v, zb_s
     zb_gen_params_t gp = *base;
     gp.chunks = v;
     gp.costs = costs;
+    /* `auto` plans the recompute itself (which (stage, mb), where each R goes) */
+    const zb_generator_info_t *fam = zb_generator_find(pl->opts->schedule);
+    if (fam && !strcmp(fam->name, "auto"))
+        gp.recompute = pl->opts->recompute;
     zb_sim_t sim;
     if ((st = zb_generate(pl->opts->schedule, &gp, out, err)) == ZB_OK &&
         (st = zb_simulate(*out, costs, &sim, err)) == ZB_OK) {
@@ -172,6 +177,34 @@ static zb_status_t try_chunks(pl_t *pl, const zb_gen_params_t *base, int v, zb_s
         zb_schedule_free(*out);
     *out = NULL;
     zb_costs_free(costs);
+    return st;
+}
+
+/* No schedule of the cost-planning family fits --mem-limit: say so in MiB (the planner's own
+ * message counts the cost model's bytes without a unit), with the smallest activation peak any
+ * schedule can reach at --chunks (or one chunk), recomputing when --recompute allows it. */
+static zb_status_t below_any_schedule(pl_t *pl, zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = pl->opts;
+    int v = o->chunks ? o->chunks : 1;
+    zb_costs_t c;
+    zb_status_t st = plan_stages(pl, v * pl->P, &c, err);
+    if (st != ZB_OK)
+        return st;
+    bool rc = o->recompute != ZB_RECOMPUTE_NONE;
+    zb_placement_t place = v == 2 ? ZB_PLACE_V : ZB_PLACE_LOOP;
+    double need_rc = zb_min_feasible_memory_recompute(pl->P, v, place, &c);
+    double need = rc ? need_rc : zb_min_feasible_memory(pl->P, v, place, &c);
+    char hint[96] = "";
+    if (!rc && need_rc <= c.mem_limit)
+        snprintf(hint, sizeof hint, "; with --recompute auto %.2f MiB", need_rc / MIB);
+    st = zb_err_set(err, ZB_EMEMLIMIT,
+                    "schedule %s: the memory limit of %.2f MiB per rank leaves the activations "
+                    "%.2f MiB, below the %.2f MiB that any schedule needs with %d stage%s per rank "
+                    "(one microbatch at a time%s)%s",
+                    o->schedule, o->mem_limit / MIB, c.mem_limit / MIB, need / MIB, v,
+                    v > 1 ? "s" : "", rc ? ", recomputing" : "", hint);
+    zb_costs_free(&c);
     return st;
 }
 
@@ -260,6 +293,8 @@ static zb_status_t make_plain(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, 
         }
     }
     if (!*out) {
+        if (last_err.status == ZB_EMEMLIMIT && o->mem_limit > 0)
+            return below_any_schedule(pl, err);
         if (err)
             *err = last_err;
         return last_err.status != ZB_OK ? last_err.status : ZB_EINVAL;
@@ -277,9 +312,10 @@ static zb_status_t make_plain(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, 
 
 /* --recompute on the planned schedule. The runtime keeps a non-saving F's input in its receive
  * buffer (or the batch), which the whole-rank model already counts: the stash's kept memory is 0,
- * and an R takes an F's time (it is that forward again). `auto` keeps the schedule when it fits
- * the limit and recomputes every microbatch when it does not; `all` always does. A schedule that
- * already has R's (a file) is kept as it is. */
+ * and an R takes an F's time (it is that forward again). `all` recomputes every microbatch;
+ * `auto` keeps the schedule when it fits the limit, else recomputes every microbatch and drops
+ * each R the limit does not need (zb_recompute_prune). A schedule that already has R's (a file,
+ * or `auto` planned with recompute) is kept as it is. */
 static zb_status_t apply_recompute(pl_t *pl, zb_schedule_t **s, const zb_costs_t *costs,
                                    zb_err_t *err)
 {
@@ -296,6 +332,12 @@ static zb_status_t apply_recompute(pl_t *pl, zb_schedule_t **s, const zb_costs_t
     zb_status_t st = zb_add_recompute(*s, NULL, &rc, err);
     if (st != ZB_OK)
         return st;
+    long long work = 64LL * (long long)rc->stages * rc->microbatches;
+    if (mode == ZB_RECOMPUTE_AUTO &&
+        (st = zb_recompute_prune(rc, costs, work, NULL, err)) != ZB_OK) {
+        zb_schedule_free(rc);
+        return st;
+    }
     if (zb_schedule_has_recompute(rc) && strlen(rc->name) + 3 < sizeof rc->name)
         strcat(rc->name, "+rc");
     zb_schedule_free(*s);

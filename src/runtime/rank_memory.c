@@ -86,12 +86,18 @@ static void add_total(zb_rank_mem_t *m)
 
 double pl_static_bound(const pl_t *pl, int S)
 {
+    /* before the schedule is known, any stage of a rank may get an R output buffer */
+    int stages_per_rank = (S + pl->P - 1) / pl->P;
+    double r_out = pl->opts->recompute != ZB_RECOMPUTE_NONE
+                       ? (double)stages_per_rank * (double)pl->NC * sizeof(float)
+                       : 0;
     double most = 0;
     for (int r = 0; r < pl->P; r++) {
         zb_rank_mem_t a = {0}, b = {0};
         static_part(pl, S, loop_rank, r, &a);
         if (S == 2 * pl->P)
             static_part(pl, S, v_rank, r, &b);
+        a.messages += r_out, b.messages += r_out;
         add_total(&a), add_total(&b);
         most = fmax(most, fmax(a.total, b.total));
     }

@@ -20,12 +20,6 @@ zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_place
  * NAN on sizes that do not match the cost model. */
 double zb_min_memory_recompute(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *c);
 
-/* Per (stage, mb): drop every R whose F can keep its activations after all within
- * c->mem_limit (the F becomes saving), latest first on each rank. Dropping work never delays
- * anything in the simulator (a rank runs its list in order, start = max(free, ready)), so the
- * makespan cannot grow. `work` bounds the scanned actions; *dropped (may be NULL) counts the
- * R's removed. ZB_ENOMEM. */
-zb_status_t zb_recompute_prune(zb_schedule_t *s, const zb_costs_t *c, long long work,
-                               int *dropped, zb_err_t *err);
+/* zb_recompute_prune is public (zbpp/schedule.h): the runtime fits a family's schedule with it. */
 
 #endif

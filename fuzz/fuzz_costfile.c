@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     int S = c.file_stages;
     zb_costs_t costs;
-    if (zb_cli_costs_build(&c, S, &costs, &err) != ZB_OK || zb_costs_check(&costs, &err) != ZB_OK) {
+    if (zb_cli_costs_build(&c, S, 1, &costs, &err) != ZB_OK || zb_costs_check(&costs, &err) != ZB_OK) {
         fprintf(stderr, "accepted cost file gives a bad cost model: %s\n", err.msg);
         abort();
     }

@@ -178,5 +178,27 @@ ls keep.txt.tmp.* >/dev/null 2>&1 && fail "temp file left behind"
 run "overwrite" "$ZBPP" schedule -s 1f1b -p 2 -m 2 --format csv -o keep.txt
 grep -q "^0F0" keep.txt || fail "successful run did not replace the output"
 
+# --cost means one rank's share of the model everywhere: schedule, simulate and plan give a
+# v-chunk family the same makespan, and a chunk gets 1/v of F, B, W (issue 10)
+"$ZBPP" plan -p 4 -m 8 --cost 1,1.2,0.6,0.05 --format json >plan.json 2>/dev/null ||
+  fail "plan --format json"
+for fam in zb-v interleaved-zb 1f1b; do
+  "$ZBPP" schedule -s "$fam" -p 4 -m 8 --cost 1,1.2,0.6,0.05 --format json >s.json 2>/dev/null ||
+    fail "schedule $fam"
+  "$ZBPP" schedule -s "$fam" -p 4 -m 8 --format csv -o s.csv 2>/dev/null
+  "$ZBPP" simulate s.csv --cost 1,1.2,0.6,0.05 --format json >sim.json 2>/dev/null ||
+    fail "simulate $fam"
+  python3 - "$fam" <<'PY' && ok || fail "--cost meaning differs between schedule/simulate/plan for $fam"
+import json, sys
+fam = sys.argv[1]
+s, sim, plan = (json.load(open(f)) for f in ("s.json", "sim.json", "plan.json"))
+row = [r for r in plan["families"] if r["family"] == fam][0]
+v = s["chunks"]
+assert abs(s["makespan"] - row["makespan"]) < 1e-9, (s["makespan"], row["makespan"])
+assert abs(sim["makespan"] - s["makespan"]) < 1e-9
+assert all(abs(f - 1.0 / v) < 1e-12 for f in s["costs"]["f"]), s["costs"]["f"]
+PY
+done
+
 echo "cli_planner: $checks checks passed, $fails failed"
 [ "$fails" -eq 0 ]

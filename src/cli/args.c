@@ -368,14 +368,20 @@ zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_
     }
 }
 
-zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, zb_costs_t *out,
+zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, int chunks, zb_costs_t *out,
                                zb_err_t *err)
 {
     if (c->file_stages && c->file_stages != stages)
         return zb_err_set(err, ZB_EINVAL, "--cost-file %s has %d stages, the schedule has %d",
                           c->cost_file, c->file_stages, stages);
-    zb_status_t st = zb_costs_init_uniform(out, stages, c->t[0], c->t[1], c->t[2], c->t[3],
-                                           c->mem[0], c->mem[1], c->mem[2], err);
+    if (chunks < 1)
+        return zb_err_set(err, ZB_EINVAL, "internal: %d chunks per rank", chunks);
+    /* --cost, --mem and the recompute costs describe one rank's share of the model: each of
+     * its `chunks` stages gets that share divided by the chunks (comm and the limit stay) */
+    const double v = chunks;
+    zb_status_t st = zb_costs_init_uniform(out, stages, c->t[0] / v, c->t[1] / v, c->t[2] / v,
+                                           c->t[3], c->mem[0] / v, c->mem[1] / v, c->mem[2] / v,
+                                           err);
     if (st != ZB_OK)
         return st;
     for (int s = 0; s < c->file_stages; s++) {
@@ -387,36 +393,36 @@ zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, zb_costs_t *
     out->mem_limit = c->mem_limit;
     if (c->recompute == ZB_RECOMPUTE_NONE && !c->recompute_given)
         return ZB_OK;
-    for (int s = 0; s < stages; s++)
-        if (c->mem_keep > out->m_f[s]) {
-            double mf = out->m_f[s];
-            zb_costs_free(out);
-            return zb_err_set(err, ZB_EINVAL,
-                              "--mem-recompute: %g is more than an F's memory (M_F = %g): a "
-                              "non-saving F cannot keep more than a saving one",
-                              c->mem_keep, mf);
-        }
-    st = zb_costs_set_recompute(out, 0, c->mem_keep, err);
+    if (c->mem_keep > c->mem[0]) {
+        zb_costs_free(out);
+        return zb_err_set(err, ZB_EINVAL,
+                          "--mem-recompute: %g is more than an F's memory (M_F = %g): a "
+                          "non-saving F cannot keep more than a saving one",
+                          c->mem_keep, c->mem[0]);
+    }
+    st = zb_costs_set_recompute(out, 0, c->mem_keep / v, err);
     if (st != ZB_OK) {
         zb_costs_free(out);
         return st;
     }
     for (int s = 0; s < stages; s++)
-        out->t_r[s] = isnan(c->r_time) ? out->t_f[s] : c->r_time;
+        out->t_r[s] = isnan(c->r_time) ? out->t_f[s] : c->r_time / v;
     return ZB_OK;
 }
 
 void zb_cli_costs_help(FILE *out, bool with_times)
 {
     if (with_times)
-        fputs("  --cost F,B,W[,C]    time of F, B (input grad) and W (weight grad) of one stage\n"
-              "                      (one chunk), and C the latency of a message between ranks;\n"
-              "                      uniform across stages; non-negative (default 1,1,1,0)\n"
+        fputs("  --cost F,B,W[,C]    time of F, B (input grad) and W (weight grad) of one rank's\n"
+              "                      share of the model (all its stages together: a family with\n"
+              "                      v chunks per rank gives each chunk 1/v), and C the latency\n"
+              "                      of a message between ranks; non-negative (default 1,1,1,0)\n"
               "  --cost-file FILE    per-stage times instead: CSV rows 'stage,F,B,W[,C]' for\n"
               "                      stages 0..S-1, '#' comments and a 'stage,...' header allowed\n",
               out);
-    fputs("  --mem F,B,W         memory added by an F, a B and a W of one stage; must sum to 0\n"
-          "                      (a fused BW adds B+W) (default 1,0,-1)\n"
+    fputs("  --mem F,B,W         memory added by an F, a B and a W of one rank's share (each of\n"
+          "                      v chunks adds 1/v); must sum to 0 (a fused BW adds B+W)\n"
+          "                      (default 1,0,-1)\n"
           "  --mem-limit X       per-rank limit on the running memory sum, in --mem units\n"
           "                      (default none)\n",
           out);

@@ -115,11 +115,13 @@ void zb_cli_costs_free(zb_cli_costs_t *c);
  * --cost-file is read and checked here: rows "stage,F,B,W,C" ('#' comments, blank lines and an
  * optional header "stage,F,B,W,C" allowed), every stage 0..S-1 exactly once. */
 zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_err_t *err);
-/* Build the cost model for `stages` stages (uniform values, or the cost file's rows, which must
- * then cover exactly `stages` stages), memory deltas and limit included; with a recompute mode
+/* Build the cost model for `stages` stages, `chunks` per rank. The uniform flags (--cost F,B,W,
+ * --mem, --recompute-time, --mem-recompute) are one rank's share of the model, so each stage gets
+ * them divided by `chunks` (C and --mem-limit are not divided); a cost file's rows are per stage
+ * and must cover exactly `stages` stages. Memory deltas and limit included; with a recompute mode
  * other than none or a recompute cost given, also t_r and m_keep (ZB_EINVAL when the kept
  * memory exceeds an F's). Free with zb_costs_free. */
-zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, zb_costs_t *out,
+zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, int chunks, zb_costs_t *out,
                                zb_err_t *err);
 /* The --help text for the four cost options (shared wording). */
 void zb_cli_costs_help(FILE *out, bool with_times);

@@ -19,7 +19,8 @@ static void help(FILE *out)
           "                 [--recompute-time X] [--time-limit S] [--format table|json]\n\n"
           "Generate every schedule family for the same model and rank them: makespan, bubble\n"
           "rate, peak memory per rank and cross-rank messages. Costs and memory are those of one\n"
-          "rank's whole stage; families with 2 chunks per rank get half of each per chunk.\n"
+          "rank's share of the model (as in zbpp schedule); families with v chunks per rank\n"
+          "give each chunk 1/v.\n"
           "Families that fit the limit come first, best first; the others follow with a reason.\n\n"
           "  -p, --ranks P          pipeline ranks\n"
           "  -m, --microbatches M   microbatches per step\n",
@@ -188,7 +189,7 @@ int zb_cmd_plan(int argc, char **argv)
         goto out;
     }
     zb_costs_t costs;
-    if ((st = zb_cli_costs_build(&copt, ranks, &costs, &err)) != ZB_OK) {
+    if ((st = zb_cli_costs_build(&copt, ranks, 1, &costs, &err)) != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
         goto out;
     }

@@ -163,7 +163,7 @@ int zb_cmd_schedule(int argc, char **argv)
         chunks = default_chunks(name, ranks, mbs);
 
     zb_costs_t costs;
-    if ((st = zb_cli_costs_build(&copt, chunks * ranks, &costs, &err)) != ZB_OK) {
+    if ((st = zb_cli_costs_build(&copt, chunks * ranks, chunks, &costs, &err)) != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
         goto out;
     }

@@ -127,7 +127,7 @@ int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *cop
         zb_schedule_free(*out);
         *out = rc;
     }
-    if (zb_cli_costs_build(copt, (*out)->stages, costs, &err) != ZB_OK) {
+    if (zb_cli_costs_build(copt, (*out)->stages, (*out)->chunks, costs, &err) != ZB_OK) {
         zb_cli_error(cmd, "%s", err.msg);
         zb_schedule_free(*out);
         *out = NULL;

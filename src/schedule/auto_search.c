@@ -180,7 +180,7 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
     if (limit < ymin - 1e-9 * fmax(1.0, fabs(ymin))) {
         st = zb_err_set(err, ZB_EMEMLIMIT,
                         "auto: memory limit %g is below the minimum %g that any schedule needs "
-                        "(one microbatch at a time%s)",
+                        "(memory units of the cost model; one microbatch at a time%s)",
                         limit, ymin,
                         p->recompute == ZB_RECOMPUTE_NONE ? "; --recompute may lower it"
                                                           : ", recomputing");
@@ -192,7 +192,9 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
     for (int k = 0; k < nch && st == ZB_OK; k++)
         st = search_chunking(p, ch[k].v, ch[k].pl, &ch[k].c, &best, err);
     if (st == ZB_OK && !best.s)
-        st = zb_err_set(err, ZB_EMEMLIMIT, "auto: no schedule fits memory limit %g", limit);
+        st = zb_err_set(err, ZB_EMEMLIMIT,
+                        "auto: no schedule fits memory limit %g (memory units of the cost model)",
+                        limit);
     if (st == ZB_OK) {
         /* local improvement with the costs of the winner's chunking */
         const zb_costs_t *wc = p->costs;

@@ -234,7 +234,8 @@ zb_status_t zb_greedy_sweep_rc(const char *name, int P, int v, zb_placement_t pl
     free(set);
     if (!best->s && ok == 0)
         return zb_err_set(err, last ? last : ZB_EMEMLIMIT,
-                          "%s: no greedy setting fits memory limit %g (tried %d)", name, cap,
+                          "%s: no greedy setting fits memory limit %g (memory units of the cost "
+                          "model; tried %d)", name, cap,
                           built);
     return ZB_OK;
 }

@@ -197,7 +197,7 @@ static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_
             if (sum > limit)
                 return zb_err_set(err, ZB_EMEMLIMIT,
                                   "validate: rank %d needs %g memory after %s(stage %d, mb %d) "
-                                  "(action %d), limit %g",
+                                  "(action %d), limit %g (memory units of the cost model)",
                                   r, sum, zb_action_type_name(a->type), a->stage, a->mb, i,
                                   c->mem_limit);
         }

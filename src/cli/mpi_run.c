@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
 
 enum { ROW = 8 }; /* per-rank figures gathered for the report */
@@ -56,6 +57,10 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
         printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
     if (pc->opts.trace_path && rep->measured)
         zb_cli_print_trace_paths(pc->opts.trace_path);
+    if (sum->has_val)
+        printf("val loss %.4f (%d batches)\n", sum->val_loss, c->val_steps);
+    if (sum->interrupted)
+        printf("interrupted after step %ld of %ld\n", sum->first_step + sum->steps_run, c->steps);
     if (c->save_path)
         printf("saved %s%s\n", c->save_path,
                pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");
@@ -133,7 +138,10 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     }
     if (net->rank == 0 && !c->quiet)
         print_report(pc, c, &sum, rep, all, net->size);
-    int status = 0;
+    /* every rank agreed on the stop; the status is the signal's where this process got one */
+    int status = sum.interrupted ? (zb_cli_train_signal_status() ? zb_cli_train_signal_status()
+                                                                 : 130)
+                                 : 0;
     if (rep->replicas_checked && rep->replicas_differ > 0) { /* every rank knows: never expected */
         if (net->rank == 0)
             fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",

@@ -311,7 +311,7 @@ int zb_cmd_train(int argc, char **argv)
         fprintf(stderr, "zbpp train: use either --val-data or --val-text, not both\n");
         return 2;
     }
-    if (c.keep_last > 0 && c.save_every == 0)
+    if (c.keep_last > 0 && c.save_every == 0 && c.save_path)
         fprintf(stderr, "zbpp train: warning: --keep-last without --save-every keeps only the "
                         "checkpoint of the end of the run\n");
     if (c.data_glob && !vocab_given && !c.resume_path)

@@ -109,7 +109,8 @@ zb_status_t zb_ckpt_rotate(const char *path, long step, int keep, zb_err_t *err)
     }
     closedir(d);
     if (st == ZB_OK) {
-        qsort(steps, n, sizeof *steps, cmp_long_desc);
+        if (n > 0)
+            qsort(steps, n, sizeof *steps, cmp_long_desc);
         /* keep-1 others (the newest by step) beside the one just written */
         for (size_t i = (size_t)keep - 1; i < n; i++) {
             char old[8500];

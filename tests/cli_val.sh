@@ -46,6 +46,21 @@ for p in 2 4; do
 done
 [ "$(grep -o '^val loss.*' "$TMP/out1")" = "$(grep -o '^val loss.*' "$TMP/out4")" ] ||
   fail "printed val loss differs"
+# --val-data: the demo text as an llm.c shard (byte tokens) gives the same val loss as --val-text
+python3 - "$TEXT" "$TMP/val.bin" <<'PY'
+import struct, sys
+toks = []
+for i, part in enumerate(open(sys.argv[1], "rb").read().split(b"<|endoftext|>")):
+    toks += ([256] if i else []) + list(part)  # the byte tokenizer's end-of-text token
+with open(sys.argv[2], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
+    f.write(struct.pack(f"<{len(toks)}H", *toks))
+PY
+D=("${M[@]:0:16}" --val-data "$TMP/val.bin" --val-every 2 --val-steps 3)
+"$ZBPP" train "${D[@]}" --ranks 2 --metrics "$TMP/d.jsonl" >/dev/null 2>"$TMP/err" ||
+  fail "--val-data run: $(cat "$TMP/err")"
+[ "$(vals "$TMP/r1.jsonl")" = "$(vals "$TMP/d.jsonl")" ] || fail "--val-data val loss differs"
+
 # elapsed time and ETA on the progress line
 grep -q '^step 1/4 .* elapsed, ETA ' "$TMP/err1" || fail "no elapsed/ETA: $(head -1 "$TMP/err1")"
 

@@ -68,6 +68,11 @@ grep -q '^step 1/4 .* elapsed, ETA ' "$TMP/err1" || fail "no elapsed/ETA: $(head
 [ "$(grep -o '^{"step":[0-9]*' "$TMP/r1.jsonl" | tr -d '{"step:' | tr '\n' ' ')" = "1 2 3 4 " ] ||
   fail "metrics steps are not 1..4"
 [ "$(grep -c '"mfu":null' "$TMP/r1.jsonl")" -eq 4 ] || fail "mfu is not null without --peak-tflops"
+for p in 1 2; do
+  grep -q '^model FLOPs: .*, mfu n/a' "$TMP/out$p" || fail "--ranks $p: no 'mfu n/a' line"
+done
+"$ZBPP" train --text "$TEXT" --steps 2 --peak-tflops 0.5 >"$TMP/out" 2>/dev/null
+grep -q '^model FLOPs: .*, mfu [0-9.]*% of 0.5 TFLOP/s$' "$TMP/out" || fail "no mfu line: $(cat "$TMP/out")"
 "$ZBPP" train --text "$TEXT" --steps 2 --quiet --peak-tflops 0.5 --metrics "$TMP/p.jsonl" ||
   fail "--peak-tflops run"
 [ "$(grep -c '"mfu":[0-9][0-9.e+-]*,' "$TMP/p.jsonl")" -eq 2 ] || fail "no mfu: $(cat "$TMP/p.jsonl")"

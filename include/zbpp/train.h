@@ -192,6 +192,7 @@ typedef struct {
     long first_step, steps_run, skipped;
     float first_loss, last_loss;
     double median_tokens_per_s;
+    double flops_per_token; /* model FLOPs per token (zb_train_flops_per_step / (B·T)) */
     bool interrupted; /* cfg->stop was seen: the run ended early (after a complete step) */
     bool has_val;     /* the last validation's loss */
     float val_loss;

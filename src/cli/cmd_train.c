@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
@@ -360,18 +361,14 @@ int zb_cmd_train(int argc, char **argv)
     if (st != ZB_OK)
         return fail(st, &err);
     if (!c.quiet) {
-        if (sum.has_val)
-            printf("val loss %.4f (%d batches)\n", sum.val_loss, c.val_steps);
-        if (sum.interrupted)
-            printf("interrupted after step %ld of %ld\n", sum.first_step + sum.steps_run,
-                   c.steps);
         if (sum.steps_run > 0)
             printf("trained steps %ld..%ld: loss %.4f -> %.4f, median %.0f tokens/s%s\n",
                    sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
                    sum.last_loss, sum.median_tokens_per_s,
                    sum.skipped ? " (some steps skipped: non-finite gradient norm)" : "");
-        else
+        else if (!sum.interrupted)
             printf("nothing to do: already at step %ld of %ld\n", sum.first_step, c.steps);
+        zb_cli_print_run_extras(&c, &sum);
         if (c.save_path)
             printf("saved %s\n", c.save_path);
         if (c.save_model_path)

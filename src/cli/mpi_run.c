@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
 
@@ -24,7 +25,9 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
         printf(" %d", rep->first[s]);
     printf("\n");
     if (sum->steps_run <= 0) {
-        printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
+        if (!sum->interrupted)
+            printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
+        zb_cli_print_run_extras(c, sum);
         return;
     }
     printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
@@ -57,10 +60,7 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
         printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
     if (pc->opts.trace_path && rep->measured)
         zb_cli_print_trace_paths(pc->opts.trace_path);
-    if (sum->has_val)
-        printf("val loss %.4f (%d batches)\n", sum->val_loss, c->val_steps);
-    if (sum->interrupted)
-        printf("interrupted after step %ld of %ld\n", sum->first_step + sum->steps_run, c->steps);
+    zb_cli_print_run_extras(c, sum);
     if (c->save_path)
         printf("saved %s%s\n", c->save_path,
                pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/pipeline_flags.h"
+#include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/pipeline_trace.h"
@@ -239,11 +240,7 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         }
         if (pc->opts.trace_path && sum.steps_run > 0)
             zb_cli_print_trace_paths(pc->opts.trace_path);
-        if (sum.has_val)
-            printf("val loss %.4f (%d batches)\n", sum.val_loss, c->val_steps);
-        if (sum.interrupted)
-            printf("interrupted after step %ld of %ld\n", sum.first_step + sum.steps_run,
-                   c->steps);
+        zb_cli_print_run_extras(c, &sum);
         if (c->save_path)
             printf("saved %s\n", c->save_path);
         if (c->save_model_path)

@@ -473,6 +473,9 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     if (summary->steps_run > 0) {
         zb_sort_doubles(tps, (size_t)summary->steps_run);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
+        summary->flops_per_token =
+            zb_train_flops_per_step(&pl.mcfg, pl.param_count, cfg->batch, cfg->seq) /
+            ((double)cfg->batch * cfg->seq);
         zb_sort_doubles(step_ms, (size_t)summary->steps_run);
         rep->step_ms_median = step_ms[summary->steps_run / 2];
     }

@@ -367,6 +367,9 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
     if (summary->steps_run > 0) {
         zb_sort_doubles(tps, (size_t)summary->steps_run);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
+        summary->flops_per_token =
+            zb_train_flops_per_step(&t.params.cfg, t.params.count, cfg->batch, cfg->seq) /
+            ((double)cfg->batch * cfg->seq);
     }
     free(tps);
     zb_workers_enter(outer);

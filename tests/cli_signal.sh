@@ -23,17 +23,26 @@ wait_for() {
   return 1
 }
 
+# watchdog <pid>: a run that ignores its signals is killed after 120 s (the test then fails on
+# its exit status instead of hanging until ctest's timeout)
+watchdog() {
+  (sleep 120; kill -KILL "$1" 2>/dev/null) >/dev/null 2>&1 &
+  WD=$!
+}
+
 # interrupt <signal> <want exit> <label> <extra args...>: run, signal after step 3, check
 interrupt() {
   local sig=$1 want=$2 label=$3
   shift 3
-  rm -f "$TMP/ck"
+  rm -f "$TMP/ck" "$TMP/err" # a fresh log: the last run's lines must not trigger the signal
   "$ZBPP" train "${COMMON[@]}" --steps 1000000 --save "$TMP/ck" "$@" >"$TMP/out" 2>"$TMP/err" &
   local pid=$!
+  watchdog "$pid"
   wait_for "$TMP/err" '^step 3/' || fail "$label: no progress: $(cat "$TMP/err")"
   kill -"$sig" "$pid"
   wait "$pid"
   local rc=$?
+  kill "$WD" 2>/dev/null
   [ "$rc" -eq "$want" ] || fail "$label: exit $rc after SIG$sig (want $want): $(tail -2 "$TMP/err")"
   grep -q "^interrupted after step [0-9]* of 1000000$" "$TMP/out" ||
     fail "$label: no 'interrupted' line: $(cat "$TMP/out")"
@@ -60,16 +69,18 @@ interrupt INT 130 "SIGINT, --ranks 2 threads" --ranks 2 --schedule zb-h1
 BIG=(--layers 4 --heads 4 --channels 256 --seq 16 --batch 4 --lr-schedule constant
      --text "$SRC/data/demo_corpus.txt")
 for try in 1 2 3; do
-  rm -f "$TMP/big"
+  rm -f "$TMP/big" "$TMP/err"
   "$ZBPP" train "${BIG[@]}" --steps 1000000 --save "$TMP/big" --save-every 1 >"$TMP/out" \
     2>"$TMP/err" &
   pid=$!
+  watchdog "$pid"
   wait_for "$TMP/err" '^step 2/' || fail "second signal: no progress"
   kill -INT "$pid"
   sleep 0.0$try
   kill -INT "$pid"
   wait "$pid"
   rc=$?
+  kill "$WD" 2>/dev/null
   [ "$rc" -eq 130 ] || fail "second signal (try $try): exit $rc (want 130)"
   ls "$TMP" | grep -q '\.tmp\.' && fail "second signal (try $try): a temp file was left: $(ls "$TMP")"
   if [ -e "$TMP/big" ]; then

@@ -7,7 +7,8 @@
 source "$(dirname "$0")/mpi_common.inc"
 set -u
 
-M="--text $TEXT --layers 2 --channels 32 --heads 2 --batch 4 --seq 16 --lr-schedule constant"
+# (the model flags first: mpi_startup.sh picks its victim by "zbpp train --text")
+M="--layers 2 --channels 32 --heads 2 --batch 4 --seq 16 --lr-schedule constant --text $TEXT"
 $MPIRUN -np 2 "$Z" train $M --transport mpi --steps 1000000 --save ck >out 2>err &
 pid=$!
 for _ in $(seq 600); do grep -q '^step 3/' err 2>/dev/null && break; sleep 0.1; done

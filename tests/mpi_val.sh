@@ -4,7 +4,8 @@
 source "$(dirname "$0")/mpi_common.inc"
 set -u
 
-M="--text $TEXT --layers 4 --channels 32 --heads 2 --batch 8 --seq 16 --microbatches 4 --steps 4
+# (the model flags first: mpi_startup.sh picks its victim by "zbpp train --text")
+M="--layers 4 --channels 32 --heads 2 --batch 8 --seq 16 --microbatches 4 --steps 4 --text $TEXT
    --val-text $TEXT --val-every 2 --val-steps 3"
 vals() { grep -o '"step":[0-9]*,"loss":[^,]*,"val_loss":[^,]*' "$1"; }
 

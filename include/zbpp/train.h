@@ -10,6 +10,7 @@
 #ifndef ZBPP_TRAIN_H
 #define ZBPP_TRAIN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +53,23 @@ typedef struct {
      * sample_tokens new tokens each (0 = 32; at most the model's max sequence) */
     long sample_every;
     int sample_tokens;
+    /* validation (docs/training.md): a forward-only pass over the first val_steps batches (B
+     * sequences of T tokens, read in order from the start) of val_data_glob (llm.c shards) or
+     * val_text_path (byte-level text); both NULL = no validation. Run after every val_every-th
+     * step (0 = only after the last step of the run) and after the last step. */
+    const char *val_data_glob;
+    const char *val_text_path;
+    long val_every;
+    int val_steps; /* K >= 1 (default 4) */
+    /* MFU: the hardware's peak in TFLOP/s (0 = unknown: the metrics write "mfu":null) */
+    double peak_tflops;
+    /* --keep-last N (N >= 1, 0 = off): every --save is also hard-linked as SAVE.stepNNNNNN and
+     * only the N newest of those are kept (zb_ckpt_rotate) */
+    int keep_last;
+    /* Stop request (a signal handler's flag; NULL = none): read at each step boundary; when
+     * non-zero the run ends after the step in progress, saves --save as at the end and reports
+     * summary->interrupted. With a transport the ranks agree on it (any rank's flag stops all). */
+    volatile sig_atomic_t *stop;
 } zb_train_config_t;
 
 /* Defaults: B 4, T 64, M 1, 20 steps, shuffle on, seed 1337, AdamW defaults, clip 1.0, cosine
@@ -71,6 +89,8 @@ typedef struct {
     bool skipped;       /* non-finite norm: no parameter or moment changed */
     double step_ms;     /* wall time of the step */
     double tokens_per_s;
+    bool has_val;       /* a validation ran after this step: val_loss is its mean loss */
+    float val_loss;
 } zb_step_stats_t;
 
 typedef struct zb_trainer zb_trainer_t;
@@ -91,6 +111,7 @@ struct zb_trainer {
     zb_train_compute_fn compute; /* defaults to zb_trainer_compute_local */
     void *compute_ctx;
     zb_gpt2_stash_t *stash; /* the local compute's whole-model stash, B/M sequences */
+    struct zb_val *val;     /* the validation data (cfg val_*), NULL = none */
 };
 
 /* Build a trainer: model (resume > init_from > fresh), data (opened, checked against the model's
@@ -118,6 +139,19 @@ void zb_train_update(const zb_train_config_t *cfg, zb_gpt2_params_t *params,
                      const double *unit_sumsq, int n_units, const int *units, int n_owned,
                      zb_step_stats_t *stats);
 
+/* The validation loss of the model in `t` (single process): forward only, over the first
+ * cfg.val_steps batches of the validation data (always the same ones), each batch in M
+ * microbatches like a training step; *loss = zb_train_mean_loss of the K batch losses, each the
+ * mean of its microbatch losses. Nothing is kept for a backward. ZB_EINVAL without val data. */
+zb_status_t zb_trainer_validate(zb_trainer_t *t, float *loss, zb_err_t *err);
+/* True when a validation is due after `steps_done` steps (cfg val source, val_every, steps). */
+bool zb_train_val_due(const zb_train_config_t *cfg, long steps_done);
+
+/* --keep-last: hard-link the checkpoint just written at `path` as PATH.stepNNNNNN (`step` =
+ * steps done; copied if the file system has no hard links), then remove the oldest
+ * PATH.step* files beyond the `keep` newest. The one just linked is never removed. */
+zb_status_t zb_ckpt_rotate(const char *path, long step, int keep, zb_err_t *err);
+
 /* One whole step: next batch, t->compute, zb_train_update over all units, t->step++. */
 zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *err);
 
@@ -143,8 +177,15 @@ typedef struct zb_progress zb_progress_t;
  * append=true continues an existing file (resume). */
 zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metrics_path,
                              bool append, long total_steps, zb_err_t *err);
-/* Record a step: {"step":..,"loss":%.9g,"lr":..,"grad_norm":..,"step_ms":..,"tokens_per_s":..,
- * "skipped":true|false}. ZB_EIO if the metrics file cannot be written. */
+/* Model FLOPs of one training step (for MFU) and the hardware peak in FLOP/s (0 = unknown). */
+void zb_progress_set_flops(zb_progress_t *p, double flops_per_step, double peak_flops);
+/* FLOPs of one training step of B·T tokens, forward + backward, as llm.c and nanoGPT count
+ * them: 6·N per token for N parameters, plus attention 12·L·C·T per token (L blocks, C width). */
+double zb_train_flops_per_step(const zb_gpt2_config_t *m, size_t n_params, int B, int T);
+/* Record a step: {"step":n (1-based, as the console),"loss":%.9g,["val_loss":..,]"lr":..,
+ * "grad_norm":..,"step_ms":..,"tokens_per_s":..,"elapsed_s":..,"tflops":..,"mfu":x|null,
+ * "skipped":true|false}; the human line shows elapsed time and the ETA of the run.
+ * ZB_EIO if the metrics file cannot be written. */
 zb_status_t zb_progress_step(zb_progress_t *p, const zb_step_stats_t *s, zb_err_t *err);
 /* Finish the bar line, close the metrics file. ZB_EIO if it could not be flushed. p may be NULL. */
 zb_status_t zb_progress_close(zb_progress_t *p, zb_err_t *err);
@@ -164,6 +205,10 @@ typedef struct {
     long first_step, steps_run, skipped;
     float first_loss, last_loss;
     double median_tokens_per_s;
+    double flops_per_token; /* model FLOPs per token (zb_train_flops_per_step / (B·T)) */
+    bool interrupted; /* cfg->stop was seen: the run ended early (after a complete step) */
+    bool has_val;     /* the last validation's loss */
+    float val_loss;
 } zb_train_summary_t;
 
 /* Initialise (or resume), run up to cfg->steps, save every save_every and at the end, report

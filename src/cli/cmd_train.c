@@ -12,6 +12,8 @@
 #include "cli/cli.h"
 #include "cli/device_flags.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_report.h"
+#include "cli/train_signals.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
@@ -42,6 +44,11 @@ static void usage(FILE *out)
             "  --steps N            total optimizer steps (default 20)\n"
             "  --seed S             model init and data order (default 1337)\n"
             "  --no-shuffle         read the data in order\n"
+            "validation (forward only, same bits for any --ranks and transport):\n"
+            "  --val-data GLOB      llm.c token shards to validate on\n"
+            "  --val-text FILE      or plain text, byte-level tokenized\n"
+            "  --val-every N        validate every N steps (default 0: only after the last step)\n"
+            "  --val-steps K        batches per validation, always the first K (default 4)\n"
             "optimizer:\n"
             "  --lr X (3e-4)  --beta1 X (0.9)  --beta2 X (0.95)  --eps X (1e-8)\n"
             "  --weight-decay X (0.1)  --grad-clip X (1.0, 0 = off)\n"
@@ -49,9 +56,11 @@ static void usage(FILE *out)
             "checkpoints and output:\n"
             "  --save FILE          training checkpoint at the end (and every --save-every N)\n"
             "  --save-every N       also save after every N steps\n"
+            "  --keep-last N        keep each save also as FILE.stepNNNNNN, the N newest of them\n"
             "  --save-model FILE    llm.c model checkpoint (.bin, for --init-from or llm.c)\n"
             "  --resume FILE        continue a training checkpoint (its settings are the defaults)\n"
-            "  --metrics FILE       JSON lines, one per step\n"
+            "  --metrics FILE       JSON lines, one per step (loss, val_loss, tokens/s, mfu, ...)\n"
+            "  --peak-tflops X      the hardware's peak TFLOP/s, for MFU (default: mfu n/a)\n"
             "  --sample-every N     print a short sample from the model every N steps (also\n"
             "                       with --quiet); --sample-tokens K tokens (default 32)\n"
             "  --quiet              no progress output\n"
@@ -171,7 +180,7 @@ int zb_cmd_train(int argc, char **argv)
         }
 
     bool model_flag = false, vocab_given = false, verbose = false, microbatches_given = false;
-    const char *lr_sched = NULL;
+    const char *lr_sched = NULL, *val_flag = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -264,6 +273,26 @@ int zb_cmd_train(int argc, char **argv)
             bad = parse_int(a, v, 1, &c.sample_tokens);
         else if (!strcmp(a, "--threads"))
             bad = parse_int(a, v, 1, &c.threads);
+        else if (!strcmp(a, "--val-data"))
+            c.val_data_glob = v;
+        else if (!strcmp(a, "--val-text"))
+            c.val_text_path = v;
+        else if (!strcmp(a, "--val-every"))
+            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.val_every), val_flag = a;
+        else if (!strcmp(a, "--val-steps"))
+            bad = parse_int(a, v, 1, &c.val_steps), val_flag = a;
+        else if (!strcmp(a, "--keep-last"))
+            bad = parse_int(a, v, 1, &c.keep_last);
+        else if (!strcmp(a, "--peak-tflops")) {
+            float x = 0;
+            bad = parse_float(a, v, 0.0f, &x);
+            if (!bad && !(x > 0)) {
+                fprintf(stderr, "zbpp train: --peak-tflops expects a positive number, got '%s'\n",
+                        v);
+                bad = 1;
+            }
+            c.peak_tflops = x;
+        }
         else if ((bad = zb_cli_pipeline_flag(&pipe, a, v)) != 0)
             bad = bad < 0;
         else if (zb_cli_device_flag(&dev, a, v))
@@ -290,6 +319,17 @@ int zb_cmd_train(int argc, char **argv)
         fprintf(stderr, "zbpp train: use either --data or --text, not both\n");
         return 2;
     }
+    if (val_flag && !c.val_data_glob && !c.val_text_path) {
+        fprintf(stderr, "zbpp train: %s needs --val-data GLOB or --val-text FILE\n", val_flag);
+        return 2;
+    }
+    if (c.val_data_glob && c.val_text_path) {
+        fprintf(stderr, "zbpp train: use either --val-data or --val-text, not both\n");
+        return 2;
+    }
+    if (c.keep_last > 0 && c.save_every == 0 && c.save_path)
+        fprintf(stderr, "zbpp train: warning: --keep-last without --save-every keeps only the "
+                        "checkpoint of the end of the run\n");
     if (c.data_glob && !vocab_given && !c.resume_path)
         c.model.vocab = GPT2_VOCAB;
     char demo[4300];
@@ -321,6 +361,10 @@ int zb_cmd_train(int argc, char **argv)
         if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
             return fail(st, &err);
     bool piped = zb_cli_pipeline_wanted(&pipe, &c);
+    if (!piped && pipe.inert) /* a pipeline flag that a single process has no use for */
+        fprintf(stderr, "zbpp train: warning: %s has no effect with one rank in one process "
+                        "(give --ranks P > 1)\n", pipe.inert);
+    c.stop = zb_cli_train_signals(c.save_path, c.save_model_path);
     if (verbose) {
         /* ranks sharing this process: the pipeline's threads, or one (single process, MPI) */
         int local = piped && !pipe.mpi ? pipe.opts.ranks * (pipe.opts.dp > 1 ? pipe.opts.dp : 1) : 1;
@@ -353,12 +397,13 @@ int zb_cmd_train(int argc, char **argv)
                    sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
                    sum.last_loss, sum.median_tokens_per_s,
                    sum.skipped ? " (some steps skipped: non-finite gradient norm)" : "");
-        else
+        else if (!sum.interrupted)
             printf("nothing to do: already at step %ld of %ld\n", sum.first_step, c.steps);
+        zb_cli_print_run_extras(&c, &sum);
         if (c.save_path)
             printf("saved %s\n", c.save_path);
         if (c.save_model_path)
             printf("saved model %s\n", c.save_model_path);
     }
-    return 0;
+    return sum.interrupted ? zb_cli_train_signal_status() : 0;
 }

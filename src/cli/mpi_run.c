@@ -8,6 +8,8 @@
 
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_report.h"
+#include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
 
 enum { ROW = 8 }; /* per-rank figures gathered for the report */
@@ -23,7 +25,9 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
         printf(" %d", rep->first[s]);
     printf("\n");
     if (sum->steps_run <= 0) {
-        printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
+        if (!sum->interrupted)
+            printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
+        zb_cli_print_run_extras(c, sum);
         return;
     }
     printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
@@ -53,6 +57,7 @@ static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c
         zb_cli_print_trace_paths(pc->opts.trace_path);
     if (pc->opts.trace_svg_path && rep->measured)
         printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
+    zb_cli_print_run_extras(c, sum);
     if (c->save_path)
         printf("saved %s%s\n", c->save_path,
                pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");
@@ -130,7 +135,10 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     }
     if (net->rank == 0 && !c->quiet)
         print_report(pc, c, &sum, rep, all, net->size);
-    int status = 0;
+    /* every rank agreed on the stop; the status is the signal's where this process got one */
+    int status = sum.interrupted ? (zb_cli_train_signal_status() ? zb_cli_train_signal_status()
+                                                                 : 130)
+                                 : 0;
     if (rep->replicas_checked && rep->replicas_differ > 0) { /* every rank knows: never expected */
         if (net->rank == 0)
             fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",

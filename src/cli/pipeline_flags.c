@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli/pipeline_flags.h"
+#include "cli/train_report.h"
+#include "cli/train_signals.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
@@ -105,6 +107,12 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
     }
     if (r != 0)
         pc->given = 1;
+    if (r > 0 && (!strcmp(a, "--schedule") || !strcmp(a, "--chunks") || !strcmp(a, "--trace") ||
+                  !strncmp(a, "--mem-limit", 11)))
+        pc->routes = a;
+    if (r > 0 && (!strcmp(a, "--optimizer-sync") || !strcmp(a, "--partition") ||
+                  !strcmp(a, "--comm-timeout")))
+        pc->inert = a;
     return r;
 }
 
@@ -149,7 +157,7 @@ void zb_cli_pipeline_usage(FILE *out)
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
-           pc->opts.schedule_file || pc->opts.trace_svg_path ||
+           pc->opts.schedule_file || pc->opts.trace_svg_path || pc->routes ||
            pc->opts.recompute != ZB_RECOMPUTE_NONE || pc->opts.keep != ZB_GPT2_KEEP_ALL ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
@@ -270,13 +278,14 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
             zb_cli_print_trace_paths(pc->opts.trace_path);
         if (pc->opts.trace_svg_path && sum.steps_run > 0)
             printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
+        zb_cli_print_run_extras(c, &sum);
         if (c->save_path)
             printf("saved %s\n", c->save_path);
         if (c->save_model_path)
             printf("saved model %s\n", c->save_model_path);
     }
     free(rep);
-    return 0;
+    return sum.interrupted ? zb_cli_train_signal_status() : 0;
 }
 
 int zb_cli_pipeline_schedule_file(zb_cli_pipeline_t *pc, zb_train_config_t *c,

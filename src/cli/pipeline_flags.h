@@ -13,6 +13,12 @@ typedef struct {
     int given; /* any pipeline flag seen */
     int mpi;   /* --transport mpi: one rank per MPI process (cli/mpi_run.c) */
     int ranks_given, timeout_given, dp_given, schedule_given;
+    /* a flag that only the pipeline trainer acts on (--schedule, --chunks, --trace,
+     * --mem-limit*): it runs the pipeline trainer even with one rank */
+    const char *routes;
+    /* a pipeline flag without effect for one rank in one process (--optimizer-sync,
+     * --partition, --comm-timeout): a warning when the single-process trainer runs */
+    const char *inert;
 } zb_cli_pipeline_t;
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc);

@@ -289,6 +289,10 @@ static zb_status_t save(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
         st = zb_train_save(t, pl->cfg->save_path, err);
     }
     release_whole_model(t);
+    /* --keep-last: the file is where it was written (rank 0 under MPI) */
+    if (st == ZB_OK && pl->cfg->keep_last > 0 && (!pl->opts->transport ||
+                                                  pl->opts->transport->rank == 0))
+        st = zb_ckpt_rotate(pl->cfg->save_path, t->step, pl->cfg->keep_last, err);
     return st;
 }
 
@@ -299,6 +303,7 @@ static void teardown(pl_t *pl)
     free(pl->ranks);
     free(pl->unit_owner);
     zb_schedule_free(pl->sched);
+    zb_schedule_free(pl->eval_sched);
     pl_plan_free(pl);
 }
 
@@ -372,6 +377,9 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                         "--save-model is not available with --transport mpi (use --save)");
     else if (net && final_params)
         st = zb_err_set(err, ZB_EUNSUPPORTED, "final_params needs every rank in this process");
+    else if (cfg->keep_last > 0 && opts->sharded_checkpoint)
+        st = zb_err_set(err, ZB_EUNSUPPORTED,
+                        "--keep-last is not available with --checkpoint-format sharded");
     if (st == ZB_OK)
         st = zb_train_config_check(cfg, err);
     if (st != ZB_OK && !net)
@@ -429,10 +437,23 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                                          err)) == ZB_OK)
         st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
                               cfg->resume_path != NULL, cfg->steps, err);
+    if (st == ZB_OK)
+        zb_progress_set_flops(prog, zb_train_flops_per_step(&pl.mcfg, pl.param_count, cfg->batch,
+                                                            cfg->seq),
+                              cfg->peak_tflops * 1e12);
     summary->first_step = t.step;
     zb_diverge_t div;
     zb_diverge_init(&div, 0);
     while (st == ZB_OK && t.step < cfg->steps) {
+        if (cfg->stop) { /* Ctrl-C at a step boundary; processes agree (any rank's flag) */
+            double flag = *cfg->stop ? 1.0 : 0.0;
+            if (net && (st = zb_allreduce_sum(net, &flag, 1, err)) != ZB_OK)
+                break;
+            if (flag > 0) {
+                summary->interrupted = true;
+                break;
+            }
+        }
         /* The report's timeline is the last step's: with processes, start it together so every
          * rank's offsets share one origin (each from its own barrier exit). */
         if (net && t.step == cfg->steps - 1 && (st = zb_barrier(net, err)) != ZB_OK)
@@ -469,6 +490,13 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         step_ms[summary->steps_run] = s.step_ms;
         tps[summary->steps_run++] = s.tokens_per_s;
         summary->skipped += s.skipped;
+        s.has_val = zb_train_val_due(cfg, t.step);
+        if (s.has_val && (st = pl_validate(&pl, t.val, world, args, me, &s.val_loss, err)) != ZB_OK)
+            break;
+        if (s.has_val) {
+            summary->has_val = true;
+            summary->val_loss = s.val_loss;
+        }
         st = zb_progress_step(prog, &s, err);
         if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
             st = zb_diverge_step(&div, s.skipped, t.step, err);
@@ -491,6 +519,9 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     if (summary->steps_run > 0) {
         zb_sort_doubles(tps, (size_t)summary->steps_run);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
+        summary->flops_per_token =
+            zb_train_flops_per_step(&pl.mcfg, pl.param_count, cfg->batch, cfg->seq) /
+            ((double)cfg->batch * cfg->seq);
         zb_sort_doubles(step_ms, (size_t)summary->steps_run);
         rep->step_ms_median = step_ms[summary->steps_run / 2];
     }

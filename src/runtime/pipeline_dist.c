@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "runtime/pipeline_dist.h"
+#include "runtime/val.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/handshake.h"
 #include "zbpp/util.h"
@@ -93,6 +94,10 @@ zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_
         it[n++] = (zb_hs_item_t){"lr-min", HV(c->lr_min)};
         long every[2] = {c->save_every, o->sharded_checkpoint};
         it[n++] = (zb_hs_item_t){"save", zb_hash_str(HV(every), c->save_path)};
+        /* collective: validations (a forward-only program) and the stop flag's all-reduce */
+        long val[4] = {t->val != NULL, c->val_every, c->val_steps, c->stop != NULL};
+        uint64_t vdata = t->val ? zb_data_fingerprint(t->val->data) : 0;
+        it[n++] = (zb_hs_item_t){"validation", HV(val) ^ vdata};
     }
     return zb_handshake(net, it, n, local, err);
 }

@@ -72,6 +72,7 @@ typedef struct {
     zb_step_stats_t stats;
     float loss;
     zb_workers_t *workers; /* the rank's threads (--threads), entered at each step */
+    float val_loss;        /* pipeline_eval.c: the last validation batch's loss (every rank) */
 } pl_rank_t;
 
 struct pl {
@@ -99,6 +100,7 @@ struct pl {
     long step;
     const int *inputs, *targets;
     double t0;
+    zb_schedule_t *eval_sched; /* pipeline_eval.c: the forward-only program (NULL = none) */
 };
 
 /* pipeline_plan.c: measure the costs when opts->profile (with a transport: on rank 0 only, which
@@ -157,5 +159,17 @@ zb_status_t pl_dp_mean_loss(zb_transport_t *dp, double *loss, zb_err_t *err);
 /* After the run (collective with a transport): hash each rank's params + moments and count the
  * ranks that differ from replica 0's (rep->replicas_checked, replicas_differ). */
 zb_status_t pl_dp_check(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
+
+/* pipeline_eval.c: validation through the pipeline. pl_eval_plan: the forward-only program
+ * (pl->eval_sched) from the lowered training program. pl_eval_step: the zb_rank_fn of one
+ * validation batch (pl->inputs / targets): F of every microbatch on every stage, each stash
+ * emptied right after its F; every rank ends with the batch's loss in R->val_loss.
+ * pl_validate: the mean loss over the K validation batches, run on the ranks of this process
+ * (`world` with threads, else rank `me` on opts->transport). */
+zb_status_t pl_eval_plan(pl_t *pl, zb_err_t *err);
+zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err);
+struct zb_val;
+zb_status_t pl_validate(pl_t *pl, struct zb_val *val, zb_thread_world_t *world, void **args,
+                        int me, float *loss, zb_err_t *err);
 
 #endif

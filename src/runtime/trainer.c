@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/divergence.h"
+#include "runtime/val.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
 #include "zbpp/workers.h"
@@ -26,6 +27,7 @@ void zb_train_config_defaults(zb_train_config_t *c)
     c->lr_schedule = ZB_LR_COSINE;
     c->warmup = 0;
     c->lr_min = 0.0f;
+    c->val_steps = 4;
 }
 
 zb_status_t zb_train_config_check(const zb_train_config_t *c, zb_err_t *err)
@@ -70,6 +72,19 @@ zb_status_t zb_train_config_check(const zb_train_config_t *c, zb_err_t *err)
         return zb_err_set(err, ZB_EINVAL, "use either --init-from or --resume, not both");
     if (!c->data_glob && !c->text_path)
         return zb_err_set(err, ZB_EINVAL, "no training data: give --data GLOB or --text FILE");
+    if (c->val_data_glob && c->val_text_path)
+        return zb_err_set(err, ZB_EINVAL, "use either --val-data or --val-text, not both");
+    if (c->val_steps < 1)
+        return zb_err_set(err, ZB_EINVAL, "--val-steps must be >= 1 (got %d)", c->val_steps);
+    if (c->val_every < 0)
+        return zb_err_set(err, ZB_EINVAL, "--val-every must be >= 0 (got %ld)", c->val_every);
+    if (!(c->peak_tflops >= 0) || !isfinite(c->peak_tflops))
+        return zb_err_set(err, ZB_EINVAL, "--peak-tflops must be a positive number (got %g)",
+                          c->peak_tflops);
+    if (c->keep_last < 0)
+        return zb_err_set(err, ZB_EINVAL, "--keep-last must be >= 1 (got %d)", c->keep_last);
+    if (c->keep_last > 0 && !c->save_path)
+        return zb_err_set(err, ZB_EINVAL, "--keep-last needs --save FILE (and --save-every N)");
     return ZB_OK;
 }
 
@@ -129,6 +144,8 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
     if (st == ZB_OK)
         st = setup_data(t, err);
     if (st == ZB_OK)
+        st = zb_val_open(cfg, t->params.cfg.vocab, &t->val, err);
+    if (st == ZB_OK)
         st = zb_gpt2_grads_alloc(&t->grads, &t->params.cfg, err);
     if (st == ZB_OK)
         st = zb_adamw_state_alloc(&t->opt, &t->params.cfg, err);
@@ -160,6 +177,7 @@ void zb_trainer_free(zb_trainer_t *t)
     zb_gpt2_grads_free(&t->grads);
     zb_gpt2_params_free(&t->params);
     zb_data_free(t->data);
+    zb_val_free(t->val);
     free(t->inputs);
     free(t->targets);
     free(t->unit_sumsq);
@@ -297,13 +315,29 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
     if (st == ZB_OK)
         st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
                               cfg->resume_path != NULL, cfg->steps, err);
+    if (st == ZB_OK)
+        zb_progress_set_flops(prog,
+                              zb_train_flops_per_step(&t.params.cfg, t.params.count, cfg->batch,
+                                                      cfg->seq),
+                              cfg->peak_tflops * 1e12);
     zb_diverge_t div;
     zb_diverge_init(&div, 0);
     while (st == ZB_OK && t.step < cfg->steps) {
+        if (cfg->stop && *cfg->stop) { /* Ctrl-C: at a step boundary, saved below */
+            summary->interrupted = true;
+            break;
+        }
         zb_step_stats_t s;
         st = zb_trainer_step(&t, &s, err);
         if (st != ZB_OK)
             break;
+        s.has_val = zb_train_val_due(cfg, t.step);
+        if (s.has_val && (st = zb_trainer_validate(&t, &s.val_loss, err)) != ZB_OK)
+            break;
+        if (s.has_val) {
+            summary->has_val = true;
+            summary->val_loss = s.val_loss;
+        }
         if (summary->steps_run == 0)
             summary->first_loss = s.loss;
         summary->last_loss = s.loss;
@@ -315,8 +349,11 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         if (st == ZB_OK && cfg->sample_every > 0 && t.step % cfg->sample_every == 0)
             st = zb_train_sample(cfg, &t.params, t.inputs[0], t.step, human, err);
         if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
-            t.step < cfg->steps && zb_diverge_may_save(&div))
+            t.step < cfg->steps && zb_diverge_may_save(&div)) {
             st = zb_train_save(&t, cfg->save_path, err);
+            if (st == ZB_OK && cfg->keep_last > 0)
+                st = zb_ckpt_rotate(cfg->save_path, t.step, cfg->keep_last, err);
+        }
     }
     zb_err_t close_err;
     zb_status_t cst = zb_progress_close(prog, &close_err);
@@ -327,11 +364,16 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
     }
     if (st == ZB_OK && cfg->save_path)
         st = zb_train_save(&t, cfg->save_path, err);
+    if (st == ZB_OK && cfg->save_path && cfg->keep_last > 0)
+        st = zb_ckpt_rotate(cfg->save_path, t.step, cfg->keep_last, err);
     if (st == ZB_OK && cfg->save_model_path)
         st = zb_gpt2_save_llmc(cfg->save_model_path, &t.params, err);
     if (summary->steps_run > 0) {
         zb_sort_doubles(tps, (size_t)summary->steps_run);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
+        summary->flops_per_token =
+            zb_train_flops_per_step(&t.params.cfg, t.params.count, cfg->batch, cfg->seq) /
+            ((double)cfg->batch * cfg->seq);
     }
     free(tps);
     zb_workers_enter(outer);

@@ -1,0 +1,20 @@
+/* zbpp CLI — shared lines of the `zbpp train` report (train_report.h). */
+#include <stdio.h>
+
+#include "cli/train_report.h"
+
+void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_t *sum)
+{
+    if (sum->steps_run > 0 && sum->flops_per_token > 0) {
+        double tflops = sum->flops_per_token * sum->median_tokens_per_s * 1e-12;
+        printf("model FLOPs: %.4f TFLOP/s at the median step (6·N + attention per token)", tflops);
+        if (c->peak_tflops > 0)
+            printf(", mfu %.2f%% of %g TFLOP/s\n", 100 * tflops / c->peak_tflops, c->peak_tflops);
+        else
+            printf(", mfu n/a (give --peak-tflops)\n");
+    }
+    if (sum->has_val)
+        printf("val loss %.4f (%d batches)\n", sum->val_loss, c->val_steps);
+    if (sum->interrupted)
+        printf("interrupted after step %ld of %ld\n", sum->first_step + sum->steps_run, c->steps);
+}

@@ -1,0 +1,12 @@
+/* zbpp CLI — lines of the `zbpp train` report shared by the single-process, thread-pipeline and
+ * MPI runs (cmd_train.c, pipeline_flags.c, mpi_run.c). */
+#ifndef ZBPP_CLI_TRAIN_REPORT_H
+#define ZBPP_CLI_TRAIN_REPORT_H
+
+#include "zbpp/train.h"
+
+/* "model FLOP/s ... mfu X% of --peak-tflops" (or "mfu n/a"), "val loss ...", "interrupted ..."
+ * after a run that did steps; nothing else. */
+void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_t *sum);
+
+#endif

@@ -1,0 +1,17 @@
+/* zbpp CLI — Ctrl-C (SIGINT) and SIGTERM during `zbpp train`: the first signal asks the run to
+ * stop at the next step boundary (the library reads the flag, saves --save as at the end); a
+ * second one exits at once, removing the temp files of a save in progress, so no partial file
+ * is left (the atomic writer's temp is PATH.tmp.<pid>; the old PATH stays intact). */
+#ifndef ZBPP_CLI_TRAIN_SIGNALS_H
+#define ZBPP_CLI_TRAIN_SIGNALS_H
+
+#include <signal.h>
+
+/* Install the handlers; `save_path` / `save_model_path` (may be NULL) name the files whose temp
+ * files a second signal removes. Returns the flag for zb_train_config_t.stop: 0, or the number
+ * of the signal received. */
+volatile sig_atomic_t *zb_cli_train_signals(const char *save_path, const char *save_model_path);
+/* Exit status after a run the flag stopped: 128 + signal (130 for SIGINT, 143 for SIGTERM). */
+int zb_cli_train_signal_status(void);
+
+#endif

@@ -1,0 +1,177 @@
+/* zbpp — validation through the pipeline: a forward-only program on the same ranks and
+ * transports as training. The program is the training program's F, SEND_F and RECV_F in their
+ * order (any deadlock-free order of the whole program stays one with the backward taken out);
+ * the head stage's F computes the loss; each F's stash is emptied right after it, so nothing is
+ * kept for a backward. The loss of a batch is the mean of its microbatch losses, like a step's,
+ * and the K batches are averaged in order: the same bits as zb_trainer_validate (--ranks 1). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+#include "runtime/val.h"
+#include "zbpp/util.h"
+
+zb_status_t pl_eval_plan(pl_t *pl, zb_err_t *err)
+{
+    const zb_schedule_t *s = pl->sched;
+    zb_schedule_t *e = zb_schedule_new("forward-only", s->ranks, s->chunks, s->placement,
+                                       s->microbatches);
+    if (!e)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the validation program");
+    zb_status_t st = ZB_OK;
+    for (int r = 0; r < s->ranks && st == ZB_OK; r++)
+        for (int i = 0; i < s->rank[r].len && st == ZB_OK; i++) {
+            zb_action_t a = s->rank[r].actions[i];
+            if (a.type != ZB_ACT_F && a.type != ZB_ACT_SEND_F && a.type != ZB_ACT_RECV_F)
+                continue;
+            a.flags = 0; /* nothing is kept, so nothing is recomputed */
+            if ((st = zb_schedule_push(e, r, a)) != ZB_OK)
+                zb_err_set(err, st, "out of memory for the validation program");
+        }
+    if (st != ZB_OK) {
+        zb_schedule_free(e);
+        return st;
+    }
+    zb_schedule_free(pl->eval_sched);
+    pl->eval_sched = e;
+    return ZB_OK;
+}
+
+static pl_stage_t *stage_here(pl_rank_t *R, int stage, zb_err_t *err)
+{
+    int i = stage >= 0 && stage < R->pl->S ? R->local_of_stage[stage] : -1;
+    if (i < 0) {
+        zb_err_set(err, ZB_ESCHEDULE, "stage %d is not held by rank %d", stage, R->rank);
+        return NULL;
+    }
+    return &R->st[i];
+}
+
+static zb_status_t eval_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
+{
+    pl_rank_t *R = ctx;
+    pl_t *pl = R->pl;
+    pl_stage_t *ls = stage_here(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    int m = a->mb;
+    if (a->type != ZB_ACT_F || m < 0 || m >= pl->M)
+        return zb_err_set(err, ZB_ESCHEDULE, "validation runs only forwards (got %s of mb %d)",
+                          zb_action_type_name((zb_action_type_t)a->type), m);
+    /* between steps every slot of the pool is free: the first one serves each F in turn */
+    zb_gpt2_stash_t *sh = ls->pool[0];
+    size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
+                 (size_t)pl->T;
+    zb_status_t st = zb_gpt2_forward(
+        &R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
+        ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
+        ls->span.head ? pl->targets + tok : NULL,
+        ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
+        ls->span.head ? &R->mb_loss[m] : NULL, err);
+    zb_gpt2_stash_reset(sh); /* nothing kept for a backward */
+    return st;
+}
+
+static zb_status_t eval_send(void *ctx, const zb_action_t *a, const void **buf, size_t *bytes,
+                             zb_err_t *err)
+{
+    pl_rank_t *R = ctx;
+    pl_stage_t *ls = stage_here(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    if (a->type != ZB_ACT_SEND_F || !ls->x_out)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send forward", a->stage);
+    *buf = ls->x_out + (size_t)a->mb * R->pl->NC;
+    *bytes = R->pl->NC * sizeof(float);
+    return ZB_OK;
+}
+
+static zb_status_t eval_recv(void *ctx, const zb_action_t *a, void **buf, size_t *bytes,
+                             zb_err_t *err)
+{
+    pl_rank_t *R = ctx;
+    pl_stage_t *ls = stage_here(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    if (a->type != ZB_ACT_RECV_F || !ls->x_in)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing forward", a->stage);
+    *buf = ls->x_in + (size_t)a->mb * R->pl->NC;
+    *bytes = R->pl->NC * sizeof(float);
+    return ZB_OK;
+}
+
+static size_t eval_recv_bytes(void *ctx, const zb_action_t *a)
+{
+    (void)a;
+    return ((pl_rank_t *)ctx)->pl->NC * sizeof(float);
+}
+
+zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
+{
+    pl_rank_t *R = arg;
+    pl_t *pl = R->pl;
+    zb_workers_enter(R->workers);
+    zb_transport_t *pipe = t, *dp = NULL;
+    zb_status_t st = ZB_OK;
+    if (pl->N > 1) { /* the replica's pipeline and the replicas of this pipeline rank */
+        st = zb_transport_group_init(&R->pipe_view, t, R->replica * pl->P, 1, pl->P, err);
+        if (st == ZB_OK)
+            st = zb_transport_group_init(&R->dp_view, t, R->rank, pl->P, pl->N, err);
+        pipe = &R->pipe_view.base;
+        dp = &R->dp_view.base;
+    }
+    zb_exec_ops_t ops = {.ctx = R,
+                         .compute = eval_compute,
+                         .send_payload = eval_send,
+                         .recv_payload = eval_recv,
+                         .recv_bytes = eval_recv_bytes};
+    zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = zb_now()};
+    if (st == ZB_OK)
+        st = zb_execute(pl->eval_sched, pipe, &ops, &eo, NULL, err);
+    double loss = 0;
+    if (st == ZB_OK && R->has_head) {
+        loss = zb_train_mean_loss(R->mb_loss, pl->M);
+        if (dp)
+            st = pl_dp_mean_loss(dp, &loss, err);
+    }
+    if (st == ZB_OK) /* the head's loss to every rank: 0 + ... + loss + 0 is exact */
+        st = zb_allreduce_sum(pipe, &loss, 1, err);
+    if (st != ZB_OK) {
+        if (st != ZB_EABORT)
+            zb_transport_abort(t, err ? err->msg : zb_strerror(st));
+        return st;
+    }
+    R->val_loss = (float)loss;
+    return zb_flush(t, err);
+}
+
+zb_status_t pl_validate(pl_t *pl, struct zb_val *val, zb_thread_world_t *world, void **args,
+                        int me, float *loss, zb_err_t *err)
+{
+    zb_transport_t *net = pl->opts->transport;
+    float *batch = malloc((size_t)val->steps * sizeof *batch);
+    if (!batch)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the validation losses");
+    zb_status_t st = ZB_OK;
+    if (!pl->eval_sched)
+        st = pl_eval_plan(pl, err);
+    if (st == ZB_OK)
+        st = zb_val_rewind(val, err);
+    const int *inputs = pl->inputs, *targets = pl->targets;
+    for (int k = 0; k < val->steps && st == ZB_OK; k++) {
+        if ((st = zb_val_next(val, err)) != ZB_OK)
+            break;
+        pl->inputs = val->inputs;
+        pl->targets = val->targets;
+        st = net ? pl_eval_step(net, &pl->ranks[me], err)
+                 : zb_thread_world_run(world, pl_eval_step, args, pl->opts->pin, NULL, err);
+        if (st == ZB_OK)
+            batch[k] = pl->ranks[me].val_loss;
+    }
+    pl->inputs = inputs;
+    pl->targets = targets;
+    if (st == ZB_OK)
+        *loss = zb_train_mean_loss(batch, val->steps);
+    free(batch);
+    return st;
+}

@@ -38,6 +38,8 @@ test)
         grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
     (cd build-gpu && ctest -R "test_cuda_host|test_cuda_fake|cli_cuda_flags|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
         --output-on-failure 2>&1 | tail -4)
+    # the machine has PyTorch: zbpp's CSVs through torch's own _Action.from_str (issue 14)
+    (cd build-gpu && ctest -R pytorch_load_csv -V 2>&1 | tee "$out/pytorch_csv.log" | tail -6)
     ;;
 bench)
     build

@@ -150,6 +150,8 @@ typedef struct {
     int *next_f;        /* [S] next microbatch to run F at stage s (microbatch order) */
     int *next_b;        /* [S] */
     double *clock;      /* [P] */
+    double *due;        /* [P] clock of a rank with actions left, INFINITY once it is done: the
+                           per-step scans for the earliest ranks are then plain minima */
     double *mem;        /* [P] running memory */
     double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
     double *contrib;    /* [P*M] memory a microbatch holds on a rank (all deltas applied) */
@@ -171,6 +173,22 @@ typedef struct {
     double *w_next, *w_guess; /* [P] what its last failed try reported */
     zb_schedule_t *s;
 } greedy_t;
+
+/* The smallest of d[0..n): four independent minima, so the scan is not one long chain of
+ * dependent compares (it runs once per placed action, over every rank). Exact: a minimum does
+ * not depend on the order it is taken in. */
+static double min_due(const double *d, int n)
+{
+    double m[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+    int r = 0;
+    for (; r + 4 <= n; r += 4)
+        for (int k = 0; k < 4; k++)
+            m[k] = d[r + k] < m[k] ? d[r + k] : m[k];
+    for (; r < n; r++)
+        m[0] = d[r] < m[0] ? d[r] : m[0];
+    double a = m[0] < m[1] ? m[0] : m[1], b = m[2] < m[3] ? m[2] : m[3];
+    return a < b ? a : b;
+}
 
 /* Rank r's state or clock changed: r and the ranks next to its stages must be re-tried. */
 static void touch(greedy_t *g, int r)
@@ -381,6 +399,7 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
     g->clock[r] = e;
     touch(g, r);
     g->left[r]--;
+    g->due[r] = g->left[r] > 0 ? e : INFINITY;
     if (type != ZB_ACT_W)
         g->fb_left[r]--;
     if (g->o->fb_order && type != ZB_ACT_W)
@@ -491,7 +510,7 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
 static void greedy_free(greedy_t *g)
 {
     free(g->stage_rank); free(g->stages); free(g->end_f); free(g->end_b); free(g->next_f);
-    free(g->next_b); free(g->clock); free(g->mem); free(g->need);
+    free(g->next_b); free(g->clock); free(g->due); free(g->mem); free(g->need);
     free(g->contrib); free(g->fbsum); free(g->pendw); free(g->active); free(g->fifo);
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
@@ -521,6 +540,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.next_f = calloc(g.S, sizeof(int));
     g.next_b = calloc(g.S, sizeof(int));
     g.clock = calloc(P, sizeof(double));
+    g.due = calloc(P, sizeof(double));
     g.mem = calloc(P, sizeof(double));
     g.need = calloc(P, sizeof(double));
     g.contrib = calloc((size_t)P * M, sizeof(double));
@@ -543,7 +563,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.s = zb_schedule_new(name, P, v, pl, M);
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
-        !g.clock || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
+        !g.clock || !g.due || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
         !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
         !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
@@ -573,10 +593,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     const int guess_waits = 4 * P + 16;
     int idle = 0;
     for (;;) {
-        double tmin = INFINITY;
-        for (int r = 0; r < P; r++)
-            if (g.left[r] > 0 && g.clock[r] < tmin)
-                tmin = g.clock[r];
+        double tmin = min_due(g.due, P);
         if (isinf(tmin))
             break; /* all placed */
         double next = INFINITY, guess = INFINITY;
@@ -584,7 +601,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         for (int pass = 0; pass < 2 && !acted; pass++) {
             bool force = pass == 1 || idle >= guess_waits;
             for (int r = 0; r < P && !acted; r++) {
-                if (g.left[r] == 0 || g.clock[r] > tmin + EPS)
+                if (g.due[r] > tmin + EPS)
                     continue;
                 if (!force && !g.stale[r]) { /* nothing it depends on changed */
                     next = fmin(next, g.w_next[r]);
@@ -609,8 +626,8 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             if (acted)
                 break;
             for (int r = 0; r < P; r++)
-                if (g.left[r] > 0 && g.clock[r] > tmin + EPS && g.clock[r] < next)
-                    next = g.clock[r];
+                if (g.due[r] > tmin + EPS && g.due[r] < next)
+                    next = g.due[r];
             if (isfinite(next) || (isfinite(guess) && !force))
                 break; /* wait for the next event (or guess) */
         }
@@ -627,8 +644,8 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         }
         idle++;
         for (int r = 0; r < P; r++)
-            if (g.left[r] > 0 && g.clock[r] <= tmin + EPS) {
-                g.clock[r] = to;
+            if (g.due[r] <= tmin + EPS) {
+                g.clock[r] = g.due[r] = to;
                 touch(&g, r);
             }
     }

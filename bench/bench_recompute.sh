@@ -37,3 +37,28 @@ for sch in gpipe 1f1b zb-h1 zb-h2 zb-v; do
             "$step" "$span" "$pred" "$err"
     done
 done
+
+# The goal pair on one schedule: 1F1B, 2 ranks, a model where activations dominate more
+# (C=64, T=512: attention maps), none and all taking turns REPS times (each run profiles anew,
+# so the prediction moves too); medians of the larger rank's total and of the span error.
+REPS=${REPS:-3}
+A=(--text "$SRC/data/demo_corpus.txt" --layers 4 --channels 64 --heads 4 --seq 512 --batch 16
+   --microbatches 8 --steps "$STEPS" --ranks 2 --threads 1 --schedule 1f1b)
+med() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+W=$(mktemp -d)
+for rep in $(seq 1 "$REPS"); do
+    for rc in none all; do
+        out=$("$Z" train "${A[@]}" --recompute $rc 2>&1)
+        awk '/^  measured/ { if ($8 > m) m = $8 } END { print m }' <<<"$out" >>"$W/total_$rc"
+        sed -n 's/^pipeline span.*(\([-+0-9.]*\)%)/\1/p' <<<"$out" >>"$W/err_$rc"
+    done
+done
+echo
+echo "1f1b, C=64 T=512, $REPS runs each (medians):"
+for rc in none all; do
+    printf "  %-4s total %7.2f MiB   span error %+5.1f%%   (errors: %s)\n" $rc \
+        "$(med <"$W/total_$rc")" "$(med <"$W/err_$rc")" "$(tr '\n' ' ' <"$W/err_$rc")"
+done
+awk -v a="$(med <"$W/total_all")" -v n="$(med <"$W/total_none")" \
+    'BEGIN { printf "  all / none whole-rank total: %.2fx (goal <= 0.6)\n", a / n }'
+rm -rf "$W"

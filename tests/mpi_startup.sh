@@ -9,7 +9,8 @@ $MPIRUN -np 2 "$Z" train --text "$TEXT" --layers 2 --channels 32 --heads 2 --bat
 mp=$!
 victim=
 for _ in $(seq 500); do
-    victim=$(pgrep -f "^$Z train --text" | head -1)
+    # rank 1 of this job only: a command-line match could stop another test's process
+    victim=$(rank_pid "$mp" 1)
     [ -n "$victim" ] && break
     sleep 0.01
 done

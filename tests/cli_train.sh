@@ -43,6 +43,18 @@ expect_error 2 "maximum sequence length" "${TINY[@]}" --max-seq 8
 expect_error 2 "beta2" "${TINY[@]}" --beta2 1.5
 expect_error 2 "--save" "${TINY[@]}" --save-every 2
 expect_error 2 "either --data or --text" --data "$TMP/x.bin" --text "$TMP/x.txt"
+expect_error 2 "takes no value" --quiet=1 --steps 1
+
+# getopt_long like the other commands: --flag=value, and flags after a value, mean the same
+"$ZBPP" train "${TINY[@]}" --steps 2 --quiet --save "$TMP/spaced.ckpt" || fail "spaced flags"
+"$ZBPP" train --steps=2 --quiet --layers=2 --heads=2 --channels=32 --seq=16 --batch=4 \
+  --text="$SRC/data/demo_corpus.txt" --save="$TMP/eq.ckpt" || fail "--flag=value flags"
+cmp -s "$TMP/spaced.ckpt" "$TMP/eq.ckpt" || fail "--flag=value trained differently"
+"$ZBPP" train --resume="$TMP/eq.ckpt" --steps=3 --quiet --save="$TMP/eq3.ckpt" ||
+  fail "--resume=FILE"
+"$ZBPP" train --resume "$TMP/spaced.ckpt" --steps 3 --quiet --save "$TMP/sp3.ckpt" ||
+  fail "--resume FILE"
+cmp -s "$TMP/sp3.ckpt" "$TMP/eq3.ckpt" || fail "--resume=FILE resumed differently"
 # outputs are checked before any step runs: no training output, one line naming the flag
 expect_error 1 "--trace $TMP/no/t.json: directory $TMP/no does not exist" "${TINY[@]}" --steps 1 \
   --ranks 2 --schedule 1f1b --trace "$TMP/no/t.json"

@@ -1,6 +1,7 @@
 /* zbpp train — train a GPT-2 model in this process (flags documented in usage() and
  * docs/training.md). Parsing only: the loop lives in the library (zb_train_run). */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -158,6 +159,165 @@ static int fail(zb_status_t st, const zb_err_t *err)
     return (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
 }
 
+/* Long options of zbpp train: its own, then the pipeline's and the device's (their names live
+ * next to their parsers: pipeline_flags.c, device_flags.c). Every value flag takes its value as
+ * the next word or after '=' (`--steps=5`), and unique prefixes work, as in the other commands. */
+static const char *const TRAIN_VALUE_FLAGS[] = {
+    "init-from", "layers", "heads", "channels", "vocab", "max-seq", "data", "text", "batch",
+    "seq", "microbatches", "steps", "seed", "lr", "beta1", "beta2", "eps", "weight-decay",
+    "grad-clip", "lr-schedule", "warmup", "lr-min", "save", "save-model", "save-every", "resume",
+    "metrics", "sample-every", "sample-tokens", "threads", "val-data", "val-text", "val-every",
+    "val-steps", "keep-last", "peak-tflops", NULL};
+static const char *const TRAIN_SWITCHES[] = {"no-shuffle", "quiet", "verbose", "help", NULL};
+enum { OPT_BASE = 1000, MAX_OPTS = 128 };
+
+/* "--name" of option k of the table: parsers keep pointers to the flag they saw (for warnings),
+ * so these live as long as the process. */
+static char dashed[MAX_OPTS][40];
+
+/* The table for getopt_long (caller frees); NULL when out of memory or too many options. */
+static struct option *train_options(void)
+{
+    const char *const *const value_lists[] = {TRAIN_VALUE_FLAGS, zb_cli_pipeline_flag_names,
+                                              zb_cli_device_value_flags};
+    const char *const *const switch_lists[] = {TRAIN_SWITCHES, zb_cli_device_switches};
+    size_t n = 0;
+    for (size_t l = 0; l < 3; l++)
+        for (size_t i = 0; value_lists[l][i]; i++)
+            n++;
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; switch_lists[l][i]; i++)
+            n++;
+    struct option *o = n < MAX_OPTS ? calloc(n + 1, sizeof *o) : NULL;
+    if (!o)
+        return NULL;
+    size_t k = 0;
+    for (size_t l = 0; l < 3; l++)
+        for (size_t i = 0; value_lists[l][i]; i++, k++)
+            o[k] = (struct option){value_lists[l][i], required_argument, NULL, OPT_BASE + (int)k};
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; switch_lists[l][i]; i++, k++)
+            o[k] = (struct option){switch_lists[l][i], no_argument, NULL, OPT_BASE + (int)k};
+    for (size_t j = 0; j < k; j++)
+        snprintf(dashed[j], sizeof dashed[j], "--%s", o[j].name);
+    return o;
+}
+
+typedef struct {
+    zb_train_config_t *c;
+    zb_cli_pipeline_t *pipe;
+    zb_cli_device_t *dev;
+    bool model_flag, vocab_given, verbose, microbatches_given;
+    const char *lr_sched, *val_flag;
+} train_flags_t;
+
+/* One flag `a` ("--name") with its value v (NULL for a switch): 0, or 2 after printing why. */
+static int train_flag(train_flags_t *t, const char *a, const char *v)
+{
+    if (!strcmp(a, "--no-shuffle")) {
+        t->c->shuffle = false;
+        return 0;
+    }
+    if (!strcmp(a, "--quiet")) {
+        t->c->quiet = true;
+        return 0;
+    }
+    if (!strcmp(a, "--verbose")) {
+        t->verbose = true;
+        return 0;
+    }
+    int bad = 0;
+    if (!strcmp(a, "--init-from"))
+        t->c->init_from = v;
+    else if (!strcmp(a, "--layers"))
+        bad = parse_int(a, v, 1, &t->c->model.layers), t->model_flag = true;
+    else if (!strcmp(a, "--heads"))
+        bad = parse_int(a, v, 1, &t->c->model.heads), t->model_flag = true;
+    else if (!strcmp(a, "--channels"))
+        bad = parse_int(a, v, 1, &t->c->model.channels), t->model_flag = true;
+    else if (!strcmp(a, "--vocab"))
+        bad = parse_int(a, v, 1, &t->c->model.vocab), t->model_flag = t->vocab_given = true;
+    else if (!strcmp(a, "--max-seq"))
+        bad = parse_int(a, v, 1, &t->c->model.max_seq), t->model_flag = true;
+    else if (!strcmp(a, "--data"))
+        t->c->data_glob = v;
+    else if (!strcmp(a, "--text"))
+        t->c->text_path = v;
+    else if (!strcmp(a, "--batch"))
+        bad = parse_int(a, v, 1, &t->c->batch);
+    else if (!strcmp(a, "--seq"))
+        bad = parse_int(a, v, 1, &t->c->seq);
+    else if (!strcmp(a, "--microbatches"))
+        bad = parse_int(a, v, 1, &t->c->microbatches), t->microbatches_given = true;
+    else if (!strcmp(a, "--steps"))
+        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->steps);
+    else if (!strcmp(a, "--seed"))
+        bad = parse_seed(v, &t->c->seed);
+    else if (!strcmp(a, "--lr"))
+        bad = parse_float(a, v, 0.0f, &t->c->adamw.lr);
+    else if (!strcmp(a, "--beta1"))
+        bad = parse_float(a, v, 0.0f, &t->c->adamw.beta1);
+    else if (!strcmp(a, "--beta2"))
+        bad = parse_float(a, v, 0.0f, &t->c->adamw.beta2);
+    else if (!strcmp(a, "--eps"))
+        bad = parse_float(a, v, 0.0f, &t->c->adamw.eps);
+    else if (!strcmp(a, "--weight-decay"))
+        bad = parse_float(a, v, 0.0f, &t->c->adamw.weight_decay);
+    else if (!strcmp(a, "--grad-clip"))
+        bad = parse_float(a, v, 0.0f, &t->c->grad_clip);
+    else if (!strcmp(a, "--lr-schedule"))
+        t->lr_sched = v;
+    else if (!strcmp(a, "--warmup"))
+        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->warmup);
+    else if (!strcmp(a, "--lr-min"))
+        bad = parse_float(a, v, 0.0f, &t->c->lr_min);
+    else if (!strcmp(a, "--save"))
+        t->c->save_path = v;
+    else if (!strcmp(a, "--save-model"))
+        t->c->save_model_path = v;
+    else if (!strcmp(a, "--save-every"))
+        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->save_every);
+    else if (!strcmp(a, "--resume"))
+        t->c->resume_path = v;
+    else if (!strcmp(a, "--metrics"))
+        t->c->metrics_path = v;
+    else if (!strcmp(a, "--sample-every"))
+        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->sample_every);
+    else if (!strcmp(a, "--sample-tokens"))
+        bad = parse_int(a, v, 1, &t->c->sample_tokens);
+    else if (!strcmp(a, "--threads"))
+        bad = parse_int(a, v, 1, &t->c->threads);
+    else if (!strcmp(a, "--val-data"))
+        t->c->val_data_glob = v;
+    else if (!strcmp(a, "--val-text"))
+        t->c->val_text_path = v;
+    else if (!strcmp(a, "--val-every"))
+        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->val_every), t->val_flag = a;
+    else if (!strcmp(a, "--val-steps"))
+        bad = parse_int(a, v, 1, &t->c->val_steps), t->val_flag = a;
+    else if (!strcmp(a, "--keep-last"))
+        bad = parse_int(a, v, 1, &t->c->keep_last);
+    else if (!strcmp(a, "--peak-tflops")) {
+        float x = 0;
+        bad = parse_float(a, v, 0.0f, &x);
+        if (!bad && !(x > 0)) {
+            fprintf(stderr, "zbpp train: --peak-tflops expects a positive number, got '%s'\n",
+                    v);
+            bad = 1;
+        }
+        t->c->peak_tflops = x;
+    }
+    else if ((bad = zb_cli_pipeline_flag(t->pipe, a, v)) != 0)
+        bad = bad < 0;
+    else if (zb_cli_device_flag(t->dev, a, v))
+        bad = 0;
+    else {
+        fprintf(stderr, "zbpp train: unknown option '%s' (see zbpp train --help)\n", a);
+        return 2;
+    }
+    return bad ? 2 : 0;
+}
+
 int zb_cmd_train(int argc, char **argv)
 {
     zb_train_config_t c;
@@ -170,140 +330,46 @@ int zb_cmd_train(int argc, char **argv)
 
     /* --resume first: the checkpoint's settings replace the defaults, explicit flags then apply
      * (and must agree with it, which zb_train_load checks) */
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--resume")) {
-            zb_status_t st = zb_ckpt_is_sharded(argv[i + 1])
-                                 ? zb_ckpt_sharded_peek(argv[i + 1], &c, &err)
-                                 : zb_train_peek(argv[i + 1], &c, &err);
-            if (st != ZB_OK)
+    struct option *longopts = train_options();
+    if (!longopts) {
+        fprintf(stderr, "zbpp train: out of memory\n");
+        return 1;
+    }
+    int ch, idx, rc = 0;
+    opterr = 0;
+    optind = 0; /* GNU getopt: 0 starts a fresh scan (this command parses twice) */
+    while ((ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1)
+        if (ch >= OPT_BASE && !strcmp(longopts[ch - OPT_BASE].name, "resume")) {
+            zb_status_t st = zb_ckpt_is_sharded(optarg) ? zb_ckpt_sharded_peek(optarg, &c, &err)
+                                                         : zb_train_peek(optarg, &c, &err);
+            if (st != ZB_OK) {
+                free(longopts);
                 return fail(st, &err);
+            }
         }
 
-    bool model_flag = false, vocab_given = false, verbose = false, microbatches_given = false;
-    const char *lr_sched = NULL, *val_flag = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    train_flags_t t = {.c = &c, .pipe = &pipe, .dev = &dev};
+    optind = 0;
+    while (rc == 0 && (ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
+        if (ch == 'h' || (ch >= OPT_BASE && !strcmp(longopts[ch - OPT_BASE].name, "help"))) {
             usage(stdout);
+            free(longopts);
             return 0;
         }
-        if (!strcmp(a, "--no-shuffle")) {
-            c.shuffle = false;
-            continue;
+        if (ch < OPT_BASE) {
+            rc = zb_cli_bad_option("train", ch, argv);
+            break;
         }
-        if (!strcmp(a, "--quiet")) {
-            c.quiet = true;
-            continue;
-        }
-        if (!strcmp(a, "--verbose")) {
-            verbose = true;
-            continue;
-        }
-        if (!strcmp(a, "--tf32")) {
-            zb_cli_device_flag(&dev, a, NULL);
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "zbpp train: unexpected argument '%s' (see zbpp train --help)\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "zbpp train: %s needs a value\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(a, "--init-from"))
-            c.init_from = v;
-        else if (!strcmp(a, "--layers"))
-            bad = parse_int(a, v, 1, &c.model.layers), model_flag = true;
-        else if (!strcmp(a, "--heads"))
-            bad = parse_int(a, v, 1, &c.model.heads), model_flag = true;
-        else if (!strcmp(a, "--channels"))
-            bad = parse_int(a, v, 1, &c.model.channels), model_flag = true;
-        else if (!strcmp(a, "--vocab"))
-            bad = parse_int(a, v, 1, &c.model.vocab), model_flag = vocab_given = true;
-        else if (!strcmp(a, "--max-seq"))
-            bad = parse_int(a, v, 1, &c.model.max_seq), model_flag = true;
-        else if (!strcmp(a, "--data"))
-            c.data_glob = v;
-        else if (!strcmp(a, "--text"))
-            c.text_path = v;
-        else if (!strcmp(a, "--batch"))
-            bad = parse_int(a, v, 1, &c.batch);
-        else if (!strcmp(a, "--seq"))
-            bad = parse_int(a, v, 1, &c.seq);
-        else if (!strcmp(a, "--microbatches"))
-            bad = parse_int(a, v, 1, &c.microbatches), microbatches_given = true;
-        else if (!strcmp(a, "--steps"))
-            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.steps);
-        else if (!strcmp(a, "--seed"))
-            bad = parse_seed(v, &c.seed);
-        else if (!strcmp(a, "--lr"))
-            bad = parse_float(a, v, 0.0f, &c.adamw.lr);
-        else if (!strcmp(a, "--beta1"))
-            bad = parse_float(a, v, 0.0f, &c.adamw.beta1);
-        else if (!strcmp(a, "--beta2"))
-            bad = parse_float(a, v, 0.0f, &c.adamw.beta2);
-        else if (!strcmp(a, "--eps"))
-            bad = parse_float(a, v, 0.0f, &c.adamw.eps);
-        else if (!strcmp(a, "--weight-decay"))
-            bad = parse_float(a, v, 0.0f, &c.adamw.weight_decay);
-        else if (!strcmp(a, "--grad-clip"))
-            bad = parse_float(a, v, 0.0f, &c.grad_clip);
-        else if (!strcmp(a, "--lr-schedule"))
-            lr_sched = v;
-        else if (!strcmp(a, "--warmup"))
-            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.warmup);
-        else if (!strcmp(a, "--lr-min"))
-            bad = parse_float(a, v, 0.0f, &c.lr_min);
-        else if (!strcmp(a, "--save"))
-            c.save_path = v;
-        else if (!strcmp(a, "--save-model"))
-            c.save_model_path = v;
-        else if (!strcmp(a, "--save-every"))
-            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.save_every);
-        else if (!strcmp(a, "--resume"))
-            c.resume_path = v;
-        else if (!strcmp(a, "--metrics"))
-            c.metrics_path = v;
-        else if (!strcmp(a, "--sample-every"))
-            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.sample_every);
-        else if (!strcmp(a, "--sample-tokens"))
-            bad = parse_int(a, v, 1, &c.sample_tokens);
-        else if (!strcmp(a, "--threads"))
-            bad = parse_int(a, v, 1, &c.threads);
-        else if (!strcmp(a, "--val-data"))
-            c.val_data_glob = v;
-        else if (!strcmp(a, "--val-text"))
-            c.val_text_path = v;
-        else if (!strcmp(a, "--val-every"))
-            bad = parse_long(a, v, 0, LONG_MAX / 2, &c.val_every), val_flag = a;
-        else if (!strcmp(a, "--val-steps"))
-            bad = parse_int(a, v, 1, &c.val_steps), val_flag = a;
-        else if (!strcmp(a, "--keep-last"))
-            bad = parse_int(a, v, 1, &c.keep_last);
-        else if (!strcmp(a, "--peak-tflops")) {
-            float x = 0;
-            bad = parse_float(a, v, 0.0f, &x);
-            if (!bad && !(x > 0)) {
-                fprintf(stderr, "zbpp train: --peak-tflops expects a positive number, got '%s'\n",
-                        v);
-                bad = 1;
-            }
-            c.peak_tflops = x;
-        }
-        else if ((bad = zb_cli_pipeline_flag(&pipe, a, v)) != 0)
-            bad = bad < 0;
-        else if (zb_cli_device_flag(&dev, a, v))
-            bad = 0;
-        else {
-            fprintf(stderr, "zbpp train: unknown option '%s' (see zbpp train --help)\n", a);
-            return 2;
-        }
-        if (bad)
-            return 2;
+        rc = train_flag(&t, dashed[ch - OPT_BASE], optarg);
     }
+    free(longopts);
+    if (rc)
+        return rc;
+    if (!zb_cli_no_operands("train", argc, argv, optind))
+        return 2;
+    bool model_flag = t.model_flag, vocab_given = t.vocab_given, verbose = t.verbose;
+    bool microbatches_given = t.microbatches_given;
+    const char *lr_sched = t.lr_sched, *val_flag = t.val_flag;
     if (lr_sched) {
         zb_status_t st = zb_lr_kind_parse(lr_sched, &c.lr_schedule, &err);
         if (st != ZB_OK)
@@ -342,7 +408,7 @@ int zb_cmd_train(int argc, char **argv)
         }
     }
 
-    int rc = zb_cli_pipeline_schedule_file(&pipe, &c, microbatches_given);
+    rc = zb_cli_pipeline_schedule_file(&pipe, &c, microbatches_given);
     if (rc)
         return rc;
     if ((rc = zb_cli_device_resolve(&dev, "train")) != 0)

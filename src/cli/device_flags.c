@@ -5,6 +5,10 @@
 
 #include "cli/device_flags.h"
 
+/* The flags zb_cli_device_flag takes (keep the lists with it). */
+const char *const zb_cli_device_value_flags[] = {"device", "precision", NULL};
+const char *const zb_cli_device_switches[] = {"tf32", NULL};
+
 int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v)
 {
     if (!strcmp(a, "--tf32")) {

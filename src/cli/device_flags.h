@@ -20,6 +20,10 @@ typedef struct {
     zb_cuda_train_opts_t opts;
 } zb_cli_device_t;
 
+/* The names (without "--") of the flags zb_cli_device_flag takes: with a value, and switches;
+ * NULL-terminated (zbpp train builds its getopt_long table from them). */
+extern const char *const zb_cli_device_value_flags[];
+extern const char *const zb_cli_device_switches[];
 /* Try flag `a` with value `v` (v unused for --tf32): 1 = consumed a value, 2 = consumed --tf32
  * (no value), 0 = not a device flag. */
 int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v);

@@ -48,6 +48,12 @@ static int parse_bytes(const char *a, const char *v, double scale, double *out)
     return 1;
 }
 
+/* Every flag zb_cli_pipeline_flag takes (keep the two together). */
+const char *const zb_cli_pipeline_flag_names[] = {
+    "ranks", "dp", "schedule", "schedule-file", "chunks", "optimizer-sync", "mem-limit",
+    "mem-limit-mb", "trace", "trace-svg", "partition", "transport", "comm-timeout",
+    "recompute", "keep-activations", "checkpoint-format", NULL};
+
 int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
 {
     zb_pipeline_opts_t *o = &pc->opts;

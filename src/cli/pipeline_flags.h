@@ -22,6 +22,9 @@ typedef struct {
 } zb_cli_pipeline_t;
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc);
+/* The names (without "--") of the flags zb_cli_pipeline_flag takes, all with a value;
+ * NULL-terminated (zbpp train builds its getopt_long table from it). */
+extern const char *const zb_cli_pipeline_flag_names[];
 /* Try flag `a` with value `v`: 1 = consumed, 0 = not a pipeline flag, -1 = bad value (a line
  * was printed on stderr). */
 int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v);

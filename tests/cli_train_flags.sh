@@ -25,7 +25,7 @@ expect_error() { # <exit> <text in message> <args...>
 }
 expect_error 2 "--keep-last" "${TINY[@]}" --keep-last 0
 expect_error 2 "--keep-last needs --save" "${TINY[@]}" --keep-last 2 --steps 1
-expect_error 1 "--keep-last is not available with --checkpoint-format sharded" "${TINY[@]}" \
+expect_error 2 "--keep-last is not available with --checkpoint-format sharded" "${TINY[@]}" \
   --steps 1 --save "$TMP/sh" --save-every 1 --keep-last 1 --checkpoint-format sharded
 
 # --keep-last 2 over 7 steps, saves every 2 and at the end: step 6 and 7 remain

@@ -45,6 +45,15 @@ int zb_cli_bad_option(const char *cmd, int c, char **argv)
     return ZB_EXIT_USAGE;
 }
 
+int zb_cli_exit_code(zb_status_t st)
+{
+    if (st == ZB_OK)
+        return ZB_EXIT_OK;
+    if (st == ZB_EINVAL || st == ZB_EMISMATCH)
+        return ZB_EXIT_USAGE;
+    return ZB_EXIT_FAIL;
+}
+
 int zb_cli_bad_value(const char *cmd, zb_status_t st, const zb_err_t *err)
 {
     zb_cli_error(cmd, "%s", err->msg);

@@ -16,6 +16,11 @@
 /* Exit statuses of a command (see cli.h). */
 enum { ZB_EXIT_OK = 0, ZB_EXIT_FAIL = 1, ZB_EXIT_USAGE = 2 };
 
+/* The one status -> exit code mapping of every command: ZB_OK 0; what the flags asked for is
+ * wrong or cannot be combined (ZB_EINVAL, ZB_EMISMATCH) 2; anything that failed while doing it,
+ * including what this build or machine cannot do (ZB_EUNSUPPORTED: no GPU, no MPI), 1. */
+int zb_cli_exit_code(zb_status_t st);
+
 /* getopt_long codes of the long-only options shared by the commands (values above any char). */
 enum {
     ZB_OPT_COST = 1000,

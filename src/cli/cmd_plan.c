@@ -219,7 +219,7 @@ int zb_cmd_plan(int argc, char **argv)
     zb_costs_free(&costs);
     if (st != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
-        rc = st == ZB_EINVAL ? ZB_EXIT_USAGE : ZB_EXIT_FAIL;
+        rc = zb_cli_exit_code(st);
         goto out;
     }
     if (json)

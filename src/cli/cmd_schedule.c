@@ -184,7 +184,7 @@ int zb_cmd_schedule(int argc, char **argv)
     }
     if (st != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
-        rc = st == ZB_EINVAL || st == ZB_EUNSUPPORTED ? ZB_EXIT_USAGE : ZB_EXIT_FAIL;
+        rc = zb_cli_exit_code(st);
     } else if ((st = zb_validate(s, &costs, &err)) != ZB_OK) {
         /* A generated schedule that fails: most often the memory limit. */
         zb_cli_error(CMD, "%s", err.msg);

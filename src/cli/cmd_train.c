@@ -156,7 +156,7 @@ static const char *find_demo_corpus(char *buf, size_t cap)
 static int fail(zb_status_t st, const zb_err_t *err)
 {
     fprintf(stderr, "zbpp train: %s\n", err->msg[0] ? err->msg : zb_strerror(st));
-    return (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
+    return zb_cli_exit_code(st);
 }
 
 /* Long options of zbpp train: its own, then the pipeline's and the device's (their names live
@@ -312,7 +312,7 @@ static int train_flag(train_flags_t *t, const char *a, const char *v)
     else if (zb_cli_device_flag(t->dev, a, v))
         bad = 0;
     else {
-        fprintf(stderr, "zbpp train: unknown option '%s' (see zbpp train --help)\n", a);
+        fprintf(stderr, "zbpp train: internal: option %s has no parser\n", a);
         return 2;
     }
     return bad ? 2 : 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
 #include "cli/train_report.h"
@@ -84,7 +85,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     zb_cli_watchdog_stop();
     if (st != ZB_OK) {
         print_error(NULL, st, &err);
-        return st == ZB_EUNSUPPORTED ? 2 : 1;
+        return zb_cli_exit_code(st);
     }
     int replicas = pc->opts.dp > 1 ? pc->opts.dp : 1;
     if (!pc->ranks_given && net->size % replicas != 0) { /* every rank sees the same figures */
@@ -112,7 +113,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         st = zb_err_set(&err, ZB_ENOMEM, "out of memory");
     else
         st = zb_pipeline_train(&mine, &pc->opts, stderr, &sum, rep, NULL, &err);
-    int code = (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
+    int code = zb_cli_exit_code(st);
     if (st == ZB_OK) {
         double row[ROW] = {rep->peak_stash_bytes[net->rank % pc->opts.ranks],
                            (double)rep->rollbacks,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/pipeline_flags.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
@@ -253,7 +254,7 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     if (st != ZB_OK) {
         fprintf(stderr, "zbpp train: %s\n", err.msg[0] ? err.msg : zb_strerror(st));
         free(rep);
-        return (st == ZB_EINVAL || st == ZB_EMISMATCH) ? 2 : 1;
+        return zb_cli_exit_code(st);
     }
     if (rep->replicas_checked && rep->replicas_differ > 0) { /* never expected: a bug */
         fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",

@@ -369,16 +369,16 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                         "process per rank of every replica (mpirun -np %d)",
                         N, opts->ranks, N * opts->ranks, net->size, N * opts->ranks);
     else if (net && cfg->sample_every > 0)
-        st = zb_err_set(err, ZB_EUNSUPPORTED,
+        st = zb_err_set(err, ZB_EINVAL,
                         "--sample-every is not available with --transport mpi (use --save-model "
                         "and zbpp generate)");
     else if (net && cfg->save_model_path)
-        st = zb_err_set(err, ZB_EUNSUPPORTED,
+        st = zb_err_set(err, ZB_EINVAL,
                         "--save-model is not available with --transport mpi (use --save)");
     else if (net && final_params)
-        st = zb_err_set(err, ZB_EUNSUPPORTED, "final_params needs every rank in this process");
+        st = zb_err_set(err, ZB_EINVAL, "final_params needs every rank in this process");
     else if (cfg->keep_last > 0 && opts->sharded_checkpoint)
-        st = zb_err_set(err, ZB_EUNSUPPORTED,
+        st = zb_err_set(err, ZB_EINVAL,
                         "--keep-last is not available with --checkpoint-format sharded");
     if (st == ZB_OK)
         st = zb_train_config_check(cfg, err);

@@ -13,56 +13,7 @@
 #include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
 
-enum { ROW = 8 }; /* per-rank figures gathered for the report */
-
-static void print_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c,
-                         const zb_train_summary_t *sum, const zb_pipeline_report_t *rep,
-                         const double *all, int world)
-{
-    const int P = pc->opts.ranks;
-    printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, world);
-    printf("partition (first block of each stage):");
-    for (int s = 0; s <= rep->stages; s++)
-        printf(" %d", rep->first[s]);
-    printf("\n");
-    if (sum->steps_run <= 0) {
-        if (!sum->interrupted)
-            printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
-        zb_cli_print_run_extras(c, sum);
-        return;
-    }
-    printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
-           sum->first_step + 1, sum->first_step + sum->steps_run, sum->first_loss,
-           sum->last_loss, rep->step_ms_median, sum->median_tokens_per_s);
-    zb_cli_print_bubble(rep, world > P, pc->opts.profile);
-    long rollbacks = 0;
-    double steps = (double)sum->steps_run;
-    for (int g = 0; g < world; g++) {
-        const double *o = all + (size_t)g * ROW;
-        char who[64] = "";
-        if (world > P) /* global rank = replica·P + pipeline rank */
-            snprintf(who, sizeof who, " (replica %d, pipeline rank %d)", g / P, g % P);
-        printf("rank %d%s: stash peak %.2f MiB (predicted %.2f), per step: sent %.3f MB in %.0f "
-               "messages, received %.3f MB, waited %.2f ms\n",
-               g, who, o[0] / 1048576.0, rep->predicted_stash_bytes[g % P] / 1048576.0,
-               o[2] / steps / 1e6, o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
-        rollbacks += (long)o[1];
-    }
-    zb_cli_print_rank_memory(rep, P, pc->opts.mem_limit);
-    if (rep->replicas_checked)
-        printf("replicas: %d, %s after the run (parameter and AdamW state hashes)\n",
-               world / P, rep->replicas_differ ? "DIFFERENT" : "identical");
-    if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
-        printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
-    if (pc->opts.trace_path && rep->measured)
-        zb_cli_print_trace_paths(pc->opts.trace_path);
-    if (pc->opts.trace_svg_path && rep->measured)
-        printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
-    zb_cli_print_run_extras(c, sum);
-    if (c->save_path)
-        printf("saved %s%s\n", c->save_path,
-               pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");
-}
+enum { ROW = ZB_CLI_REPORT_ROW }; /* per-rank figures gathered for the report */
 
 static void print_error(const zb_transport_t *net, zb_status_t st, const zb_err_t *err)
 {
@@ -135,7 +86,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         return code;
     }
     if (net->rank == 0 && !c->quiet)
-        print_report(pc, c, &sum, rep, all, net->size);
+        zb_cli_print_pipeline_report(pc, c, &sum, rep, all, net->size);
     /* every rank agreed on the stop; the status is the signal's where this process got one */
     int status = sum.interrupted ? (zb_cli_train_signal_status() ? zb_cli_train_signal_status()
                                                                  : 130)

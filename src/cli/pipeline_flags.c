@@ -238,6 +238,63 @@ void zb_cli_print_trace_paths(const char *trace_path)
            path[ZB_TRACE_PREDICTED_SVG]);
 }
 
+void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c,
+                                  const zb_train_summary_t *sum, const zb_pipeline_report_t *rep,
+                                  const double *rows, int world)
+{
+    const int P = pc->opts.ranks;
+    if (pc->mpi)
+        printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, world);
+    else
+        printf("pipeline: %s\n", rep->note);
+    printf("partition (first block of each stage):");
+    for (int s = 0; s <= rep->stages; s++)
+        printf(" %d", rep->first[s]);
+    printf("\n");
+    if (sum->steps_run <= 0) {
+        if (!sum->interrupted)
+            printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
+        zb_cli_print_run_extras(c, sum);
+        return;
+    }
+    printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
+           sum->first_step + 1, sum->first_step + sum->steps_run, sum->first_loss,
+           sum->last_loss, rep->step_ms_median, sum->median_tokens_per_s);
+    zb_cli_print_bubble(rep, world > P, pc->opts.profile);
+    long rollbacks = rep->rollbacks;
+    if (rows) { /* processes: each rank's own figures, gathered to rank 0 */
+        rollbacks = 0;
+        double steps = (double)sum->steps_run;
+        for (int g = 0; g < world; g++) {
+            const double *o = rows + (size_t)g * ZB_CLI_REPORT_ROW;
+            char who[64] = "";
+            if (world > P) /* global rank = replica·P + pipeline rank */
+                snprintf(who, sizeof who, " (replica %d, pipeline rank %d)", g / P, g % P);
+            printf("rank %d%s: stash peak %.2f MiB (predicted %.2f), per step: sent %.3f MB in "
+                   "%.0f messages, received %.3f MB, waited %.2f ms\n",
+                   g, who, o[0] / 1048576.0, rep->predicted_stash_bytes[g % P] / 1048576.0,
+                   o[2] / steps / 1e6, o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
+            rollbacks += (long)o[1];
+        }
+    }
+    zb_cli_print_rank_memory(rep, P, pc->opts.mem_limit);
+    if (rep->replicas_checked)
+        printf("replicas: %d, %s after the run (parameter and AdamW state hashes)\n",
+               world / P, rep->replicas_differ ? "DIFFERENT" : "identical");
+    if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
+        printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
+    if (pc->opts.trace_path && rep->measured)
+        zb_cli_print_trace_paths(pc->opts.trace_path);
+    if (pc->opts.trace_svg_path && rep->measured)
+        printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
+    zb_cli_print_run_extras(c, sum);
+    if (c->save_path)
+        printf("saved %s%s\n", c->save_path,
+               pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");
+    if (c->save_model_path)
+        printf("saved model %s\n", c->save_model_path);
+}
+
 int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     if (pc->mpi)
@@ -262,35 +319,10 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         free(rep);
         return 1;
     }
-    if (!c->quiet) {
-        printf("pipeline: %s\n", rep->note);
-        printf("partition (first block of each stage):");
-        for (int s = 0; s <= rep->stages; s++)
-            printf(" %d", rep->first[s]);
-        printf("\n");
-        if (sum.steps_run > 0) {
-            printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
-                   sum.first_step + 1, sum.first_step + sum.steps_run, sum.first_loss,
-                   sum.last_loss, rep->step_ms_median, sum.median_tokens_per_s);
-            zb_cli_print_bubble(rep, pc->opts.dp > 1, pc->opts.profile);
-            zb_cli_print_rank_memory(rep, pc->opts.ranks, pc->opts.mem_limit);
-            if (rep->replicas_checked && rep->replicas_differ == 0)
-                printf("replicas: %d, identical after the run (parameter and AdamW state "
-                       "hashes)\n", pc->opts.dp);
-            if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
-                printf("optimizer post-validation: %ld rank-steps rolled back and redone\n",
-                       rep->rollbacks);
-        }
-        if (pc->opts.trace_path && sum.steps_run > 0)
-            zb_cli_print_trace_paths(pc->opts.trace_path);
-        if (pc->opts.trace_svg_path && sum.steps_run > 0)
-            printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
-        zb_cli_print_run_extras(c, &sum);
-        if (c->save_path)
-            printf("saved %s\n", c->save_path);
-        if (c->save_model_path)
-            printf("saved model %s\n", c->save_model_path);
-    }
+    if (!c->quiet)
+        zb_cli_print_pipeline_report(pc, c, &sum, rep, NULL, pc->opts.ranks * (pc->opts.dp > 1
+                                                                               ? pc->opts.dp
+                                                                               : 1));
     free(rep);
     return sum.interrupted ? zb_cli_train_signal_status() : 0;
 }

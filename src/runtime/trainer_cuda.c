@@ -187,6 +187,10 @@ zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_
     zb_diverge_t div;
     zb_diverge_init(&div, 0);
     while (st == ZB_OK && t->step < cfg->steps) {
+        if (cfg->stop && *cfg->stop) { /* Ctrl-C: at a step boundary, saved below */
+            summary->interrupted = true;
+            break;
+        }
         zb_step_stats_t s;
         if ((st = ct_step(&ct, &s, err)) != ZB_OK)
             break;

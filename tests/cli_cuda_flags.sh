@@ -42,11 +42,6 @@ for cmd in train profile; do
 done
 expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --ranks 2
 expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --transport mpi
-# what the GPU trainer does not do yet is refused, not ignored
-expect train 2 "--val-data/--val-text is not available with --device cuda" "${TINY[@]}" \
-  --device cuda --val-text "$SRC/data/demo_corpus.txt"
-expect train 2 "--sample-every is not available with --device cuda" "${TINY[@]}" --device cuda \
-  --sample-every 1
 # no device visible (or no CUDA in this build): one line, exit 1, nothing written
 no_dev="--device cuda: no CUDA device"
 "$ZBPP" train --help >/dev/null

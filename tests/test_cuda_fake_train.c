@@ -250,9 +250,39 @@ static void test_profile(void **state)
     assert_int_equal(zb_cuda_profile_measure(NULL, &cfg, 2, 17, 2, &GPU, &p, &e), ZB_EINVAL);
 }
 
+/* The shared loop's features on the GPU path: validation after every 2 steps (on the host copy,
+ * downloaded first) gives the CPU trainer's val loss bit for bit, and --keep-last keeps the same
+ * rotated checkpoints. */
+static void test_validation_and_keep_last_on_the_gpu_path(void **state)
+{
+    (void)state;
+    char a[256], b[256];
+    zb_train_config_t c = tiny(4);
+    c.val_text_path = corpus;
+    c.val_every = 2;
+    c.val_steps = 2;
+    c.save_every = 2;
+    c.keep_last = 1;
+    zb_train_summary_t cpu, gpu;
+    c.save_path = path_of(a, "val_cpu.ckpt");
+    run(&c, false, &cpu);
+    c.save_path = path_of(b, "val_gpu.ckpt");
+    run(&c, true, &gpu);
+    assert_true(cpu.has_val && gpu.has_val);
+    assert_memory_equal(&cpu.val_loss, &gpu.val_loss, sizeof cpu.val_loss);
+    assert_same_file(a, b);
+    char ra[300], rb[300];
+    snprintf(ra, sizeof ra, "%s.step000004", a);
+    snprintf(rb, sizeof rb, "%s.step000004", b);
+    assert_same_file(ra, rb);
+    snprintf(rb, sizeof rb, "%s.step000002", b);
+    assert_int_equal(access(rb, F_OK), -1); /* rotated away: only the newest one is kept */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_validation_and_keep_last_on_the_gpu_path),
         cmocka_unit_test(test_cuda_trainer_is_the_cpu_trainer),
         cmocka_unit_test(test_clipped_close),
         cmocka_unit_test(test_resume_across_devices),

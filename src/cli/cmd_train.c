@@ -438,16 +438,6 @@ int zb_cmd_train(int argc, char **argv)
                 zb_workers_resolve(c.threads, local),
                 zb_workers_resolve(c.threads, local) == 1 ? "" : "s");
     }
-    /* the GPU trainer has its own step loop (src/runtime/trainer_cuda.c) without these yet */
-    const char *cpu_only = c.val_data_glob || c.val_text_path ? "--val-data/--val-text"
-                           : c.keep_last > 0                  ? "--keep-last"
-                           : c.sample_every > 0               ? "--sample-every"
-                                                              : NULL;
-    if (dev.cuda && cpu_only) {
-        fprintf(stderr, "zbpp train: %s is not available with --device cuda yet (docs/cuda.md)\n",
-                cpu_only);
-        return 2;
-    }
     if (dev.cuda && piped) {
         fprintf(stderr, "zbpp train: --device cuda trains in one process on one GPU: pipeline "
                         "ranks on GPUs are issue 13 (--ranks/--dp/--transport mpi/--schedule-file"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/divergence.h"
+#include "runtime/train_loop.h"
 #include "runtime/val.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
@@ -284,6 +285,108 @@ zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *e
 
 /* ---- the loop ---- */
 
+static zb_status_t cpu_step(void *ctx, zb_trainer_t *t, zb_step_stats_t *s, zb_err_t *err)
+{
+    (void)ctx;
+    return zb_trainer_step(t, s, err);
+}
+
+static zb_status_t to_host(const zb_train_hooks_t *h, zb_err_t *err)
+{
+    return h->to_host ? h->to_host(h->ctx, err) : ZB_OK;
+}
+
+zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_t *t,
+                          const zb_train_hooks_t *h, zb_train_summary_t *summary, zb_err_t *err)
+{
+    memset(summary, 0, sizeof *summary);
+    /* this thread's worker group (pinned when it has several threads) */
+    zb_workers_t *workers = NULL;
+    int nthreads = zb_workers_resolve(cfg->threads, 1);
+    zb_status_t st = zb_workers_new_for_rank(0, nthreads, nthreads > 1, &workers, err);
+    if (st != ZB_OK)
+        return st;
+    zb_workers_t *outer = zb_workers_enter(workers);
+    summary->first_step = t->step;
+    long todo = cfg->steps > t->step ? cfg->steps - t->step : 0;
+    double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
+    zb_progress_t *prog = NULL;
+    if (!tps)
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory for step timings");
+    if (st == ZB_OK)
+        st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
+                              cfg->resume_path != NULL, cfg->steps, err);
+    if (st == ZB_OK)
+        zb_progress_set_flops(prog,
+                              zb_train_flops_per_step(&t->params.cfg, t->params.count, cfg->batch,
+                                                      cfg->seq),
+                              cfg->peak_tflops * 1e12);
+    zb_diverge_t div;
+    zb_diverge_init(&div, 0);
+    while (st == ZB_OK && t->step < cfg->steps) {
+        if (cfg->stop && *cfg->stop) { /* Ctrl-C: at a step boundary, saved below */
+            summary->interrupted = true;
+            break;
+        }
+        zb_step_stats_t s;
+        st = h->step(h->ctx, t, &s, err);
+        if (st != ZB_OK)
+            break;
+        s.has_val = zb_train_val_due(cfg, t->step);
+        if (s.has_val && ((st = to_host(h, err)) != ZB_OK ||
+                          (st = zb_trainer_validate(t, &s.val_loss, err)) != ZB_OK))
+            break;
+        if (s.has_val) {
+            summary->has_val = true;
+            summary->val_loss = s.val_loss;
+        }
+        if (summary->steps_run == 0)
+            summary->first_loss = s.loss;
+        summary->last_loss = s.loss;
+        tps[summary->steps_run++] = s.tokens_per_s;
+        summary->skipped += s.skipped;
+        st = zb_progress_step(prog, &s, err);
+        if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
+            st = zb_diverge_step(&div, s.skipped, t->step, err);
+        if (st == ZB_OK && cfg->sample_every > 0 && t->step % cfg->sample_every == 0 &&
+            (st = to_host(h, err)) == ZB_OK)
+            st = zb_train_sample(cfg, &t->params, t->inputs[0], t->step, human, err);
+        if (st == ZB_OK && cfg->save_every > 0 && t->step % cfg->save_every == 0 &&
+            t->step < cfg->steps && zb_diverge_may_save(&div)) {
+            if ((st = to_host(h, err)) == ZB_OK)
+                st = zb_train_save(t, cfg->save_path, err);
+            if (st == ZB_OK && cfg->keep_last > 0)
+                st = zb_ckpt_rotate(cfg->save_path, t->step, cfg->keep_last, err);
+        }
+    }
+    zb_err_t close_err;
+    zb_status_t cst = zb_progress_close(prog, &close_err);
+    if (st == ZB_OK && cst != ZB_OK) {
+        st = cst;
+        if (err)
+            *err = close_err;
+    }
+    if (st == ZB_OK && (cfg->save_path || cfg->save_model_path))
+        st = to_host(h, err);
+    if (st == ZB_OK && cfg->save_path)
+        st = zb_train_save(t, cfg->save_path, err);
+    if (st == ZB_OK && cfg->save_path && cfg->keep_last > 0)
+        st = zb_ckpt_rotate(cfg->save_path, t->step, cfg->keep_last, err);
+    if (st == ZB_OK && cfg->save_model_path)
+        st = zb_gpt2_save_llmc(cfg->save_model_path, &t->params, err);
+    if (summary->steps_run > 0) {
+        zb_sort_doubles(tps, (size_t)summary->steps_run);
+        summary->median_tokens_per_s = tps[summary->steps_run / 2];
+        summary->flops_per_token =
+            zb_train_flops_per_step(&t->params.cfg, t->params.count, cfg->batch, cfg->seq) /
+            ((double)cfg->batch * cfg->seq);
+    }
+    free(tps);
+    zb_workers_enter(outer);
+    zb_workers_free(workers);
+    return st;
+}
+
 zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_compute_fn compute,
                          void *ctx, zb_train_summary_t *summary, zb_err_t *err)
 {
@@ -298,86 +401,8 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         t.compute = compute;
         t.compute_ctx = ctx;
     }
-    /* this thread's worker group (pinned when it has several threads) */
-    zb_workers_t *workers = NULL;
-    int nthreads = zb_workers_resolve(cfg->threads, 1);
-    if ((st = zb_workers_new_for_rank(0, nthreads, nthreads > 1, &workers, err)) != ZB_OK) {
-        zb_trainer_free(&t);
-        return st;
-    }
-    zb_workers_t *outer = zb_workers_enter(workers);
-    summary->first_step = t.step;
-    long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
-    double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
-    zb_progress_t *prog = NULL;
-    if (!tps)
-        st = zb_err_set(err, ZB_ENOMEM, "out of memory for step timings");
-    if (st == ZB_OK)
-        st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
-                              cfg->resume_path != NULL, cfg->steps, err);
-    if (st == ZB_OK)
-        zb_progress_set_flops(prog,
-                              zb_train_flops_per_step(&t.params.cfg, t.params.count, cfg->batch,
-                                                      cfg->seq),
-                              cfg->peak_tflops * 1e12);
-    zb_diverge_t div;
-    zb_diverge_init(&div, 0);
-    while (st == ZB_OK && t.step < cfg->steps) {
-        if (cfg->stop && *cfg->stop) { /* Ctrl-C: at a step boundary, saved below */
-            summary->interrupted = true;
-            break;
-        }
-        zb_step_stats_t s;
-        st = zb_trainer_step(&t, &s, err);
-        if (st != ZB_OK)
-            break;
-        s.has_val = zb_train_val_due(cfg, t.step);
-        if (s.has_val && (st = zb_trainer_validate(&t, &s.val_loss, err)) != ZB_OK)
-            break;
-        if (s.has_val) {
-            summary->has_val = true;
-            summary->val_loss = s.val_loss;
-        }
-        if (summary->steps_run == 0)
-            summary->first_loss = s.loss;
-        summary->last_loss = s.loss;
-        tps[summary->steps_run++] = s.tokens_per_s;
-        summary->skipped += s.skipped;
-        st = zb_progress_step(prog, &s, err);
-        if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
-            st = zb_diverge_step(&div, s.skipped, t.step, err);
-        if (st == ZB_OK && cfg->sample_every > 0 && t.step % cfg->sample_every == 0)
-            st = zb_train_sample(cfg, &t.params, t.inputs[0], t.step, human, err);
-        if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
-            t.step < cfg->steps && zb_diverge_may_save(&div)) {
-            st = zb_train_save(&t, cfg->save_path, err);
-            if (st == ZB_OK && cfg->keep_last > 0)
-                st = zb_ckpt_rotate(cfg->save_path, t.step, cfg->keep_last, err);
-        }
-    }
-    zb_err_t close_err;
-    zb_status_t cst = zb_progress_close(prog, &close_err);
-    if (st == ZB_OK && cst != ZB_OK) {
-        st = cst;
-        if (err)
-            *err = close_err;
-    }
-    if (st == ZB_OK && cfg->save_path)
-        st = zb_train_save(&t, cfg->save_path, err);
-    if (st == ZB_OK && cfg->save_path && cfg->keep_last > 0)
-        st = zb_ckpt_rotate(cfg->save_path, t.step, cfg->keep_last, err);
-    if (st == ZB_OK && cfg->save_model_path)
-        st = zb_gpt2_save_llmc(cfg->save_model_path, &t.params, err);
-    if (summary->steps_run > 0) {
-        zb_sort_doubles(tps, (size_t)summary->steps_run);
-        summary->median_tokens_per_s = tps[summary->steps_run / 2];
-        summary->flops_per_token =
-            zb_train_flops_per_step(&t.params.cfg, t.params.count, cfg->batch, cfg->seq) /
-            ((double)cfg->batch * cfg->seq);
-    }
-    free(tps);
-    zb_workers_enter(outer);
-    zb_workers_free(workers);
+    const zb_train_hooks_t cpu = {.step = cpu_step};
+    st = zb_train_loop(cfg, human, &t, &cpu, summary, err);
     zb_trainer_free(&t);
     return st;
 }

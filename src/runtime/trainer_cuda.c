@@ -1,6 +1,7 @@
-/* The single-process trainer on one GPU (`zbpp train --device cuda`): the host side of the CPU
- * trainer (src/runtime/trainer.c: setup, data, lr schedule, clipping, skip rule, progress,
- * divergence stop, checkpoints) around one CUDA stage holding the whole model. Parameters,
+/* The single-process trainer on one GPU (`zbpp train --device cuda`): the CPU trainer's setup
+ * (zb_trainer_init: data, model, resume) and its one loop (runtime/train_loop.h: progress,
+ * validation, samples, checkpoints, divergence and Ctrl-C stops) around one CUDA stage holding
+ * the whole model; only the step and the copy back to the host are the GPU's. Parameters,
  * gradients and AdamW moments live on the device for the whole run; the host copies in the
  * zb_trainer_t (params, AdamW state) are the checkpoint's: written by zb_trainer_init (fresh,
  * --init-from, --resume) and uploaded once, refreshed by a download before every save.
@@ -15,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/divergence.h"
+#include "runtime/train_loop.h"
 #include "zbpp/cuda.h"
 #include "zbpp/train.h"
 #include "zbpp/util.h"
@@ -48,9 +49,12 @@ static zb_status_t ct_init(cuda_trainer_t *ct, const zb_train_config_t *cfg,
     zb_status_t st = zb_trainer_init(t, cfg, err);
     if (st != ZB_OK)
         return st;
-    /* the host gradients and CPU stash are not used here: give them back */
-    zb_gpt2_stash_free(t->stash);
-    t->stash = NULL;
+    /* the host gradients are not used here, nor the CPU stash unless the host validates (on the
+     * parameters downloaded for it): give them back */
+    if (!cfg->val_data_glob && !cfg->val_text_path) {
+        zb_gpt2_stash_free(t->stash);
+        t->stash = NULL;
+    }
     zb_gpt2_grads_free(&t->grads);
     memset(&t->grads, 0, sizeof t->grads);
     if (!cfg->resume_path) /* a resumed run's moments were written by the load */
@@ -151,10 +155,16 @@ static zb_status_t ct_step(cuda_trainer_t *ct, zb_step_stats_t *stats, zb_err_t 
     return ZB_OK;
 }
 
-static zb_status_t ct_save(cuda_trainer_t *ct, const char *path, zb_err_t *err)
+/* The shared loop's hooks (runtime/train_loop.h). */
+static zb_status_t hook_step(void *ctx, zb_trainer_t *t, zb_step_stats_t *s, zb_err_t *err)
 {
-    zb_status_t st = ct_download(ct, err);
-    return st != ZB_OK ? st : zb_train_save(&ct->t, path, err);
+    (void)t; /* the same trainer as ctx's */
+    return ct_step(ctx, s, err);
+}
+
+static zb_status_t hook_to_host(void *ctx, zb_err_t *err)
+{
+    return ct_download(ctx, err);
 }
 
 zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_opts_t *opts,
@@ -174,54 +184,9 @@ zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_
     cuda_trainer_t ct;
     if ((st = ct_init(&ct, cfg, opts, err)) != ZB_OK)
         return st;
-    zb_trainer_t *t = &ct.t;
-    summary->first_step = t->step;
-    long todo = cfg->steps > t->step ? cfg->steps - t->step : 0;
-    double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
-    zb_progress_t *prog = NULL;
-    if (!tps)
-        st = zb_err_set(err, ZB_ENOMEM, "out of memory for step timings");
-    if (st == ZB_OK)
-        st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
-                              cfg->resume_path != NULL, cfg->steps, err);
-    zb_diverge_t div;
-    zb_diverge_init(&div, 0);
-    while (st == ZB_OK && t->step < cfg->steps) {
-        if (cfg->stop && *cfg->stop) { /* Ctrl-C: at a step boundary, saved below */
-            summary->interrupted = true;
-            break;
-        }
-        zb_step_stats_t s;
-        if ((st = ct_step(&ct, &s, err)) != ZB_OK)
-            break;
-        if (summary->steps_run == 0)
-            summary->first_loss = s.loss;
-        summary->last_loss = s.loss;
-        tps[summary->steps_run++] = s.tokens_per_s;
-        summary->skipped += s.skipped;
-        st = zb_progress_step(prog, &s, err);
-        if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
-            st = zb_diverge_step(&div, s.skipped, t->step, err);
-        if (st == ZB_OK && cfg->save_every > 0 && t->step % cfg->save_every == 0 &&
-            t->step < cfg->steps && zb_diverge_may_save(&div))
-            st = ct_save(&ct, cfg->save_path, err);
-    }
-    zb_err_t close_err;
-    zb_status_t cst = zb_progress_close(prog, &close_err);
-    if (st == ZB_OK && cst != ZB_OK) {
-        st = cst;
-        if (err)
-            *err = close_err;
-    }
-    if (st == ZB_OK && cfg->save_path)
-        st = ct_save(&ct, cfg->save_path, err);
-    if (st == ZB_OK && cfg->save_model_path && (st = ct_download(&ct, err)) == ZB_OK)
-        st = zb_gpt2_save_llmc(cfg->save_model_path, &t->params, err);
-    if (summary->steps_run > 0) {
-        zb_sort_doubles(tps, (size_t)summary->steps_run);
-        summary->median_tokens_per_s = tps[summary->steps_run / 2];
-    }
-    free(tps);
+    /* the CPU trainer's loop; only the step and the copy to the host are the GPU's */
+    const zb_train_hooks_t gpu = {.ctx = &ct, .step = hook_step, .to_host = hook_to_host};
+    st = zb_train_loop(cfg, human, &ct.t, &gpu, summary, err);
     ct_free(&ct);
     return st;
 }

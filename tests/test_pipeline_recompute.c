@@ -116,6 +116,18 @@ static void test_recompute_lowers_the_stash(void **state)
     }
 }
 
+/* N of the report's ", N of S forwards recomputed" (fails the test when it is absent). */
+static int recomputed(const char *note)
+{
+    const char *f = strstr(note, " forwards recomputed");
+    assert_non_null(f);
+    while (f > note && f[-1] != ',')
+        f--;
+    int n = 0, of = 0;
+    assert_int_equal(sscanf(f, " %d of %d", &n, &of), 2);
+    return n;
+}
+
 /* auto: with room for the saving schedule nothing is recomputed; with a limit only the
  * recomputing one fits, it recomputes; below that the run is refused naming the limit. */
 static void test_auto_recomputes_when_needed(void **state)
@@ -130,12 +142,7 @@ static void test_auto_recomputes_when_needed(void **state)
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &none, &err), ZB_OK);
     opts(&o, 2, "gpipe", ZB_RECOMPUTE_ALL);
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &all, &err), ZB_OK);
-    int all_r = 0, of_all = 0;
-    const char *fa = strstr(all.note, " forwards recomputed");
-    assert_non_null(fa);
-    while (fa > all.note && fa[-1] != ',')
-        fa--;
-    assert_int_equal(sscanf(fa, " %d of %d", &all_r, &of_all), 2);
+    int all_r = recomputed(all.note);
     double need_none = fmax(none.mem_predicted[0].total, none.mem_predicted[1].total);
     double need_all = fmax(all.mem_predicted[0].total, all.mem_predicted[1].total);
     assert_true(need_all < need_none);
@@ -149,12 +156,7 @@ static void test_auto_recomputes_when_needed(void **state)
         fail_msg("auto at %.0f bytes: %s", o.mem_limit, err.msg);
     assert_non_null(strstr(rep.note, "+rc"));
     /* only the R's the limit needs stay (zb_recompute_prune): fewer than every one */
-    int n_r = 0, of = 0;
-    const char *f = strstr(rep.note, " forwards recomputed");
-    assert_non_null(f);
-    while (f > rep.note && f[-1] != ',')
-        f--;
-    assert_int_equal(sscanf(f, " %d of %d", &n_r, &of), 2);
+    int n_r = recomputed(rep.note);
     assert_true(n_r > 0 && n_r < all_r);
     o.recompute = ZB_RECOMPUTE_NONE;
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_EMEMLIMIT);

@@ -273,6 +273,12 @@ zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *e
                     t->unit_sumsq, t->n_units, units, t->n_units, stats);
     if (units != all)
         free(units);
+    zb_trainer_end_step(t, loss, t0, stats);
+    return ZB_OK;
+}
+
+void zb_trainer_end_step(zb_trainer_t *t, float loss, double t0, zb_step_stats_t *stats)
+{
     stats->loss = loss;
     if (stats->skipped)
         t->skipped++;
@@ -280,7 +286,6 @@ zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *e
     double secs = zb_now() - t0;
     stats->step_ms = secs * 1e3;
     stats->tokens_per_s = secs > 0 ? (double)t->cfg.batch * t->cfg.seq / secs : 0.0;
-    return ZB_OK;
 }
 
 /* ---- the loop ---- */

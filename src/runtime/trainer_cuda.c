@@ -145,13 +145,7 @@ static zb_status_t ct_step(cuda_trainer_t *ct, zb_step_stats_t *stats, zb_err_t 
         st = zb_cuda_sync(ct->stage, err);
     if (st != ZB_OK)
         return st;
-    stats->loss = loss;
-    if (stats->skipped)
-        t->skipped++;
-    t->step++;
-    double secs = zb_now() - t0;
-    stats->step_ms = secs * 1e3;
-    stats->tokens_per_s = secs > 0 ? (double)t->cfg.batch * t->cfg.seq / secs : 0.0;
+    zb_trainer_end_step(t, loss, t0, stats);
     return ZB_OK;
 }
 

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
         zb_step_stats_t s;
         double t0 = zb_now();
         if (zb_trainer_next_batch(&t, &err) != ZB_OK ||
-            zb_trainer_compute_local(&t, NULL, &loss, &err) != ZB_OK) {
+            zb_trainer_compute(&t, &loss, &err) != ZB_OK) {
             fprintf(stderr, "bench_train_step: %s\n", err.msg);
             return 1;
         }

@@ -59,23 +59,28 @@ static inline void pt_read_losses(const char *path, float *losses, int n)
     assert_int_equal(i, n);
 }
 
-/* Reference: the single-process trainer on `c`, its compute replaced by `compute`/`ctx` when
- * compute is non-NULL. Fills the per-step losses, *out (caller frees) with the final
- * parameters and *skipped (may be NULL) with the number of skipped steps. */
-static inline void pt_reference(const zb_train_config_t *c, zb_train_compute_fn compute,
+/* Reference: the single-process trainer on `c`, step by step; `after_compute` (may be NULL)
+ * sees each step's gradients before the update (to inject a fault like the pipeline's test
+ * hook). Fills the per-step losses, *out (caller frees) with the final parameters and
+ * *skipped (may be NULL) with the number of skipped steps. */
+typedef void (*pt_grad_hook_fn)(zb_trainer_t *t, void *ctx);
+
+static inline void pt_reference(const zb_train_config_t *c, pt_grad_hook_fn after_compute,
                                 void *ctx, float *losses, zb_gpt2_params_t *out, long *skipped)
 {
     zb_trainer_t t;
     zb_err_t err;
     assert_int_equal(zb_trainer_init(&t, c, &err), ZB_OK);
-    if (compute) {
-        t.compute = compute;
-        t.compute_ctx = ctx;
-    }
     long skips = 0;
     for (int s = 0; s < c->steps; s++) {
         zb_step_stats_t st;
-        assert_int_equal(zb_trainer_step(&t, &st, &err), ZB_OK);
+        float loss;
+        assert_int_equal(zb_trainer_next_batch(&t, &err), ZB_OK);
+        assert_int_equal(zb_trainer_compute(&t, &loss, &err), ZB_OK);
+        if (after_compute)
+            after_compute(&t, ctx);
+        zb_trainer_update(&t, &st);
+        zb_trainer_end_step(&t, loss, 0.0, &st);
         losses[s] = st.loss;
         skips += st.skipped;
     }

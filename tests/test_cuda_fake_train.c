@@ -84,7 +84,7 @@ static void run(const zb_train_config_t *c, bool cuda, zb_train_summary_t *sum)
     zb_err_t e;
     zb_err_clear(&e);
     zb_status_t st = cuda ? zb_cuda_train_run(c, &GPU, NULL, sum, &e)
-                          : zb_train_run(c, NULL, NULL, NULL, sum, &e);
+                          : zb_train_run(c, NULL, sum, &e);
     if (st != ZB_OK)
         fail_msg("%s run failed: %s", cuda ? "cuda" : "cpu", e.msg);
 }
@@ -198,7 +198,7 @@ static void test_divergence_same_as_cpu(void **state)
     c.save_path = path_of(ck, "diverged.ckpt");
     zb_train_summary_t sc, sg;
     zb_err_t ec, eg;
-    assert_int_equal(zb_train_run(&c, NULL, NULL, NULL, &sc, &ec), ZB_ENUMERIC);
+    assert_int_equal(zb_train_run(&c, NULL, &sc, &ec), ZB_ENUMERIC);
     assert_int_equal(zb_cuda_train_run(&c, &GPU, NULL, &sg, &eg), ZB_ENUMERIC);
     assert_string_equal(eg.msg, ec.msg);
     assert_int_equal(sg.steps_run, sc.steps_run);

@@ -326,7 +326,7 @@ static void test_run_writes_metrics_and_checkpoint(void **state)
     c.save_every = 2;
     zb_train_summary_t sum;
     zb_err_t err;
-    zb_status_t st = zb_train_run(&c, NULL, NULL, NULL, &sum, &err);
+    zb_status_t st = zb_train_run(&c, NULL, &sum, &err);
     if (st != ZB_OK)
         fail_msg("run failed: %s", err.msg);
     assert_int_equal(sum.steps_run, 5);
@@ -357,7 +357,7 @@ static void test_run_writes_metrics_and_checkpoint(void **state)
     c.resume_path = ck;
     c.steps = 7;
     c.metrics_path = metrics;
-    st = zb_train_run(&c, NULL, NULL, NULL, &sum, &err);
+    st = zb_train_run(&c, NULL, &sum, &err);
     if (st != ZB_OK)
         fail_msg("resumed run failed: %s", err.msg);
     assert_int_equal(sum.first_step, 5);

@@ -1,12 +1,13 @@
 /* zbpp — the training loop: configuration, trainer state, one optimizer step, training
  * checkpoints (save / bit-exact resume), progress output and metrics.
  *
- * A step is split so a pipeline runtime can replace only the compute:
+ * A step in a single process is three calls:
  *   zb_trainer_next_batch   data -> t->inputs / t->targets            (whole batch, B·T tokens)
- *   t->compute              F, B, W per microbatch; fold tied; fill t->grads and t->unit_sumsq
- *                           (default zb_trainer_compute_local: the whole model in this thread)
- *   zb_train_update         global norm from the unit partials, clip, AdamW on owned units
- * zb_trainer_step runs the three; zb_train_run loops it with metrics and checkpoints. */
+ *   zb_trainer_compute      F, B, W per microbatch; fold tied; fill t->grads and t->unit_sumsq
+ *   zb_trainer_update       global norm from the unit partials, clip, AdamW on every unit
+ * zb_trainer_step runs the three; zb_train_run loops it with metrics and checkpoints. A pipeline
+ * runs the same loop (runtime/train_loop.h) with its own step: zb_train_update on the units
+ * each rank owns. */
 #ifndef ZBPP_TRAIN_H
 #define ZBPP_TRAIN_H
 
@@ -94,7 +95,6 @@ typedef struct {
 } zb_step_stats_t;
 
 typedef struct zb_trainer zb_trainer_t;
-typedef zb_status_t (*zb_train_compute_fn)(zb_trainer_t *t, void *ctx, float *loss, zb_err_t *err);
 
 struct zb_trainer {
     zb_train_config_t cfg;
@@ -108,9 +108,8 @@ struct zb_trainer {
     int *targets;       /* [B·T] */
     double *unit_sumsq; /* [n_units] */
     int n_units;
-    zb_train_compute_fn compute; /* defaults to zb_trainer_compute_local */
-    void *compute_ctx;
-    zb_gpt2_stash_t *stash; /* the local compute's whole-model stash, B/M sequences */
+    int *all_units;     /* [n_units] 0, 1, ..., n_units-1: the units a single process updates */
+    zb_gpt2_stash_t *stash; /* zb_trainer_compute's whole-model stash, B/M sequences */
     struct zb_val *val;     /* the validation data (cfg val_*), NULL = none */
 };
 
@@ -126,7 +125,7 @@ zb_status_t zb_trainer_next_batch(zb_trainer_t *t, zb_err_t *err);
 /* Single-process compute of the current batch: zero grads; for each microbatch m in order,
  * forward, backward_input with grad_scale 1/(B·T), backward_weight; fold the tied embedding;
  * fill t->unit_sumsq for every unit. *loss = zb_train_mean_loss of the microbatch losses. */
-zb_status_t zb_trainer_compute_local(zb_trainer_t *t, void *ctx, float *loss, zb_err_t *err);
+zb_status_t zb_trainer_compute(zb_trainer_t *t, float *loss, zb_err_t *err);
 /* The reported loss: microbatch losses summed in order (float), divided by M. */
 float zb_train_mean_loss(const float *mb_losses, int M);
 
@@ -152,7 +151,13 @@ bool zb_train_val_due(const zb_train_config_t *cfg, long steps_done);
  * PATH.step* files beyond the `keep` newest. The one just linked is never removed. */
 zb_status_t zb_ckpt_rotate(const char *path, long step, int keep, zb_err_t *err);
 
-/* One whole step: next batch, t->compute, zb_train_update over all units, t->step++. */
+/* The update after zb_trainer_compute: zb_train_update over every unit of t with t's step and
+ * AdamW step number (fills stats like zb_train_update). */
+void zb_trainer_update(zb_trainer_t *t, zb_step_stats_t *stats);
+/* The bookkeeping that ends every step: the loss, the skip count, t->step++, and the step's
+ * time and tokens/s since t0 (zb_now) into stats. */
+void zb_trainer_end_step(zb_trainer_t *t, float loss, double t0, zb_step_stats_t *stats);
+/* One whole step: next batch, zb_trainer_compute, zb_trainer_update, zb_trainer_end_step. */
 zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *err);
 
 /* ---- training checkpoints (src/runtime/train_state.c; format in docs/training.md) ---- */
@@ -212,9 +217,8 @@ typedef struct {
 } zb_train_summary_t;
 
 /* Initialise (or resume), run up to cfg->steps, save every save_every and at the end, report
- * progress to `human` (NULL or cfg->quiet = none) and metrics. `compute`/`ctx` replace the local
- * compute when non-NULL. */
-zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_compute_fn compute,
-                         void *ctx, zb_train_summary_t *summary, zb_err_t *err);
+ * progress to `human` (NULL or cfg->quiet = none) and metrics. */
+zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_summary_t *summary,
+                         zb_err_t *err);
 
 #endif

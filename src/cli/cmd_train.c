@@ -454,7 +454,7 @@ int zb_cmd_train(int argc, char **argv)
                     desc, zb_cuda_precision_name(dev.opts.precision));
     }
     st = dev.cuda ? zb_cuda_train_run(&c, &dev.opts, stderr, &sum, &err)
-                  : zb_train_run(&c, stderr, NULL, NULL, &sum, &err);
+                  : zb_train_run(&c, stderr, &sum, &err);
     if (st != ZB_OK)
         return fail(st, &err);
     if (!c.quiet) {

@@ -18,10 +18,6 @@ typedef struct {
     zb_status_t (*to_host)(void *ctx, zb_err_t *err);
 } zb_train_hooks_t;
 
-/* The bookkeeping that ends every device's step: the loss, the skip count, the step counter and
- * the step's time and tokens/s since t0 (zb_now). */
-void zb_trainer_end_step(zb_trainer_t *t, float loss, double t0, zb_step_stats_t *stats);
-
 /* Run t (set up by zb_trainer_init) from its step to cfg->steps with the hooks, in a worker group
  * of cfg->threads threads: progress and metrics, validation, samples, --save-every with
  * --keep-last, the divergence stop, the Ctrl-C stop, and the final save and saved model.

@@ -133,7 +133,6 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
 {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
-    t->compute = zb_trainer_compute_local;
     zb_status_t st = zb_train_config_check(cfg, err);
     if (st == ZB_OK) /* before the model: the BLAS maps its work buffer while there is room */
         st = zb_blas_check_headroom(1, err);
@@ -156,7 +155,10 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
         t->inputs = malloc(bt * sizeof *t->inputs);
         t->targets = malloc(bt * sizeof *t->targets);
         t->unit_sumsq = calloc((size_t)t->n_units, sizeof *t->unit_sumsq);
-        if (!t->inputs || !t->targets || !t->unit_sumsq)
+        t->all_units = malloc((size_t)t->n_units * sizeof *t->all_units);
+        for (int u = 0; t->all_units && u < t->n_units; u++)
+            t->all_units[u] = u;
+        if (!t->inputs || !t->targets || !t->unit_sumsq || !t->all_units)
             st = zb_err_set(err, ZB_ENOMEM, "out of memory for the batch buffers");
     }
     if (st == ZB_OK) {
@@ -182,6 +184,7 @@ void zb_trainer_free(zb_trainer_t *t)
     free(t->inputs);
     free(t->targets);
     free(t->unit_sumsq);
+    free(t->all_units);
     memset(t, 0, sizeof *t);
 }
 
@@ -200,9 +203,8 @@ float zb_train_mean_loss(const float *mb_losses, int M)
     return sum / (float)M;
 }
 
-zb_status_t zb_trainer_compute_local(zb_trainer_t *t, void *ctx, float *loss, zb_err_t *err)
+zb_status_t zb_trainer_compute(zb_trainer_t *t, float *loss, zb_err_t *err)
 {
-    (void)ctx;
     const zb_train_config_t *c = &t->cfg;
     int M = c->microbatches;
     size_t mb_tokens = (size_t)(c->batch / M) * (size_t)c->seq;
@@ -254,25 +256,23 @@ void zb_train_update(const zb_train_config_t *cfg, zb_gpt2_params_t *params,
                           units, n_owned);
 }
 
+void zb_trainer_update(zb_trainer_t *t, zb_step_stats_t *stats)
+{
+    /* every unit, in order: units[u] = u */
+    zb_train_update(&t->cfg, &t->params, &t->grads.g, &t->opt, t->step, t->step - t->skipped + 1,
+                    t->unit_sumsq, t->n_units, t->all_units, t->n_units, stats);
+}
+
 zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *err)
 {
     double t0 = zb_now();
-    zb_status_t st = zb_trainer_next_batch(t, err);
     float loss = 0.0f;
+    zb_status_t st = zb_trainer_next_batch(t, err);
     if (st == ZB_OK)
-        st = t->compute(t, t->compute_ctx, &loss, err);
+        st = zb_trainer_compute(t, &loss, err);
     if (st != ZB_OK)
         return st;
-    int all[64];
-    int *units = t->n_units <= 64 ? all : malloc((size_t)t->n_units * sizeof *units);
-    if (!units)
-        return zb_err_set(err, ZB_ENOMEM, "out of memory for the unit list");
-    for (int u = 0; u < t->n_units; u++)
-        units[u] = u;
-    zb_train_update(&t->cfg, &t->params, &t->grads.g, &t->opt, t->step, t->step - t->skipped + 1,
-                    t->unit_sumsq, t->n_units, units, t->n_units, stats);
-    if (units != all)
-        free(units);
+    zb_trainer_update(t, stats);
     zb_trainer_end_step(t, loss, t0, stats);
     return ZB_OK;
 }
@@ -392,8 +392,8 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
     return st;
 }
 
-zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_compute_fn compute,
-                         void *ctx, zb_train_summary_t *summary, zb_err_t *err)
+zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_summary_t *summary,
+                         zb_err_t *err)
 {
     memset(summary, 0, sizeof *summary);
     zb_trainer_t t;
@@ -402,10 +402,6 @@ zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_com
         return st;
     if (!cfg->resume_path) /* a resumed run's moments were written by the load */
         zb_adamw_state_touch(&t.opt);
-    if (compute) {
-        t.compute = compute;
-        t.compute_ctx = ctx;
-    }
     const zb_train_hooks_t cpu = {.step = cpu_step};
     st = zb_train_loop(cfg, human, &t, &cpu, summary, err);
     zb_trainer_free(&t);

@@ -98,6 +98,8 @@ typedef struct zb_trainer zb_trainer_t;
 
 struct zb_trainer {
     zb_train_config_t cfg;
+    zb_gpt2_config_t model; /* the model's shape (params.cfg; kept when a pipeline frees params) */
+    size_t param_count;     /* its parameter count */
     zb_gpt2_params_t params;
     zb_gpt2_grads_t grads;
     zb_adamw_state_t opt;

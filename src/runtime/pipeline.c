@@ -8,6 +8,7 @@
 #include "runtime/divergence.h"
 #include "runtime/pipeline_dist.h"
 #include "runtime/pipeline_internal.h"
+#include "runtime/train_loop.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
 #include "zbpp/schedule_io.h"
@@ -79,20 +80,40 @@ static zb_status_t gather(pl_t *pl, zb_trainer_t *t, bool moments, zb_err_t *err
     return st;
 }
 
-/* After the run: measured bubble (last step), trace, peaks. */
-static zb_status_t report_run(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
+/* After the run, the figures of the ranks this process ran: the measured bubble of the last step
+ * and the --trace files (replica 0's timelines: all here with threads, gathered to rank 0 over a
+ * transport), rollbacks, stash peaks and whole-rank memory. */
+static zb_status_t report_run(const pl_local_t *L, bool stepped, zb_pipeline_report_t *rep,
+                              zb_err_t *err)
 {
+    pl_t *pl = L->pl;
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < L->n; i++) {
+        const pl_rank_t *R = pl_local_rank(L, i);
+        rep->rollbacks += R->rollbacks;
+        if (R->rank < 1024 && (L->net || R->replica == 0)) {
+            rep->peak_stash_bytes[R->rank] = (double)R->live_peak;
+            if (!L->net) /* over a transport only this process's rank is measured */
+                pl_mem_measure(R, &rep->mem_measured[R->rank]);
+        }
+    }
+    rep->mem_measured_ok = !L->net;
+    rep->rss_peak_bytes = zb_rss_peak_bytes();
+    if (!stepped)
+        return ZB_OK;
+    if (L->net)
+        return pl_gather_report(pl, rep, err);
     zb_exec_timeline_t *tls = calloc((size_t)pl->P, sizeof *tls);
     double *peaks = calloc((size_t)pl->P, sizeof *peaks);
     if (!tls || !peaks) {
-        free(tls), free(peaks);
-        return zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
+    } else {
+        for (int r = 0; r < pl->P; r++) { /* replica 0's ranks are pl->ranks[0..P-1] */
+            tls[r] = pl->ranks[r].tl;
+            peaks[r] = (double)pl->ranks[r].live_peak;
+        }
+        st = pl_report_measured(pl, tls, peaks, rep, err);
     }
-    for (int r = 0; r < pl->P; r++) { /* replica 0's ranks are pl->ranks[0..P-1] */
-        tls[r] = pl->ranks[r].tl;
-        peaks[r] = (double)pl->ranks[r].live_peak;
-    }
-    zb_status_t st = pl_report_measured(pl, tls, peaks, rep, err);
     free(tls), free(peaks);
     return st;
 }
@@ -325,6 +346,92 @@ static int mailbox_capacity(const pl_t *pl)
     return most + pl->P + 3 * pl->N + 8;
 }
 
+/* ---- the run: the one training loop (runtime/train_loop.h) with the pipeline's hooks ---- */
+
+typedef struct {
+    pl_t *pl;
+    zb_trainer_t *t; /* the host copy: start-up state, gathered checkpoints and samples */
+    pl_local_t local;
+    zb_pipeline_report_t *rep;
+    double *step_ms; /* [steps to run] */
+    long n_steps;
+} pl_run_t;
+
+/* One step on every local rank; the process reports its reporter rank's figures. */
+static zb_status_t hook_step(void *ctx, zb_trainer_t *t, zb_step_stats_t *s, zb_err_t *err)
+{
+    pl_run_t *run = ctx;
+    zb_transport_t *net = run->local.net;
+    /* The report's timeline is the last step's: with processes, start it together so every
+     * rank's offsets share one origin (each from its own barrier exit). */
+    zb_status_t st = ZB_OK;
+    if (net && t->step == t->cfg.steps - 1 && (st = zb_barrier(net, err)) != ZB_OK)
+        return st;
+    pl_step_in_t in = {.step = t->step, .t0 = zb_now()};
+    if ((st = zb_trainer_next_batch(t, err)) != ZB_OK)
+        return st;
+    in.inputs = t->inputs;
+    in.targets = t->targets;
+    zb_mpi_stats_t before, after;
+    zb_mpi_transport_stats(net, &before);
+    if ((st = pl_local_run(&run->local, pl_rank_step, &in, err)) != ZB_OK)
+        return st;
+    zb_mpi_transport_stats(net, &after); /* zeros unless net is an MPI transport */
+    zb_pipeline_report_t *rep = run->rep;
+    rep->step_bytes_sent += after.bytes_sent - before.bytes_sent;
+    rep->step_bytes_received += after.bytes_received - before.bytes_received;
+    rep->step_msgs_sent += (double)(after.msgs_sent - before.msgs_sent);
+    rep->step_msgs_received += (double)(after.msgs_received - before.msgs_received);
+    rep->step_wait_s += after.wait_s - before.wait_s;
+    const pl_rank_t *me = pl_local_reporter(&run->local);
+    *s = me->stats;
+    zb_trainer_end_step(t, me->loss, in.t0, s);
+    run->step_ms[run->n_steps++] = s->step_ms;
+    return ZB_OK;
+}
+
+/* The whole model (and moments) gathered from the thread ranks into t; a transport's ranks
+ * hold only their own stages (the run refuses what would need this there). */
+static zb_status_t hook_to_host(void *ctx, bool optimizer, zb_err_t *err)
+{
+    pl_run_t *run = ctx;
+    if (run->local.net)
+        return zb_err_set(err, ZB_EUNSUPPORTED,
+                          "the whole model is not in one process with --transport mpi");
+    return gather(run->pl, run->t, optimizer, err);
+}
+
+static void hook_host_done(void *ctx)
+{
+    pl_run_t *run = ctx;
+    release_whole_model(run->t);
+}
+
+static zb_status_t hook_validate(void *ctx, zb_trainer_t *t, float *loss, zb_err_t *err)
+{
+    pl_run_t *run = ctx;
+    return pl_validate(&run->local, t->val, loss, err);
+}
+
+static zb_status_t hook_save(void *ctx, zb_trainer_t *t, zb_err_t *err)
+{
+    pl_run_t *run = ctx;
+    return save(run->pl, t, err);
+}
+
+/* Ctrl-C: processes agree (any rank's flag stops all). */
+static zb_status_t hook_stop_agreed(void *ctx, bool local, bool *stop, zb_err_t *err)
+{
+    pl_run_t *run = ctx;
+    *stop = local;
+    if (!run->local.net)
+        return ZB_OK;
+    double flag = local ? 1.0 : 0.0;
+    zb_status_t st = zb_allreduce_sum(run->local.net, &flag, 1, err);
+    *stop = flag > 0;
+    return st;
+}
+
 zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
                               FILE *human, zb_train_summary_t *summary,
                               zb_pipeline_report_t *report, zb_gpt2_params_t *final_params,
@@ -396,10 +503,7 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     if (st == ZB_OK && (st = zb_trainer_init(&t, &icfg, err)) != ZB_OK && !net)
         return st;
     pl_t pl = {.cfg = cfg, .opts = opts};
-    zb_thread_world_t *world = NULL;
-    void **args = NULL;
-    double *step_ms = NULL;
-    zb_progress_t *prog = NULL;
+    pl_run_t run = {0};
     if (st == ZB_OK) {
         setup_shape(&pl, &t);
         /* room for every compute thread's BLAS buffer, or a clear error now (blas_setup.c) */
@@ -421,146 +525,37 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         goto out;
     release_whole_model(&t);
     long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
-    const int me = net ? net->rank : 0; /* the rank whose figures this process reports */
-    const int world_size = pl.P * pl.N;
-    args = calloc((size_t)world_size, sizeof *args);
-    step_ms = calloc(todo > 0 ? (size_t)todo : 1, sizeof *step_ms);
-    double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
-    if (!args || !step_ms || !tps) {
-        free(tps);
-        st = zb_err_set(err, ZB_ENOMEM, "out of memory starting the pipeline");
+    run = (pl_run_t){.pl = &pl, .t = &t, .rep = rep};
+    run.step_ms = calloc(todo > 0 ? (size_t)todo : 1, sizeof *run.step_ms);
+    if (!run.step_ms) {
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory for step timings");
         goto out;
     }
-    for (int g = 0; g < world_size; g++)
-        args[g] = &pl.ranks[g];
-    if (net || (st = zb_thread_world_new(world_size, mailbox_capacity(&pl), opts->timeout, &world,
-                                         err)) == ZB_OK)
-        st = zb_progress_open(&prog, cfg->quiet ? NULL : human, cfg->metrics_path,
-                              cfg->resume_path != NULL, cfg->steps, err);
-    if (st == ZB_OK)
-        zb_progress_set_flops(prog, zb_train_flops_per_step(&pl.mcfg, pl.param_count, cfg->batch,
-                                                            cfg->seq),
-                              cfg->peak_tflops * 1e12);
-    summary->first_step = t.step;
-    zb_diverge_t div;
-    zb_diverge_init(&div, 0);
-    while (st == ZB_OK && t.step < cfg->steps) {
-        if (cfg->stop) { /* Ctrl-C at a step boundary; processes agree (any rank's flag) */
-            double flag = *cfg->stop ? 1.0 : 0.0;
-            if (net && (st = zb_allreduce_sum(net, &flag, 1, err)) != ZB_OK)
-                break;
-            if (flag > 0) {
-                summary->interrupted = true;
-                break;
-            }
-        }
-        /* The report's timeline is the last step's: with processes, start it together so every
-         * rank's offsets share one origin (each from its own barrier exit). */
-        if (net && t.step == cfg->steps - 1 && (st = zb_barrier(net, err)) != ZB_OK)
-            break;
-        double t0 = zb_now();
-        if ((st = zb_trainer_next_batch(&t, err)) != ZB_OK)
-            break;
-        pl.inputs = t.inputs;
-        pl.targets = t.targets;
-        pl.step = t.step;
-        pl.t0 = t0;
-        zb_mpi_stats_t before, after;
-        zb_mpi_transport_stats(net, &before);
-        st = net ? pl_rank_step(net, &pl.ranks[me], err)
-                 : zb_thread_world_run(world, pl_rank_step, args, opts->pin, NULL, err);
-        if (st != ZB_OK)
-            break;
-        zb_mpi_transport_stats(net, &after); /* zeros unless net is an MPI transport */
-        rep->step_bytes_sent += after.bytes_sent - before.bytes_sent;
-        rep->step_bytes_received += after.bytes_received - before.bytes_received;
-        rep->step_msgs_sent += (double)(after.msgs_sent - before.msgs_sent);
-        rep->step_msgs_received += (double)(after.msgs_received - before.msgs_received);
-        rep->step_wait_s += after.wait_s - before.wait_s;
-        zb_step_stats_t s = pl.ranks[me].stats;
-        s.loss = pl.ranks[me].loss;
-        t.step++;
-        t.skipped += s.skipped;
-        double secs = zb_now() - t0;
-        s.step_ms = secs * 1e3;
-        s.tokens_per_s = secs > 0 ? (double)cfg->batch * cfg->seq / secs : 0;
-        if (summary->steps_run == 0)
-            summary->first_loss = s.loss;
-        summary->last_loss = s.loss;
-        step_ms[summary->steps_run] = s.step_ms;
-        tps[summary->steps_run++] = s.tokens_per_s;
-        summary->skipped += s.skipped;
-        s.has_val = zb_train_val_due(cfg, t.step);
-        if (s.has_val && (st = pl_validate(&pl, t.val, world, args, me, &s.val_loss, err)) != ZB_OK)
-            break;
-        if (s.has_val) {
-            summary->has_val = true;
-            summary->val_loss = s.val_loss;
-        }
-        st = zb_progress_step(prog, &s, err);
-        if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
-            st = zb_diverge_step(&div, s.skipped, t.step, err);
-        if (st == ZB_OK && cfg->sample_every > 0 && t.step % cfg->sample_every == 0 && !net &&
-            (st = gather(&pl, &t, false, err)) == ZB_OK) { /* --sample-every: whole model */
-            st = zb_train_sample(cfg, &t.params, t.inputs[0], t.step, human, err);
-            release_whole_model(&t);
-        }
-        if (st == ZB_OK && cfg->save_every > 0 && t.step % cfg->save_every == 0 &&
-            t.step < cfg->steps && zb_diverge_may_save(&div))
-            st = save(&pl, &t, err);
+    if ((st = pl_local_open(&run.local, &pl, mailbox_capacity(&pl), err)) != ZB_OK)
+        goto out;
+    const zb_train_hooks_t hooks = {.ctx = &run,
+                                    .step = hook_step,
+                                    .to_host = hook_to_host,
+                                    .host_done = hook_host_done,
+                                    .validate = hook_validate,
+                                    .save = hook_save,
+                                    .stop_agreed = hook_stop_agreed,
+                                    .own_threads = true};
+    st = zb_train_loop(cfg, human, &t, &hooks, summary, err);
+    if (run.n_steps > 0) {
+        zb_sort_doubles(run.step_ms, (size_t)run.n_steps);
+        rep->step_ms_median = run.step_ms[run.n_steps / 2];
     }
-    zb_err_t close_err;
-    zb_status_t cst = zb_progress_close(prog, &close_err);
-    if (st == ZB_OK && cst != ZB_OK) {
-        st = cst;
-        if (err)
-            *err = close_err;
-    }
-    if (summary->steps_run > 0) {
-        zb_sort_doubles(tps, (size_t)summary->steps_run);
-        summary->median_tokens_per_s = tps[summary->steps_run / 2];
-        summary->flops_per_token =
-            zb_train_flops_per_step(&pl.mcfg, pl.param_count, cfg->batch, cfg->seq) /
-            ((double)cfg->batch * cfg->seq);
-        zb_sort_doubles(step_ms, (size_t)summary->steps_run);
-        rep->step_ms_median = step_ms[summary->steps_run / 2];
-    }
-    free(tps);
     if (st == ZB_OK && summary->steps_run > 0)
         st = pl_dp_check(&pl, rep, err);
-    if (st == ZB_OK) {
-        if (summary->steps_run > 0 && !net)
-            st = report_run(&pl, rep, err);
-        for (int g = 0; !net && g < world_size; g++)
-            rep->rollbacks += pl.ranks[g].rollbacks;
-        for (int r = 0; !net && r < pl.P && r < 1024; r++)
-            pl_mem_measure(&pl.ranks[r], &rep->mem_measured[r]);
-        rep->mem_measured_ok = !net;
-        rep->rss_peak_bytes = zb_rss_peak_bytes();
-        if (net) { /* this process's own figures; rank 0 also gets replica 0's timelines */
-            rep->rollbacks = pl.ranks[me].rollbacks;
-            if (summary->steps_run > 0)
-                st = pl_gather_report(&pl, rep, err);
-            if (!rep->measured && pl.ranks[me].rank < 1024)
-                rep->peak_stash_bytes[pl.ranks[me].rank] = (double)pl.ranks[me].live_peak;
-        }
-        if (st == ZB_OK && cfg->save_path) /* only after a complete run: never a partial one */
-            st = save(&pl, &t, err);
-        bool want_params = cfg->save_model_path || final_params;
-        if (st == ZB_OK && want_params && !net)
-            st = gather(&pl, &t, false, err);
-        if (st == ZB_OK && cfg->save_model_path && !net) /* llm.c export, as --ranks 1 */
-            st = zb_gpt2_save_llmc(cfg->save_model_path, &t.params, err);
-        if (st == ZB_OK && final_params) {
-            st = zb_gpt2_params_alloc(final_params, &pl.mcfg, err);
-            if (st == ZB_OK)
-                memcpy(final_params->data, t.params.data, t.params.count * sizeof(float));
-        }
-    }
+    if (st == ZB_OK)
+        st = report_run(&run.local, summary->steps_run > 0, rep, err);
+    if (st == ZB_OK && final_params && (st = gather(&pl, &t, false, err)) == ZB_OK &&
+        (st = zb_gpt2_params_alloc(final_params, &pl.mcfg, err)) == ZB_OK)
+        memcpy(final_params->data, t.params.data, t.params.count * sizeof(float));
 out:
-    free(args);
-    free(step_ms);
-    zb_thread_world_free(world);
+    free(run.step_ms);
+    pl_local_close(&run.local);
     teardown(&pl);
     zb_trainer_free(&t);
     return st;

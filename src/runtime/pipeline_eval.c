@@ -63,9 +63,9 @@ static zb_status_t eval_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
                  (size_t)pl->T;
     zb_status_t st = zb_gpt2_forward(
-        &R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
+        &R->params, &ls->span, sh, ls->span.embed ? R->in->inputs + tok : NULL,
         ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
-        ls->span.head ? pl->targets + tok : NULL,
+        ls->span.head ? R->in->targets + tok : NULL,
         ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
         ls->span.head ? &R->mb_loss[m] : NULL, err);
     zb_gpt2_stash_reset(sh); /* nothing kept for a backward */
@@ -145,10 +145,9 @@ zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
     return zb_flush(t, err);
 }
 
-zb_status_t pl_validate(pl_t *pl, struct zb_val *val, zb_thread_world_t *world, void **args,
-                        int me, float *loss, zb_err_t *err)
+zb_status_t pl_validate(pl_local_t *L, struct zb_val *val, float *loss, zb_err_t *err)
 {
-    zb_transport_t *net = pl->opts->transport;
+    pl_t *pl = L->pl;
     float *batch = malloc((size_t)val->steps * sizeof *batch);
     if (!batch)
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the validation losses");
@@ -157,19 +156,13 @@ zb_status_t pl_validate(pl_t *pl, struct zb_val *val, zb_thread_world_t *world, 
         st = pl_eval_plan(pl, err);
     if (st == ZB_OK)
         st = zb_val_rewind(val, err);
-    const int *inputs = pl->inputs, *targets = pl->targets;
     for (int k = 0; k < val->steps && st == ZB_OK; k++) {
         if ((st = zb_val_next(val, err)) != ZB_OK)
             break;
-        pl->inputs = val->inputs;
-        pl->targets = val->targets;
-        st = net ? pl_eval_step(net, &pl->ranks[me], err)
-                 : zb_thread_world_run(world, pl_eval_step, args, pl->opts->pin, NULL, err);
-        if (st == ZB_OK)
-            batch[k] = pl->ranks[me].val_loss;
+        pl_step_in_t in = {.inputs = val->inputs, .targets = val->targets};
+        if ((st = pl_local_run(L, pl_eval_step, &in, err)) == ZB_OK)
+            batch[k] = pl_local_reporter(L)->val_loss;
     }
-    pl->inputs = inputs;
-    pl->targets = targets;
     if (st == ZB_OK)
         *loss = zb_train_mean_loss(batch, val->steps);
     free(batch);

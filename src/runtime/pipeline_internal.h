@@ -15,6 +15,14 @@
 
 typedef struct pl pl_t;
 
+/* What one step (or one validation batch) gives every rank, passed to the rank step by
+ * pl_local_run (pl_rank_t.in during the call). */
+typedef struct {
+    long step;                   /* steps done before this one (lr, AdamW's t, test hooks) */
+    const int *inputs, *targets; /* [B·T] the global batch */
+    double t0;                   /* zb_now() at the step's start: the timelines' origin */
+} pl_step_in_t;
+
 /* One stage held by a rank: its stash pool and message buffers ([M][B/M·T·C] each). */
 typedef struct {
     int stage;
@@ -39,6 +47,7 @@ typedef struct {
 
 typedef struct {
     pl_t *pl;
+    const pl_step_in_t *in; /* the current call's inputs (pl_local_run) */
     int rank;    /* pipeline rank p (stages, schedule program) */
     int replica; /* data-parallel replica d */
     int global;  /* d·P + p: index in pl->ranks and rank in the world transport */
@@ -96,12 +105,25 @@ struct pl {
     zb_profile_t *prof; /* measured costs (opts->profile), NULL = FLOP model */
     zb_costs_t costs;   /* per-stage cost model of the run (prediction, predicted trace) */
     bool have_costs;
-    /* per step, set by the driver */
-    long step;
-    const int *inputs, *targets;
-    double t0;
     zb_schedule_t *eval_sched; /* pipeline_eval.c: the forward-only program (NULL = none) */
 };
+
+/* pipeline_local.c: the ranks this process runs — every rank of every replica as a thread
+ * (a thread world of mailbox_capacity per rank), or with opts->transport the process's one rank.
+ * pl_local_run runs fn on each of them with `in` (pl_rank_t.in) and returns the first failure.
+ * pl_local_reporter: the rank whose figures this process reports (global rank 0 with threads). */
+typedef struct {
+    pl_t *pl;
+    zb_transport_t *net;      /* MPI: the process's rank; NULL = threads */
+    zb_thread_world_t *world; /* threads */
+    int first, n;             /* global ranks first .. first + n - 1 run here */
+    void **args;              /* [n] their pl_rank_t */
+} pl_local_t;
+zb_status_t pl_local_open(pl_local_t *L, pl_t *pl, int mailbox_capacity, zb_err_t *err);
+void pl_local_close(pl_local_t *L);
+zb_status_t pl_local_run(pl_local_t *L, zb_rank_fn fn, const pl_step_in_t *in, zb_err_t *err);
+pl_rank_t *pl_local_rank(const pl_local_t *L, int i);
+pl_rank_t *pl_local_reporter(const pl_local_t *L);
 
 /* pipeline_plan.c: measure the costs when opts->profile (with a transport: on rank 0 only, which
  * pl_share_profile then sends to the others);
@@ -164,12 +186,10 @@ zb_status_t pl_dp_check(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
  * (pl->eval_sched) from the lowered training program. pl_eval_step: the zb_rank_fn of one
  * validation batch (pl->inputs / targets): F of every microbatch on every stage, each stash
  * emptied right after its F; every rank ends with the batch's loss in R->val_loss.
- * pl_validate: the mean loss over the K validation batches, run on the ranks of this process
- * (`world` with threads, else rank `me` on opts->transport). */
+ * pl_validate: the mean loss over the K validation batches, run on the ranks of this process. */
 zb_status_t pl_eval_plan(pl_t *pl, zb_err_t *err);
 zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err);
 struct zb_val;
-zb_status_t pl_validate(pl_t *pl, struct zb_val *val, zb_thread_world_t *world, void **args,
-                        int me, float *loss, zb_err_t *err);
+zb_status_t pl_validate(pl_local_t *L, struct zb_val *val, float *loss, zb_err_t *err);
 
 #endif

@@ -326,9 +326,9 @@ static zb_status_t forward(pl_rank_t *R, pl_stage_t *ls, int m, size_t tok, zb_g
                            float *x_out, float *loss, zb_err_t *err)
 {
     pl_t *pl = R->pl;
-    return zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? pl->inputs + tok : NULL,
+    return zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? R->in->inputs + tok : NULL,
                            ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
-                           ls->span.head ? pl->targets + tok : NULL, ls->span.head ? NULL : x_out,
+                           ls->span.head ? R->in->targets + tok : NULL, ls->span.head ? NULL : x_out,
                            ls->span.head ? loss : NULL, err);
 }
 
@@ -337,7 +337,7 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     pl_rank_t *R = ctx;
     pl_t *pl = R->pl;
     const zb_pipeline_opts_t *o = pl->opts;
-    if (pl->step == o->fail_step && R->rank == o->fail_rank && R->computes == o->fail_action)
+    if (R->in->step == o->fail_step && R->rank == o->fail_rank && R->computes == o->fail_action)
         return zb_err_set(err, ZB_ENUMERIC, "injected fault (test hook) in a kernel");
     R->computes++;
     pl_stage_t *ls = local_stage(R, a->stage, err);
@@ -462,8 +462,8 @@ static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err
 static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
 {
     pl_t *pl = R->pl;
-    long adam_t = pl->step - R->skipped + 1;
-    zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, pl->step, adam_t, sumsq,
+    long adam_t = R->in->step - R->skipped + 1;
+    zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, R->in->step, adam_t, sumsq,
                     pl->n_units, R->units, R->n_owned, stats);
     if (!stats->skipped && R->has_head && !R->has_embed) {
         const pl_range_t *wte = &R->upd[R->n_upd - 1];
@@ -522,7 +522,7 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
         /* what zb_train_update would report, without touching the parameters again */
         zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
                                   pl->cfg->warmup, pl->cfg->steps};
-        R->stats = (zb_step_stats_t){.step = pl->step, .lr = zb_lr_at(&sched, pl->step),
+        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = zb_lr_at(&sched, R->in->step),
                                      .grad_norm = norm, .clip_scale = 1.0f, .skipped = false};
         return ZB_OK;
     }
@@ -537,7 +537,7 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 static void inject_inf(pl_rank_t *R)
 {
     const zb_pipeline_opts_t *o = R->pl->opts;
-    if (R->pl->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
+    if (R->in->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
         o->inject_inf_unit >= R->pl->n_units || R->pl->unit_owner[o->inject_inf_unit] != R->rank)
         return;
     size_t off[16], cnt[16];
@@ -575,7 +575,7 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .send_payload = op_send,
                          .recv_payload = op_recv,
                          .recv_bytes = op_recv_bytes};
-    zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = pl->t0};
+    zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
     zb_status_t st = zb_execute(pl->sched, pipe, &ops, &eo, &R->tl, err);
     if (st == ZB_OK)
         st = tied_embedding(pipe, R, err);

@@ -168,8 +168,12 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
     }
     if (st == ZB_OK && cfg->resume_path)
         st = zb_train_load(t, cfg->resume_path, err);
-    if (st != ZB_OK)
+    if (st != ZB_OK) {
         zb_trainer_free(t);
+        return st;
+    }
+    t->model = t->params.cfg;
+    t->param_count = t->params.count;
     return st;
 }
 
@@ -296,9 +300,70 @@ static zb_status_t cpu_step(void *ctx, zb_trainer_t *t, zb_step_stats_t *s, zb_e
     return zb_trainer_step(t, s, err);
 }
 
-static zb_status_t to_host(const zb_train_hooks_t *h, zb_err_t *err)
+static zb_status_t to_host(const zb_train_hooks_t *h, bool optimizer, zb_err_t *err)
 {
-    return h->to_host ? h->to_host(h->ctx, err) : ZB_OK;
+    return h->to_host ? h->to_host(h->ctx, optimizer, err) : ZB_OK;
+}
+
+static void host_done(const zb_train_hooks_t *h)
+{
+    if (h->host_done)
+        h->host_done(h->ctx);
+}
+
+static zb_status_t validate(const zb_train_hooks_t *h, zb_trainer_t *t, float *loss,
+                            zb_err_t *err)
+{
+    if (h->validate)
+        return h->validate(h->ctx, t, loss, err);
+    zb_status_t st = to_host(h, false, err);
+    if (st == ZB_OK)
+        st = zb_trainer_validate(t, loss, err);
+    host_done(h);
+    return st;
+}
+
+static zb_status_t save(const zb_train_hooks_t *h, zb_trainer_t *t, zb_err_t *err)
+{
+    const zb_train_config_t *cfg = &t->cfg;
+    zb_status_t st;
+    if (h->save) {
+        st = h->save(h->ctx, t, err);
+    } else {
+        if ((st = to_host(h, true, err)) == ZB_OK)
+            st = zb_train_save(t, cfg->save_path, err);
+        host_done(h);
+        if (st == ZB_OK && cfg->keep_last > 0)
+            st = zb_ckpt_rotate(cfg->save_path, t->step, cfg->keep_last, err);
+    }
+    return st;
+}
+
+static zb_status_t sample(const zb_train_hooks_t *h, zb_trainer_t *t, FILE *human,
+                          zb_err_t *err)
+{
+    zb_status_t st = to_host(h, false, err);
+    if (st == ZB_OK)
+        st = zb_train_sample(&t->cfg, &t->params, t->inputs[0], t->step, human, err);
+    host_done(h);
+    return st;
+}
+
+static zb_status_t save_model(const zb_train_hooks_t *h, zb_trainer_t *t, zb_err_t *err)
+{
+    zb_status_t st = to_host(h, false, err);
+    if (st == ZB_OK)
+        st = zb_gpt2_save_llmc(t->cfg.save_model_path, &t->params, err);
+    host_done(h);
+    return st;
+}
+
+static zb_status_t stop_requested(const zb_train_hooks_t *h, const zb_train_config_t *cfg,
+                                  bool *stop, zb_err_t *err)
+{
+    bool local = cfg->stop && *cfg->stop;
+    *stop = local;
+    return h->stop_agreed && cfg->stop ? h->stop_agreed(h->ctx, local, stop, err) : ZB_OK;
 }
 
 zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_t *t,
@@ -306,13 +371,18 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
 {
     memset(summary, 0, sizeof *summary);
     /* this thread's worker group (pinned when it has several threads) */
-    zb_workers_t *workers = NULL;
+    zb_workers_t *workers = NULL, *outer = NULL;
     int nthreads = zb_workers_resolve(cfg->threads, 1);
-    zb_status_t st = zb_workers_new_for_rank(0, nthreads, nthreads > 1, &workers, err);
-    if (st != ZB_OK)
-        return st;
-    zb_workers_t *outer = zb_workers_enter(workers);
+    zb_status_t st = ZB_OK;
+    if (!h->own_threads) {
+        if ((st = zb_workers_new_for_rank(0, nthreads, nthreads > 1, &workers, err)) != ZB_OK)
+            return st;
+        outer = zb_workers_enter(workers);
+    }
     summary->first_step = t->step;
+    /* the model's shape from its config: a pipeline holds no whole-model copy during the run */
+    const double flops_per_step = zb_train_flops_per_step(
+        &t->model, t->param_count, cfg->batch, cfg->seq);
     long todo = cfg->steps > t->step ? cfg->steps - t->step : 0;
     double *tps = calloc(todo > 0 ? (size_t)todo : 1, sizeof *tps);
     zb_progress_t *prog = NULL;
@@ -323,13 +393,15 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
                               cfg->resume_path != NULL, cfg->steps, err);
     if (st == ZB_OK)
         zb_progress_set_flops(prog,
-                              zb_train_flops_per_step(&t->params.cfg, t->params.count, cfg->batch,
-                                                      cfg->seq),
+                              flops_per_step,
                               cfg->peak_tflops * 1e12);
     zb_diverge_t div;
     zb_diverge_init(&div, 0);
     while (st == ZB_OK && t->step < cfg->steps) {
-        if (cfg->stop && *cfg->stop) { /* Ctrl-C: at a step boundary, saved below */
+        bool stop = false;
+        if ((st = stop_requested(h, cfg, &stop, err)) != ZB_OK)
+            break;
+        if (stop) { /* Ctrl-C: at a step boundary, saved below */
             summary->interrupted = true;
             break;
         }
@@ -338,8 +410,7 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
         if (st != ZB_OK)
             break;
         s.has_val = zb_train_val_due(cfg, t->step);
-        if (s.has_val && ((st = to_host(h, err)) != ZB_OK ||
-                          (st = zb_trainer_validate(t, &s.val_loss, err)) != ZB_OK))
+        if (s.has_val && (st = validate(h, t, &s.val_loss, err)) != ZB_OK)
             break;
         if (s.has_val) {
             summary->has_val = true;
@@ -353,16 +424,11 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
         st = zb_progress_step(prog, &s, err);
         if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
             st = zb_diverge_step(&div, s.skipped, t->step, err);
-        if (st == ZB_OK && cfg->sample_every > 0 && t->step % cfg->sample_every == 0 &&
-            (st = to_host(h, err)) == ZB_OK)
-            st = zb_train_sample(cfg, &t->params, t->inputs[0], t->step, human, err);
+        if (st == ZB_OK && cfg->sample_every > 0 && t->step % cfg->sample_every == 0)
+            st = sample(h, t, human, err);
         if (st == ZB_OK && cfg->save_every > 0 && t->step % cfg->save_every == 0 &&
-            t->step < cfg->steps && zb_diverge_may_save(&div)) {
-            if ((st = to_host(h, err)) == ZB_OK)
-                st = zb_train_save(t, cfg->save_path, err);
-            if (st == ZB_OK && cfg->keep_last > 0)
-                st = zb_ckpt_rotate(cfg->save_path, t->step, cfg->keep_last, err);
-        }
+            t->step < cfg->steps && zb_diverge_may_save(&div))
+            st = save(h, t, err);
     }
     zb_err_t close_err;
     zb_status_t cst = zb_progress_close(prog, &close_err);
@@ -371,24 +437,21 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
         if (err)
             *err = close_err;
     }
-    if (st == ZB_OK && (cfg->save_path || cfg->save_model_path))
-        st = to_host(h, err);
     if (st == ZB_OK && cfg->save_path)
-        st = zb_train_save(t, cfg->save_path, err);
-    if (st == ZB_OK && cfg->save_path && cfg->keep_last > 0)
-        st = zb_ckpt_rotate(cfg->save_path, t->step, cfg->keep_last, err);
+        st = save(h, t, err);
     if (st == ZB_OK && cfg->save_model_path)
-        st = zb_gpt2_save_llmc(cfg->save_model_path, &t->params, err);
+        st = save_model(h, t, err);
     if (summary->steps_run > 0) {
         zb_sort_doubles(tps, (size_t)summary->steps_run);
         summary->median_tokens_per_s = tps[summary->steps_run / 2];
         summary->flops_per_token =
-            zb_train_flops_per_step(&t->params.cfg, t->params.count, cfg->batch, cfg->seq) /
-            ((double)cfg->batch * cfg->seq);
+            flops_per_step / ((double)cfg->batch * cfg->seq);
     }
     free(tps);
-    zb_workers_enter(outer);
-    zb_workers_free(workers);
+    if (workers) {
+        zb_workers_enter(outer);
+        zb_workers_free(workers);
+    }
     return st;
 }
 

@@ -156,8 +156,9 @@ static zb_status_t hook_step(void *ctx, zb_trainer_t *t, zb_step_stats_t *s, zb_
     return ct_step(ctx, s, err);
 }
 
-static zb_status_t hook_to_host(void *ctx, zb_err_t *err)
+static zb_status_t hook_to_host(void *ctx, bool optimizer, zb_err_t *err)
 {
+    (void)optimizer; /* the download is both */
     return ct_download(ctx, err);
 }
 

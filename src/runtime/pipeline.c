@@ -69,8 +69,8 @@ static zb_status_t acquire_whole_model(pl_t *pl, zb_trainer_t *t, bool moments, 
 static zb_status_t gather(pl_t *pl, zb_trainer_t *t, bool moments, zb_err_t *err)
 {
     zb_status_t st = acquire_whole_model(pl, t, moments, err);
-    for (int u = 0; st == ZB_OK && u < pl->n_units; u++) {
-        const pl_rank_t *R = &pl->ranks[pl->unit_owner[u]];
+    for (int u = 0; st == ZB_OK && u < pl->plan.n_units; u++) {
+        const pl_rank_t *R = &pl->ranks[pl->plan.unit_owner[u]];
         zb_gpt2_copy_unit(&t->params, &R->params, u);
         if (moments) {
             zb_gpt2_copy_unit(&t->opt.m, &R->opt.m, u);
@@ -124,7 +124,7 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
     for (int r = 0; r < pl->P; r++)
         rep->peak_stash_bytes[r] = peaks[r];
     zb_sim_t measured;
-    zb_status_t st = zb_exec_fill_sim(pl->sched, tls, peaks, &measured, err);
+    zb_status_t st = zb_exec_fill_sim(pl->plan.sched, tls, peaks, &measured, err);
     if (st == ZB_OK) {
         rep->bubble_measured = measured.bubble_rate;
         rep->span_measured = measured.span_max;
@@ -158,138 +158,22 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
     pl->grad_scale = 1.0f / ((float)c->batch * (float)c->seq);
 }
 
-/* Every rank's whole footprint within --mem-limit (the planner kept the activations within
- * what the heaviest rank leaves; this is the exact check, rank by rank). */
-static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *rep, zb_err_t *err)
-{
-    const double MiB = 1048576.0, limit = pl->opts->mem_limit;
-    for (int r = 0; limit > 0 && r < pl->P && r < 1024; r++) {
-        const zb_rank_mem_t *m = &rep->mem_predicted[r];
-        if (m->total > limit)
-            return zb_err_set(err, ZB_EMEMLIMIT,
-                              "rank %d needs %.2f MiB (parameters %.2f, gradients %.2f, optimizer "
-                              "%.2f, backup %.2f, messages %.2f, activations %.2f), over the memory "
-                              "limit of %.2f MiB per rank",
-                              r, m->total / MiB, m->params / MiB, m->grads / MiB,
-                              m->optimizer / MiB, m->backup / MiB, m->messages / MiB,
-                              m->activations / MiB, limit / MiB);
-    }
-    return ZB_OK;
-}
-
-/* The schedule's activations do not fit what --mem-limit leaves them: say so in MiB, for the
- * rank with the highest peak (the validator's message counts bytes without a unit). */
-static zb_status_t activations_over_limit(const pl_t *pl, const zb_schedule_t *s,
-                                          const zb_costs_t *costs, zb_err_t *err)
-{
-    const double MiB = 1048576.0;
-    zb_costs_t free_run = *costs; /* same arrays, no limit: only to find the peaks */
-    free_run.mem_limit = INFINITY;
-    zb_sim_t sim;
-    zb_status_t st = zb_simulate(s, &free_run, &sim, err);
-    if (st != ZB_OK)
-        return st;
-    int worst = 0;
-    for (int r = 1; r < sim.ranks; r++)
-        if (sim.peak_mem[r] > sim.peak_mem[worst])
-            worst = r;
-    st = zb_err_set(err, ZB_EMEMLIMIT,
-                    "schedule %s: rank %d's activations peak at %.2f MiB, but the memory limit of "
-                    "%.2f MiB per rank leaves them %.2f MiB after parameters, gradients, optimizer "
-                    "state and message buffers%s",
-                    s->name, worst, sim.peak_mem[worst] / MiB, pl->opts->mem_limit / MiB,
-                    costs->mem_limit / MiB,
-                    pl->opts->recompute == ZB_RECOMPUTE_NONE ? " (--recompute auto may fit)" : "");
-    zb_sim_free(&sim);
-    return st;
-}
-
-/* After setup_shape and the profile: plan (partition, schedule, prediction) and build the
- * local ranks. */
+/* After setup_shape and the profile: the plan (partition, schedule, prediction) and the local
+ * ranks. */
 static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
 {
-    const zb_pipeline_opts_t *o = pl->opts;
-    zb_schedule_t *plain = NULL;
-    zb_costs_t costs;
-    zb_status_t st = pl_make_schedule(pl, &plain, &costs, err);
+    zb_status_t st = pl_plan_build(pl, &pl->plan, rep, err);
     if (st != ZB_OK)
         return st;
-    pl->S = plain->stages;
-    rep->stages = pl->S;
-    memcpy(rep->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));
-    if ((st = zb_transport_check_sizes(pl->S, pl->M, err)) != ZB_OK)
-        goto done;
-    /* costs.mem_limit: what the whole-rank limit leaves the activations (pipeline_plan.c) */
-    if ((st = zb_validate(plain, &costs, err)) != ZB_OK) {
-        if (st == ZB_EMEMLIMIT)
-            st = activations_over_limit(pl, plain, &costs, err);
-        goto done;
-    }
-    zb_sim_t sim;
-    if ((st = zb_simulate(plain, &costs, &sim, err)) != ZB_OK)
-        goto done;
-    rep->bubble_predicted = sim.bubble_rate;
-    rep->span_predicted = sim.span_max;
-    rep->busy_predicted = sim.busy_max;
-    for (int r = 0; r < pl->P; r++)
-        rep->predicted_stash_bytes[r] = sim.peak_mem[r];
-    /* a lowered file keeps its own message order; anything else is lowered here */
-    if (!zb_schedule_has_comms(plain))
-        st = zb_insert_comms(plain, &pl->sched, err);
-    else if (!(pl->sched = zb_schedule_clone(plain)))
-        st = zb_err_set(err, ZB_ENOMEM, "out of memory for the schedule");
-    if (st != ZB_OK) {
-        zb_sim_free(&sim);
-        goto done;
-    }
-    for (int r = 0; r < pl->P && r < 1024; r++)
-        pl_mem_predict(pl, r, sim.peak_mem[r], &rep->mem_predicted[r]);
-    zb_sim_free(&sim);
-    if ((st = check_mem_limit(pl, rep, err)) != ZB_OK)
-        goto done;
-    char dp_note[48] = "", rc_note[64] = "";
-    if (pl->N > 1)
-        snprintf(dp_note, sizeof dp_note, " x %d data-parallel replicas", pl->N);
-    int n_r = 0;
-    for (int r = 0; r < plain->ranks; r++)
-        for (int i = 0; i < plain->rank[r].len; i++)
-            n_r += plain->rank[r].actions[i].type == ZB_ACT_R;
-    if (n_r > 0)
-        snprintf(rc_note, sizeof rc_note, ", %d of %d forwards recomputed", n_r, pl->S * pl->M);
-    snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s%s, stage costs %s", plain->name,
-             pl->P, plain->chunks, pl->M, dp_note, rc_note,
-             !pl->prof ? "from the FLOP model"
-             : o->transport ? "measured on rank 0 (zbpp profile, one core), shared with every rank"
-                            : "measured (zbpp profile, one core)");
-
-    pl->n_units = zb_gpt2_num_units(&pl->mcfg);
-    pl->unit_owner = malloc((size_t)pl->n_units * sizeof(int));
-    pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks);
-    if (!pl->unit_owner || !pl->ranks) {
-        st = zb_err_set(err, ZB_ENOMEM, "out of memory for the pipeline");
-        goto done;
-    }
-    pl->embed_rank = zb_stage_rank(pl->sched, 0);
-    pl->head_rank = zb_stage_rank(pl->sched, pl->S - 1);
-    pl->unit_owner[0] = pl->embed_rank;
-    pl->unit_owner[pl->n_units - 1] = pl->head_rank;
-    for (int s = 0; s < pl->S; s++)
-        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
-            pl->unit_owner[1 + l] = zb_stage_rank(pl->sched, s);
+    if (!(pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks)))
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the pipeline");
     for (int g = 0; g < pl->P * pl->N && st == ZB_OK; g++)
-        if (!o->transport || g == o->transport->rank) /* a process holds only its own rank */
+        if (!pl->opts->transport || g == pl->opts->transport->rank) /* a process holds only
+                                                                       its own rank */
             /* fresh moments are zero: not copied (that would make them resident while the
              * whole model still is); the rank writes them before its first step */
             st = pl_rank_init(pl, g, &t->params, pl->cfg->resume_path ? &t->opt : NULL,
                               t->skipped, err);
-done:
-    if (st == ZB_OK) { /* kept for the predicted trace */
-        pl->costs = costs;
-        pl->have_costs = true;
-    } else {
-        zb_costs_free(&costs);
-    }
-    zb_schedule_free(plain);
     return st;
 }
 
@@ -322,8 +206,6 @@ static void teardown(pl_t *pl)
     for (int g = 0; pl->ranks && g < pl->P * pl->N; g++)
         pl_rank_free(&pl->ranks[g]);
     free(pl->ranks);
-    free(pl->unit_owner);
-    zb_schedule_free(pl->sched);
     zb_schedule_free(pl->eval_sched);
     pl_plan_free(pl);
 }
@@ -335,8 +217,8 @@ static int mailbox_capacity(const pl_t *pl)
     int most = 0;
     for (int r = 0; r < pl->P; r++) {
         int n = 0;
-        for (int i = 0; i < pl->sched->rank[r].len; i++) {
-            int ty = pl->sched->rank[r].actions[i].type;
+        for (int i = 0; i < pl->plan.sched->rank[r].len; i++) {
+            int ty = pl->plan.sched->rank[r].actions[i].type;
             n += ty == ZB_ACT_RECV_F || ty == ZB_ACT_RECV_B;
         }
         if (n > most)

@@ -84,27 +84,34 @@ typedef struct {
     float val_loss;        /* pipeline_eval.c: the last validation batch's loss (every rank) */
 } pl_rank_t;
 
+/* The run's plan: partition, lowered schedule, per-stage cost model and unit ownership. Built once
+ * at start-up by pl_plan_build from the run's shape, options and profile (the same on every rank
+ * and process: the same inputs give the same plan); read-only afterwards. */
+typedef struct {
+    int S;                /* stages */
+    int first[1025];      /* stage s holds transformer blocks first[s] .. first[s+1]-1 */
+    zb_schedule_t *sched; /* lowered: every rank's program with its messages */
+    zb_costs_t costs;     /* per-stage cost model (prediction, predicted trace), bytes for memory */
+    int n_units;
+    int *unit_owner;      /* [n_units] the pipeline rank that updates each norm unit */
+    int embed_rank, head_rank;
+} pl_plan_t;
+
 struct pl {
     const zb_train_config_t *cfg;
     const zb_pipeline_opts_t *opts;
+    /* the run's shape (setup_shape) */
     zb_gpt2_config_t mcfg;
-    int P, S, M, mbB, T;
+    int P, M, mbB, T;
     zb_gpt2_keep_t keep; /* what a saving F keeps (--keep-activations) */
     int N;      /* data-parallel replicas; pl->ranks holds N·P entries */
     size_t param_count; /* elements of the whole model's parameter buffer */
     int seq_per_replica; /* B/N sequences of the global batch per replica */
     size_t NC; /* B/M · T · C floats per activation message */
-    int first[1025];
-    zb_schedule_t *sched; /* lowered */
-    int *unit_owner;      /* [n_units] */
-    int n_units;
-    int embed_rank, head_rank;
     float grad_scale;
-    pl_rank_t *ranks;
-    /* start-up planning (pipeline_plan.c) */
     zb_profile_t *prof; /* measured costs (opts->profile), NULL = FLOP model */
-    zb_costs_t costs;   /* per-stage cost model of the run (prediction, predicted trace) */
-    bool have_costs;
+    pl_plan_t plan;     /* pl_plan_build; read-only once built */
+    pl_rank_t *ranks;
     zb_schedule_t *eval_sched; /* pipeline_eval.c: the forward-only program (NULL = none) */
 };
 
@@ -125,14 +132,20 @@ zb_status_t pl_local_run(pl_local_t *L, zb_rank_fn fn, const pl_step_in_t *in, z
 pl_rank_t *pl_local_rank(const pl_local_t *L, int i);
 pl_rank_t *pl_local_reporter(const pl_local_t *L);
 
-/* pipeline_plan.c: measure the costs when opts->profile (with a transport: on rank 0 only, which
- * pl_share_profile then sends to the others);
- * generate the schedule and partition pl->first with the cost model (*costs per stage, freed by
- * the caller); write the --trace files (measured, and predicted with pl->costs); free. */
+/* pipeline_plan.c. pl_profile: measure the costs when opts->profile (with a transport: on rank 0
+ * only, which pl_share_profile then sends to the others) into pl->prof.
+ * pl_plan_build: the plan of the run from pl's shape, options and profile (pl is not changed):
+ * the schedule (family, file or planned with costs, then --recompute), the partition its cost
+ * model balances, validated against the memory limit, lowered; fills the prediction of `rep`
+ * (bubble, span, busy, stash peaks, whole-rank memory per rank, stages, partition, note).
+ * pl_plan_free: the plan and the profile. */
 zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err);
-zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err);
-zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err);
+zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t *rep,
+                          zb_err_t *err);
 void pl_plan_free(pl_t *pl);
+
+/* pipeline_trace.c: the --trace files (measured, and predicted with the plan's costs). */
+zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err);
 
 /* pipeline.c: the measured figures of replica 0 from its P timelines and stash peaks (bubble,
  * span, busy, peaks into rep; the --trace files). */
@@ -150,8 +163,9 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
  * floats (1 MiB): the embedding rank then needs no second WTE-sized buffer. */
 #define PL_WTE_CHUNK ((size_t)1 << 18)
 size_t pl_wte_chunk(size_t wte_elems);
-/* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (pl->first, mbB, T). */
-void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs);
+/* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (partition `first`
+ * of S stages, mbB, T). */
+void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs);
 
 /* Stash slots `stage` needs in a rank's program (its pool): microbatches between a saving F (or
  * an R) and their W, plus a non-saving F while it runs. */
@@ -161,13 +175,14 @@ bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage);
 
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be
- * with S stages partitioned by pl->first, over the placements a schedule may use (what a
+ * with S stages partitioned by `first`, over the placements a schedule may use (what a
  * --mem-limit leaves the activations is the limit minus this). pl_mem_predict: rank's figures
- * from the plan (pl->sched) with the memory model's activation peak; pl_mem_measure: from its
- * allocations and the stash's live peak. */
+ * from `plan` (its partition and program) with the memory model's activation peak;
+ * pl_mem_measure: from its allocations and the stash's live peak. */
 bool pl_rank_backs_up(const pl_t *pl);
-double pl_static_bound(const pl_t *pl, int S);
-void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m);
+double pl_static_bound(const pl_t *pl, int S, const int *first);
+void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
+                    zb_rank_mem_t *m);
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
 
 /* pipeline_dp.c: buffers for the replica reduction (dp > 1); the reduction of the gradients of

@@ -1,4 +1,5 @@
-/* zbpp — the pipeline trainer's start-up planning and its trace files.
+/* zbpp — the pipeline trainer's start-up planning: a pure function from the run's shape,
+ * options and profile to its plan (pipeline_internal.h, pl_plan_t).
  *
  * Cost model: measured (opts->profile: zb_profile_measure on this machine, one core) or the FLOP
  * model. The partition balances it (embedding on the first stage, head on the last); the
@@ -13,9 +14,7 @@
 
 #include "runtime/pipeline_internal.h"
 #include "zbpp/plan.h"
-#include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
-#include "zbpp/svg.h"
 #include "zbpp/util.h"
 
 enum { PROFILE_REPS = 5 };
@@ -69,21 +68,40 @@ void pl_plan_free(pl_t *pl)
         zb_profile_free(pl->prof);
     free(pl->prof);
     pl->prof = NULL;
-    if (pl->have_costs)
-        zb_costs_free(&pl->costs);
-    pl->have_costs = false;
+    pl_plan_t *plan = &pl->plan;
+    zb_schedule_free(plan->sched);
+    if (plan->costs.stages > 0)
+        zb_costs_free(&plan->costs);
+    free(plan->unit_owner);
+    memset(plan, 0, sizeof *plan);
 }
 
 #define MIB 1048576.0
 
+/* A schedule before lowering, with the partition and the per-stage costs it was planned with. */
+typedef struct {
+    zb_schedule_t *sched;
+    zb_costs_t costs;
+    int first[1025];
+} candidate_t;
+
+static void candidate_free(candidate_t *c)
+{
+    if (c->sched) {
+        zb_schedule_free(c->sched);
+        zb_costs_free(&c->costs);
+    }
+    c->sched = NULL;
+}
+
 /* FLOP model per stage: F = B = W = a third of the stage's work, in units of one block's F. */
-static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S, zb_costs_t *costs,
-                                    zb_err_t *err)
+static zb_status_t flop_stage_costs(const zb_block_costs_t *bc, int S, const int *first,
+                                    zb_costs_t *costs, zb_err_t *err)
 {
     zb_status_t st = zb_costs_init_uniform(costs, S, 1, 1, 1, 0, 1, 0, -1, err);
     for (int s = 0; st == ZB_OK && s < S; s++) {
         double work = 0;
-        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
+        for (int l = first[s]; l < first[s + 1]; l++)
             work += bc->block[l];
         if (s == 0)
             work += bc->embed;
@@ -94,12 +112,11 @@ static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S,
     }
     return st;
 }
-
 /* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
-void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
+void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
 {
     for (int s = 0; s < S; s++) {
-        zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
+        zb_gpt2_span_t span = zb_partition_span(first, S, s);
         size_t after_f, after_b;
         zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f, &after_b);
         costs->m_f[s] = (double)after_f;
@@ -108,11 +125,13 @@ void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
     }
 }
 
-/* Partition S stages balancing the cost model; fill pl->first and the per-stage costs. */
-static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err)
+/* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
+ * (owned by the caller on success). */
+static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *costs,
+                               zb_err_t *err)
 {
     int L = pl->mcfg.layers;
-    if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds pl->first[] */
+    if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds first[] */
         return zb_err_set(err, ZB_EINVAL, "%d stages: at most %d are supported", S,
                           ZB_TAG_MAX_STAGE + 1);
     double *block = malloc((size_t)L * sizeof *block);
@@ -123,72 +142,86 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
         zb_profile_block_costs(pl->prof, &bc);
     else
         zb_block_costs_flops(&pl->mcfg, pl->T, block, &bc.embed, &bc.head);
-    zb_status_t st = zb_partition(&bc, S, pl->first, err);
+    zb_status_t st = zb_partition(&bc, S, first, err);
     if (st == ZB_OK)
-        st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
-                      : flop_stage_costs(pl, &bc, S, costs, err);
-    if (st == ZB_OK)
-        pl_stage_memory(pl, S, costs);
-    if (st == ZB_OK && costs->m_keep) /* the runtime keeps a non-saving F's input in its receive
-                                         buffer, counted with the messages: nothing in the stash */
-        memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);
-    if (st == ZB_OK && pl->opts->mem_limit > 0) {
-        /* the limit is on the whole rank: the activations get what the rest leaves */
-        double fixed = pl_static_bound(pl, S), limit = pl->opts->mem_limit;
-        costs->mem_limit = limit - fixed;
-        if (costs->mem_limit <= 0)
-            st = zb_err_set(err, ZB_EMEMLIMIT,
-                            "memory limit %.2f MiB per rank is below the %.2f MiB that a rank's "
-                            "parameters, gradients, optimizer state and message buffers need "
-                            "with %d stages (before any activations)",
-                            limit / MIB, fixed / MIB, S);
-        if (st != ZB_OK) /* the caller owns the costs only on success */
-            zb_costs_free(costs);
-    }
+        st = pl->prof ? zb_profile_stage_costs(pl->prof, first, S, costs, err)
+                      : flop_stage_costs(&bc, S, first, costs, err);
     free(block);
+    if (st != ZB_OK)
+        return st;
+    pl_stage_memory(pl, S, first, costs);
+    if (costs->m_keep) /* the runtime keeps a non-saving F's input in its receive buffer,
+                          counted with the messages: nothing in the stash */
+        memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);
+    if (pl->opts->mem_limit > 0) {
+        /* the limit is on the whole rank: the activations get what the rest leaves */
+        double fixed = pl_static_bound(pl, S, first), limit = pl->opts->mem_limit;
+        costs->mem_limit = limit - fixed;
+        if (costs->mem_limit <= 0) {
+            zb_costs_free(costs);
+            return zb_err_set(err, ZB_EMEMLIMIT,
+                              "memory limit %.2f MiB per rank is below the %.2f MiB that a "
+                              "rank's parameters, gradients, optimizer state and message buffers "
+                              "need with %d stages (before any activations)",
+                              limit / MIB, fixed / MIB, S);
+        }
+    }
+    return ZB_OK;
+}
+
+/* Cost and partition a schedule that was made without costs (a family, a file). */
+static zb_status_t cost_candidate(const pl_t *pl, candidate_t *c, zb_err_t *err)
+{
+    zb_status_t st = plan_stages(pl, c->sched->stages, c->first, &c->costs, err);
+    if (st != ZB_OK) {
+        zb_schedule_free(c->sched);
+        c->sched = NULL;
+    }
     return st;
 }
 
 /* Generate with a cost model at v chunks per rank; *makespan = its simulated makespan. */
-static zb_status_t try_chunks(pl_t *pl, const zb_gen_params_t *base, int v, zb_schedule_t **out,
-                              zb_costs_t *costs, double *makespan, zb_err_t *err)
+static zb_status_t try_chunks(const pl_t *pl, const zb_gen_params_t *base, int v,
+                              candidate_t *c, double *makespan, zb_err_t *err)
 {
     if (v * pl->P > pl->mcfg.layers)
         return zb_err_set(err, ZB_EINVAL, "more stages (%d) than transformer blocks (%d)",
                           v * pl->P, pl->mcfg.layers);
-    zb_status_t st = plan_stages(pl, v * pl->P, costs, err);
+    zb_status_t st = plan_stages(pl, v * pl->P, c->first, &c->costs, err);
     if (st != ZB_OK)
         return st;
     zb_gen_params_t gp = *base;
     gp.chunks = v;
-    gp.costs = costs;
+    gp.costs = &c->costs;
     /* `auto` plans the recompute itself (which (stage, mb), where each R goes) */
     const zb_generator_info_t *fam = zb_generator_find(pl->opts->schedule);
     if (fam && !strcmp(fam->name, "auto"))
         gp.recompute = pl->opts->recompute;
     zb_sim_t sim;
-    if ((st = zb_generate(pl->opts->schedule, &gp, out, err)) == ZB_OK &&
-        (st = zb_simulate(*out, costs, &sim, err)) == ZB_OK) {
+    c->sched = NULL;
+    if ((st = zb_generate(pl->opts->schedule, &gp, &c->sched, err)) == ZB_OK &&
+        (st = zb_simulate(c->sched, &c->costs, &sim, err)) == ZB_OK) {
         *makespan = sim.makespan;
         zb_sim_free(&sim);
         return ZB_OK;
     }
-    if (*out)
-        zb_schedule_free(*out);
-    *out = NULL;
-    zb_costs_free(costs);
+    if (c->sched)
+        zb_schedule_free(c->sched);
+    c->sched = NULL;
+    zb_costs_free(&c->costs);
     return st;
 }
 
 /* No schedule of the cost-planning family fits --mem-limit: say so in MiB (the planner's own
  * message counts the cost model's bytes without a unit), with the smallest activation peak any
  * schedule can reach at --chunks (or one chunk), recomputing when --recompute allows it. */
-static zb_status_t below_any_schedule(pl_t *pl, zb_err_t *err)
+static zb_status_t below_any_schedule(const pl_t *pl, zb_err_t *err)
 {
     const zb_pipeline_opts_t *o = pl->opts;
     int v = o->chunks ? o->chunks : 1;
     zb_costs_t c;
-    zb_status_t st = plan_stages(pl, v * pl->P, &c, err);
+    int first[1025];
+    zb_status_t st = plan_stages(pl, v * pl->P, first, &c, err);
     if (st != ZB_OK)
         return st;
     bool rc = o->recompute != ZB_RECOMPUTE_NONE;
@@ -207,9 +240,8 @@ static zb_status_t below_any_schedule(pl_t *pl, zb_err_t *err)
     zb_costs_free(&c);
     return st;
 }
-
 /* --schedule-file: the file's schedule, its shape checked against the run's. */
-static zb_status_t schedule_from_file(pl_t *pl, zb_schedule_t **out, zb_err_t *err)
+static zb_status_t schedule_from_file(const pl_t *pl, zb_schedule_t **out, zb_err_t *err)
 {
     const zb_pipeline_opts_t *o = pl->opts;
     const char *path = o->schedule_file;
@@ -245,29 +277,23 @@ static zb_status_t schedule_from_file(pl_t *pl, zb_schedule_t **out, zb_err_t *e
     return ZB_OK;
 }
 
-/* The schedule before --recompute: from the file, the family, or planned with costs. */
-static zb_status_t make_plain(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
+/* The schedule before --recompute: from the file, the family, or planned with costs (each
+ * chunking tried keeps its own partition; the winner's is the plan's). */
+static zb_status_t make_plain(const pl_t *pl, candidate_t *out, zb_err_t *err)
 {
     const zb_pipeline_opts_t *o = pl->opts;
+    zb_status_t st;
+    out->sched = NULL;
     if (o->schedule_file) {
-        zb_status_t st = schedule_from_file(pl, out, err);
-        if (st == ZB_OK && (st = plan_stages(pl, (*out)->stages, costs, err)) != ZB_OK) {
-            zb_schedule_free(*out);
-            *out = NULL;
-        }
-        return st;
+        if ((st = schedule_from_file(pl, &out->sched, err)) != ZB_OK)
+            return st;
+        return cost_candidate(pl, out, err);
     }
     zb_gen_params_t gp = {.ranks = pl->P, .microbatches = pl->M, .chunks = o->chunks};
     zb_err_t first_err;
-    *out = NULL;
-    zb_status_t st = zb_generate(o->schedule, &gp, out, &first_err);
-    if (st == ZB_OK) { /* a family that needs no costs: cost the stages for the prediction */
-        if ((st = plan_stages(pl, (*out)->stages, costs, err)) != ZB_OK) {
-            zb_schedule_free(*out);
-            *out = NULL;
-        }
-        return st;
-    }
+    if ((st = zb_generate(o->schedule, &gp, &out->sched, &first_err)) == ZB_OK)
+        return cost_candidate(pl, out, err); /* a family that needs no costs */
+    out->sched = NULL;
     if (!zb_generator_find(o->schedule)) {
         if (err)
             *err = first_err;
@@ -275,48 +301,38 @@ static zb_status_t make_plain(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, 
     }
     /* A family that plans with costs (auto, optimal): with --chunks as given, else the chunking
      * (1 or 2 per rank) whose schedule the simulator finds faster under the same costs. */
-    int best_v = 0;
     double best = INFINITY;
     zb_err_t last_err = first_err;
+    candidate_t *c = malloc(sizeof *c);
+    if (!c)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
     for (int v = o->chunks ? o->chunks : 1; v <= (o->chunks ? o->chunks : 2); v++) {
-        zb_schedule_t *s = NULL;
-        zb_costs_t c;
         double mk = INFINITY;
-        if (try_chunks(pl, &gp, v, &s, &c, &mk, &last_err) != ZB_OK)
+        if (try_chunks(pl, &gp, v, c, &mk, &last_err) != ZB_OK)
             continue;
         if (mk < best * (1 - 1e-9)) {
-            if (*out)
-                zb_schedule_free(*out), zb_costs_free(costs);
-            *out = s, *costs = c, best = mk, best_v = v;
+            candidate_free(out);
+            *out = *c, best = mk;
         } else {
-            zb_schedule_free(s), zb_costs_free(&c);
+            candidate_free(c);
         }
     }
-    if (!*out) {
-        if (last_err.status == ZB_EMEMLIMIT && o->mem_limit > 0)
-            return below_any_schedule(pl, err);
-        if (err)
-            *err = last_err;
-        return last_err.status != ZB_OK ? last_err.status : ZB_EINVAL;
-    }
-    /* plan_stages of the last try overwrote the partition: redo the winner's */
-    zb_costs_t again;
-    if ((st = plan_stages(pl, best_v * pl->P, &again, err)) != ZB_OK) {
-        zb_schedule_free(*out), zb_costs_free(costs);
-        *out = NULL;
-        return st;
-    }
-    zb_costs_free(&again);
-    return ZB_OK;
+    free(c);
+    if (out->sched)
+        return ZB_OK;
+    if (last_err.status == ZB_EMEMLIMIT && o->mem_limit > 0)
+        return below_any_schedule(pl, err);
+    if (err)
+        *err = last_err;
+    return last_err.status != ZB_OK ? last_err.status : ZB_EINVAL;
 }
-
 /* --recompute on the planned schedule. The runtime keeps a non-saving F's input in its receive
  * buffer (or the batch), which the whole-rank model already counts: the stash's kept memory is 0,
  * and an R takes an F's time (it is that forward again). `all` recomputes every microbatch;
  * `auto` keeps the schedule when it fits the limit, else recomputes every microbatch and drops
  * each R the limit does not need (zb_recompute_prune). A schedule that already has R's (a file,
  * or `auto` planned with recompute) is kept as it is. */
-static zb_status_t apply_recompute(pl_t *pl, zb_schedule_t **s, const zb_costs_t *costs,
+static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, const zb_costs_t *costs,
                                    zb_err_t *err)
 {
     zb_recompute_t mode = pl->opts->recompute;
@@ -345,108 +361,148 @@ static zb_status_t apply_recompute(pl_t *pl, zb_schedule_t **s, const zb_costs_t
     return ZB_OK;
 }
 
-zb_status_t pl_make_schedule(pl_t *pl, zb_schedule_t **out, zb_costs_t *costs, zb_err_t *err)
+/* Every rank's whole footprint within --mem-limit (the planner kept the activations within
+ * what the heaviest rank leaves; this is the exact check, rank by rank). */
+static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *rep, zb_err_t *err)
 {
-    zb_status_t st = make_plain(pl, out, costs, err);
-    if (st != ZB_OK)
-        return st;
-    if ((st = apply_recompute(pl, out, costs, err)) != ZB_OK) {
-        zb_schedule_free(*out);
-        *out = NULL;
-        zb_costs_free(costs);
+    const double MiB = 1048576.0, limit = pl->opts->mem_limit;
+    for (int r = 0; limit > 0 && r < pl->P && r < 1024; r++) {
+        const zb_rank_mem_t *m = &rep->mem_predicted[r];
+        if (m->total > limit)
+            return zb_err_set(err, ZB_EMEMLIMIT,
+                              "rank %d needs %.2f MiB (parameters %.2f, gradients %.2f, optimizer "
+                              "%.2f, backup %.2f, messages %.2f, activations %.2f), over the memory "
+                              "limit of %.2f MiB per rank",
+                              r, m->total / MiB, m->params / MiB, m->grads / MiB,
+                              m->optimizer / MiB, m->backup / MiB, m->messages / MiB,
+                              m->activations / MiB, limit / MiB);
     }
-    return st;
-}
-
-/* ---- trace files ---- */
-
-zb_status_t zb_pipeline_trace_path(const char *path, zb_trace_file_t which, char *out, size_t cap,
-                                   zb_err_t *err)
-{
-    static const char *const suffix[ZB_TRACE_FILES] = {"", ".predicted.json", ".svg",
-                                                       ".predicted.svg"};
-    size_t n = strlen(path);
-    if (which == ZB_TRACE_MEASURED_JSON) {
-        if (n + 1 > cap)
-            return zb_err_set(err, ZB_EINVAL, "trace path too long");
-        memcpy(out, path, n + 1);
-        return ZB_OK;
-    }
-    if (n >= 5 && !strcmp(path + n - 5, ".json"))
-        n -= 5;
-    int w = snprintf(out, cap, "%.*s%s", (int)n, path, suffix[which]);
-    if (w < 0 || (size_t)w >= cap)
-        return zb_err_set(err, ZB_EINVAL, "trace path too long: %s", path);
     return ZB_OK;
 }
 
-static zb_status_t write_one(const char *path, const zb_sim_t *sim, bool svg, double scale,
-                             const char *title, zb_err_t *err)
+/* The schedule's activations do not fit what --mem-limit leaves them: say so in MiB, for the
+ * rank with the highest peak (the validator's message counts bytes without a unit). */
+static zb_status_t activations_over_limit(const pl_t *pl, const zb_schedule_t *s,
+                                          const zb_costs_t *costs, zb_err_t *err)
 {
-    zb_atomic_file_t af;
-    zb_status_t st = zb_atomic_open(&af, path, err);
+    const double MiB = 1048576.0;
+    zb_costs_t free_run = *costs; /* same arrays, no limit: only to find the peaks */
+    free_run.mem_limit = INFINITY;
+    zb_sim_t sim;
+    zb_status_t st = zb_simulate(s, &free_run, &sim, err);
     if (st != ZB_OK)
         return st;
-    st = svg ? zb_svg_write(sim, title, af.f, err) : zb_trace_write(sim, scale, af.f, err);
+    int worst = 0;
+    for (int r = 1; r < sim.ranks; r++)
+        if (sim.peak_mem[r] > sim.peak_mem[worst])
+            worst = r;
+    st = zb_err_set(err, ZB_EMEMLIMIT,
+                    "schedule %s: rank %d's activations peak at %.2f MiB, but the memory limit of "
+                    "%.2f MiB per rank leaves them %.2f MiB after parameters, gradients, optimizer "
+                    "state and message buffers%s",
+                    s->name, worst, sim.peak_mem[worst] / MiB, pl->opts->mem_limit / MiB,
+                    costs->mem_limit / MiB,
+                    pl->opts->recompute == ZB_RECOMPUTE_NONE ? " (--recompute auto may fit)" : "");
+    zb_sim_free(&sim);
+    return st;
+}
+
+/* The note that heads the run's report: schedule, shape, replicas, recompute, cost source. */
+static void plan_note(const pl_t *pl, const zb_schedule_t *plain, zb_pipeline_report_t *rep)
+{
+    char dp_note[48] = "", rc_note[64] = "";
+    if (pl->N > 1)
+        snprintf(dp_note, sizeof dp_note, " x %d data-parallel replicas", pl->N);
+    int n_r = 0;
+    for (int r = 0; r < plain->ranks; r++)
+        for (int i = 0; i < plain->rank[r].len; i++)
+            n_r += plain->rank[r].actions[i].type == ZB_ACT_R;
+    if (n_r > 0)
+        snprintf(rc_note, sizeof rc_note, ", %d of %d forwards recomputed", n_r,
+                 plain->stages * pl->M);
+    snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s%s, stage costs %s", plain->name,
+             pl->P, plain->chunks, pl->M, dp_note, rc_note,
+             !pl->prof                ? "from the FLOP model"
+             : pl->opts->transport ? "measured on rank 0 (zbpp profile, one core), shared with every rank"
+                                   : "measured (zbpp profile, one core)");
+}
+
+/* Who updates each norm unit: the embedding's rank, the head's, and each block's stage's. */
+static zb_status_t assign_units(const pl_t *pl, pl_plan_t *plan, zb_err_t *err)
+{
+    plan->n_units = zb_gpt2_num_units(&pl->mcfg);
+    plan->unit_owner = malloc((size_t)plan->n_units * sizeof *plan->unit_owner);
+    if (!plan->unit_owner)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the pipeline");
+    plan->embed_rank = zb_stage_rank(plan->sched, 0);
+    plan->head_rank = zb_stage_rank(plan->sched, plan->S - 1);
+    plan->unit_owner[0] = plan->embed_rank;
+    plan->unit_owner[plan->n_units - 1] = plan->head_rank;
+    for (int s = 0; s < plan->S; s++)
+        for (int l = plan->first[s]; l < plan->first[s + 1]; l++)
+            plan->unit_owner[1 + l] = zb_stage_rank(plan->sched, s);
+    return ZB_OK;
+}
+
+/* The chosen schedule checked (sizes, memory) and simulated for the prediction, then lowered
+ * into plan->sched (a lowered file keeps its own message order). */
+static zb_status_t predict_and_lower(const pl_t *pl, const candidate_t *c, pl_plan_t *plan,
+                                     zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    const zb_schedule_t *plain = c->sched;
+    zb_status_t st = zb_transport_check_sizes(plan->S, pl->M, err);
+    if (st != ZB_OK)
+        return st;
+    /* costs.mem_limit: what the whole-rank limit leaves the activations (plan_stages) */
+    if ((st = zb_validate(plain, &c->costs, err)) != ZB_OK)
+        return st == ZB_EMEMLIMIT ? activations_over_limit(pl, plain, &c->costs, err) : st;
+    zb_sim_t sim;
+    if ((st = zb_simulate(plain, &c->costs, &sim, err)) != ZB_OK)
+        return st;
+    rep->bubble_predicted = sim.bubble_rate;
+    rep->span_predicted = sim.span_max;
+    rep->busy_predicted = sim.busy_max;
+    for (int r = 0; r < pl->P && r < 1024; r++)
+        rep->predicted_stash_bytes[r] = sim.peak_mem[r];
+    if (!zb_schedule_has_comms(plain))
+        st = zb_insert_comms(plain, &plan->sched, err);
+    else if (!(plan->sched = zb_schedule_clone(plain)))
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory for the schedule");
+    for (int r = 0; st == ZB_OK && r < pl->P && r < 1024; r++)
+        pl_mem_predict(pl, plan, r, sim.peak_mem[r], &rep->mem_predicted[r]);
+    zb_sim_free(&sim);
+    return st;
+}
+
+zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t *rep,
+                          zb_err_t *err)
+{
+    memset(plan, 0, sizeof *plan);
+    candidate_t *c = malloc(sizeof *c);
+    if (!c)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
+    zb_status_t st = make_plain(pl, c, err);
     if (st != ZB_OK) {
-        zb_atomic_abort(&af);
+        free(c);
         return st;
     }
-    return zb_atomic_commit(&af, err);
-}
-
-/* --trace-svg: measured and predicted in one chart, in seconds. Profiled costs are seconds
- * already; a FLOP-model prediction (block-F units) is scaled so its busiest rank's compute
- * equals the measured one's, which compares the shapes (bubbles) rather than the speed. */
-static zb_status_t write_overlay(pl_t *pl, const zb_sim_t *measured, const zb_sim_t *pred,
-                                 zb_err_t *err)
-{
-    char title[200];
-    double scale = 1.0;
-    if (!pl->prof && pred->busy_max > 0 && measured->busy_max > 0)
-        scale = measured->busy_max / pred->busy_max;
-    snprintf(title, sizeof title, "%s P=%d M=%d, last step: measured vs predicted (%s)",
-             pl->sched->name, pl->P, pl->M,
-             pl->prof ? "profiled costs"
-                      : "FLOP model scaled to the measured busiest rank");
-    zb_svg_opts_t o = {.title = title, .time_unit = "s", .predicted_scale = scale};
-    zb_atomic_file_t af;
-    zb_status_t st = zb_atomic_open(&af, pl->opts->trace_svg_path, err);
-    if (st != ZB_OK)
-        return st;
-    if ((st = zb_svg_write_overlay(measured, pred, &o, af.f, err)) != ZB_OK) {
-        zb_atomic_abort(&af);
-        return st;
+    plan->S = c->sched->stages;
+    memcpy(plan->first, c->first, (size_t)(plan->S + 1) * sizeof *plan->first);
+    if ((st = apply_recompute(pl, &c->sched, &c->costs, err)) == ZB_OK &&
+        (st = predict_and_lower(pl, c, plan, rep, err)) == ZB_OK &&
+        (st = check_mem_limit(pl, rep, err)) == ZB_OK &&
+        (st = assign_units(pl, plan, err)) == ZB_OK) {
+        plan_note(pl, c->sched, rep);
+        rep->stages = plan->S;
+        memcpy(rep->first, plan->first, (size_t)(plan->S + 1) * sizeof *plan->first);
+        plan->costs = c->costs; /* kept for the predicted trace */
+        zb_schedule_free(c->sched);
+    } else {
+        candidate_free(c);
+        zb_schedule_free(plan->sched);
+        free(plan->unit_owner);
+        memset(plan, 0, sizeof *plan);
     }
-    return zb_atomic_commit(&af, err);
-}
-
-zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
-{
-    const char *path = pl->opts->trace_path;
-    char name[4400], title[200];
-    zb_sim_t pred;
-    memset(&pred, 0, sizeof pred);
-    if (!pl->have_costs)
-        return zb_err_set(err, ZB_EINVAL, "no cost model to predict the trace with");
-    zb_status_t st = zb_simulate(pl->sched, &pl->costs, &pred, err);
-    /* profiled costs are seconds, like the measured timeline; a FLOP-model unit shows as 1 ms */
-    double pscale = pl->prof ? 1e6 : 1000;
-    for (int k = 0; st == ZB_OK && path && k < ZB_TRACE_FILES; k++) {
-        bool is_pred = k == ZB_TRACE_PREDICTED_JSON || k == ZB_TRACE_PREDICTED_SVG;
-        bool svg = k == ZB_TRACE_MEASURED_SVG || k == ZB_TRACE_PREDICTED_SVG;
-        snprintf(title, sizeof title, "%s P=%d M=%d: %s", pl->sched->name, pl->P, pl->M,
-                 is_pred ? (pl->prof ? "predicted (profiled costs, s)"
-                                     : "predicted (FLOP model, block-F units)")
-                         : "measured (s)");
-        if ((st = zb_pipeline_trace_path(path, (zb_trace_file_t)k, name, sizeof name, err)) ==
-            ZB_OK)
-            st = write_one(name, is_pred ? &pred : measured, svg, is_pred ? pscale : 1e6, title,
-                           err);
-    }
-    if (st == ZB_OK && pl->opts->trace_svg_path)
-        st = write_overlay(pl, measured, &pred, err);
-    if (pred.len)
-        zb_sim_free(&pred);
+    free(c);
     return st;
 }

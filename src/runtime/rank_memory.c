@@ -8,25 +8,24 @@
 #include "runtime/pipeline_internal.h"
 #include "zbpp/util.h"
 
-typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
+/* A placement of S stages partitioned by `first`: the rank of stage s is rank_of(this, s). */
+typedef struct layout {
+    const pl_t *pl;
+    int S;
+    const int *first;
+    const zb_schedule_t *sched; /* sched_rank only */
+    int (*rank_of)(const struct layout *lay, int s);
+} layout_t;
 
-static int loop_rank(const pl_t *pl, int S, int s)
+static int loop_rank(const layout_t *lay, int s) { return s % lay->pl->P; }
+
+static int v_rank(const layout_t *lay, int s)
 {
-    (void)S;
-    return s % pl->P;
+    int P = lay->pl->P;
+    return s < P ? s : 2 * P - 1 - s;
 }
 
-static int v_rank(const pl_t *pl, int S, int s)
-{
-    (void)S;
-    return s < pl->P ? s : 2 * pl->P - 1 - s;
-}
-
-static int sched_rank(const pl_t *pl, int S, int s)
-{
-    (void)S;
-    return zb_stage_rank(pl->sched, s);
-}
+static int sched_rank(const layout_t *lay, int s) { return zb_stage_rank(lay->sched, s); }
 
 bool pl_rank_backs_up(const pl_t *pl)
 {
@@ -34,25 +33,26 @@ bool pl_rank_backs_up(const pl_t *pl)
     return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
 }
 
-/* Parameters, gradients, optimizer, backup and messages of `rank` with S stages placed by
- * rank_of and partitioned by pl->first. */
-static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_rank_mem_t *m)
+/* Parameters, gradients, optimizer, backup and messages of `rank` in layout `lay`. */
+static void static_part(const layout_t *lay, int rank, zb_rank_mem_t *m)
 {
+    const pl_t *pl = lay->pl;
+    const int S = lay->S;
     zb_gpt2_span_t spans[1025];
     int n = 0;
     bool embed = false, head = false;
     double msg_bufs = 0;
     for (int s = 0; s < S && n < 1025; s++) {
-        if (rank_of(pl, S, s) != rank)
+        if (lay->rank_of(lay, s) != rank)
             continue;
-        zb_gpt2_span_t sp = zb_partition_span(pl->first, S, s);
+        zb_gpt2_span_t sp = zb_partition_span(lay->first, S, s);
         spans[n++] = sp;
         embed |= sp.embed;
         head |= sp.head;
         /* x_in, dx_out; x_out / dx_in unless the neighbour stage is on this rank */
         msg_bufs += !sp.embed + !sp.head;
-        msg_bufs += !sp.head && rank_of(pl, S, s + 1) != rank;
-        msg_bufs += !sp.embed && rank_of(pl, S, s - 1) != rank;
+        msg_bufs += !sp.head && lay->rank_of(lay, s + 1) != rank;
+        msg_bufs += !sp.embed && lay->rank_of(lay, s - 1) != rank;
     }
     const double F = sizeof(float);
     double count = (double)zb_gpt2_params_part_count(&pl->mcfg, spans, n);
@@ -63,7 +63,7 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
         int L = pl->mcfg.layers;
         bool mine = u == 0       ? embed
                     : u == L + 1 ? head
-                                 : rank_of(pl, S, zb_partition_stage_of(pl->first, S, u - 1)) ==
+                                 : lay->rank_of(lay, zb_partition_stage_of(lay->first, S, u - 1)) ==
                                        rank;
         for (int i = 0, k = mine ? zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt) : 0; i < k; i++)
             upd += (double)cnt[i];
@@ -84,7 +84,7 @@ static void add_total(zb_rank_mem_t *m)
     m->total = m->params + m->grads + m->optimizer + m->backup + m->messages + m->activations;
 }
 
-double pl_static_bound(const pl_t *pl, int S)
+double pl_static_bound(const pl_t *pl, int S, const int *first)
 {
     /* before the schedule is known, any stage of a rank may get an R output buffer */
     int stages_per_rank = (S + pl->P - 1) / pl->P;
@@ -94,9 +94,10 @@ double pl_static_bound(const pl_t *pl, int S)
     double most = 0;
     for (int r = 0; r < pl->P; r++) {
         zb_rank_mem_t a = {0}, b = {0};
-        static_part(pl, S, loop_rank, r, &a);
+        const layout_t loop = {pl, S, first, NULL, loop_rank}, v = {pl, S, first, NULL, v_rank};
+        static_part(&loop, r, &a);
         if (S == 2 * pl->P)
-            static_part(pl, S, v_rank, r, &b);
+            static_part(&v, r, &b);
         a.messages += r_out, b.messages += r_out;
         add_total(&a), add_total(&b);
         most = fmax(most, fmax(a.total, b.total));
@@ -104,17 +105,19 @@ double pl_static_bound(const pl_t *pl, int S)
     return most;
 }
 
-void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m)
+void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
+                    zb_rank_mem_t *m)
 {
     memset(m, 0, sizeof *m);
-    static_part(pl, pl->S, sched_rank, rank, m);
+    const layout_t lay = {pl, plan->S, plan->first, plan->sched, sched_rank};
+    static_part(&lay, rank, m);
     m->activations = activations;
-    for (int s = 0; s < pl->S; s++)
-        if (zb_stage_rank(pl->sched, s) == rank) {
-            zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, s);
-            m->stash_alloc += (double)pl_stash_slots(&pl->sched->rank[rank], s) *
+    for (int s = 0; s < plan->S; s++)
+        if (zb_stage_rank(plan->sched, s) == rank) {
+            zb_gpt2_span_t sp = zb_partition_span(plan->first, plan->S, s);
+            m->stash_alloc += (double)pl_stash_slots(&plan->sched->rank[rank], s) *
                               (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &sp, pl->mbB, pl->T, pl->keep);
-            if (!sp.head && pl_stage_recomputes(&pl->sched->rank[rank], s))
+            if (!sp.head && pl_stage_recomputes(&plan->sched->rank[rank], s))
                 m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
     add_total(m);
@@ -139,23 +142,23 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
     memset(&pl, 0, sizeof pl);
     pl.opts = &o;
     pl.mcfg = *cfg;
-    pl.P = sched->ranks, pl.N = 1, pl.S = sched->stages, pl.M = sched->microbatches;
+    pl.P = sched->ranks, pl.N = 1, pl.M = sched->microbatches;
     pl.mbB = mbB, pl.T = T, pl.keep = keep;
     pl.NC = (size_t)mbB * (size_t)T * (size_t)cfg->channels;
-    pl.sched = (zb_schedule_t *)sched; /* read only */
-    memcpy(pl.first, first, (size_t)(sched->stages + 1) * sizeof *first);
+    pl_plan_t plan = {.S = sched->stages, .sched = (zb_schedule_t *)sched}; /* read only */
+    memcpy(plan.first, first, (size_t)(sched->stages + 1) * sizeof *first);
     zb_costs_t c;
     zb_status_t st = zb_costs_clone(&c, costs, err);
     if (st != ZB_OK)
         return st;
-    pl_stage_memory(&pl, pl.S, &c); /* the stash of this keep mode, in bytes */
+    pl_stage_memory(&pl, plan.S, plan.first, &c); /* the stash of this keep mode, in bytes */
     if (c.m_keep)
-        memset(c.m_keep, 0, (size_t)pl.S * sizeof *c.m_keep); /* input stays in x_in */
+        memset(c.m_keep, 0, (size_t)plan.S * sizeof *c.m_keep); /* input stays in x_in */
     c.mem_limit = INFINITY;
     zb_sim_t sim;
     if ((st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {
         for (int r = 0; r < pl.P; r++)
-            pl_mem_predict(&pl, r, sim.peak_mem[r], &out[r]);
+            pl_mem_predict(&pl, &plan, r, sim.peak_mem[r], &out[r]);
         zb_sim_free(&sim);
     }
     zb_costs_free(&c);

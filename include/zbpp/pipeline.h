@@ -172,6 +172,21 @@ typedef struct {
     double rss_peak_bytes;
 } zb_pipeline_report_t;
 
+/* One rank's own figures of a run, for the report's per-rank lines: its stash peak and
+ * rollbacks, and over an external transport its traffic and blocked time inside steps (summed
+ * over the steps run) and its median step time. */
+typedef struct {
+    double stash_peak_bytes, rollbacks;
+    double bytes_sent, bytes_received, msgs_sent, msgs_received, wait_s;
+    double step_ms_median;
+} zb_pipeline_rank_figures_t;
+
+/* After zb_pipeline_train over transport `net` (collective, every process with its own report):
+ * all[g] = global rank g's figures, for g < net->size, on every process. */
+zb_status_t zb_pipeline_gather_rank_figures(zb_transport_t *net, int ranks,
+                                            const zb_pipeline_report_t *rep,
+                                            zb_pipeline_rank_figures_t *all, zb_err_t *err);
+
 /* Train with the pipeline. Checks before training starts: schedule exists and accepts (P, M,
  * v); stages <= layers; B % M == 0; sizes fit message tags; mem limit met by the memory model
  * (ZB_EMEMLIMIT). Then like zb_train_run: resume/init, steps, progress to `human`, metrics,

@@ -13,8 +13,6 @@
 #include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
 
-enum { ROW = ZB_CLI_REPORT_ROW }; /* per-rank figures gathered for the report */
-
 static void print_error(const zb_transport_t *net, zb_status_t st, const zb_err_t *err)
 {
     const char *msg = err->msg[0] ? err->msg : zb_strerror(st);
@@ -59,18 +57,14 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     }
     zb_train_summary_t sum;
     zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
-    double *all = calloc((size_t)net->size * ROW, sizeof *all);
+    zb_pipeline_rank_figures_t *all = calloc((size_t)net->size, sizeof *all);
     if (!rep || !all)
         st = zb_err_set(&err, ZB_ENOMEM, "out of memory");
     else
         st = zb_pipeline_train(&mine, &pc->opts, stderr, &sum, rep, NULL, &err);
     int code = zb_cli_exit_code(st);
     if (st == ZB_OK) {
-        double row[ROW] = {rep->peak_stash_bytes[net->rank % pc->opts.ranks],
-                           (double)rep->rollbacks,
-                           rep->step_bytes_sent, rep->step_bytes_received, rep->step_msgs_sent,
-                           rep->step_msgs_received, rep->step_wait_s, rep->step_ms_median};
-        st = zb_allgather(net, row, ROW, all, &err);
+        st = zb_pipeline_gather_rank_figures(net, pc->opts.ranks, rep, all, &err);
         code = 1;
     }
     if (st != ZB_OK) {

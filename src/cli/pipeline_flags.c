@@ -240,7 +240,7 @@ void zb_cli_print_trace_paths(const char *trace_path)
 
 void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c,
                                   const zb_train_summary_t *sum, const zb_pipeline_report_t *rep,
-                                  const double *rows, int world)
+                                  const zb_pipeline_rank_figures_t *figures, int world)
 {
     const int P = pc->opts.ranks;
     if (pc->mpi)
@@ -262,19 +262,21 @@ void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_co
            sum->last_loss, rep->step_ms_median, sum->median_tokens_per_s);
     zb_cli_print_bubble(rep, world > P, pc->opts.profile);
     long rollbacks = rep->rollbacks;
-    if (rows) { /* processes: each rank's own figures, gathered to rank 0 */
+    if (figures) { /* processes: each rank's own figures, gathered */
         rollbacks = 0;
         double steps = (double)sum->steps_run;
         for (int g = 0; g < world; g++) {
-            const double *o = rows + (size_t)g * ZB_CLI_REPORT_ROW;
+            const zb_pipeline_rank_figures_t *o = &figures[g];
             char who[64] = "";
             if (world > P) /* global rank = replica·P + pipeline rank */
                 snprintf(who, sizeof who, " (replica %d, pipeline rank %d)", g / P, g % P);
             printf("rank %d%s: stash peak %.2f MiB (predicted %.2f), per step: sent %.3f MB in "
                    "%.0f messages, received %.3f MB, waited %.2f ms\n",
-                   g, who, o[0] / 1048576.0, rep->predicted_stash_bytes[g % P] / 1048576.0,
-                   o[2] / steps / 1e6, o[4] / steps, o[3] / steps / 1e6, o[6] / steps * 1e3);
-            rollbacks += (long)o[1];
+                   g, who, o->stash_peak_bytes / 1048576.0,
+                   rep->predicted_stash_bytes[g % P] / 1048576.0, o->bytes_sent / steps / 1e6,
+                   o->msgs_sent / steps, o->bytes_received / steps / 1e6,
+                   o->wait_s / steps * 1e3);
+            rollbacks += (long)o->rollbacks;
         }
     }
     zb_cli_print_rank_memory(rep, P, pc->opts.mem_limit);

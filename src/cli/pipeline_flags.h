@@ -49,14 +49,11 @@ void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double
  * last step's measured pipeline span against the simulator's. `replicas`: --dp > 1. */
 void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled);
 
-/* Doubles per rank in the rows an MPI run gathers for the report: stash peak, rollbacks, bytes
- * sent, bytes received, messages sent, messages received, seconds waited, median step ms. */
-enum { ZB_CLI_REPORT_ROW = 8 };
-/* The one printer of a pipeline run's report (threads and MPI): `world` ranks; rows (NULL with
- * threads) = each rank's gathered figures, ZB_CLI_REPORT_ROW doubles per rank. */
+/* The one printer of a pipeline run's report (threads and MPI): `world` ranks; figures (NULL
+ * with threads) = each rank's own, gathered (zb_pipeline_gather_rank_figures). */
 void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c,
                                   const zb_train_summary_t *sum, const zb_pipeline_report_t *rep,
-                                  const double *rows, int world);
+                                  const zb_pipeline_rank_figures_t *figures, int world);
 
 /* --schedule-file: read the file and take its ranks (and microbatches, unless
  * microbatches_given) into the run; a --ranks that disagrees, or --schedule with it, is an

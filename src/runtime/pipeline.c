@@ -80,63 +80,6 @@ static zb_status_t gather(pl_t *pl, zb_trainer_t *t, bool moments, zb_err_t *err
     return st;
 }
 
-/* After the run, the figures of the ranks this process ran: the measured bubble of the last step
- * and the --trace files (replica 0's timelines: all here with threads, gathered to rank 0 over a
- * transport), rollbacks, stash peaks and whole-rank memory. */
-static zb_status_t report_run(const pl_local_t *L, bool stepped, zb_pipeline_report_t *rep,
-                              zb_err_t *err)
-{
-    pl_t *pl = L->pl;
-    zb_status_t st = ZB_OK;
-    for (int i = 0; i < L->n; i++) {
-        const pl_rank_t *R = pl_local_rank(L, i);
-        rep->rollbacks += R->rollbacks;
-        if (R->rank < 1024 && (L->net || R->replica == 0)) {
-            rep->peak_stash_bytes[R->rank] = (double)R->live_peak;
-            if (!L->net) /* over a transport only this process's rank is measured */
-                pl_mem_measure(R, &rep->mem_measured[R->rank]);
-        }
-    }
-    rep->mem_measured_ok = !L->net;
-    rep->rss_peak_bytes = zb_rss_peak_bytes();
-    if (!stepped)
-        return ZB_OK;
-    if (L->net)
-        return pl_gather_report(pl, rep, err);
-    zb_exec_timeline_t *tls = calloc((size_t)pl->P, sizeof *tls);
-    double *peaks = calloc((size_t)pl->P, sizeof *peaks);
-    if (!tls || !peaks) {
-        st = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
-    } else {
-        for (int r = 0; r < pl->P; r++) { /* replica 0's ranks are pl->ranks[0..P-1] */
-            tls[r] = pl->ranks[r].tl;
-            peaks[r] = (double)pl->ranks[r].live_peak;
-        }
-        st = pl_report_measured(pl, tls, peaks, rep, err);
-    }
-    free(tls), free(peaks);
-    return st;
-}
-
-zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const double *peaks,
-                               zb_pipeline_report_t *rep, zb_err_t *err)
-{
-    for (int r = 0; r < pl->P; r++)
-        rep->peak_stash_bytes[r] = peaks[r];
-    zb_sim_t measured;
-    zb_status_t st = zb_exec_fill_sim(pl->plan.sched, tls, peaks, &measured, err);
-    if (st == ZB_OK) {
-        rep->bubble_measured = measured.bubble_rate;
-        rep->span_measured = measured.span_max;
-        rep->busy_measured = measured.busy_max;
-        rep->measured = true;
-        if (pl->opts->trace_path || pl->opts->trace_svg_path)
-            st = pl_write_traces(pl, &measured, err);
-        zb_exec_sim_free(&measured);
-    }
-    return st;
-}
-
 /* ---- the run ---- */
 
 /* The run's shape: ranks, replicas, microbatch size (what the profile and the plan need). */
@@ -431,7 +374,7 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     if (st == ZB_OK && summary->steps_run > 0)
         st = pl_dp_check(&pl, rep, err);
     if (st == ZB_OK)
-        st = report_run(&run.local, summary->steps_run > 0, rep, err);
+        st = pl_report_run(&run.local, summary->steps_run > 0, rep, err);
     if (st == ZB_OK && final_params && (st = gather(&pl, &t, false, err)) == ZB_OK &&
         (st = zb_gpt2_params_alloc(final_params, &pl.mcfg, err)) == ZB_OK)
         memcpy(final_params->data, t.params.data, t.params.count * sizeof(float));

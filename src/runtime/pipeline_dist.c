@@ -210,9 +210,7 @@ zb_status_t pl_share_profile(pl_t *pl, zb_status_t local, zb_err_t *err)
 
 /* ---- one status for everyone ---- */
 
-/* Every rank learns whether all succeeded; a failed rank keeps its own message, the others get
- * "rank K could not <what>". */
-static zb_status_t agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t *err)
+zb_status_t pl_agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t *err)
 {
     zb_transport_t *net = pl->opts->transport;
     if (!net)
@@ -231,79 +229,6 @@ static zb_status_t agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t
         return local;
     if (st != ZB_OK && err && err->status != st)
         *err = xerr;
-    return st;
-}
-
-/* ---- the run report across processes ---- */
-
-/* doubles of a zb_rank_mem_t appended to each rank's report row */
-#define MEM_FIELDS (sizeof(zb_rank_mem_t) / sizeof(double))
-
-zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
-{
-    zb_transport_t *net = pl->opts->transport;
-    const int me = net->rank, P = pl->P;
-    const uint32_t tag = zb_tag(ZB_TAG_REPORT, 0, 0);
-    zb_status_t st = ZB_OK, local = ZB_OK;
-    if (me > 0 && me < P) { /* replica 0's ranks: timeline (start, end) and stash peak */
-        const pl_rank_t *R = &pl->ranks[me];
-        size_t len = (size_t)R->tl.len;
-        double *row = malloc((2 * len + 1 + MEM_FIELDS) * sizeof *row);
-        if (!row)
-            return zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
-        memcpy(row, R->tl.start, len * sizeof *row);
-        memcpy(row + len, R->tl.end, len * sizeof *row);
-        row[2 * len] = (double)R->live_peak;
-        zb_rank_mem_t mem;
-        pl_mem_measure(R, &mem);
-        memcpy(row + 2 * len + 1, &mem, sizeof mem);
-        st = zb_send(net, row, (2 * len + 1 + MEM_FIELDS) * sizeof *row, 0, tag, err);
-        free(row);
-        if (st == ZB_OK)
-            st = zb_flush(net, err);
-    } else if (me == 0) {
-        zb_exec_timeline_t *tls = calloc((size_t)P, sizeof *tls);
-        double *peaks = calloc((size_t)P, sizeof *peaks);
-        double **rows = calloc((size_t)P, sizeof *rows);
-        if (!tls || !peaks || !rows)
-            local = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
-        else {
-            tls[0] = pl->ranks[0].tl;
-            peaks[0] = (double)pl->ranks[0].live_peak;
-            pl_mem_measure(&pl->ranks[0], &rep->mem_measured[0]);
-        }
-        /* receive from every rank even after a local failure: they have sent already */
-        for (int r = 1; r < P && st == ZB_OK; r++) {
-            size_t len = (size_t)pl->plan.sched->rank[r].len;
-            double *row = malloc((2 * len + 1 + MEM_FIELDS) * sizeof *row);
-            if (!row) {
-                st = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
-                break;
-            }
-            st = zb_recv(net, row, (2 * len + 1 + MEM_FIELDS) * sizeof *row, r, tag, err);
-            if (rows && local == ZB_OK) {
-                rows[r] = row;
-                tls[r] = (zb_exec_timeline_t){(int)len, row, row + len};
-                peaks[r] = row[2 * len];
-                if (r < 1024)
-                    memcpy(&rep->mem_measured[r], row + 2 * len + 1, sizeof(zb_rank_mem_t));
-            } else {
-                free(row);
-            }
-        }
-        if (st == ZB_OK && local == ZB_OK) {
-            rep->mem_measured_ok = true;
-            local = pl_report_measured(pl, tls, peaks, rep, err);
-        }
-        for (int r = 1; rows && r < P; r++)
-            free(rows[r]);
-        free(rows), free(tls), free(peaks);
-    }
-    if (st != ZB_OK)
-        return st; /* a transport failure: the run aborts */
-    st = agree(pl, local, "write the run report (--trace)", err);
-    if (st != ZB_OK)
-        rep->failed_together = true;
     return st;
 }
 
@@ -344,7 +269,7 @@ zb_status_t pl_save_gathered(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
         return st; /* a transport failure: the run aborts */
     if (me == 0)
         st = zb_train_save(t, pl->cfg->save_path, err);
-    return agree(pl, st, "write the checkpoint", err);
+    return pl_agree(pl, st, "write the checkpoint", err);
 }
 
 /* ---- sharded checkpoints ---- */
@@ -438,7 +363,7 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
         if (is_local(pl, r))
             st = write_shard(pl, &pl->ranks[r], dir, t->step, &m.shard[r], err);
     if (net && st != ZB_OK) /* a transport error later would hide the real cause */
-        st = agree(pl, st, "write its checkpoint shard", err);
+        st = pl_agree(pl, st, "write its checkpoint shard", err);
     else if (net) {
         /* rank 0 needs every shard's size and checksum for the manifest */
         int me = net->rank;
@@ -464,7 +389,7 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
          * (a rank stopped or died): nobody may delete them; the next save's orphan sweep
          * removes them if the manifest did not take them */
         maybe_committed = local == ZB_OK;
-        st = agree(pl, local, "write the checkpoint manifest", err);
+        st = pl_agree(pl, local, "write the checkpoint manifest", err);
     }
     if (st != ZB_OK && !maybe_committed) { /* the previous checkpoint stands: drop our shards */
         for (int r = 0; r < pl->P; r++)

@@ -8,6 +8,10 @@
 #include "runtime/pipeline_internal.h"
 #include "zbpp/train.h"
 
+/* Every process learns whether all succeeded (`local` = this one's status); a failed rank keeps
+ * its own message, the others get "rank K could not <what>". Without a transport: `local`. */
+zb_status_t pl_agree(pl_t *pl, zb_status_t local, const char *what, zb_err_t *err);
+
 /* Collective start-up check (zb_handshake) over the run's settings, schedule, model, initial
  * state and binary. `local` is this process's start-up status (err holds its message). */
 zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_err_t *err);

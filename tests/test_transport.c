@@ -181,6 +181,27 @@ static void test_allgather_u64_exact(void **state)
         assert_memory_equal(out[r], U64, sizeof out[r]);
 }
 
+/* Rows of an odd byte count (not a multiple of any value size) land at r·bytes, by rank. */
+static zb_status_t bytes_rank(zb_transport_t *t, void *arg, zb_err_t *err)
+{
+    unsigned char mine[5];
+    for (int i = 0; i < 5; i++)
+        mine[i] = (unsigned char)(0xA0 + 16 * t->rank + i);
+    return zb_allgather_bytes(t, mine, sizeof mine, arg, err);
+}
+
+static void test_allgather_bytes_by_rank(void **state)
+{
+    (void)state;
+    unsigned char out[3][15];
+    void *args[3] = {out[0], out[1], out[2]};
+    zb_err_t err;
+    assert_int_equal(run(3, 4, 10, bytes_rank, args, NULL, &err), ZB_OK);
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 15; k++)
+            assert_int_equal(out[r][k], 0xA0 + 16 * (k / 5) + k % 5);
+}
+
 /* ---- exchange between ranks 0 and 2 of 3 ---- */
 
 static zb_status_t exchange_rank(zb_transport_t *t, void *arg, zb_err_t *err)
@@ -356,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_bounded_mailbox),
         cmocka_unit_test(test_collectives_fixed_order),
         cmocka_unit_test(test_allgather_u64_exact),
+        cmocka_unit_test(test_allgather_bytes_by_rank),
         cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_size_mismatch),
         cmocka_unit_test(test_timeout_no_hang),

@@ -74,8 +74,10 @@ typedef struct {
     /* optional (NULL = no-op) */
     zb_status_t (*post_recv)(zb_transport_t *t, size_t bytes, int peer, uint32_t tag,
                              zb_err_t *err);
-    /* all[r*n + i] = value i of rank r. n may be 0 (then it is a barrier). */
-    zb_status_t (*allgather)(zb_transport_t *t, const double *mine, int n, double *all,
+    /* Every rank's `bytes` bytes, laid out by rank: all + r·bytes holds rank r's. bytes may be 0
+     * (then it is a barrier). The typed collectives below (doubles, 64-bit integers) are views
+     * of this one: values travel as their bytes, exactly. */
+    zb_status_t (*allgather)(zb_transport_t *t, const void *mine, size_t bytes, void *all,
                              zb_err_t *err);
     /* Send `count` floats to `peer` and receive `count` floats from it (peer != own rank).
      * send_buf and recv_buf may not overlap. */
@@ -105,13 +107,14 @@ zb_status_t zb_send(zb_transport_t *t, const void *buf, size_t bytes, int peer, 
 zb_status_t zb_recv(zb_transport_t *t, void *buf, size_t bytes, int peer, uint32_t tag,
                     zb_err_t *err);
 zb_status_t zb_post_recv(zb_transport_t *t, size_t bytes, int peer, uint32_t tag, zb_err_t *err);
-/* all[r*n + i] = value i of rank r, for 64-bit integers (hashes, sizes, checksums, statuses):
- * exact on every transport (the ops move doubles; each value travels as two 32-bit halves, which
- * doubles hold exactly). n <= 4096. */
-zb_status_t zb_allgather_u64(zb_transport_t *t, const uint64_t *mine, int n, uint64_t *all,
-                             zb_err_t *err);
+/* all[r*n + i] = value i of rank r: doubles, 64-bit integers (hashes, sizes, checksums,
+ * statuses) or raw bytes, each exact on every transport. n <= 4096 values (bytes: any). */
 zb_status_t zb_allgather(zb_transport_t *t, const double *mine, int n, double *all,
                          zb_err_t *err);
+zb_status_t zb_allgather_u64(zb_transport_t *t, const uint64_t *mine, int n, uint64_t *all,
+                             zb_err_t *err);
+zb_status_t zb_allgather_bytes(zb_transport_t *t, const void *mine, size_t bytes, void *all,
+                               zb_err_t *err);
 /* vals[i] = sum over ranks r = 0..P-1 (in that order, starting from 0.0) of rank r's vals[i].
  * n <= 4096. Bit-identical on every rank. */
 zb_status_t zb_allreduce_sum(zb_transport_t *t, double *vals, int n, zb_err_t *err);
@@ -125,7 +128,7 @@ void zb_transport_destroy(zb_transport_t *t);
 
 /* Building blocks an implementation may reuse: allgather (gather to rank 0 then broadcast, in
  * rank order) and exchange (send then recv) written with send/recv only. */
-zb_status_t zb_allgather_p2p(zb_transport_t *t, const double *mine, int n, double *all,
+zb_status_t zb_allgather_p2p(zb_transport_t *t, const void *mine, size_t bytes, void *all,
                              zb_err_t *err);
 zb_status_t zb_exchange_p2p(zb_transport_t *t, const float *send_buf, float *recv_buf,
                             size_t count, int peer, uint32_t tag, zb_err_t *err);

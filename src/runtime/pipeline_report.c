@@ -137,16 +137,12 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     return st;
 }
 
-_Static_assert(sizeof(zb_pipeline_rank_figures_t) == 8 * sizeof(double),
-               "rank figures travel as an array of doubles");
-
 zb_status_t zb_pipeline_gather_rank_figures(zb_transport_t *net, int ranks,
                                             const zb_pipeline_report_t *rep,
                                             zb_pipeline_rank_figures_t *all, zb_err_t *err)
 {
     if (!net || ranks < 1 || !rep || !all)
         return zb_err_set(err, ZB_EINVAL, "rank figures: missing transport or arguments");
-    enum { N = 8 };
     const zb_pipeline_rank_figures_t mine = {
         .stash_peak_bytes = rep->peak_stash_bytes[net->rank % ranks],
         .rollbacks = (double)rep->rollbacks,
@@ -156,5 +152,5 @@ zb_status_t zb_pipeline_gather_rank_figures(zb_transport_t *net, int ranks,
         .msgs_received = rep->step_msgs_received,
         .wait_s = rep->step_wait_s,
         .step_ms_median = rep->step_ms_median};
-    return zb_allgather(net, (const double *)&mine, N, (double *)all, err);
+    return zb_allgather_bytes(net, &mine, sizeof mine, all, err);
 }

@@ -57,36 +57,32 @@ zb_status_t zb_post_recv(zb_transport_t *t, size_t bytes, int peer, uint32_t tag
     return t->ops->post_recv(t, bytes, peer, tag, err);
 }
 
-zb_status_t zb_allgather(zb_transport_t *t, const double *mine, int n, double *all, zb_err_t *err)
+enum { ALLREDUCE_MAX = 4096 };
+
+zb_status_t zb_allgather_bytes(zb_transport_t *t, const void *mine, size_t bytes, void *all,
+                               zb_err_t *err)
 {
-    if (n < 0 || (n > 0 && (!mine || !all)))
-        return zb_err_set(err, ZB_EINVAL, "rank %d: allgather of %d values with NULL buffers",
-                          t->rank, n);
-    return t->ops->allgather(t, mine, n, all, err);
+    if (bytes > 0 && (!mine || !all))
+        return zb_err_set(err, ZB_EINVAL, "rank %d: allgather of %zu bytes with NULL buffers",
+                          t->rank, bytes);
+    return t->ops->allgather(t, mine, bytes, all, err);
 }
 
-enum { ALLREDUCE_MAX = 4096 };
+zb_status_t zb_allgather(zb_transport_t *t, const double *mine, int n, double *all, zb_err_t *err)
+{
+    if (n < 0 || n > ALLREDUCE_MAX)
+        return zb_err_set(err, ZB_EINVAL, "rank %d: allgather of %d values (at most %d)",
+                          t->rank, n, ALLREDUCE_MAX);
+    return zb_allgather_bytes(t, mine, (size_t)n * sizeof *mine, all, err);
+}
 
 zb_status_t zb_allgather_u64(zb_transport_t *t, const uint64_t *mine, int n, uint64_t *all,
                              zb_err_t *err)
 {
-    if (n < 0 || n > ALLREDUCE_MAX || (n > 0 && (!mine || !all)))
+    if (n < 0 || n > ALLREDUCE_MAX)
         return zb_err_set(err, ZB_EINVAL, "rank %d: allgather of %d integers (at most %d)",
                           t->rank, n, ALLREDUCE_MAX);
-    size_t m = 2 * (size_t)n;
-    double *half = calloc(m + m * (size_t)t->size + 1, sizeof(double));
-    if (!half)
-        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory in allgather", t->rank);
-    double *halves = half + m;
-    for (int i = 0; i < n; i++) {
-        half[2 * i] = (double)(uint32_t)(mine[i] >> 32);
-        half[2 * i + 1] = (double)(uint32_t)mine[i];
-    }
-    zb_status_t st = t->ops->allgather(t, half, 2 * n, halves, err);
-    for (size_t k = 0; st == ZB_OK && k < (size_t)n * (size_t)t->size; k++)
-        all[k] = (uint64_t)halves[2 * k] << 32 | (uint64_t)halves[2 * k + 1];
-    free(half);
-    return st;
+    return zb_allgather_bytes(t, mine, (size_t)n * sizeof *mine, all, err);
 }
 
 zb_status_t zb_allreduce_sum(zb_transport_t *t, double *vals, int n, zb_err_t *err)
@@ -99,7 +95,7 @@ zb_status_t zb_allreduce_sum(zb_transport_t *t, double *vals, int n, zb_err_t *e
     double *all = malloc(sizeof(double) * (size_t)n * (size_t)t->size);
     if (!all)
         return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory in allreduce", t->rank);
-    zb_status_t st = t->ops->allgather(t, vals, n, all, err);
+    zb_status_t st = t->ops->allgather(t, vals, (size_t)n * sizeof *vals, all, err);
     if (st == ZB_OK) {
         /* Rank order, from 0.0: the same additions on every rank, whatever arrived first. */
         for (int i = 0; i < n; i++) {
@@ -147,28 +143,28 @@ void zb_transport_destroy(zb_transport_t *t)
 
 /* Gather to rank 0 in rank order, then rank 0 sends the whole table to every rank. Rank 0
  * receives explicitly from 1, 2, ... so the table is laid out by rank, never by arrival. */
-zb_status_t zb_allgather_p2p(zb_transport_t *t, const double *mine, int n, double *all,
+zb_status_t zb_allgather_p2p(zb_transport_t *t, const void *mine, size_t bytes, void *all,
                              zb_err_t *err)
 {
     const uint32_t up = zb_tag(ZB_TAG_COLL, 0, 0), down = zb_tag(ZB_TAG_COLL, 1, 0);
-    const size_t row = sizeof(double) * (size_t)n;
-    const size_t table = row * (size_t)t->size;
+    const size_t table = bytes * (size_t)t->size;
+    unsigned char *rows = all;
     zb_status_t st = ZB_OK;
     if (t->size == 1) {
-        if (n > 0)
-            memcpy(all, mine, row);
+        if (bytes > 0)
+            memcpy(all, mine, bytes);
         return ZB_OK;
     }
     if (t->rank == 0) {
-        if (n > 0)
-            memcpy(all, mine, row);
+        if (bytes > 0)
+            memcpy(all, mine, bytes);
         for (int r = 1; r < t->size && st == ZB_OK; r++)
-            st = t->ops->recv(t, n > 0 ? all + (size_t)r * (size_t)n : NULL, row, r, up, err);
+            st = t->ops->recv(t, bytes > 0 ? rows + (size_t)r * bytes : NULL, bytes, r, up, err);
         for (int r = 1; r < t->size && st == ZB_OK; r++)
             st = t->ops->send(t, all, table, r, down, err);
         return st;
     }
-    st = t->ops->send(t, mine, row, 0, up, err);
+    st = t->ops->send(t, mine, bytes, 0, up, err);
     if (st == ZB_OK)
         st = t->ops->recv(t, all, table, 0, down, err);
     return st;

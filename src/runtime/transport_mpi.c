@@ -363,13 +363,13 @@ static zb_status_t mpi_recv(zb_transport_t *t, void *buf, size_t bytes, int peer
 
 /* ---- collectives, exchange: the rank-ordered p2p versions (bit-identical to threads) ---- */
 
-static zb_status_t mpi_allgather(zb_transport_t *t, const double *mine, int n, double *all,
+static zb_status_t mpi_allgather(zb_transport_t *t, const void *mine, size_t bytes, void *all,
                                  zb_err_t *err)
 {
     mpi_t *m = (mpi_t *)t;
     if (poll_abort(m))
         return aborted_error(m, err);
-    return zb_allgather_p2p(t, mine, n, all, err);
+    return zb_allgather_p2p(t, mine, bytes, all, err);
 }
 
 static zb_status_t mpi_exchange(zb_transport_t *t, const float *send_buf, float *recv_buf,

@@ -257,18 +257,11 @@ static zb_status_t hook_stop_agreed(void *ctx, bool local, bool *stop, zb_err_t 
     return st;
 }
 
-zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
-                              FILE *human, zb_train_summary_t *summary,
-                              zb_pipeline_report_t *report, zb_gpt2_params_t *final_params,
-                              zb_err_t *err)
+/* The run's options, before anything is read or allocated: one line naming the bad one. */
+static zb_status_t check_options(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
+                                 const zb_gpt2_params_t *final_params, zb_err_t *err)
 {
-    memset(summary, 0, sizeof *summary);
-    zb_pipeline_report_t rep_local;
-    zb_pipeline_report_t *rep = report ? report : &rep_local;
-    memset(rep, 0, sizeof *rep);
-    /* With a transport (MPI) every start-up failure still reaches the handshake below, so the
-     * other processes hear of it instead of waiting for this one. */
-    zb_transport_t *net = opts->transport;
+    const zb_transport_t *net = opts->transport;
     zb_status_t st = ZB_OK;
     const int N = opts->dp > 1 ? opts->dp : 1;
     if (opts->ranks < 1 || opts->ranks > 1024)
@@ -312,6 +305,22 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     else if (cfg->keep_last > 0 && opts->sharded_checkpoint)
         st = zb_err_set(err, ZB_EINVAL,
                         "--keep-last is not available with --checkpoint-format sharded");
+    return st;
+}
+
+zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
+                              FILE *human, zb_train_summary_t *summary,
+                              zb_pipeline_report_t *report, zb_gpt2_params_t *final_params,
+                              zb_err_t *err)
+{
+    memset(summary, 0, sizeof *summary);
+    zb_pipeline_report_t rep_local;
+    zb_pipeline_report_t *rep = report ? report : &rep_local;
+    memset(rep, 0, sizeof *rep);
+    /* With a transport (MPI) every start-up failure still reaches the handshake below, so the
+     * other processes hear of it instead of waiting for this one. */
+    zb_transport_t *net = opts->transport;
+    zb_status_t st = check_options(cfg, opts, final_params, err);
     if (st == ZB_OK)
         st = zb_train_config_check(cfg, err);
     if (st != ZB_OK && !net)

@@ -195,7 +195,7 @@ zb_status_t zb_cuda_sm_plan(const zb_cuda_sm_info_t *dev, int ranks, int sm_per_
 void zb_cuda_sm_plan_describe(const zb_cuda_sm_plan_t *p, int sm_count, char *buf, size_t len);
 
 /* The SM resource of device `device` as the driver reports it. ZB_EUNSUPPORTED with one line
- * when there is no driver, a driver without green contexts (before CUDA 12.4) or no such device;
+ * when there is no driver, a driver without green contexts (before 12.5) or no such device;
  * ZB_EIO for another driver failure. */
 zb_status_t zb_cuda_sm_query(int device, zb_cuda_sm_info_t *out, zb_err_t *err);
 

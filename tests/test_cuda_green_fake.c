@@ -1,10 +1,11 @@
 /* SM partition creation (src/cuda/green.c) against a fake CUDA driver, no GPU: green.c is
  * compiled into this test with ZB_GREEN_FAKE_DRIVER, so its driver table points at the fakes
  * below (a 132-SM device in multiples of 8 whose split may make fewer groups than SMs / size,
- * as a real GPU's clusters can, and whose calls can be made to fail). Checked: one green
- * context + stream per rank with the planned SM count; the even split steps down to a size the
- * driver can make for every rank, an explicit size is refused instead; a driver that rounds a
- * size up is refused; a failure at any rank leaves no context or stream behind. Skipped (77)
+ * as a real GPU's clusters can, or round a size up, and whose calls can be made to fail).
+ * Checked: one green context + stream per rank with the planned SM count; the compute
+ * capability's granularity is a floor under the driver's fields; the even split steps down to
+ * a size the driver makes exactly for every rank, an explicit size is refused instead (too few
+ * groups, or rounded up); a failure at any rank leaves no context or stream behind. Skipped (77)
  * in a build without CUDA (it needs the toolkit's headers). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,10 +49,12 @@ static struct {
     struct CUdevResourceDesc_st descs[64]; /* the API has no destroy for descriptors */
     int ndescs;
 } fake;
+static int fake_cc_major = 9; /* compute capability the fake runtime reports (x.0) */
 
 static void fake_reset(void)
 {
     memset(&fake, 0, sizeof fake);
+    fake_cc_major = 9;
     fake.sms = 132;
     fake.min = fake.align = fake.real_align = 8;
 }
@@ -177,7 +180,19 @@ static zb_status_t fake_driver_load(void)
     return ZB_OK;
 }
 
-/* the runtime calls green.c makes (primary context) */
+/* the runtime calls green.c makes (compute capability, primary context) */
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d)
+{
+    if (d != 0)
+        return cudaErrorInvalidDevice;
+    if (a == cudaDevAttrComputeCapabilityMajor)
+        *v = fake_cc_major;
+    else if (a == cudaDevAttrComputeCapabilityMinor)
+        *v = 0;
+    else
+        return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
 cudaError_t cudaSetDevice(int d)
 {
     return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
@@ -259,21 +274,53 @@ static void test_driver_makes_fewer(void **state)
     assert_int_equal(fake.live_ctx, 0);
 }
 
-/* A driver that reports alignment 2 but rounds sizes up to 8: 12 SMs asked, 16 made -> refused
- * (the ranks would not get what the plan printed). */
-static void test_driver_rounds_up(void **state)
+/* The co-scheduling alignment the driver reports (2 here) is not the split's granularity: on
+ * compute capability 9.0 the documented multiples of 8 are the floor, so 12 SMs is refused by
+ * the plan, before the driver is asked. */
+static void test_guideline_floor(void **state)
 {
     (void)state;
     fake_reset();
     fake.align = 2;
+    fake.min = 2;
+    zb_cuda_sm_info_t info;
+    zb_cuda_partitions_t *p = NULL;
+    zb_err_t err;
+    assert_int_equal(zb_cuda_sm_query(0, &info, &err), ZB_OK);
+    assert_int_equal(info.alignment, 8);
+    assert_int_equal(info.min_partition, 8);
+    assert_int_equal(zb_cuda_partitions_new(0, 2, 12, &p, &err), ZB_EINVAL);
+    assert_non_null(strstr(err.msg, "12 SMs per rank is not a multiple of 8"));
+    assert_int_equal(fake.ctx_calls, 0);
+}
+
+/* A driver that rounds sizes up to 8 while the planning granularity says 2 (a compute
+ * capability 8.0 fake: min 4, multiples of 2): an explicit 12 becomes 16 -> refused, the ranks
+ * would not get the printed plan; the even split steps down past rounded sizes (44, 42 -> 48
+ * make only 2 groups) to 40, which the driver makes exactly. */
+static void test_driver_rounds_up(void **state)
+{
+    (void)state;
+    fake_reset();
+    fake_cc_major = 8;
+    fake.align = 2;
+    fake.min = 4;
     zb_cuda_partitions_t *p = NULL;
     zb_err_t err;
     assert_int_equal(zb_cuda_partitions_new(0, 2, 12, &p, &err), ZB_EINVAL);
     assert_null(p);
     assert_non_null(strstr(err.msg, "asked for 12 SMs per rank, the driver made 16"));
     assert_int_equal(fake.live_ctx, 0);
-    assert_int_equal(zb_cuda_partitions_new(0, 2, 16, &p, &err), ZB_OK);
+    assert_int_equal(zb_cuda_partitions_new(0, 3, 0, &p, &err), ZB_OK);
+    assert_int_equal(zb_cuda_partitions_plan(p)->sm_per_rank, 40);
+    assert_int_equal(zb_cuda_partitions_plan(p)->sm_unused, 12);
+    assert_int_equal(zb_cuda_partition_sms(p, 0), 40);
     zb_cuda_partitions_free(p);
+    /* 2 ranks: 66 -> 72 makes 1 group; ... 64 is made exactly */
+    assert_int_equal(zb_cuda_partitions_new(0, 2, 0, &p, &err), ZB_OK);
+    assert_int_equal(zb_cuda_partitions_plan(p)->sm_per_rank, 64);
+    zb_cuda_partitions_free(p);
+    assert_int_equal(fake.live_ctx, 0);
 }
 
 /* A failure at any step of any rank: one line naming the rank and the call, nothing left. */
@@ -328,7 +375,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_four_partitions),   cmocka_unit_test(test_driver_makes_fewer),
-        cmocka_unit_test(test_driver_rounds_up),  cmocka_unit_test(test_failures_clean_up),
+        cmocka_unit_test(test_guideline_floor),   cmocka_unit_test(test_driver_rounds_up),
+        cmocka_unit_test(test_failures_clean_up),
         cmocka_unit_test(test_bad_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

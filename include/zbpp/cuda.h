@@ -194,7 +194,10 @@ zb_status_t zb_cuda_sm_plan(const zb_cuda_sm_info_t *dev, int ranks, int sm_per_
 /* "4 ranks x 32 SMs (4 of 132 SMs unused)" into buf (always terminated). */
 void zb_cuda_sm_plan_describe(const zb_cuda_sm_plan_t *p, int sm_count, char *buf, size_t len);
 
-/* The SM resource of device `device` as the driver reports it. ZB_EUNSUPPORTED with one line
+/* The SM resource of device `device` as the driver reports it (cuDeviceGetDevResource), with
+ * zb_cuda_sm_guideline's granularity of its compute capability as a floor (Hopper reports a
+ * co-scheduling alignment that divides its 132 SMs, yet partitions come in multiples of 8).
+ * ZB_EUNSUPPORTED with one line
  * when there is no driver, a driver without green contexts (before 12.5) or no such device;
  * ZB_EIO for another driver failure. */
 zb_status_t zb_cuda_sm_query(int device, zb_cuda_sm_info_t *out, zb_err_t *err);

@@ -125,9 +125,27 @@ static zb_status_t sm_resource(int device, CUdevice *dev, CUdevResource *res,
         return zb_err_set(err, ZB_EIO, "SM partitions: device %d: cuDeviceGetDevResource: %s",
                           device, cu_str(r));
     info->sm_count = (int)res->sm.smCount;
-    /* a driver that leaves a field 0 imposes nothing through it */
-    info->min_partition = res->sm.minSmPartitionSize ? (int)res->sm.minSmPartitionSize : 1;
-    info->alignment = res->sm.smCoscheduledAlignment ? (int)res->sm.smCoscheduledAlignment : 1;
+    info->min_partition = (int)res->sm.minSmPartitionSize;
+    info->alignment = (int)res->sm.smCoscheduledAlignment;
+    /* The documented granularity of the compute capability is a floor: smCoscheduledAlignment
+     * divides smCount (132 on an H100) while Hopper partitions are multiples of 8, so the
+     * fields alone could plan sizes the split then rounds up. */
+    int major = 0, minor = 0;
+    zb_cuda_sm_info_t g;
+    zb_err_t gerr;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        zb_cuda_sm_guideline(major, minor, info->sm_count, &g, &gerr) == ZB_OK) {
+        if (g.min_partition > info->min_partition)
+            info->min_partition = g.min_partition;
+        if (g.alignment > info->alignment)
+            info->alignment = g.alignment;
+    }
+    cudaGetLastError();
+    if (info->min_partition < 1)
+        info->min_partition = 1;
+    if (info->alignment < 1)
+        info->alignment = 1;
     return ZB_OK;
 }
 
@@ -161,14 +179,26 @@ void zb_cuda_partitions_free(zb_cuda_partitions_t *p)
     free(p);
 }
 
-/* How many groups of k SMs the driver makes from res (a simulated split). */
-static zb_status_t groups_of(const CUdevResource *res, int k, unsigned *groups, zb_err_t *err)
+/* Split res into groups of k SMs, asking for `ranks` of them: ZB_OK with *exact = 1 when the
+ * driver made `ranks` groups of exactly k (in part), *exact = 0 with *made / *size saying what
+ * it did otherwise; ZB_EIO for a driver failure. */
+static zb_status_t split(const CUdevResource *res, int ranks, int k, CUdevResource *part,
+                         int *exact, unsigned *made, unsigned *size, zb_err_t *err)
 {
-    *groups = 0;
-    CUresult r = drv.split(NULL, groups, res, NULL, 0, (unsigned)k);
+    *exact = 0;
+    *made = (unsigned)ranks;
+    *size = 0;
+    memset(part, 0, (size_t)ranks * sizeof *part);
+    CUresult r = drv.split(part, made, res, NULL, 0, (unsigned)k);
     if (r != CUDA_SUCCESS)
         return zb_err_set(err, ZB_EIO, "SM partitions: cuDevSmResourceSplitByCount(%d SMs): %s",
                           k, cu_str(r));
+    if (*made > 0)
+        *size = part[0].sm.smCount;
+    int ok = *made >= (unsigned)ranks;
+    for (unsigned i = 0; ok && i < *made; i++)
+        ok = part[i].sm.smCount == (unsigned)k;
+    *exact = ok;
     return ZB_OK;
 }
 
@@ -185,34 +215,6 @@ zb_status_t zb_cuda_partitions_new(int device, int ranks, int sm_per_rank,
         st = zb_cuda_sm_plan(&info, ranks, sm_per_rank, &plan, err);
     if (st != ZB_OK)
         return st;
-    /* The split is symmetric and follows the GPU's clusters, so the driver may make fewer groups
-     * of k than sm_count / k. The even split steps down to the largest size it can make for
-     * every rank; an explicit size is the user's choice and fails instead. */
-    unsigned groups = 0;
-    for (;;) {
-        if ((st = groups_of(&res, plan.sm_per_rank, &groups, err)) != ZB_OK)
-            return st;
-        if (groups >= (unsigned)ranks || sm_per_rank > 0 ||
-            plan.sm_per_rank - info.alignment < info.min_partition)
-            break;
-        plan.sm_per_rank -= info.alignment;
-        plan.sm_unused += ranks * info.alignment;
-    }
-    if (groups < (unsigned)ranks)
-        return zb_err_set(err, ZB_EINVAL,
-                          "SM partitions: the driver makes only %u partition%s of %d SMs on "
-                          "device %d (%d SMs), %d ranks asked", groups, groups == 1 ? "" : "s",
-                          plan.sm_per_rank, device, info.sm_count, ranks);
-    /* the primary context active first, as cuGreenCtxCreate advises (and the runtime's memory
-     * lives there) */
-    cudaError_t ce = cudaSetDevice(device);
-    if (ce == cudaSuccess)
-        ce = cudaFree(NULL);
-    if (ce != cudaSuccess) {
-        cudaGetLastError();
-        return zb_err_set(err, ZB_EIO, "SM partitions: CUDA device %d: %s", device,
-                          cudaGetErrorString(ce));
-    }
     zb_cuda_partitions_t *p = calloc(1, sizeof *p);
     CUdevResource *part = calloc((size_t)ranks, sizeof *part);
     if (p) {
@@ -225,26 +227,49 @@ zb_status_t zb_cuda_partitions_new(int device, int ranks, int sm_per_rank,
         zb_cuda_partitions_free(p);
         return zb_err_set(err, ZB_ENOMEM, "SM partitions: out of memory");
     }
-    p->plan = plan;
-    unsigned made = (unsigned)ranks;
-    CUresult r = drv.split(part, &made, &res, NULL, 0, (unsigned)plan.sm_per_rank);
-    if (r != CUDA_SUCCESS || made < (unsigned)ranks) {
-        st = r != CUDA_SUCCESS
-                 ? zb_err_set(err, ZB_EIO, "SM partitions: cuDevSmResourceSplitByCount: %s",
-                              cu_str(r))
-                 : zb_err_set(err, ZB_EINVAL, "SM partitions: the driver made %u of %d "
-                                              "partitions of %d SMs", made, ranks,
-                              plan.sm_per_rank);
-        goto fail;
-    }
-    for (int i = 0; i < ranks; i++)
-        if ((int)part[i].sm.smCount != plan.sm_per_rank) {
+    /* The split is symmetric and follows the GPU's clusters, so the driver may make fewer groups
+     * of k than sm_count / k, or round k up. Splitting makes nothing yet (resources are
+     * descriptions until a context is created), so sizes are tried for real: the even split
+     * steps down to the largest size the driver makes exactly, for every rank; an explicit size
+     * is the user's choice and is refused instead. */
+    for (;;) {
+        int exact = 0;
+        unsigned made = 0, size = 0;
+        st = split(&res, ranks, plan.sm_per_rank, part, &exact, &made, &size, err);
+        if (st != ZB_OK)
+            goto fail;
+        if (exact)
+            break;
+        if (sm_per_rank == 0 && plan.sm_per_rank - info.alignment >= info.min_partition) {
+            plan.sm_per_rank -= info.alignment;
+            plan.sm_unused += ranks * info.alignment;
+            continue;
+        }
+        if (made < (unsigned)ranks)
+            st = zb_err_set(err, ZB_EINVAL,
+                            "SM partitions: the driver makes only %u partition%s of %d SMs on "
+                            "device %d (%d SMs), %d ranks asked", made, made == 1 ? "" : "s",
+                            plan.sm_per_rank, device, info.sm_count, ranks);
+        else
             st = zb_err_set(err, ZB_EINVAL,
                             "SM partitions: asked for %d SMs per rank, the driver made %u "
                             "(granularity: multiples of %d, at least %d)", plan.sm_per_rank,
-                            part[i].sm.smCount, info.alignment, info.min_partition);
-            goto fail;
-        }
+                            size, info.alignment, info.min_partition);
+        goto fail;
+    }
+    p->plan = plan;
+    /* the primary context active first, as cuGreenCtxCreate advises (and the runtime's memory
+     * lives there) */
+    cudaError_t ce = cudaSetDevice(device);
+    if (ce == cudaSuccess)
+        ce = cudaFree(NULL);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        st = zb_err_set(err, ZB_EIO, "SM partitions: CUDA device %d: %s", device,
+                        cudaGetErrorString(ce));
+        goto fail;
+    }
+    CUresult r;
     for (int i = 0; i < ranks; i++) {
         CUdevResourceDesc desc = NULL;
         const char *what = "cuDevResourceGenerateDesc";

@@ -30,10 +30,13 @@ endif()
 if(NOT ZB_HAVE_CUDA)
   message(STATUS "CUDA: off (ZB_CUDA=${ZB_CUDA}): --device cuda will report that it is unavailable")
   target_sources(zbpp PRIVATE ${CMAKE_SOURCE_DIR}/src/cuda/none.c ${CMAKE_SOURCE_DIR}/src/cuda/args.c)
+  # SM partitions: the plan is host code (every build); creation and event timing are stubs
+  target_sources(zbpp PRIVATE ${CMAKE_SOURCE_DIR}/src/cuda/green_plan.c
+                 ${CMAKE_SOURCE_DIR}/src/cuda/none_green.c)
 else()
   message(STATUS "CUDA: ${CUDAToolkit_NVCC_EXECUTABLE} (${CUDAToolkit_VERSION}), sm_${ZB_CUDA_ARCH}")
   file(GLOB ZB_CUDA_C_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cuda/*.c)
-  list(FILTER ZB_CUDA_C_SOURCES EXCLUDE REGEX ".*/none\\.c$")
+  list(FILTER ZB_CUDA_C_SOURCES EXCLUDE REGEX ".*/none(_[a-z]+)?\\.c$")
   target_sources(zbpp PRIVATE ${ZB_CUDA_C_SOURCES})
   target_compile_definitions(zbpp PUBLIC ZB_HAVE_CUDA=1)
   # cuBLASLt (500+ MB) is opened on first use by src/cuda/cublaslt_lazy.c, not linked: a linked
@@ -94,4 +97,7 @@ if(ZB_TESTS)
   cmake_language(DEFER CALL set_tests_properties test_cuda_lazy PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage PROPERTIES SKIP_RETURN_CODE 77)
+  # SM partitions and event timing against a fake driver / runtime: skipped without CUDA
+  cmake_language(DEFER CALL set_tests_properties test_cuda_green_fake test_cuda_timing_fake
+                 PROPERTIES SKIP_RETURN_CODE 77)
 endif()

@@ -6,12 +6,14 @@
 #   scripts/gpu_session.sh bench    build, then zbpp's bench (fp32, tf32, bf16) + PyTorch eager
 #   scripts/gpu_session.sh compile  PyTorch torch.compile reference only (no build needed)
 #   scripts/gpu_session.sh sanitize build, then compute-sanitizer (memcheck, racecheck, initcheck)
+#   scripts/gpu_session.sh partitions  build, then only the SM-partition and event-timing tests
+#                                   (issue 13), verbose, plus compute-sanitizer memcheck on them
 # The build is skipped when build-gpu already holds one (a warm machine keeps it).
 set -uo pipefail
 case "${1:-}" in
-test | bench | compile | sanitize) ;;
+test | bench | compile | sanitize | partitions) ;;
 *)
-    sed -n '2,9p' "$0" >&2
+    sed -n '2,11p' "$0" >&2
     exit 2
     ;;
 esac
@@ -35,8 +37,8 @@ test)
     build
     eval "$(bash scripts/gpu_deps.sh env)"
     (cd build-gpu && ctest -L gpu -V 2>&1 | tee "$out/ctest_gpu.log" |
-        grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
-    (cd build-gpu && ctest -R "test_cuda_host|test_cuda_fake|cli_cuda_flags|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
+        grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|partition|distinct SMs|refused|action [0-9]|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
+    (cd build-gpu && ctest -R "test_cuda_host|test_cuda_fake|test_cuda_green|test_cuda_timing|cli_cuda_flags|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
         --output-on-failure 2>&1 | tail -4)
     # the machine has PyTorch: zbpp's CSVs through torch's own _Action.from_str (issue 14)
     (cd build-gpu && ctest -R pytorch_load_csv -V 2>&1 | tee "$out/pytorch_csv.log" | tail -6)
@@ -59,6 +61,19 @@ sanitize)
     compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/test_cuda_gpu_stage \
         >"$out/sanitize_stage.log" 2>&1
     echo "compute-sanitizer memcheck test_cuda_gpu_stage: rc $? ($(tail -1 "$out/sanitize_stage.log"))"
+    ;;
+partitions)
+    # issue 13: green contexts (2, 4, 2 x 16 SMs; SM ids of a probe kernel per partition) and
+    # CUDA-event action timing; then memcheck on both
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    (cd build-gpu && ctest -R "test_cuda_gpu_green|test_cuda_gpu_timing|test_cuda_green|test_cuda_timing" \
+        -V 2>&1 | tee "$out/ctest_partitions.log" |
+        grep -E "device|partition|distinct SMs|refused|rank|action|step|Passed|Failed|Skipped|FAIL|\[  ")
+    for t in test_cuda_gpu_green test_cuda_gpu_timing; do
+        compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/$t >"$out/sanitize_$t.log" 2>&1
+        echo "compute-sanitizer memcheck $t: rc $? ($(tail -1 "$out/sanitize_$t.log"))"
+    done
     ;;
 compile)
     python3 bench/torch_gpt2.py --mode compile --steps 10 2>&1 | tee "$out/torch_compile.log" |

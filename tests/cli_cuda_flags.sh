@@ -3,7 +3,8 @@
 # combinations give one line "zbpp <cmd>: ..." and exit 2; --device cuda where no CUDA device is
 # visible (none here, or hidden with CUDA_VISIBLE_DEVICES=) or in a build without CUDA gives one
 # line and exit 1 before anything is trained or written; pipeline ranks on cuda: one line, exit
-# 1 (issue 13); --device cpu --precision fp32 is the CPU trainer, bit for bit.
+# 1 (issue 13); --sm-per-rank K is checked (positive, --device cuda, --ranks > 1) and then meets
+# that line too; --device cpu --precision fp32 is the CPU trainer, bit for bit.
 # usage: cli_cuda_flags.sh <zbpp binary> <source dir>
 set -u
 ZBPP=$1
@@ -41,6 +42,23 @@ for cmd in train profile; do
   expect $cmd 2 "--tf32 turns TF32 on in fp32 mode" "${A[@]}" --device cuda --tf32 --precision bf16
 done
 expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --ranks 2
+# --sm-per-rank K (issue 13): a positive integer, only with --device cuda, only for P > 1 ranks;
+# with them the run still stops at the issue-13 line (no GPU pipeline yet); train only
+"$ZBPP" train --help | grep -q -- '--sm-per-rank K' || fail "train --help lacks --sm-per-rank"
+for k in 0 -8 x 8x ""; do
+  expect train 2 "--sm-per-rank: '$k' is not a positive integer" "${TINY[@]}" --device cuda \
+    --ranks 2 --sm-per-rank "$k"
+done
+expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --ranks 2 --sm-per-rank 8
+expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --device cpu --sm-per-rank 8
+expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --sm-per-rank 8
+expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --ranks 1 \
+  --sm-per-rank 16
+expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --ranks 2 \
+  --sm-per-rank 8
+expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda:0 --ranks 4 \
+  --sm-per-rank 32 --precision bf16
+expect profile 2 "unknown option --sm-per-rank" --layers 2 --reps 1 --device cuda --sm-per-rank 8
 expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --transport mpi
 # no device visible (or no CUDA in this build): one line, exit 1, nothing written
 no_dev="--device cuda: no CUDA device"

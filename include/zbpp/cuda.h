@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "zbpp/error.h"
+#include "zbpp/executor.h"
 #include "zbpp/gpt2.h"
 #include "zbpp/optim.h"
 #include "zbpp/profile.h"
@@ -124,6 +125,7 @@ zb_status_t zb_cuda_copy_to_host(zb_cuda_stage_t *s, float *dst_host, const floa
 typedef struct {
     int device;                    /* CUDA device index (0 = the first visible one) */
     zb_cuda_precision_t precision; /* matrix-product precision (storage is fp32 in every mode) */
+    int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
 } zb_cuda_train_opts_t;
 
 /* ZB_OK when `device` is a usable CUDA device; otherwise ZB_EUNSUPPORTED with one line saying
@@ -151,6 +153,103 @@ zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_
 zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
                                     int B, int T, int reps, const zb_cuda_train_opts_t *opts,
                                     zb_profile_t *out, zb_err_t *err);
+
+/* ---- SM partitions: several pipeline ranks on one GPU (issue 13; docs/cuda.md) ----
+ * Each rank sharing a GPU gets a disjoint set of SMs (a CUDA green context) and a stream in it,
+ * so a rank that waits leaves its SMs idle, as on separate GPUs. Planning (zb_cuda_sm_*) is pure
+ * host arithmetic, in every build; creating partitions needs the CUDA driver, loaded when first
+ * used (libcuda.so.1), so zbpp runs where there is none. */
+
+/* How the SMs of a device may be split (from the driver's cuDeviceGetDevResource, or the
+ * documented guideline by compute capability when no driver answers). */
+typedef struct {
+    int sm_count;      /* SMs of the device */
+    int min_partition; /* smallest partition the driver makes (minSmPartitionSize; Hopper: 8) */
+    int alignment;     /* partition sizes are multiples of this (smCoscheduledAlignment; 8) */
+} zb_cuda_sm_info_t;
+
+/* The split: every rank gets sm_per_rank SMs (the driver's groups are all the same size);
+ * sm_unused = sm_count - ranks * sm_per_rank SMs stay idle. */
+typedef struct {
+    int ranks;
+    int sm_per_rank;
+    int sm_unused;
+} zb_cuda_sm_plan_t;
+
+/* The CUDA driver documentation's granularity for compute capability major.minor: 6.x and 7.x
+ * min 2 / multiple of 2, 8.x min 4 / multiple of 2, 9.0 and later min 8 / multiple of 8. For
+ * planning where no driver answers; a real device's values come from zb_cuda_sm_query. ZB_EINVAL
+ * for major < 6 (no green contexts) or sm_count < 1. */
+zb_status_t zb_cuda_sm_guideline(int major, int minor, int sm_count, zb_cuda_sm_info_t *out,
+                                 zb_err_t *err);
+
+/* Plan `ranks` partitions of the device `dev`. sm_per_rank > 0 asks for that many SMs each; it
+ * must be a multiple of dev->alignment, at least dev->min_partition, and ranks x it must fit in
+ * dev->sm_count. sm_per_rank == 0: the even split, the largest multiple of the alignment <=
+ * sm_count / ranks (at least min_partition, else more ranks than partitions). Pure host code.
+ * ZB_EINVAL with one line naming the problem (and the largest legal value) otherwise. */
+zb_status_t zb_cuda_sm_plan(const zb_cuda_sm_info_t *dev, int ranks, int sm_per_rank,
+                            zb_cuda_sm_plan_t *out, zb_err_t *err);
+
+/* "4 ranks x 32 SMs (4 of 132 SMs unused)" into buf (always terminated). */
+void zb_cuda_sm_plan_describe(const zb_cuda_sm_plan_t *p, int sm_count, char *buf, size_t len);
+
+/* The SM resource of device `device` as the driver reports it (cuDeviceGetDevResource), with
+ * zb_cuda_sm_guideline's granularity of its compute capability as a floor (Hopper reports a
+ * co-scheduling alignment that divides its 132 SMs, yet partitions come in multiples of 8).
+ * ZB_EUNSUPPORTED with one line
+ * when there is no driver, a driver without green contexts (before 12.5) or no such device;
+ * ZB_EIO for another driver failure. */
+zb_status_t zb_cuda_sm_query(int device, zb_cuda_sm_info_t *out, zb_err_t *err);
+
+typedef struct zb_cuda_partitions zb_cuda_partitions_t;
+struct CUstream_st; /* a cudaStream_t / CUstream is a struct CUstream_st * */
+
+/* Split device `device` into `ranks` disjoint SM partitions (plan as zb_cuda_sm_plan with the
+ * driver's granularity), each a green context with one non-blocking stream:
+ * cuDeviceGetDevResource -> cuDevSmResourceSplitByCount -> cuDevResourceGenerateDesc ->
+ * cuGreenCtxCreate -> cuGreenCtxStreamCreate. Work queued on a partition's stream through the
+ * runtime API (kernels, copies, events) runs on that partition's SMs; device memory is shared
+ * with the device's primary context. Fails (nothing left allocated) with ZB_EINVAL for a plan
+ * that cannot be made (also when the driver offers fewer groups of that size than ranks),
+ * ZB_EUNSUPPORTED as zb_cuda_sm_query, ZB_EIO for a driver failure. Free with
+ * zb_cuda_partitions_free, after every stream's work is done. */
+zb_status_t zb_cuda_partitions_new(int device, int ranks, int sm_per_rank,
+                                   zb_cuda_partitions_t **out, zb_err_t *err);
+void zb_cuda_partitions_free(zb_cuda_partitions_t *p);
+/* The plan the partitions were made from. */
+const zb_cuda_sm_plan_t *zb_cuda_partitions_plan(const zb_cuda_partitions_t *p);
+/* Rank r's stream (0 <= r < ranks; NULL otherwise). */
+struct CUstream_st *zb_cuda_partition_stream(const zb_cuda_partitions_t *p, int r);
+/* SMs the driver reports for rank r's green context (cuGreenCtxGetDevResource); -1 for a bad r. */
+int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r);
+
+/* ---- action timing with CUDA events, for --trace (issue 13) ----
+ * One timer per rank: an event pair around every action of the rank's program on the rank's
+ * stream, and a step-start event; after the step zb_cuda_timer_resolve turns them into the
+ * executor's timeline (zb_exec_timeline_t: start/end seconds of action i), so the GPU trace
+ * has the CPU executor's shape. Recording only queues events (no host synchronisation on the
+ * data path); resolve waits for the step's last event. One host thread drives a timer. */
+typedef struct zb_cuda_timer zb_cuda_timer_t;
+
+/* A timer for programs of n actions on `stream` (created on the current device; n >= 1).
+ * ZB_EUNSUPPORTED without CUDA, ZB_EIO when events cannot be created. */
+zb_status_t zb_cuda_timer_new(struct CUstream_st *stream, int n, zb_cuda_timer_t **out,
+                              zb_err_t *err);
+void zb_cuda_timer_free(zb_cuda_timer_t *t);
+/* Start a step: records the step-start event and forgets the previous step's actions. */
+zb_status_t zb_cuda_timer_step_begin(zb_cuda_timer_t *t, zb_err_t *err);
+/* Record the event before / after action i. Within a step actions are timed in program order:
+ * begin(i) needs step_begin, no open action and i above every action timed so far; end(i)
+ * needs begin(i) open. ZB_EINVAL naming the action otherwise (nothing recorded). */
+zb_status_t zb_cuda_timer_begin(zb_cuda_timer_t *t, int i, zb_err_t *err);
+zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err);
+/* After the step: wait for its events, then tl->start[i] / tl->end[i] = origin_s + seconds
+ * from the step-start event of `origin` (NULL: t itself; another rank's timer on the same
+ * device puts all ranks on one clock) to action i's events. Every action 0..n-1 must have been
+ * timed, tl->len == n, and origin must have begun a step (ZB_EINVAL otherwise). */
+zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
+                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err);
 
 #ifdef __cplusplus
 }

@@ -411,7 +411,8 @@ int zb_cmd_train(int argc, char **argv)
     rc = zb_cli_pipeline_schedule_file(&pipe, &c, microbatches_given);
     if (rc)
         return rc;
-    if ((rc = zb_cli_device_resolve(&dev, "train")) != 0)
+    if ((rc = zb_cli_device_resolve(&dev, "train")) != 0 ||
+        (rc = zb_cli_device_check_ranks(&dev, "train", pipe.opts.ranks)) != 0)
         return rc;
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)

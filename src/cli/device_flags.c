@@ -6,7 +6,7 @@
 #include "cli/device_flags.h"
 
 /* The flags zb_cli_device_flag takes (keep the lists with it). */
-const char *const zb_cli_device_value_flags[] = {"device", "precision", NULL};
+const char *const zb_cli_device_value_flags[] = {"device", "precision", "sm-per-rank", NULL};
 const char *const zb_cli_device_switches[] = {"tf32", NULL};
 
 int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v)
@@ -21,6 +21,10 @@ int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v)
     }
     if (!strcmp(a, "--precision")) {
         d->precision = v;
+        return 1;
+    }
+    if (!strcmp(a, "--sm-per-rank")) {
+        d->sm_per_rank = v;
         return 1;
     }
     return 0;
@@ -69,10 +73,37 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
         }
         d->opts.precision = ZB_CUDA_TF32;
     }
+    d->opts.sm_per_rank = 0;
+    if (d->sm_per_rank) {
+        char *end;
+        errno = 0;
+        long k = strtol(d->sm_per_rank, &end, 10);
+        if (errno || end == d->sm_per_rank || *end != '\0' || k < 1 || k > 65536) {
+            fprintf(stderr, "zbpp %s: --sm-per-rank: '%s' is not a positive integer (SMs per "
+                            "rank)\n", cmd, d->sm_per_rank);
+            return 2;
+        }
+        if (!d->cuda) {
+            fprintf(stderr, "zbpp %s: --sm-per-rank needs --device cuda (it splits a GPU's SMs "
+                            "between pipeline ranks)\n", cmd);
+            return 2;
+        }
+        d->opts.sm_per_rank = (int)k;
+    }
     if (!d->cuda && d->opts.precision != ZB_CUDA_FP32) {
         fprintf(stderr, "zbpp %s: %s needs --device cuda (the CPU computes in fp32)\n", cmd,
                 d->tf32 ? "--tf32" : d->opts.precision == ZB_CUDA_TF32 ? "--precision tf32"
                                                                        : "--precision bf16");
+        return 2;
+    }
+    return 0;
+}
+
+int zb_cli_device_check_ranks(const zb_cli_device_t *d, const char *cmd, int ranks)
+{
+    if (d->sm_per_rank && ranks <= 1) {
+        fprintf(stderr, "zbpp %s: --sm-per-rank splits one GPU between pipeline ranks; with one "
+                        "rank there is nothing to split (give --ranks P > 1)\n", cmd);
         return 2;
     }
     return 0;
@@ -87,5 +118,8 @@ void zb_cli_device_usage(FILE *out)
             "  --precision fp32|tf32|bf16 GPU matrix products: fp32 (TF32 off, default), tf32,\n"
             "                       or bf16 inputs; storage, gradients, master weights and AdamW\n"
             "                       state stay fp32 (the CPU is fp32 only)\n"
-            "  --tf32               same as --precision tf32\n");
+            "  --tf32               same as --precision tf32\n"
+            "  --sm-per-rank K      (train) SMs of each rank's partition when pipeline ranks\n"
+            "                       share a GPU (default: the even split); accepted and checked,\n"
+            "                       but pipeline ranks on GPUs are not built yet (issue 13)\n");
 }

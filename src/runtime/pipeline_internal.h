@@ -15,20 +15,43 @@
 
 typedef struct pl pl_t;
 
-/* One stage held by a rank: its stash pool and message buffers ([M][B/M·T·C] each). */
+/* A stage's message buffer (msg_buffers.c): n slots of B/M·T·C floats, slot[m] the one
+ * microbatch m uses (-1: none), planned from the rank's program so that it holds only the
+ * microbatches in flight at once. */
+typedef enum { PL_BUF_X_IN, PL_BUF_DX_OUT, PL_BUF_X_OUT, PL_BUF_DX_IN } pl_buf_kind_t;
+typedef struct {
+    float *mem;
+    int n, M;
+    int *slot; /* [M] */
+    bool held; /* the stage has this buffer */
+} pl_msgbuf_t;
+
+/* A stage's stashes pooled by lifetime (stash_pool.c): slots of the FW, FB and BW regions
+ * (n[k] of bytes[k] each, as many as the rank's program holds at once), a split stash per
+ * microbatch bound to its slots, and the rank's scratch. */
+typedef struct {
+    size_t bytes[ZB_GPT2_NUM_REGIONS]; /* per slot, 64-byte multiples */
+    int n[3];
+    char *mem[3];
+    int *owner[3]; /* [n[k]] microbatch in the slot, -1 = free */
+    int *slot[3];  /* [M] slot of a microbatch, -1 = none */
+    zb_gpt2_stash_t **view; /* [M] */
+    void *scratch;          /* the rank's (not owned) */
+    int M;
+} pl_stash_pool_t;
+
+/* One stage held by a rank: its stash pool and message buffers. */
 typedef struct {
     int stage;
     zb_gpt2_span_t span;
-    int pool_n;
-    zb_gpt2_stash_t **pool;
-    int *pool_mb;  /* [pool_n] microbatch using the slot, -1 = free */
-    int *slot;     /* [M] slot of a microbatch between F and W, -1 = none */
-    float *x_in;   /* activations in (not for the embedding stage) */
-    float *x_out;  /* activations out (not for the head stage); may alias next stage's x_in */
-    float *dx_out; /* gradient of the output (not for the head stage) */
-    float *dx_in;  /* gradient of the input (not for the embedding stage); may alias */
+    pl_stash_pool_t pool;
+    pl_msgbuf_t x_in;      /* activations in (not for the embedding stage) */
+    pl_msgbuf_t dx_out;    /* gradient of the output (not for the head stage) */
+    pl_msgbuf_t own_x_out; /* when the next stage is on another rank */
+    pl_msgbuf_t own_dx_in; /* when the previous stage is on another rank */
+    pl_msgbuf_t *x_out;    /* own_x_out or the next stage's x_in; NULL for the head stage */
+    pl_msgbuf_t *dx_in;    /* own_dx_in or the previous stage's dx_out; NULL for the embedding */
     float *r_out;  /* [B/M·T·C] where an R's output goes (stages with R, not the head) */
-    bool own_x_out, own_dx_in;
 } pl_stage_t;
 
 /* A range of parameters this rank updates: `off` into its stage-local buffers, `goff` into the
@@ -65,6 +88,8 @@ typedef struct {
     float *wte_chunk; /* [pl_wte_chunk] embedding-only rank: the head's WTE gradient arriving */
     double *vec;     /* [n_units + 1] unit partials, loss last */
     size_t live_peak;
+    void *stash_scratch; /* [stash_scratch_bytes] scratch of every stash of the rank */
+    size_t stash_scratch_bytes;
     zb_exec_timeline_t tl;
     long skipped;    /* steps skipped so far (same on every rank) */
     long rollbacks;
@@ -131,15 +156,44 @@ size_t pl_wte_chunk(size_t wte_elems);
 /* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (pl->first, mbB, T). */
 void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs);
 
-/* Stash slots `stage` needs in a rank's program (its pool): microbatches between a saving F (or
- * an R) and their W, plus a non-saving F while it runs. */
-int pl_stash_slots(const zb_rank_program_t *prog, int stage);
+/* stash_pool.c. pl_stash_plan: the FW, FB, BW slots `stage` needs in a rank's program (at least
+ * one FW and FB: validation). pl_stash_stage_bytes: what its pool allocates (and its scratch
+ * need in *scratch). The pool: init, free, reset (step start: all free); begin binds and
+ * returns microbatch a->mb's stash for compute action a (taking slots; NULL + err when the
+ * program breaks the order), end gives back what a leaves unneeded; eval: a stash for
+ * forwards that keep nothing (between steps); live: bytes the stashes hold now; bytes: pool
+ * allocation (scratch not included). */
+void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3]);
+size_t pl_stash_stage_bytes(const pl_t *pl, const zb_rank_program_t *prog, int stage,
+                            size_t *scratch);
+zb_status_t pl_stash_pool_init(pl_stash_pool_t *p, const pl_t *pl,
+                               const zb_rank_program_t *prog, const zb_gpt2_span_t *span,
+                               int stage, zb_err_t *err);
+void pl_stash_pool_free(pl_stash_pool_t *p);
+void pl_stash_pool_reset(pl_stash_pool_t *p);
+zb_gpt2_stash_t *pl_stash_pool_begin(pl_stash_pool_t *p, const zb_action_t *a, zb_err_t *err);
+void pl_stash_pool_end(pl_stash_pool_t *p, const zb_action_t *a);
+zb_gpt2_stash_t *pl_stash_pool_eval(pl_stash_pool_t *p);
+size_t pl_stash_pool_live(const pl_stash_pool_t *p);
+size_t pl_stash_pool_bytes(const pl_stash_pool_t *p);
+/* msg_buffers.c: the slots buffer `kind` of `stage` needs in a rank's program (neighbour_here:
+ * the neighbour stage that writes it is on the same rank), and each microbatch's slot into
+ * slot[M] when not NULL; -1 when out of memory. pl_msgbuf_init plans and allocates one;
+ * pl_msgbuf_at: microbatch mb's B/M·T·C floats, NULL when the buffer has none for it. */
+int pl_msgbuf_plan(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
+                   bool neighbour_here, int M, int *slot);
+zb_status_t pl_msgbuf_init(pl_msgbuf_t *b, const zb_rank_program_t *prog, int stage,
+                           pl_buf_kind_t kind, bool neighbour_here, int M, size_t NC);
+void pl_msgbuf_free(pl_msgbuf_t *b);
+float *pl_msgbuf_at(const pl_msgbuf_t *b, int mb, size_t NC);
 /* True when the program has an R of `stage` (the stage then owns an R output buffer). */
 bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage);
 
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be
- * with S stages partitioned by pl->first, over the placements a schedule may use (what a
+ * with S stages partitioned by pl->first, over the placements a schedule may use (message
+ * buffers as the comm pass places their actions; a lowered file may need more, which the exact
+ * check after planning sees) (what a
  * --mem-limit leaves the activations is the limit minus this). pl_mem_predict: rank's figures
  * from the plan (pl->sched) with the memory model's activation peak; pl_mem_measure: from its
  * allocations and the stash's live peak. */

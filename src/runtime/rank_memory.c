@@ -49,10 +49,15 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
         spans[n++] = sp;
         embed |= sp.embed;
         head |= sp.head;
-        /* x_in, dx_out; x_out / dx_in unless the neighbour stage is on this rank */
-        msg_bufs += !sp.embed + !sp.head;
-        msg_bufs += !sp.head && rank_of(pl, S, s + 1) != rank;
-        msg_bufs += !sp.embed && rank_of(pl, S, s - 1) != rank;
+        /* x_in: a slot per microbatch; dx_out: likewise from a stage on this rank, else one
+         * slot; x_out / dx_in unless the neighbour stage is on this rank: one slot (the comm
+         * pass's placement; msg_buffers.c) */
+        bool next_here = !sp.head && rank_of(pl, S, s + 1) == rank;
+        bool prev_here = !sp.embed && rank_of(pl, S, s - 1) == rank;
+        msg_bufs += !sp.embed ? (double)pl->M : 0;
+        msg_bufs += sp.head ? 0 : next_here ? (double)pl->M : 1;
+        msg_bufs += !sp.head && !next_here;
+        msg_bufs += !sp.embed && !prev_here;
     }
     const double F = sizeof(float);
     double count = (double)zb_gpt2_params_part_count(&pl->mcfg, spans, n);
@@ -74,7 +79,7 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
     m->grads = (count + (head ? wte_n : 0)) * F; /* + the head's WTE accumulator */
     m->optimizer = 2 * count * F;
     m->backup = pl_rank_backs_up(pl) && upd > 0 ? 3 * upd * F : 0;
-    m->messages = msg_bufs * (double)pl->M * (double)pl->NC * F;
+    m->messages = msg_bufs * (double)pl->NC * F;
     if (embed && !head) /* the tied gradient's exchange buffer */
         m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
 }
@@ -104,19 +109,49 @@ double pl_static_bound(const pl_t *pl, int S)
     return most;
 }
 
+/* Slots of the message buffers stage s holds on `rank` (msg_buffers.c plans them from the
+ * program: the microbatches in flight, at most M each). */
+static int stage_msg_slots(const pl_t *pl, int rank, int s, const zb_gpt2_span_t *sp)
+{
+    const zb_rank_program_t *prog = &pl->sched->rank[rank];
+    bool prev_here = s > 0 && zb_stage_rank(pl->sched, s - 1) == rank;
+    bool next_here = s + 1 < pl->S && zb_stage_rank(pl->sched, s + 1) == rank;
+    int n = 0;
+    if (!sp->embed)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_X_IN, prev_here, pl->M, NULL);
+    if (!sp->head)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_DX_OUT, next_here, pl->M, NULL);
+    if (!sp->head && !next_here)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_X_OUT, false, pl->M, NULL);
+    if (!sp->embed && !prev_here)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_DX_IN, false, pl->M, NULL);
+    return n;
+}
+
 void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m)
 {
     memset(m, 0, sizeof *m);
     static_part(pl, pl->S, sched_rank, rank, m);
     m->activations = activations;
+    /* static_part's message buffers are the bound for M in flight; the program says how many */
+    double wte_chunk = 0;
+    bool embed = zb_stage_rank(pl->sched, 0) == rank, head = zb_stage_rank(pl->sched, pl->S - 1) == rank;
+    if (embed && !head)
+        wte_chunk = (double)pl_wte_chunk((size_t)pl->mcfg.padded_vocab * pl->mcfg.channels) *
+                    sizeof(float);
+    m->messages = wte_chunk;
+    size_t scratch_most = 0; /* one scratch serves all the rank's stashes */
     for (int s = 0; s < pl->S; s++)
         if (zb_stage_rank(pl->sched, s) == rank) {
             zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, s);
-            m->stash_alloc += (double)pl_stash_slots(&pl->sched->rank[rank], s) *
-                              (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &sp, pl->mbB, pl->T, pl->keep);
+            m->messages += (double)stage_msg_slots(pl, rank, s, &sp) * (double)pl->NC * sizeof(float);
+            size_t scratch = 0;
+            m->stash_alloc += (double)pl_stash_stage_bytes(pl, &pl->sched->rank[rank], s, &scratch);
+            scratch_most = scratch > scratch_most ? scratch : scratch_most;
             if (!sp.head && pl_stage_recomputes(&pl->sched->rank[rank], s))
                 m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
+    m->stash_alloc += (double)scratch_most;
     add_total(m);
 }
 
@@ -143,11 +178,21 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
     pl.mbB = mbB, pl.T = T, pl.keep = keep;
     pl.NC = (size_t)mbB * (size_t)T * (size_t)cfg->channels;
     pl.sched = (zb_schedule_t *)sched; /* read only */
+    /* message buffers follow the lowered program, as the run lowers it */
+    zb_schedule_t *lowered = NULL;
+    if (sched->ranks > 1 && !zb_schedule_has_comms(sched)) {
+        zb_status_t lst = zb_insert_comms(sched, &lowered, err);
+        if (lst != ZB_OK)
+            return lst;
+        pl.sched = lowered;
+    }
     memcpy(pl.first, first, (size_t)(sched->stages + 1) * sizeof *first);
     zb_costs_t c;
     zb_status_t st = zb_costs_clone(&c, costs, err);
-    if (st != ZB_OK)
+    if (st != ZB_OK) {
+        zb_schedule_free(lowered);
         return st;
+    }
     pl_stage_memory(&pl, pl.S, &c); /* the stash of this keep mode, in bytes */
     if (c.m_keep)
         memset(c.m_keep, 0, (size_t)pl.S * sizeof *c.m_keep); /* input stays in x_in */
@@ -159,6 +204,7 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
         zb_sim_free(&sim);
     }
     zb_costs_free(&c);
+    zb_schedule_free(lowered);
     return st;
 }
 
@@ -172,17 +218,15 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
                                                               : 0)) * F;
     m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count) * F;
     m->backup = R->backup ? 3 * (double)R->upd_elems * F : 0;
-    double buf = (double)pl->M * (double)pl->NC * F;
+    double buf = (double)pl->NC * F;
     for (int i = 0; i < R->n_local; i++) {
         const pl_stage_t *ls = &R->st[i];
-        m->messages += buf * ((ls->x_in != NULL) + (ls->dx_out != NULL) + ls->own_x_out +
-                              ls->own_dx_in);
+        m->messages += buf * (ls->x_in.n + ls->dx_out.n + ls->own_x_out.n + ls->own_dx_in.n);
         if (ls->r_out)
             m->messages += (double)pl->NC * F;
-        for (int k = 0; k < ls->pool_n; k++)
-            m->stash_alloc +=
-                (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->keep);
+        m->stash_alloc += (double)pl_stash_pool_bytes(&ls->pool);
     }
+    m->stash_alloc += (double)R->stash_scratch_bytes;
     if (R->wte_chunk)
         m->messages += (double)pl_wte_chunk(R->params.sizes[ZB_WTE]) * F;
     m->activations = (double)R->live_peak;

@@ -83,7 +83,12 @@ typedef struct {
     pl_range_t *upd; /* parameter ranges this rank updates (owned units + WTE on the head) */
     int n_upd;
     size_t upd_elems;
-    float *backup;   /* [3 * upd_elems]: params, m, v before an optimistic step */
+    float *backup;   /* [3 * backup_elems]: params, m, v before an optimistic step */
+    size_t backup_elems; /* upd_elems, less the shared WTE on the head rank */
+    /* wte_share.c: thread ranks share the tied WTE (params, m, v) of the embedding rank */
+    bool wte_shared;
+    float *wte_joint[3];  /* embedding rank: the shared blocks of params, m, v */
+    size_t wte_head_rest; /* embedding rank: floats before WTE in them (the head's others) */
     float *mb_loss;  /* [M] */
     float *wte_chunk; /* [pl_wte_chunk] embedding-only rank: the head's WTE gradient arriving */
     double *vec;     /* [n_units + 1] unit partials, loss last */
@@ -189,6 +194,19 @@ float *pl_msgbuf_at(const pl_msgbuf_t *b, int mb, size_t NC);
 /* True when the program has an R of `stage` (the stage then owns an R output buffer). */
 bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage);
 
+/* wte_share.c (threads, one replica): pl_wte_shared says whether the embedding and the head rank
+ * share one WTE; pl_wte_share_embed (embedding rank, after its buffers are made: head_count is
+ * the head rank's parameter count) moves params, m, v into the shared blocks; pl_wte_share_head
+ * (head rank, after the embedding rank) lays its buffers over them, WTE last, and makes its
+ * gradient's WTE part its head accumulator; pl_wte_share_release before freeing a rank's
+ * buffers; pl_wte_fold_shared (embedding rank, after both ranks' last W): its WTE gradient +=
+ * the head's accumulator. */
+bool pl_wte_shared(const pl_t *pl, int embed_rank, int head_rank);
+zb_status_t pl_wte_share_embed(pl_t *pl, pl_rank_t *R, size_t head_count, zb_err_t *err);
+zb_status_t pl_wte_share_head(pl_t *pl, pl_rank_t *R, zb_err_t *err);
+void pl_wte_share_release(pl_rank_t *R);
+void pl_wte_fold_shared(pl_rank_t *R);
+
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be
  * with S stages partitioned by pl->first, over the placements a schedule may use (message
@@ -200,6 +218,13 @@ bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage);
 bool pl_rank_backs_up(const pl_t *pl);
 double pl_static_bound(const pl_t *pl, int S);
 void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m);
+/* Does the (compute-only) schedule s fit --mem-limit rank by rank: each rank's own fixed part
+ * plus its simulated activation peak (costs in bytes)? The scalar activation budget the planner
+ * gives every rank (limit - pl_static_bound) is the heaviest rank's; ranks differ (the one that
+ * holds the shared WTE), so a schedule it refuses may still fit; then costs->mem_limit is
+ * raised to the schedule's largest peak, so the scalar checks after planning accept it (the
+ * exact check of every rank's total follows them). */
+bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs);
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
 
 /* pipeline_dp.c: buffers for the replica reduction (dp > 1); the reduction of the gradients of

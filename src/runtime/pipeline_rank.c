@@ -118,7 +118,18 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
         zb_gpt2_copy_unit(&R->opt.m, &opt->m, u);
         zb_gpt2_copy_unit(&R->opt.v, &opt->v, u);
     }
-    return ZB_OK;
+    /* thread ranks: one WTE for the embedding and the head rank (wte_share.c) */
+    int e = zb_stage_rank(pl->sched, 0), h = zb_stage_rank(pl->sched, pl->S - 1);
+    if (!pl_wte_shared(pl, e, h))
+        return ZB_OK;
+    if (R->rank == e) {
+        int hn = 0;
+        for (int s = 0; s < pl->S && hn < 1024; s++)
+            if (zb_stage_rank(pl->sched, s) == h)
+                spans[hn++] = zb_partition_span(pl->first, pl->S, s);
+        return pl_wte_share_embed(pl, R, zb_gpt2_params_part_count(&pl->mcfg, spans, hn), err);
+    }
+    return R->rank == h ? pl_wte_share_head(pl, R, err) : ZB_OK;
 }
 
 zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
@@ -181,11 +192,13 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
         R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE], 0};
         R->upd_elems += R->params.sizes[ZB_WTE];
     }
-    if (R->has_embed && !R->has_head &&
+    if (R->has_embed && !R->has_head && !R->wte_shared &&
         !(R->wte_chunk = malloc(pl_wte_chunk(R->params.sizes[ZB_WTE]) * sizeof(float))))
         return oom(err, rank);
-    if (pl_rank_backs_up(pl) && R->upd_elems > 0 &&
-        !(R->backup = malloc(3 * R->upd_elems * sizeof(float))))
+    /* a shared WTE is backed up by the embedding rank only */
+    R->backup_elems = R->upd_elems - (R->wte_shared && R->has_head ? R->params.sizes[ZB_WTE] : 0);
+    if (pl_rank_backs_up(pl) && R->backup_elems > 0 &&
+        !(R->backup = malloc(3 * R->backup_elems * sizeof(float))))
         return oom(err, rank);
     if ((st = pl_dp_alloc(R, err)) != ZB_OK)
         return st;
@@ -202,6 +215,7 @@ void pl_rank_free(pl_rank_t *R)
 {
     if (!R->pl)
         return;
+    pl_wte_share_release(R);
     for (int i = 0; i < R->n_local; i++) {
         pl_stage_t *ls = &R->st[i];
         pl_stash_pool_free(&ls->pool);
@@ -364,6 +378,15 @@ size_t pl_wte_chunk(size_t wte_elems)
 static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
+    if (R->wte_shared) { /* one WTE: meet after both ranks' last W, then fold on the embedding */
+        float mine = 0.0f, theirs;
+        zb_status_t st = zb_exchange(t, &mine, &theirs, 1,
+                                     R->has_embed ? pl->head_rank : pl->embed_rank,
+                                     zb_tag(ZB_TAG_EXCHANGE, 0, 0), err);
+        if (st == ZB_OK && R->has_embed)
+            pl_wte_fold_shared(R);
+        return st;
+    }
     if (R->has_embed == R->has_head) { /* both or neither here: nothing to exchange */
         if (R->has_embed)
             zb_gpt2_fold_tied(&R->grads);
@@ -396,7 +419,7 @@ static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
     long adam_t = pl->step - R->skipped + 1;
     zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, pl->step, adam_t, sumsq,
                     pl->n_units, R->units, R->n_owned, stats);
-    if (!stats->skipped && R->has_head && !R->has_embed) {
+    if (!stats->skipped && R->has_head && !R->has_embed && !R->wte_shared) {
         const pl_range_t *wte = &R->upd[R->n_upd - 1];
         zb_adamw_update_range(&R->params, &R->grads.g, &R->opt, &pl->cfg->adamw, stats->lr, adam_t,
                               stats->clip_scale, wte->off, wte->count);
@@ -407,8 +430,10 @@ static void backup_copy(pl_rank_t *R, bool save)
 {
     float *b = R->backup;
     float *bufs[3] = {R->params.data, R->opt.m.data, R->opt.v.data};
+    /* the head's shared WTE range (last) is the embedding rank's to back up */
+    int n = R->wte_shared && R->has_head ? R->n_upd - 1 : R->n_upd;
     for (int k = 0; k < 3; k++)
-        for (int i = 0; i < R->n_upd; i++) {
+        for (int i = 0; i < n; i++) {
             float *p = bufs[k] + R->upd[i].off;
             size_t bytes = R->upd[i].count * sizeof(float);
             if (save)
@@ -521,7 +546,13 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     pl_t *pl = R->pl;
     zb_workers_enter(R->workers);
     if (R->touch_opt) { /* see zb_adamw_state_touch */
-        zb_adamw_state_touch(&R->opt);
+        if (R->wte_shared && R->has_head) { /* WTE (last) is the embedding rank's to write */
+            size_t n = R->opt.m.count - R->opt.m.sizes[ZB_WTE];
+            memset(R->opt.m.data, 0, n * sizeof(float));
+            memset(R->opt.v.data, 0, n * sizeof(float));
+        } else {
+            zb_adamw_state_touch(&R->opt);
+        }
         R->touch_opt = false;
     }
     zb_gpt2_grads_zero(&R->grads);

@@ -73,14 +73,19 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
         for (int i = 0, k = mine ? zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt) : 0; i < k; i++)
             upd += (double)cnt[i];
     }
-    if (head && !embed)
+    /* thread ranks share one WTE, held by the embedding rank (wte_share.c) */
+    bool shared = pl_wte_shared(pl, rank_of(pl, S, 0), rank_of(pl, S, S - 1));
+    bool head_only = head && !embed;
+    if (head_only && !shared)
         upd += wte_n;
-    m->params = count * F;
-    m->grads = (count + (head ? wte_n : 0)) * F; /* + the head's WTE accumulator */
-    m->optimizer = 2 * count * F;
+    double own = head_only && shared ? count - wte_n : count;
+    m->params = own * F;
+    /* + the head's WTE accumulator (with a shared WTE, it is the gradient's WTE part) */
+    m->grads = (count + (head && !(head_only && shared) ? wte_n : 0)) * F;
+    m->optimizer = 2 * own * F;
     m->backup = pl_rank_backs_up(pl) && upd > 0 ? 3 * upd * F : 0;
     m->messages = msg_bufs * (double)pl->NC * F;
-    if (embed && !head) /* the tied gradient's exchange buffer */
+    if (embed && !head && !shared) /* the tied gradient's exchange buffer */
         m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
 }
 
@@ -128,6 +133,35 @@ static int stage_msg_slots(const pl_t *pl, int rank, int s, const zb_gpt2_span_t
     return n;
 }
 
+bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs)
+{
+    if (pl->opts->mem_limit <= 0)
+        return true;
+    pl_t at = *pl; /* the candidate's placement and programs (read only) */
+    at.sched = (zb_schedule_t *)s;
+    zb_costs_t c;
+    zb_sim_t sim;
+    if (zb_costs_clone(&c, costs, NULL) != ZB_OK)
+        return false;
+    c.mem_limit = INFINITY;
+    bool ok = zb_simulate(s, &c, &sim, NULL) == ZB_OK, fits = ok;
+    double peak = 0;
+    for (int r = 0; fits && r < s->ranks; r++) {
+        peak = fmax(peak, sim.peak_mem[r]);
+        zb_rank_mem_t m = {0};
+        static_part(&at, s->stages, sched_rank, r, &m);
+        m.activations = sim.peak_mem[r];
+        add_total(&m);
+        fits = m.total <= pl->opts->mem_limit;
+    }
+    if (ok)
+        zb_sim_free(&sim);
+    zb_costs_free(&c);
+    if (fits) /* the scalar checks that follow see what the schedule itself needs */
+        costs->mem_limit = fmax(costs->mem_limit, peak);
+    return fits;
+}
+
 void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m)
 {
     memset(m, 0, sizeof *m);
@@ -135,8 +169,8 @@ void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t 
     m->activations = activations;
     /* static_part's message buffers are the bound for M in flight; the program says how many */
     double wte_chunk = 0;
-    bool embed = zb_stage_rank(pl->sched, 0) == rank, head = zb_stage_rank(pl->sched, pl->S - 1) == rank;
-    if (embed && !head)
+    int e = zb_stage_rank(pl->sched, 0), h = zb_stage_rank(pl->sched, pl->S - 1);
+    if (e == rank && h != rank && !pl_wte_shared(pl, e, h))
         wte_chunk = (double)pl_wte_chunk((size_t)pl->mcfg.padded_vocab * pl->mcfg.channels) *
                     sizeof(float);
     m->messages = wte_chunk;
@@ -213,11 +247,14 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
     const pl_t *pl = R->pl;
     const double F = sizeof(float);
     memset(m, 0, sizeof *m);
-    m->params = (double)R->params.count * F;
-    m->grads = ((double)R->grads.g.count + (R->grads.wte_head ? (double)R->grads.g.sizes[ZB_WTE]
-                                                              : 0)) * F;
-    m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count) * F;
-    m->backup = R->backup ? 3 * (double)R->upd_elems * F : 0;
+    /* a shared WTE is counted on the embedding rank; the head's accumulator is then its
+     * gradient's WTE part */
+    double shared = R->wte_shared && R->has_head ? (double)R->params.sizes[ZB_WTE] : 0;
+    bool own_acc = R->grads.wte_head && R->grads.wte_head != R->grads.g.t[ZB_WTE];
+    m->params = ((double)R->params.count - shared) * F;
+    m->grads = ((double)R->grads.g.count + (own_acc ? (double)R->grads.g.sizes[ZB_WTE] : 0)) * F;
+    m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count - 2 * shared) * F;
+    m->backup = R->backup ? 3 * (double)R->backup_elems * F : 0;
     double buf = (double)pl->NC * F;
     for (int i = 0; i < R->n_local; i++) {
         const pl_stage_t *ls = &R->st[i];

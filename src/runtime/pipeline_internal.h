@@ -60,6 +60,8 @@ typedef struct {
     size_t off, count, goff;
 } pl_range_t;
 
+enum { PL_MAX_SPARE = 64 };
+
 typedef struct {
     pl_t *pl;
     int rank;    /* pipeline rank p (stages, schedule program) */
@@ -83,8 +85,12 @@ typedef struct {
     pl_range_t *upd; /* parameter ranges this rank updates (owned units + WTE on the head) */
     int n_upd;
     size_t upd_elems;
-    float *backup;   /* [3 * backup_elems]: params, m, v before an optimistic step */
     size_t backup_elems; /* upd_elems, less the shared WTE on the head rank */
+    /* optimistic.c: the rank's stash and message memory, free while the optimizer runs, holds
+     * the post-validation backup of the first pl_optimistic_elems elements */
+    struct { float *p; size_t n; } spare[PL_MAX_SPARE];
+    int n_spare;
+    size_t spare_floats;
     /* wte_share.c: thread ranks share the tied WTE (params, m, v) of the embedding rank */
     bool wte_shared;
     float *wte_joint[3];  /* embedding rank: the shared blocks of params, m, v */
@@ -206,6 +212,16 @@ zb_status_t pl_wte_share_embed(pl_t *pl, pl_rank_t *R, size_t head_count, zb_err
 zb_status_t pl_wte_share_head(pl_t *pl, pl_rank_t *R, zb_err_t *err);
 void pl_wte_share_release(pl_rank_t *R);
 void pl_wte_fold_shared(pl_rank_t *R);
+
+/* optimistic.c: pl_spare_collect lists the rank's stash pools, scratch and message buffers
+ * (after they are made); pl_optimistic_elems: how many elements of its update ranges (in
+ * order, the head's shared WTE excluded) an optimistic step may touch, a third of that spare
+ * memory; pl_backup_prefix saves (or restores) params, m, v of the first K there;
+ * pl_update_elems: AdamW with clip factor 1 on elements [from, to) of the update ranges. */
+void pl_spare_collect(pl_rank_t *R);
+size_t pl_optimistic_elems(const pl_rank_t *R);
+void pl_backup_prefix(pl_rank_t *R, size_t K, bool save);
+void pl_update_elems(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t);
 
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be

@@ -195,11 +195,10 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     if (R->has_embed && !R->has_head && !R->wte_shared &&
         !(R->wte_chunk = malloc(pl_wte_chunk(R->params.sizes[ZB_WTE]) * sizeof(float))))
         return oom(err, rank);
-    /* a shared WTE is backed up by the embedding rank only */
+    /* a shared WTE is backed up by the embedding rank only; the backup lives in the stash and
+     * message memory (optimistic.c) */
     R->backup_elems = R->upd_elems - (R->wte_shared && R->has_head ? R->params.sizes[ZB_WTE] : 0);
-    if (pl_rank_backs_up(pl) && R->backup_elems > 0 &&
-        !(R->backup = malloc(3 * R->backup_elems * sizeof(float))))
-        return oom(err, rank);
+    pl_spare_collect(R);
     if ((st = pl_dp_alloc(R, err)) != ZB_OK)
         return st;
     /* ranks of this process and their groups on disjoint cores (under MPI: the process's own) */
@@ -223,7 +222,7 @@ void pl_rank_free(pl_rank_t *R)
         pl_msgbuf_free(&ls->own_x_out), pl_msgbuf_free(&ls->own_dx_in);
         free(ls->r_out);
     }
-    free(R->st), free(R->local_of_stage), free(R->units), free(R->upd), free(R->backup);
+    free(R->st), free(R->local_of_stage), free(R->units), free(R->upd);
     free(R->mb_loss), free(R->vec), free(R->wte_chunk), free(R->stash_scratch);
     pl_dp_free(R);
     zb_workers_free(R->workers);
@@ -426,24 +425,6 @@ static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
     }
 }
 
-static void backup_copy(pl_rank_t *R, bool save)
-{
-    float *b = R->backup;
-    float *bufs[3] = {R->params.data, R->opt.m.data, R->opt.v.data};
-    /* the head's shared WTE range (last) is the embedding rank's to back up */
-    int n = R->wte_shared && R->has_head ? R->n_upd - 1 : R->n_upd;
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; i < n; i++) {
-            float *p = bufs[k] + R->upd[i].off;
-            size_t bytes = R->upd[i].count * sizeof(float);
-            if (save)
-                memcpy(b, p, bytes);
-            else
-                memcpy(p, b, bytes);
-            b += R->upd[i].count;
-        }
-}
-
 /* Post-validation: step with what this rank knows (its own units) while the others finish, then
  * check against the global norm. Its own partial norm is a lower bound of the global one, so:
  * own norm non-finite -> the step is skipped anyway; own norm above the clip -> clipping is
@@ -463,27 +444,31 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
     }
     double own_norm = zb_grad_norm_total(local, U);
     float clip = pl->cfg->grad_clip;
-    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f &&
-                      R->backup != NULL;
+    /* optimistic over the first K elements only: their backup fits the free stash memory */
+    size_t K = pl_rank_backs_up(pl) ? pl_optimistic_elems(R) : 0;
+    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f && K > 0;
+    long adam_t = pl->step - R->skipped + 1;
+    zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
+                              pl->cfg->warmup, pl->cfg->steps};
+    float lr = zb_lr_at(&sched, pl->step);
     if (optimistic) {
-        backup_copy(R, true);
-        zb_step_stats_t guess;
-        update(R, local, &guess);
+        pl_backup_prefix(R, K, true);
+        pl_update_elems(R, 0, K, lr, adam_t);
     }
     if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
         return st;
     double norm = zb_grad_norm_total(local, U);
     bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
     if (optimistic && right) {
-        /* what zb_train_update would report, without touching the parameters again */
-        zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
-                                  pl->cfg->warmup, pl->cfg->steps};
-        R->stats = (zb_step_stats_t){.step = pl->step, .lr = zb_lr_at(&sched, pl->step),
-                                     .grad_norm = norm, .clip_scale = 1.0f, .skipped = false};
+        /* the rest with the same figures: elementwise, so the bits of one whole update */
+        pl_update_elems(R, K, R->backup_elems, lr, adam_t);
+        /* what zb_train_update would report */
+        R->stats = (zb_step_stats_t){.step = pl->step, .lr = lr, .grad_norm = norm,
+                                     .clip_scale = 1.0f, .skipped = false};
         return ZB_OK;
     }
     if (optimistic) {
-        backup_copy(R, false);
+        pl_backup_prefix(R, K, false);
         R->rollbacks++;
     }
     update(R, local, &R->stats);

@@ -38,7 +38,7 @@ bool pl_rank_backs_up(const pl_t *pl)
  * rank_of and partitioned by pl->first. */
 static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_rank_mem_t *m)
 {
-    zb_gpt2_span_t spans[1025];
+    zb_gpt2_span_t spans[1025] = {{0, 0, false, false}};
     int n = 0;
     bool embed = false, head = false;
     double msg_bufs = 0;
@@ -62,28 +62,15 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
     const double F = sizeof(float);
     double count = (double)zb_gpt2_params_part_count(&pl->mcfg, spans, n);
     double wte_n = (double)pl->mcfg.padded_vocab * pl->mcfg.channels;
-    double upd = 0;
-    size_t off[16], cnt[16];
-    for (int u = 0; u < zb_gpt2_num_units(&pl->mcfg); u++) {
-        int L = pl->mcfg.layers;
-        bool mine = u == 0       ? embed
-                    : u == L + 1 ? head
-                                 : rank_of(pl, S, zb_partition_stage_of(pl->first, S, u - 1)) ==
-                                       rank;
-        for (int i = 0, k = mine ? zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt) : 0; i < k; i++)
-            upd += (double)cnt[i];
-    }
     /* thread ranks share one WTE, held by the embedding rank (wte_share.c) */
     bool shared = pl_wte_shared(pl, rank_of(pl, S, 0), rank_of(pl, S, S - 1));
     bool head_only = head && !embed;
-    if (head_only && !shared)
-        upd += wte_n;
     double own = head_only && shared ? count - wte_n : count;
     m->params = own * F;
     /* + the head's WTE accumulator (with a shared WTE, it is the gradient's WTE part) */
     m->grads = (count + (head && !(head_only && shared) ? wte_n : 0)) * F;
     m->optimizer = 2 * own * F;
-    m->backup = pl_rank_backs_up(pl) && upd > 0 ? 3 * upd * F : 0;
+    m->backup = 0; /* held in the rank's free stash and message memory (optimistic.c) */
     m->messages = msg_bufs * (double)pl->NC * F;
     if (embed && !head && !shared) /* the tied gradient's exchange buffer */
         m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
@@ -254,7 +241,7 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
     m->params = ((double)R->params.count - shared) * F;
     m->grads = ((double)R->grads.g.count + (own_acc ? (double)R->grads.g.sizes[ZB_WTE] : 0)) * F;
     m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count - 2 * shared) * F;
-    m->backup = R->backup ? 3 * (double)R->backup_elems * F : 0;
+    m->backup = 0; /* in the stash and message memory (optimistic.c) */
     double buf = (double)pl->NC * F;
     for (int i = 0; i < R->n_local; i++) {
         const pl_stage_t *ls = &R->st[i];

@@ -179,8 +179,8 @@ static void test_pool_refuses_out_of_order(void **state)
     pl.cfg = &cfg;
     pl.opts = &o;
     pl.mcfg = CFG;
-    pl.S = 1, pl.M = 2, pl.mbB = BB, pl.T = TT;
-    pl.first[0] = 0, pl.first[1] = CFG.layers;
+    pl.plan.S = 1, pl.M = 2, pl.mbB = BB, pl.T = TT;
+    pl.plan.first[0] = 0, pl.plan.first[1] = CFG.layers;
     zb_gpt2_span_t sp = {0, CFG.layers, true, true};
     pl_stash_pool_t pool;
     zb_err_t e;

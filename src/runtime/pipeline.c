@@ -68,8 +68,8 @@ static zb_status_t acquire_whole_model(pl_t *pl, zb_trainer_t *t, bool moments, 
 static zb_status_t gather(pl_t *pl, zb_trainer_t *t, bool moments, zb_err_t *err)
 {
     zb_status_t st = acquire_whole_model(pl, t, moments, err);
-    for (int u = 0; st == ZB_OK && u < pl->n_units; u++) {
-        const pl_rank_t *R = &pl->ranks[pl->unit_owner[u]];
+    for (int u = 0; st == ZB_OK && u < pl->plan.n_units; u++) {
+        const pl_rank_t *R = &pl->ranks[pl->plan.unit_owner[u]];
         zb_gpt2_copy_unit(&t->params, &R->params, u);
         if (moments) {
             zb_gpt2_copy_unit(&t->opt.m, &R->opt.m, u);
@@ -103,7 +103,7 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
     for (int r = 0; r < pl->P; r++)
         rep->peak_stash_bytes[r] = peaks[r];
     zb_sim_t measured;
-    zb_status_t st = zb_exec_fill_sim(pl->sched, tls, peaks, &measured, err);
+    zb_status_t st = zb_exec_fill_sim(pl->plan.sched, tls, peaks, &measured, err);
     if (st == ZB_OK) {
         rep->bubble_measured = measured.bubble_rate;
         rep->span_measured = measured.span_max;
@@ -193,10 +193,10 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
     zb_status_t st = pl_make_schedule(pl, &plain, &costs, err);
     if (st != ZB_OK)
         return st;
-    pl->S = plain->stages;
-    rep->stages = pl->S;
-    memcpy(rep->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));
-    if ((st = zb_transport_check_sizes(pl->S, pl->M, err)) != ZB_OK)
+    pl->plan.S = plain->stages;
+    rep->stages = pl->plan.S;
+    memcpy(rep->first, pl->plan.first, (size_t)(pl->plan.S + 1) * sizeof(int));
+    if ((st = zb_transport_check_sizes(pl->plan.S, pl->M, err)) != ZB_OK)
         goto done;
     /* costs.mem_limit: what the whole-rank limit leaves the activations (pipeline_plan.c) */
     if ((st = zb_validate(plain, &costs, err)) != ZB_OK) {
@@ -214,8 +214,8 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     /* a lowered file keeps its own message order; anything else is lowered here */
     if (!zb_schedule_has_comms(plain))
-        st = zb_insert_comms(plain, &pl->sched, err);
-    else if (!(pl->sched = zb_schedule_clone(plain)))
+        st = zb_insert_comms(plain, &pl->plan.sched, err);
+    else if (!(pl->plan.sched = zb_schedule_clone(plain)))
         st = zb_err_set(err, ZB_ENOMEM, "out of memory for the schedule");
     if (st != ZB_OK) {
         zb_sim_free(&sim);
@@ -234,27 +234,27 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
         for (int i = 0; i < plain->rank[r].len; i++)
             n_r += plain->rank[r].actions[i].type == ZB_ACT_R;
     if (n_r > 0)
-        snprintf(rc_note, sizeof rc_note, ", %d of %d forwards recomputed", n_r, pl->S * pl->M);
+        snprintf(rc_note, sizeof rc_note, ", %d of %d forwards recomputed", n_r, pl->plan.S * pl->M);
     snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s%s, stage costs %s", plain->name,
              pl->P, plain->chunks, pl->M, dp_note, rc_note,
              !pl->prof ? "from the FLOP model"
              : o->transport ? "measured on rank 0 (zbpp profile, one core), shared with every rank"
                             : "measured (zbpp profile, one core)");
 
-    pl->n_units = zb_gpt2_num_units(&pl->mcfg);
-    pl->unit_owner = malloc((size_t)pl->n_units * sizeof(int));
+    pl->plan.n_units = zb_gpt2_num_units(&pl->mcfg);
+    pl->plan.unit_owner = malloc((size_t)pl->plan.n_units * sizeof(int));
     pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks);
-    if (!pl->unit_owner || !pl->ranks) {
+    if (!pl->plan.unit_owner || !pl->ranks) {
         st = zb_err_set(err, ZB_ENOMEM, "out of memory for the pipeline");
         goto done;
     }
-    pl->embed_rank = zb_stage_rank(pl->sched, 0);
-    pl->head_rank = zb_stage_rank(pl->sched, pl->S - 1);
-    pl->unit_owner[0] = pl->embed_rank;
-    pl->unit_owner[pl->n_units - 1] = pl->head_rank;
-    for (int s = 0; s < pl->S; s++)
-        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
-            pl->unit_owner[1 + l] = zb_stage_rank(pl->sched, s);
+    pl->plan.embed_rank = zb_stage_rank(pl->plan.sched, 0);
+    pl->plan.head_rank = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
+    pl->plan.unit_owner[0] = pl->plan.embed_rank;
+    pl->plan.unit_owner[pl->plan.n_units - 1] = pl->plan.head_rank;
+    for (int s = 0; s < pl->plan.S; s++)
+        for (int l = pl->plan.first[s]; l < pl->plan.first[s + 1]; l++)
+            pl->plan.unit_owner[1 + l] = zb_stage_rank(pl->plan.sched, s);
     for (int g = 0; g < pl->P * pl->N && st == ZB_OK; g++)
         if (!o->transport || g == o->transport->rank) /* a process holds only its own rank */
             /* fresh moments are zero: not copied (that would make them resident while the
@@ -263,7 +263,7 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
                               t->skipped, err);
 done:
     if (st == ZB_OK) { /* kept for the predicted trace */
-        pl->costs = costs;
+        pl->plan.costs = costs;
         pl->have_costs = true;
     } else {
         zb_costs_free(&costs);
@@ -301,8 +301,8 @@ static void teardown(pl_t *pl)
     for (int g = 0; pl->ranks && g < pl->P * pl->N; g++)
         pl_rank_free(&pl->ranks[g]);
     free(pl->ranks);
-    free(pl->unit_owner);
-    zb_schedule_free(pl->sched);
+    free(pl->plan.unit_owner);
+    zb_schedule_free(pl->plan.sched);
     zb_schedule_free(pl->eval_sched);
     pl_plan_free(pl);
 }
@@ -314,8 +314,8 @@ static int mailbox_capacity(const pl_t *pl)
     int most = 0;
     for (int r = 0; r < pl->P; r++) {
         int n = 0;
-        for (int i = 0; i < pl->sched->rank[r].len; i++) {
-            int ty = pl->sched->rank[r].actions[i].type;
+        for (int i = 0; i < pl->plan.sched->rank[r].len; i++) {
+            int ty = pl->plan.sched->rank[r].actions[i].type;
             n += ty == ZB_ACT_RECV_F || ty == ZB_ACT_RECV_B;
         }
         if (n > most)

@@ -52,8 +52,8 @@ zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_
         it[n++] = (zb_hs_item_t){"binary", zb_build_id()};
         it[n++] = (zb_hs_item_t){"ranks", HV(o->ranks)};
         it[n++] = (zb_hs_item_t){"dp", HV(pl->N)};
-        it[n++] = (zb_hs_item_t){"schedule", schedule_hash(pl->sched)};
-        it[n++] = (zb_hs_item_t){"partition", hv(pl->first, (size_t)(pl->S + 1) * sizeof(int))};
+        it[n++] = (zb_hs_item_t){"schedule", schedule_hash(pl->plan.sched)};
+        it[n++] = (zb_hs_item_t){"partition", hv(pl->plan.first, (size_t)(pl->plan.S + 1) * sizeof(int))};
         it[n++] = (zb_hs_item_t){"partition costs", HV(o->profile)};
         it[n++] = (zb_hs_item_t){"optimizer-sync", HV(o->opt_sync)};
         it[n++] = (zb_hs_item_t){"mem-limit", HV(o->mem_limit)};
@@ -274,7 +274,7 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
         }
         /* receive from every rank even after a local failure: they have sent already */
         for (int r = 1; r < P && st == ZB_OK; r++) {
-            size_t len = (size_t)pl->sched->rank[r].len;
+            size_t len = (size_t)pl->plan.sched->rank[r].len;
             double *row = malloc((2 * len + 1 + MEM_FIELDS) * sizeof *row);
             if (!row) {
                 st = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
@@ -315,8 +315,8 @@ zb_status_t pl_save_gathered(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
     int me = net->rank;
     const pl_rank_t *R = &pl->ranks[me];
     zb_status_t st = ZB_OK;
-    for (int u = 0; u < pl->n_units && st == ZB_OK; u++) {
-        int owner = pl->unit_owner[u];
+    for (int u = 0; u < pl->plan.n_units && st == ZB_OK; u++) {
+        int owner = pl->plan.unit_owner[u];
         if (me != 0 && me != owner)
             continue;
         /* the owner holds the whole unit: its local ranges pair with the global ones */
@@ -382,17 +382,17 @@ static zb_status_t write_shard(pl_t *pl, const pl_rank_t *R, const char *dir, lo
 static zb_status_t fill_manifest(pl_t *pl, const zb_trainer_t *t, zb_ckpt_manifest_t *m,
                                  zb_err_t *err)
 {
-    zb_status_t st = zb_ckpt_manifest_alloc(m, pl->P, pl->S, err);
+    zb_status_t st = zb_ckpt_manifest_alloc(m, pl->P, pl->plan.S, err);
     if (st != ZB_OK)
         return st;
     m->step = t->step;
     m->skipped = t->skipped;
-    m->chunks = pl->sched->chunks;
+    m->chunks = pl->plan.sched->chunks;
     snprintf(m->schedule, sizeof m->schedule, "%s",
-             pl->opts->schedule_file ? pl->sched->name : pl->opts->schedule);
-    for (int s = 0; s < pl->S; s++)
-        m->stage_rank[s] = zb_stage_rank(pl->sched, s);
-    memcpy(m->first, pl->first, (size_t)(pl->S + 1) * sizeof(int));
+             pl->opts->schedule_file ? pl->plan.sched->name : pl->opts->schedule);
+    for (int s = 0; s < pl->plan.S; s++)
+        m->stage_rank[s] = zb_stage_rank(pl->plan.sched, s);
+    memcpy(m->first, pl->plan.first, (size_t)(pl->plan.S + 1) * sizeof(int));
     m->cfg = t->cfg;
     m->cfg.model = pl->mcfg;
     m->param_count = pl->param_count;
@@ -493,12 +493,12 @@ zb_status_t pl_save_sharded(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
 
 static bool same_layout(const pl_t *pl, const zb_ckpt_manifest_t *m)
 {
-    if (m->ranks != pl->P || m->stages != pl->S)
+    if (m->ranks != pl->P || m->stages != pl->plan.S)
         return false;
-    for (int s = 0; s < pl->S; s++)
-        if (m->stage_rank[s] != zb_stage_rank(pl->sched, s))
+    for (int s = 0; s < pl->plan.S; s++)
+        if (m->stage_rank[s] != zb_stage_rank(pl->plan.sched, s))
             return false;
-    return memcmp(m->first, pl->first, (size_t)(pl->S + 1) * sizeof(int)) == 0;
+    return memcmp(m->first, pl->plan.first, (size_t)(pl->plan.S + 1) * sizeof(int)) == 0;
 }
 
 /* Every shard into t's full buffers; each parameter must be covered. */
@@ -544,7 +544,7 @@ zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_er
         R->skipped = m.skipped;
         R->touch_opt = false; /* restored below */
         if (!own) {
-            for (int u = 0; u < pl->n_units; u++) {
+            for (int u = 0; u < pl->plan.n_units; u++) {
                 zb_gpt2_copy_unit(&R->params, &t->params, u);
                 zb_gpt2_copy_unit(&R->opt.m, &t->opt.m, u);
                 zb_gpt2_copy_unit(&R->opt.v, &t->opt.v, u);

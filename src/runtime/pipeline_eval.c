@@ -13,7 +13,7 @@
 
 zb_status_t pl_eval_plan(pl_t *pl, zb_err_t *err)
 {
-    const zb_schedule_t *s = pl->sched;
+    const zb_schedule_t *s = pl->plan.sched;
     zb_schedule_t *e = zb_schedule_new("forward-only", s->ranks, s->chunks, s->placement,
                                        s->microbatches);
     if (!e)
@@ -39,7 +39,7 @@ zb_status_t pl_eval_plan(pl_t *pl, zb_err_t *err)
 
 static pl_stage_t *stage_here(pl_rank_t *R, int stage, zb_err_t *err)
 {
-    int i = stage >= 0 && stage < R->pl->S ? R->local_of_stage[stage] : -1;
+    int i = stage >= 0 && stage < R->pl->plan.S ? R->local_of_stage[stage] : -1;
     if (i < 0) {
         zb_err_set(err, ZB_ESCHEDULE, "stage %d is not held by rank %d", stage, R->rank);
         return NULL;

@@ -70,7 +70,7 @@ void pl_plan_free(pl_t *pl)
     free(pl->prof);
     pl->prof = NULL;
     if (pl->have_costs)
-        zb_costs_free(&pl->costs);
+        zb_costs_free(&pl->plan.costs);
     pl->have_costs = false;
 }
 
@@ -83,7 +83,7 @@ static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S,
     zb_status_t st = zb_costs_init_uniform(costs, S, 1, 1, 1, 0, 1, 0, -1, err);
     for (int s = 0; st == ZB_OK && s < S; s++) {
         double work = 0;
-        for (int l = pl->first[s]; l < pl->first[s + 1]; l++)
+        for (int l = pl->plan.first[s]; l < pl->plan.first[s + 1]; l++)
             work += bc->block[l];
         if (s == 0)
             work += bc->embed;
@@ -99,7 +99,7 @@ static zb_status_t flop_stage_costs(pl_t *pl, const zb_block_costs_t *bc, int S,
 void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
 {
     for (int s = 0; s < S; s++) {
-        zb_gpt2_span_t span = zb_partition_span(pl->first, S, s);
+        zb_gpt2_span_t span = zb_partition_span(pl->plan.first, S, s);
         size_t after_f, after_b;
         zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f, &after_b);
         costs->m_f[s] = (double)after_f;
@@ -108,11 +108,11 @@ void pl_stage_memory(const pl_t *pl, int S, zb_costs_t *costs)
     }
 }
 
-/* Partition S stages balancing the cost model; fill pl->first and the per-stage costs. */
+/* Partition S stages balancing the cost model; fill pl->plan.first and the per-stage costs. */
 static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err)
 {
     int L = pl->mcfg.layers;
-    if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds pl->first[] */
+    if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds pl->plan.first[] */
         return zb_err_set(err, ZB_EINVAL, "%d stages: at most %d are supported", S,
                           ZB_TAG_MAX_STAGE + 1);
     double *block = malloc((size_t)L * sizeof *block);
@@ -123,9 +123,9 @@ static zb_status_t plan_stages(pl_t *pl, int S, zb_costs_t *costs, zb_err_t *err
         zb_profile_block_costs(pl->prof, &bc);
     else
         zb_block_costs_flops(&pl->mcfg, pl->T, block, &bc.embed, &bc.head);
-    zb_status_t st = zb_partition(&bc, S, pl->first, err);
+    zb_status_t st = zb_partition(&bc, S, pl->plan.first, err);
     if (st == ZB_OK)
-        st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->first, S, costs, err)
+        st = pl->prof ? zb_profile_stage_costs(pl->prof, pl->plan.first, S, costs, err)
                       : flop_stage_costs(pl, &bc, S, costs, err);
     if (st == ZB_OK)
         pl_stage_memory(pl, S, costs);
@@ -406,7 +406,7 @@ static zb_status_t write_overlay(pl_t *pl, const zb_sim_t *measured, const zb_si
     if (!pl->prof && pred->busy_max > 0 && measured->busy_max > 0)
         scale = measured->busy_max / pred->busy_max;
     snprintf(title, sizeof title, "%s P=%d M=%d, last step: measured vs predicted (%s)",
-             pl->sched->name, pl->P, pl->M,
+             pl->plan.sched->name, pl->P, pl->M,
              pl->prof ? "profiled costs"
                       : "FLOP model scaled to the measured busiest rank");
     zb_svg_opts_t o = {.title = title, .time_unit = "s", .predicted_scale = scale};
@@ -429,13 +429,13 @@ zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
     memset(&pred, 0, sizeof pred);
     if (!pl->have_costs)
         return zb_err_set(err, ZB_EINVAL, "no cost model to predict the trace with");
-    zb_status_t st = zb_simulate(pl->sched, &pl->costs, &pred, err);
+    zb_status_t st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err);
     /* profiled costs are seconds, like the measured timeline; a FLOP-model unit shows as 1 ms */
     double pscale = pl->prof ? 1e6 : 1000;
     for (int k = 0; st == ZB_OK && path && k < ZB_TRACE_FILES; k++) {
         bool is_pred = k == ZB_TRACE_PREDICTED_JSON || k == ZB_TRACE_PREDICTED_SVG;
         bool svg = k == ZB_TRACE_MEASURED_SVG || k == ZB_TRACE_PREDICTED_SVG;
-        snprintf(title, sizeof title, "%s P=%d M=%d: %s", pl->sched->name, pl->P, pl->M,
+        snprintf(title, sizeof title, "%s P=%d M=%d: %s", pl->plan.sched->name, pl->P, pl->M,
                  is_pred ? (pl->prof ? "predicted (profiled costs, s)"
                                      : "predicted (FLOP model, block-F units)")
                          : "measured (s)");

@@ -27,17 +27,17 @@ bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage)
 static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage, zb_err_t *err)
 {
     ls->stage = stage;
-    ls->span = zb_partition_span(pl->first, pl->S, stage);
-    zb_status_t st = pl_stash_pool_init(&ls->pool, pl, &pl->sched->rank[R->rank], &ls->span, stage, err);
+    ls->span = zb_partition_span(pl->plan.first, pl->plan.S, stage);
+    zb_status_t st = pl_stash_pool_init(&ls->pool, pl, &pl->plan.sched->rank[R->rank], &ls->span, stage, err);
     if (st != ZB_OK)
         return st;
     if (ls->pool.bytes[ZB_GPT2_REGION_SCRATCH] > R->stash_scratch_bytes)
         R->stash_scratch_bytes = ls->pool.bytes[ZB_GPT2_REGION_SCRATCH];
     /* x_in is written by the previous stage's F when that stage is here, else by RECV_F;
      * dx_out by the next stage's B when it is here, else by RECV_B (msg_buffers.c) */
-    const zb_rank_program_t *prog = &pl->sched->rank[R->rank];
-    bool prev_here = stage > 0 && zb_stage_rank(pl->sched, stage - 1) == R->rank;
-    bool next_here = stage + 1 < pl->S && zb_stage_rank(pl->sched, stage + 1) == R->rank;
+    const zb_rank_program_t *prog = &pl->plan.sched->rank[R->rank];
+    bool prev_here = stage > 0 && zb_stage_rank(pl->plan.sched, stage - 1) == R->rank;
+    bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(pl->plan.sched, stage + 1) == R->rank;
     if (!ls->span.embed &&
         pl_msgbuf_init(&ls->x_in, prog, stage, PL_BUF_X_IN, prev_here, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
@@ -51,7 +51,7 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
         pl_msgbuf_init(&ls->own_dx_in, prog, stage, PL_BUF_DX_IN, false, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
     /* an R recomputes the stage's output: it goes here, not over what was already sent */
-    if (!ls->span.head && pl_stage_recomputes(&pl->sched->rank[R->rank], stage) &&
+    if (!ls->span.head && pl_stage_recomputes(&pl->plan.sched->rank[R->rank], stage) &&
         !(ls->r_out = malloc(pl->NC * sizeof(float))))
         return oom(err, R->rank);
     return ZB_OK;
@@ -98,15 +98,15 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
     zb_gpt2_span_t spans[1024];
     int n = 0;
     bool head = false;
-    for (int s = 0; s < pl->S && n < 1024; s++)
-        if (zb_stage_rank(pl->sched, s) == R->rank) {
-            spans[n] = zb_partition_span(pl->first, pl->S, s);
+    for (int s = 0; s < pl->plan.S && n < 1024; s++)
+        if (zb_stage_rank(pl->plan.sched, s) == R->rank) {
+            spans[n] = zb_partition_span(pl->plan.first, pl->plan.S, s);
             head |= spans[n++].head;
         }
     zb_status_t st;
     if ((st = zb_gpt2_params_alloc_part(&R->params, &pl->mcfg, spans, n, err)) != ZB_OK)
         return st;
-    for (int u = 0; u < pl->n_units; u++)
+    for (int u = 0; u < pl->plan.n_units; u++)
         zb_gpt2_copy_unit(&R->params, init, u);
     /* the head part of WTE's gradient accumulates where the head is; the embedding-only rank
      * folds it in chunk by chunk as it arrives (tied_embedding) */
@@ -114,19 +114,19 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
         (st = zb_adamw_state_alloc_like(&R->opt, &R->params, err)) != ZB_OK)
         return st;
     R->touch_opt = !opt;
-    for (int u = 0; opt && u < pl->n_units; u++) {
+    for (int u = 0; opt && u < pl->plan.n_units; u++) {
         zb_gpt2_copy_unit(&R->opt.m, &opt->m, u);
         zb_gpt2_copy_unit(&R->opt.v, &opt->v, u);
     }
     /* thread ranks: one WTE for the embedding and the head rank (wte_share.c) */
-    int e = zb_stage_rank(pl->sched, 0), h = zb_stage_rank(pl->sched, pl->S - 1);
+    int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
     if (!pl_wte_shared(pl, e, h))
         return ZB_OK;
     if (R->rank == e) {
         int hn = 0;
-        for (int s = 0; s < pl->S && hn < 1024; s++)
-            if (zb_stage_rank(pl->sched, s) == h)
-                spans[hn++] = zb_partition_span(pl->first, pl->S, s);
+        for (int s = 0; s < pl->plan.S && hn < 1024; s++)
+            if (zb_stage_rank(pl->plan.sched, s) == h)
+                spans[hn++] = zb_partition_span(pl->plan.first, pl->plan.S, s);
         return pl_wte_share_embed(pl, R, zb_gpt2_params_part_count(&pl->mcfg, spans, hn), err);
     }
     return R->rank == h ? pl_wte_share_head(pl, R, err) : ZB_OK;
@@ -148,16 +148,16 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     if (st != ZB_OK)
         return st;
 
-    R->local_of_stage = malloc((size_t)pl->S * sizeof(int));
-    R->st = calloc((size_t)pl->S, sizeof *R->st);
+    R->local_of_stage = malloc((size_t)pl->plan.S * sizeof(int));
+    R->st = calloc((size_t)pl->plan.S, sizeof *R->st);
     R->mb_loss = calloc((size_t)pl->M, sizeof(float));
-    R->vec = calloc((size_t)pl->n_units + 1, sizeof(double));
-    R->units = malloc((size_t)pl->n_units * sizeof(int));
+    R->vec = calloc((size_t)pl->plan.n_units + 1, sizeof(double));
+    R->units = malloc((size_t)pl->plan.n_units * sizeof(int));
     if (!R->local_of_stage || !R->st || !R->mb_loss || !R->vec || !R->units)
         return oom(err, rank);
-    for (int s = 0; s < pl->S; s++) {
+    for (int s = 0; s < pl->plan.S; s++) {
         R->local_of_stage[s] = -1;
-        if (zb_stage_rank(pl->sched, s) == rank) {
+        if (zb_stage_rank(pl->plan.sched, s) == rank) {
             R->local_of_stage[s] = R->n_local;
             if ((st = stage_init(pl, R, &R->st[R->n_local++], s, err)) != ZB_OK)
                 return st;
@@ -171,10 +171,10 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
         R->st[i].pool.scratch = R->stash_scratch;
     }
     R->has_embed = R->local_of_stage[0] >= 0;
-    R->has_head = R->local_of_stage[pl->S - 1] >= 0;
+    R->has_head = R->local_of_stage[pl->plan.S - 1] >= 0;
 
-    for (int u = 0; u < pl->n_units; u++)
-        if (pl->unit_owner[u] == rank) {
+    for (int u = 0; u < pl->plan.n_units; u++)
+        if (pl->plan.unit_owner[u] == rank) {
             R->units[R->n_owned++] = u;
             if ((st = add_unit_ranges(R, u)) != ZB_OK)
                 return st == ZB_ENOMEM ? oom(err, rank)
@@ -207,7 +207,7 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
                                       zb_workers_resolve(pl->cfg->threads, local), pl->opts->pin,
                                       &R->workers, err)) != ZB_OK)
         return st;
-    return zb_exec_timeline_alloc(&R->tl, pl->sched->rank[rank].len, err);
+    return zb_exec_timeline_alloc(&R->tl, pl->plan.sched->rank[rank].len, err);
 }
 
 void pl_rank_free(pl_rank_t *R)
@@ -237,7 +237,7 @@ void pl_rank_free(pl_rank_t *R)
 
 static pl_stage_t *local_stage(pl_rank_t *R, int stage, zb_err_t *err)
 {
-    int i = stage >= 0 && stage < R->pl->S ? R->local_of_stage[stage] : -1;
+    int i = stage >= 0 && stage < R->pl->plan.S ? R->local_of_stage[stage] : -1;
     if (i < 0) {
         zb_err_set(err, ZB_ESCHEDULE, "stage %d is not held by rank %d", stage, R->rank);
         return NULL;
@@ -380,7 +380,7 @@ static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err
     if (R->wte_shared) { /* one WTE: meet after both ranks' last W, then fold on the embedding */
         float mine = 0.0f, theirs;
         zb_status_t st = zb_exchange(t, &mine, &theirs, 1,
-                                     R->has_embed ? pl->head_rank : pl->embed_rank,
+                                     R->has_embed ? pl->plan.head_rank : pl->plan.embed_rank,
                                      zb_tag(ZB_TAG_EXCHANGE, 0, 0), err);
         if (st == ZB_OK && R->has_embed)
             pl_wte_fold_shared(R);
@@ -398,11 +398,11 @@ static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err
         uint32_t tag = zb_tag(ZB_TAG_EXCHANGE, 0, (int)k);
         zb_status_t st;
         if (R->has_embed) {
-            st = zb_exchange(t, g + lo, R->wte_chunk, len, pl->head_rank, tag, err);
+            st = zb_exchange(t, g + lo, R->wte_chunk, len, pl->plan.head_rank, tag, err);
             for (size_t i = 0; st == ZB_OK && i < len; i++)
                 g[lo + i] = g[lo + i] + R->wte_chunk[i]; /* embedding + head */
         } else {
-            st = zb_exchange(t, R->grads.wte_head + lo, g + lo, len, pl->embed_rank, tag, err);
+            st = zb_exchange(t, R->grads.wte_head + lo, g + lo, len, pl->plan.embed_rank, tag, err);
         }
         if (st != ZB_OK)
             return st;
@@ -417,7 +417,7 @@ static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
     pl_t *pl = R->pl;
     long adam_t = pl->step - R->skipped + 1;
     zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, pl->step, adam_t, sumsq,
-                    pl->n_units, R->units, R->n_owned, stats);
+                    pl->plan.n_units, R->units, R->n_owned, stats);
     if (!stats->skipped && R->has_head && !R->has_embed && !R->wte_shared) {
         const pl_range_t *wte = &R->upd[R->n_upd - 1];
         zb_adamw_update_range(&R->params, &R->grads.g, &R->opt, &pl->cfg->adamw, stats->lr, adam_t,
@@ -433,7 +433,7 @@ static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
 static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
-    int U = pl->n_units;
+    int U = pl->plan.n_units;
     double *local = R->vec;
     zb_status_t st;
     if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
@@ -479,7 +479,7 @@ static void inject_inf(pl_rank_t *R)
 {
     const zb_pipeline_opts_t *o = R->pl->opts;
     if (R->pl->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
-        o->inject_inf_unit >= R->pl->n_units || R->pl->unit_owner[o->inject_inf_unit] != R->rank)
+        o->inject_inf_unit >= R->pl->plan.n_units || R->pl->plan.unit_owner[o->inject_inf_unit] != R->rank)
         return;
     size_t off[16], cnt[16];
     if (zb_gpt2_params_unit_ranges(&R->grads.g, o->inject_inf_unit, off, cnt) > 0)
@@ -517,7 +517,7 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .recv_payload = op_recv,
                          .recv_bytes = op_recv_bytes};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = pl->t0};
-    zb_status_t st = zb_execute(pl->sched, pipe, &ops, &eo, &R->tl, err);
+    zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
     if (st == ZB_OK)
         st = tied_embedding(pipe, R, err);
     if (st == ZB_OK && dp)
@@ -551,13 +551,13 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
         st = compute_part(pipe, dp, R, err);
     if (st == ZB_OK) {
         inject_inf(R);
-        memset(R->vec, 0, (size_t)(pl->n_units + 1) * sizeof(double));
+        memset(R->vec, 0, (size_t)(pl->plan.n_units + 1) * sizeof(double));
         for (int i = 0; i < R->n_owned; i++)
             R->vec[R->units[i]] = zb_grad_unit_sumsq(&R->grads.g, R->units[i]);
         if (R->has_head) {
-            R->vec[pl->n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
+            R->vec[pl->plan.n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
             if (dp) /* every rank of this dp group holds the head: all call it */
-                st = pl_dp_mean_loss(dp, &R->vec[pl->n_units], err);
+                st = pl_dp_mean_loss(dp, &R->vec[pl->plan.n_units], err);
         }
     }
     if (st == ZB_OK)
@@ -572,7 +572,7 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
             zb_transport_abort(t, err ? err->msg : zb_strerror(st));
         return st;
     }
-    R->loss = (float)R->vec[pl->n_units]; /* 0 + ... + loss + 0: exact */
+    R->loss = (float)R->vec[pl->plan.n_units]; /* 0 + ... + loss + 0: exact */
     if (R->stats.skipped)
         R->skipped++;
     return zb_flush(t, err);

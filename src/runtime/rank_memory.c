@@ -25,7 +25,7 @@ static int v_rank(const pl_t *pl, int S, int s)
 static int sched_rank(const pl_t *pl, int S, int s)
 {
     (void)S;
-    return zb_stage_rank(pl->sched, s);
+    return zb_stage_rank(pl->plan.sched, s);
 }
 
 bool pl_rank_backs_up(const pl_t *pl)
@@ -35,7 +35,7 @@ bool pl_rank_backs_up(const pl_t *pl)
 }
 
 /* Parameters, gradients, optimizer, backup and messages of `rank` with S stages placed by
- * rank_of and partitioned by pl->first. */
+ * rank_of and partitioned by pl->plan.first. */
 static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_rank_mem_t *m)
 {
     zb_gpt2_span_t spans[1025] = {{0, 0, false, false}};
@@ -45,7 +45,7 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
     for (int s = 0; s < S && n < 1025; s++) {
         if (rank_of(pl, S, s) != rank)
             continue;
-        zb_gpt2_span_t sp = zb_partition_span(pl->first, S, s);
+        zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, S, s);
         spans[n++] = sp;
         embed |= sp.embed;
         head |= sp.head;
@@ -105,9 +105,9 @@ double pl_static_bound(const pl_t *pl, int S)
  * program: the microbatches in flight, at most M each). */
 static int stage_msg_slots(const pl_t *pl, int rank, int s, const zb_gpt2_span_t *sp)
 {
-    const zb_rank_program_t *prog = &pl->sched->rank[rank];
-    bool prev_here = s > 0 && zb_stage_rank(pl->sched, s - 1) == rank;
-    bool next_here = s + 1 < pl->S && zb_stage_rank(pl->sched, s + 1) == rank;
+    const zb_rank_program_t *prog = &pl->plan.sched->rank[rank];
+    bool prev_here = s > 0 && zb_stage_rank(pl->plan.sched, s - 1) == rank;
+    bool next_here = s + 1 < pl->plan.S && zb_stage_rank(pl->plan.sched, s + 1) == rank;
     int n = 0;
     if (!sp->embed)
         n += pl_msgbuf_plan(prog, s, PL_BUF_X_IN, prev_here, pl->M, NULL);
@@ -152,24 +152,24 @@ bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs
 void pl_mem_predict(const pl_t *pl, int rank, double activations, zb_rank_mem_t *m)
 {
     memset(m, 0, sizeof *m);
-    static_part(pl, pl->S, sched_rank, rank, m);
+    static_part(pl, pl->plan.S, sched_rank, rank, m);
     m->activations = activations;
     /* static_part's message buffers are the bound for M in flight; the program says how many */
     double wte_chunk = 0;
-    int e = zb_stage_rank(pl->sched, 0), h = zb_stage_rank(pl->sched, pl->S - 1);
+    int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
     if (e == rank && h != rank && !pl_wte_shared(pl, e, h))
         wte_chunk = (double)pl_wte_chunk((size_t)pl->mcfg.padded_vocab * pl->mcfg.channels) *
                     sizeof(float);
     m->messages = wte_chunk;
     size_t scratch_most = 0; /* one scratch serves all the rank's stashes */
-    for (int s = 0; s < pl->S; s++)
-        if (zb_stage_rank(pl->sched, s) == rank) {
-            zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, s);
+    for (int s = 0; s < pl->plan.S; s++)
+        if (zb_stage_rank(pl->plan.sched, s) == rank) {
+            zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
             m->messages += (double)stage_msg_slots(pl, rank, s, &sp) * (double)pl->NC * sizeof(float);
             size_t scratch = 0;
-            m->stash_alloc += (double)pl_stash_stage_bytes(pl, &pl->sched->rank[rank], s, &scratch);
+            m->stash_alloc += (double)pl_stash_stage_bytes(pl, &pl->plan.sched->rank[rank], s, &scratch);
             scratch_most = scratch > scratch_most ? scratch : scratch_most;
-            if (!sp.head && pl_stage_recomputes(&pl->sched->rank[rank], s))
+            if (!sp.head && pl_stage_recomputes(&pl->plan.sched->rank[rank], s))
                 m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
     m->stash_alloc += (double)scratch_most;
@@ -195,28 +195,28 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
     memset(&pl, 0, sizeof pl);
     pl.opts = &o;
     pl.mcfg = *cfg;
-    pl.P = sched->ranks, pl.N = 1, pl.S = sched->stages, pl.M = sched->microbatches;
+    pl.P = sched->ranks, pl.N = 1, pl.plan.S = sched->stages, pl.M = sched->microbatches;
     pl.mbB = mbB, pl.T = T, pl.keep = keep;
     pl.NC = (size_t)mbB * (size_t)T * (size_t)cfg->channels;
-    pl.sched = (zb_schedule_t *)sched; /* read only */
+    pl.plan.sched = (zb_schedule_t *)sched; /* read only */
     /* message buffers follow the lowered program, as the run lowers it */
     zb_schedule_t *lowered = NULL;
     if (sched->ranks > 1 && !zb_schedule_has_comms(sched)) {
         zb_status_t lst = zb_insert_comms(sched, &lowered, err);
         if (lst != ZB_OK)
             return lst;
-        pl.sched = lowered;
+        pl.plan.sched = lowered;
     }
-    memcpy(pl.first, first, (size_t)(sched->stages + 1) * sizeof *first);
+    memcpy(pl.plan.first, first, (size_t)(sched->stages + 1) * sizeof *first);
     zb_costs_t c;
     zb_status_t st = zb_costs_clone(&c, costs, err);
     if (st != ZB_OK) {
         zb_schedule_free(lowered);
         return st;
     }
-    pl_stage_memory(&pl, pl.S, &c); /* the stash of this keep mode, in bytes */
+    pl_stage_memory(&pl, pl.plan.S, &c); /* the stash of this keep mode, in bytes */
     if (c.m_keep)
-        memset(c.m_keep, 0, (size_t)pl.S * sizeof *c.m_keep); /* input stays in x_in */
+        memset(c.m_keep, 0, (size_t)pl.plan.S * sizeof *c.m_keep); /* input stays in x_in */
     c.mem_limit = INFINITY;
     zb_sim_t sim;
     if ((st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {

@@ -62,7 +62,7 @@ static size_t round64(size_t b)
 size_t pl_stash_stage_bytes(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                             size_t *scratch)
 {
-    zb_gpt2_span_t sp = zb_partition_span(pl->first, pl->S, stage);
+    zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, stage);
     size_t bytes[ZB_GPT2_NUM_REGIONS];
     int n[3];
     zb_gpt2_stash_regions(&pl->mcfg, &sp, pl->mbB, pl->T, pl->keep, bytes);

@@ -72,7 +72,7 @@ zb_status_t pl_wte_share_embed(pl_t *pl, pl_rank_t *R, size_t head_count, zb_err
 
 zb_status_t pl_wte_share_head(pl_t *pl, pl_rank_t *R, zb_err_t *err)
 {
-    const pl_rank_t *E = &pl->ranks[R->replica * pl->P + pl->embed_rank];
+    const pl_rank_t *E = &pl->ranks[R->replica * pl->P + pl->plan.embed_rank];
     size_t W = R->params.sizes[ZB_WTE];
     if (!E->wte_shared || E->wte_head_rest + W != R->params.count)
         return zb_err_set(err, ZB_EINVAL, "rank %d: the embedding rank holds no shared WTE for it",
@@ -105,7 +105,7 @@ void pl_wte_share_release(pl_rank_t *R)
 
 void pl_wte_fold_shared(pl_rank_t *R)
 {
-    const pl_rank_t *H = &R->pl->ranks[R->replica * R->pl->P + R->pl->head_rank];
+    const pl_rank_t *H = &R->pl->ranks[R->replica * R->pl->P + R->pl->plan.head_rank];
     zb_gpt2_grads_t view = {.g = R->grads.g, .wte_head = H->grads.wte_head};
     zb_gpt2_fold_tied(&view); /* embedding + head, like every configuration */
 }

@@ -153,6 +153,27 @@ void zb_gpt2_stage_mem_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *s
 size_t zb_gpt2_stash_capacity_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
                                    int B, int T, zb_gpt2_keep_t keep);
 
+/* A stash's buffers by lifetime: FW written by F and read until W (by B and W), FB written by F
+ * and read only by B, BW written by B for W, SCRATCH used within one call. A caller that pools
+ * stashes by lifetime (the pipeline: a microbatch between B and W needs no FB part, and one
+ * scratch serves every call of a rank) makes split stashes, which own no memory: before each F,
+ * B or W it binds the regions that call touches (zb_gpt2_stash_bind; NULL = not bound, whose
+ * buffers must not be read), each region's bytes from zb_gpt2_stash_regions, 64-byte aligned.
+ * The contents of a region move with its memory: rebinding the same memory keeps them. */
+typedef enum {
+    ZB_GPT2_REGION_FW,
+    ZB_GPT2_REGION_FB,
+    ZB_GPT2_REGION_BW,
+    ZB_GPT2_REGION_SCRATCH,
+    ZB_GPT2_NUM_REGIONS
+} zb_gpt2_region_t;
+void zb_gpt2_stash_regions(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                           int T, zb_gpt2_keep_t keep, size_t bytes[ZB_GPT2_NUM_REGIONS]);
+zb_status_t zb_gpt2_stash_new_split(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                    int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
+                                    zb_err_t *err);
+void zb_gpt2_stash_bind(zb_gpt2_stash_t *st, void *const base[ZB_GPT2_NUM_REGIONS]);
+
 /* = zb_gpt2_stash_new_keep(..., ZB_GPT2_KEEP_ALL, ...); likewise the two below. */
 zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_gpt2_stash_t **out, zb_err_t *err);

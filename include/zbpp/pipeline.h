@@ -127,8 +127,9 @@ typedef struct {
 /* The whole-rank memory zbpp train would predict for each rank of `sched` (compute-only or
  * lowered), without training: partition `first` (first[S] = layers), per-stage `costs` (their
  * times and memory-delta layout; the deltas themselves are recomputed in bytes for `keep`),
- * microbatches of mbB sequences of T tokens, optimizer sync `sync`, one replica. out[r] for every
- * rank r < sched->ranks (rss_peak 0). ZB_EINVAL for mismatched shapes. */
+ * microbatches of mbB sequences of T tokens, optimizer sync `sync`, one replica, ranks as threads
+ * of one process (they share the tied WTE; MPI processes each hold it: docs/runtime.md). out[r]
+ * for every rank r < sched->ranks (rss_peak 0). ZB_EINVAL for mismatched shapes. */
 zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *first,
                                        const zb_schedule_t *sched, const zb_costs_t *costs,
                                        int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,

@@ -43,6 +43,7 @@ struct zb_gpt2_stash {
     zb_gpt2_keep_t keep;
     int B, T, nl;
     int state;
+    bool split;              /* no allocation of its own: regions bound by zb_gpt2_stash_bind */
     size_t bytes_f, bytes_b; /* logical bytes after F / after B */
     void *mem;               /* the one allocation */
     layer_acts_t *layers;    /* [nl] pointers into mem */
@@ -64,14 +65,38 @@ struct zb_gpt2_stash {
 
 /* ---- layout ---- */
 
+/* One allocation (split = false: every buffer in region 0, in walk order), or one region per
+ * lifetime (split: zb_gpt2_region_t of the buffer's keep flags, each from its own base). */
 typedef struct {
     char *base; /* NULL: only measure */
     size_t off;
     size_t bytes_f, bytes_b;
+    bool split;
+    char *bases[ZB_GPT2_NUM_REGIONS]; /* split: NULL = region not bound (its buffers NULL) */
+    size_t offs[ZB_GPT2_NUM_REGIONS];
 } layout_t;
+
+static int region_of(int keep)
+{
+    return keep == (KEEP_F | KEEP_B) ? ZB_GPT2_REGION_FW
+           : keep == KEEP_F          ? ZB_GPT2_REGION_FB
+           : keep == KEEP_B          ? ZB_GPT2_REGION_BW
+                                     : ZB_GPT2_REGION_SCRATCH;
+}
 
 static void *take(layout_t *lo, size_t bytes, int keep)
 {
+    if (lo->split) {
+        int r = region_of(keep);
+        lo->offs[r] = (lo->offs[r] + 63) & ~(size_t)63;
+        void *p = lo->bases[r] ? lo->bases[r] + lo->offs[r] : NULL;
+        lo->offs[r] += bytes;
+        if (keep & KEEP_F)
+            lo->bytes_f += bytes;
+        if (keep & KEEP_B)
+            lo->bytes_b += bytes;
+        return p;
+    }
     lo->off = (lo->off + 63) & ~(size_t)63; /* cache-line aligned buffers */
     void *p = lo->base ? lo->base + lo->off : NULL;
     lo->off += bytes;
@@ -275,6 +300,62 @@ zb_status_t zb_gpt2_stash_new_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_sp
     st->state = STATE_EMPTY;
     *out = st;
     return ZB_OK;
+}
+
+void zb_gpt2_stash_regions(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                           int T, zb_gpt2_keep_t keep, size_t bytes[ZB_GPT2_NUM_REGIONS])
+{
+    layout_t lo = {.split = true};
+    if (check_shape(cfg, span, B, T, NULL) == ZB_OK)
+        layout(&lo, NULL, cfg, span, B, T, keep);
+    for (int r = 0; r < ZB_GPT2_NUM_REGIONS; r++)
+        bytes[r] = lo.offs[r];
+}
+
+zb_status_t zb_gpt2_stash_new_split(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                    int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
+                                    zb_err_t *err)
+{
+    *out = NULL;
+    zb_status_t s = check_shape(cfg, span, B, T, err);
+    if (s != ZB_OK)
+        return s;
+    if (keep != ZB_GPT2_KEEP_ALL && keep != ZB_GPT2_KEEP_SELECTIVE)
+        return zb_err_set(err, ZB_EINVAL, "gpt2 stash: unknown keep mode %d", (int)keep);
+    int nl = span->layer_end - span->layer_begin;
+    zb_gpt2_stash_t *st = calloc(1, sizeof *st);
+    if (st) {
+        st->layers = calloc(nl > 0 ? (size_t)nl : 1, sizeof *st->layers);
+        st->xs = calloc((size_t)nl + 1, sizeof *st->xs);
+    }
+    if (!st || !st->layers || !st->xs) {
+        zb_gpt2_stash_free(st);
+        return zb_err_set(err, ZB_ENOMEM, "cannot allocate an activation stash's tables");
+    }
+    st->cfg = *cfg;
+    st->span = *span;
+    st->B = B;
+    st->T = T;
+    st->nl = nl;
+    st->keep = keep;
+    st->split = true;
+    layout_t lo = {.split = true};
+    layout(&lo, st, cfg, span, B, T, keep); /* every pointer NULL until bound */
+    st->bytes_f = lo.bytes_f;
+    st->bytes_b = lo.bytes_b;
+    st->state = STATE_EMPTY;
+    *out = st;
+    return ZB_OK;
+}
+
+void zb_gpt2_stash_bind(zb_gpt2_stash_t *st, void *const base[ZB_GPT2_NUM_REGIONS])
+{
+    if (!st->split)
+        return;
+    layout_t lo = {.split = true};
+    for (int r = 0; r < ZB_GPT2_NUM_REGIONS; r++)
+        lo.bases[r] = base[r];
+    layout(&lo, st, &st->cfg, &st->span, st->B, st->T, st->keep);
 }
 
 void zb_gpt2_stash_free(zb_gpt2_stash_t *st)

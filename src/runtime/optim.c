@@ -131,21 +131,29 @@ void zb_adamw_update_range(zb_gpt2_params_t *params, const zb_gpt2_params_t *gra
     float bc1 = (float)(1.0 - pow((double)h->beta1, (double)t));
     float bc2 = (float)(1.0 - pow((double)h->beta2, (double)t));
     size_t end = offset + count;
-    size_t tensor_begin = 0;
-    /* walk the tensors in order, updating the part of [offset, end) inside each */
-    for (int k = 0; k < ZB_GPT2_NUM_TENSORS && offset < end; k++) {
-        size_t tensor_end = tensor_begin + params->sizes[k];
-        if (offset < tensor_end) {
-            size_t stop = end < tensor_end ? end : tensor_end;
-            float wd = zb_adamw_decays((zb_gpt2_tensor_t)k) ? h->weight_decay : 0.0f;
-            adam_job_t j = {.p = params->data + offset, .g = grads->data + offset,
-                            .m = state->m.data + offset, .v = state->v.data + offset,
-                            .n = stop - offset, .b1 = h->beta1, .b2 = h->beta2, .bc1 = bc1,
-                            .bc2 = bc2, .eps = h->eps, .wd = wd, .lr = lr, .gs = grad_scale};
-            zb_parallel_for((j.n + OPT_CHUNK - 1) / OPT_CHUNK, adamw_chunk, &j);
-            offset = stop;
+    /* each tensor where it lies in the buffer (llm.c order, or WTE last: wte_share.c): update
+     * the part of [offset, end) inside it */
+    while (offset < end) {
+        int k = 0;
+        size_t tensor_end = 0;
+        for (; k < ZB_GPT2_NUM_TENSORS; k++) {
+            if (!params->sizes[k] || !params->t[k])
+                continue;
+            size_t tensor_begin = (size_t)(params->t[k] - params->data);
+            tensor_end = tensor_begin + params->sizes[k];
+            if (offset >= tensor_begin && offset < tensor_end)
+                break;
         }
-        tensor_begin = tensor_end;
+        if (k == ZB_GPT2_NUM_TENSORS)
+            break; /* outside every tensor */
+        size_t stop = end < tensor_end ? end : tensor_end;
+        float wd = zb_adamw_decays((zb_gpt2_tensor_t)k) ? h->weight_decay : 0.0f;
+        adam_job_t j = {.p = params->data + offset, .g = grads->data + offset,
+                        .m = state->m.data + offset, .v = state->v.data + offset,
+                        .n = stop - offset, .b1 = h->beta1, .b2 = h->beta2, .bc1 = bc1,
+                        .bc2 = bc2, .eps = h->eps, .wd = wd, .lr = lr, .gs = grad_scale};
+        zb_parallel_for((j.n + OPT_CHUNK - 1) / OPT_CHUNK, adamw_chunk, &j);
+        offset = stop;
     }
 }
 

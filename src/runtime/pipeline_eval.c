@@ -58,15 +58,15 @@ static zb_status_t eval_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     if (a->type != ZB_ACT_F || m < 0 || m >= pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "validation runs only forwards (got %s of mb %d)",
                           zb_action_type_name((zb_action_type_t)a->type), m);
-    /* between steps every slot of the pool is free: the first one serves each F in turn */
-    zb_gpt2_stash_t *sh = ls->pool[0];
+    /* between steps every slot of the pool is free: the first ones serve each F in turn */
+    zb_gpt2_stash_t *sh = pl_stash_pool_eval(&ls->pool);
     size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
                  (size_t)pl->T;
     zb_status_t st = zb_gpt2_forward(
         &R->params, &ls->span, sh, ls->span.embed ? R->in->inputs + tok : NULL,
-        ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
+        ls->span.embed ? NULL : pl_msgbuf_at(&ls->x_in, m, pl->NC),
         ls->span.head ? R->in->targets + tok : NULL,
-        ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
+        ls->span.head ? NULL : pl_msgbuf_at(ls->x_out, m, pl->NC),
         ls->span.head ? &R->mb_loss[m] : NULL, err);
     zb_gpt2_stash_reset(sh); /* nothing kept for a backward */
     return st;
@@ -79,9 +79,10 @@ static zb_status_t eval_send(void *ctx, const zb_action_t *a, const void **buf, 
     pl_stage_t *ls = stage_here(R, a->stage, err);
     if (!ls)
         return ZB_ESCHEDULE;
-    if (a->type != ZB_ACT_SEND_F || !ls->x_out)
+    float *at = a->type == ZB_ACT_SEND_F ? pl_msgbuf_at(ls->x_out, a->mb, R->pl->NC) : NULL;
+    if (!at)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send forward", a->stage);
-    *buf = ls->x_out + (size_t)a->mb * R->pl->NC;
+    *buf = at;
     *bytes = R->pl->NC * sizeof(float);
     return ZB_OK;
 }
@@ -93,9 +94,10 @@ static zb_status_t eval_recv(void *ctx, const zb_action_t *a, void **buf, size_t
     pl_stage_t *ls = stage_here(R, a->stage, err);
     if (!ls)
         return ZB_ESCHEDULE;
-    if (a->type != ZB_ACT_RECV_F || !ls->x_in)
+    float *at = a->type == ZB_ACT_RECV_F ? pl_msgbuf_at(&ls->x_in, a->mb, R->pl->NC) : NULL;
+    if (!at)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing forward", a->stage);
-    *buf = ls->x_in + (size_t)a->mb * R->pl->NC;
+    *buf = at;
     *bytes = R->pl->NC * sizeof(float);
     return ZB_OK;
 }

@@ -23,20 +23,43 @@ typedef struct {
     double t0;                   /* zb_now() at the step's start: the timelines' origin */
 } pl_step_in_t;
 
-/* One stage held by a rank: its stash pool and message buffers ([M][B/M·T·C] each). */
+/* A stage's message buffer (msg_buffers.c): n slots of B/M·T·C floats, slot[m] the one
+ * microbatch m uses (-1: none), planned from the rank's program so that it holds only the
+ * microbatches in flight at once. */
+typedef enum { PL_BUF_X_IN, PL_BUF_DX_OUT, PL_BUF_X_OUT, PL_BUF_DX_IN } pl_buf_kind_t;
+typedef struct {
+    float *mem;
+    int n, M;
+    int *slot; /* [M] */
+    bool held; /* the stage has this buffer */
+} pl_msgbuf_t;
+
+/* A stage's stashes pooled by lifetime (stash_pool.c): slots of the FW, FB and BW regions
+ * (n[k] of bytes[k] each, as many as the rank's program holds at once), a split stash per
+ * microbatch bound to its slots, and the rank's scratch. */
+typedef struct {
+    size_t bytes[ZB_GPT2_NUM_REGIONS]; /* per slot, 64-byte multiples */
+    int n[3];
+    char *mem[3];
+    int *owner[3]; /* [n[k]] microbatch in the slot, -1 = free */
+    int *slot[3];  /* [M] slot of a microbatch, -1 = none */
+    zb_gpt2_stash_t **view; /* [M] */
+    void *scratch;          /* the rank's (not owned) */
+    int M;
+} pl_stash_pool_t;
+
+/* One stage held by a rank: its stash pool and message buffers. */
 typedef struct {
     int stage;
     zb_gpt2_span_t span;
-    int pool_n;
-    zb_gpt2_stash_t **pool;
-    int *pool_mb;  /* [pool_n] microbatch using the slot, -1 = free */
-    int *slot;     /* [M] slot of a microbatch between F and W, -1 = none */
-    float *x_in;   /* activations in (not for the embedding stage) */
-    float *x_out;  /* activations out (not for the head stage); may alias next stage's x_in */
-    float *dx_out; /* gradient of the output (not for the head stage) */
-    float *dx_in;  /* gradient of the input (not for the embedding stage); may alias */
+    pl_stash_pool_t pool;
+    pl_msgbuf_t x_in;      /* activations in (not for the embedding stage) */
+    pl_msgbuf_t dx_out;    /* gradient of the output (not for the head stage) */
+    pl_msgbuf_t own_x_out; /* when the next stage is on another rank */
+    pl_msgbuf_t own_dx_in; /* when the previous stage is on another rank */
+    pl_msgbuf_t *x_out;    /* own_x_out or the next stage's x_in; NULL for the head stage */
+    pl_msgbuf_t *dx_in;    /* own_dx_in or the previous stage's dx_out; NULL for the embedding */
     float *r_out;  /* [B/M·T·C] where an R's output goes (stages with R, not the head) */
-    bool own_x_out, own_dx_in;
 } pl_stage_t;
 
 /* A range of parameters this rank updates: `off` into its stage-local buffers, `goff` into the
@@ -44,6 +67,8 @@ typedef struct {
 typedef struct {
     size_t off, count, goff;
 } pl_range_t;
+
+enum { PL_MAX_SPARE = 64 };
 
 typedef struct {
     pl_t *pl;
@@ -69,11 +94,22 @@ typedef struct {
     pl_range_t *upd; /* parameter ranges this rank updates (owned units + WTE on the head) */
     int n_upd;
     size_t upd_elems;
-    float *backup;   /* [3 * upd_elems]: params, m, v before an optimistic step */
+    size_t backup_elems; /* upd_elems, less the shared WTE on the head rank */
+    /* optimistic.c: the rank's stash and message memory, free while the optimizer runs, holds
+     * the post-validation backup of the first pl_optimistic_elems elements */
+    struct { float *p; size_t n; } spare[PL_MAX_SPARE];
+    int n_spare;
+    size_t spare_floats;
+    /* wte_share.c: thread ranks share the tied WTE (params, m, v) of the embedding rank */
+    bool wte_shared;
+    float *wte_joint[3];  /* embedding rank: the shared blocks of params, m, v */
+    size_t wte_head_rest; /* embedding rank: floats before WTE in them (the head's others) */
     float *mb_loss;  /* [M] */
     float *wte_chunk; /* [pl_wte_chunk] embedding-only rank: the head's WTE gradient arriving */
     double *vec;     /* [n_units + 1] unit partials, loss last */
     size_t live_peak;
+    void *stash_scratch; /* [stash_scratch_bytes] scratch of every stash of the rank */
+    size_t stash_scratch_bytes;
     zb_exec_timeline_t tl;
     long skipped;    /* steps skipped so far (same on every rank) */
     long rollbacks;
@@ -172,15 +208,67 @@ size_t pl_wte_chunk(size_t wte_elems);
  * of S stages, mbB, T). */
 void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs);
 
-/* Stash slots `stage` needs in a rank's program (its pool): microbatches between a saving F (or
- * an R) and their W, plus a non-saving F while it runs. */
-int pl_stash_slots(const zb_rank_program_t *prog, int stage);
+/* stash_pool.c. pl_stash_plan: the FW, FB, BW slots `stage` needs in a rank's program (at least
+ * one FW and FB: validation). pl_stash_stage_bytes: what its pool allocates (and its scratch
+ * need in *scratch). The pool: init, free, reset (step start: all free); begin binds and
+ * returns microbatch a->mb's stash for compute action a (taking slots; NULL + err when the
+ * program breaks the order), end gives back what a leaves unneeded; eval: a stash for
+ * forwards that keep nothing (between steps); live: bytes the stashes hold now; bytes: pool
+ * allocation (scratch not included). */
+void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3]);
+size_t pl_stash_stage_bytes(const pl_t *pl, const zb_rank_program_t *prog, int stage,
+                            size_t *scratch);
+zb_status_t pl_stash_pool_init(pl_stash_pool_t *p, const pl_t *pl,
+                               const zb_rank_program_t *prog, const zb_gpt2_span_t *span,
+                               int stage, zb_err_t *err);
+void pl_stash_pool_free(pl_stash_pool_t *p);
+void pl_stash_pool_reset(pl_stash_pool_t *p);
+zb_gpt2_stash_t *pl_stash_pool_begin(pl_stash_pool_t *p, const zb_action_t *a, zb_err_t *err);
+void pl_stash_pool_end(pl_stash_pool_t *p, const zb_action_t *a);
+zb_gpt2_stash_t *pl_stash_pool_eval(pl_stash_pool_t *p);
+size_t pl_stash_pool_live(const pl_stash_pool_t *p);
+size_t pl_stash_pool_bytes(const pl_stash_pool_t *p);
+/* msg_buffers.c: the slots buffer `kind` of `stage` needs in a rank's program (neighbour_here:
+ * the neighbour stage that writes it is on the same rank), and each microbatch's slot into
+ * slot[M] when not NULL; -1 when out of memory. pl_msgbuf_init plans and allocates one;
+ * pl_msgbuf_at: microbatch mb's B/M·T·C floats, NULL when the buffer has none for it. */
+int pl_msgbuf_plan(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
+                   bool neighbour_here, int M, int *slot);
+zb_status_t pl_msgbuf_init(pl_msgbuf_t *b, const zb_rank_program_t *prog, int stage,
+                           pl_buf_kind_t kind, bool neighbour_here, int M, size_t NC);
+void pl_msgbuf_free(pl_msgbuf_t *b);
+float *pl_msgbuf_at(const pl_msgbuf_t *b, int mb, size_t NC);
 /* True when the program has an R of `stage` (the stage then owns an R output buffer). */
 bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage);
 
+/* wte_share.c (threads, one replica): pl_wte_shared says whether the embedding and the head rank
+ * share one WTE; pl_wte_share_embed (embedding rank, after its buffers are made: head_count is
+ * the head rank's parameter count) moves params, m, v into the shared blocks; pl_wte_share_head
+ * (head rank, after the embedding rank) lays its buffers over them, WTE last, and makes its
+ * gradient's WTE part its head accumulator; pl_wte_share_release before freeing a rank's
+ * buffers; pl_wte_fold_shared (embedding rank, after both ranks' last W): its WTE gradient +=
+ * the head's accumulator. */
+bool pl_wte_shared(const pl_t *pl, int embed_rank, int head_rank);
+zb_status_t pl_wte_share_embed(pl_t *pl, pl_rank_t *R, size_t head_count, zb_err_t *err);
+zb_status_t pl_wte_share_head(pl_t *pl, pl_rank_t *R, zb_err_t *err);
+void pl_wte_share_release(pl_rank_t *R);
+void pl_wte_fold_shared(pl_rank_t *R);
+
+/* optimistic.c: pl_spare_collect lists the rank's stash pools, scratch and message buffers
+ * (after they are made); pl_optimistic_elems: how many elements of its update ranges (in
+ * order, the head's shared WTE excluded) an optimistic step may touch, a third of that spare
+ * memory; pl_backup_prefix saves (or restores) params, m, v of the first K there;
+ * pl_update_elems: AdamW with clip factor 1 on elements [from, to) of the update ranges. */
+void pl_spare_collect(pl_rank_t *R);
+size_t pl_optimistic_elems(const pl_rank_t *R);
+void pl_backup_prefix(pl_rank_t *R, size_t K, bool save);
+void pl_update_elems(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t);
+
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be
- * with S stages partitioned by `first`, over the placements a schedule may use (what a
+ * with S stages partitioned by `first`, over the placements a schedule may use (message
+ * buffers as the comm pass places their actions; a lowered file may need more, which the exact
+ * check after planning sees) (what a
  * --mem-limit leaves the activations is the limit minus this). pl_mem_predict: rank's figures
  * from `plan` (its partition and program) with the memory model's activation peak;
  * pl_mem_measure: from its allocations and the stash's live peak. */
@@ -188,6 +276,13 @@ bool pl_rank_backs_up(const pl_t *pl);
 double pl_static_bound(const pl_t *pl, int S, const int *first);
 void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
                     zb_rank_mem_t *m);
+/* Does the (compute-only) schedule s fit --mem-limit rank by rank: each rank's own fixed part
+ * plus its simulated activation peak (costs in bytes)? The scalar activation budget the planner
+ * gives every rank (limit - pl_static_bound) is the heaviest rank's; ranks differ (the one that
+ * holds the shared WTE), so a schedule it refuses may still fit; then costs->mem_limit is
+ * raised to the schedule's largest peak, so the scalar checks after planning accept it (the
+ * exact check of every rank's total follows them). */
+bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs);
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
 
 /* pipeline_dp.c: buffers for the replica reduction (dp > 1); the reduction of the gradients of

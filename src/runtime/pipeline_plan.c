@@ -332,7 +332,7 @@ static zb_status_t make_plain(const pl_t *pl, candidate_t *out, zb_err_t *err)
  * `auto` keeps the schedule when it fits the limit, else recomputes every microbatch and drops
  * each R the limit does not need (zb_recompute_prune). A schedule that already has R's (a file,
  * or `auto` planned with recompute) is kept as it is. */
-static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, const zb_costs_t *costs,
+static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, zb_costs_t *costs,
                                    zb_err_t *err)
 {
     zb_recompute_t mode = pl->opts->recompute;
@@ -341,7 +341,7 @@ static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, const zb_c
     if (mode == ZB_RECOMPUTE_AUTO) {
         zb_err_t fit;
         zb_status_t st = zb_validate(*s, costs, &fit);
-        if (st != ZB_EMEMLIMIT)
+        if (st != ZB_EMEMLIMIT || pl_fits_each_rank(pl, *s, costs))
             return ZB_OK; /* fits (or fails for another reason the caller reports) */
     }
     zb_schedule_t *rc = NULL;

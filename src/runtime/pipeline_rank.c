@@ -16,25 +16,6 @@ static zb_status_t oom(zb_err_t *err, int rank)
     return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its pipeline state", rank);
 }
 
-/* Stash slots `stage` needs in this rank's program: a saving F holds one until its W (or BW), an
- * R likewise, and a non-saving F holds one only while it runs (its input stays in the receive
- * buffer; its R rebuilds the rest later). */
-int pl_stash_slots(const zb_rank_program_t *prog, int stage)
-{
-    int now = 0, peak = 0;
-    for (int i = 0; i < prog->len; i++) {
-        const zb_action_t *a = &prog->actions[i];
-        if (a->stage != stage)
-            continue;
-        if ((a->type == ZB_ACT_F || a->type == ZB_ACT_R) && ++now > peak)
-            peak = now;
-        if ((a->type == ZB_ACT_F && (a->flags & ZB_ACT_NOSAVE)) || a->type == ZB_ACT_W ||
-            a->type == ZB_ACT_BW)
-            now--;
-    }
-    return peak;
-}
-
 bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage)
 {
     for (int i = 0; i < prog->len; i++)
@@ -47,27 +28,27 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
 {
     ls->stage = stage;
     ls->span = zb_partition_span(pl->plan.first, pl->plan.S, stage);
-    ls->pool_n = pl_stash_slots(&pl->plan.sched->rank[R->rank], stage);
-    if (ls->pool_n < 1)
-        ls->pool_n = 1;
-    ls->pool = calloc((size_t)ls->pool_n, sizeof *ls->pool);
-    ls->pool_mb = malloc((size_t)ls->pool_n * sizeof *ls->pool_mb);
-    ls->slot = malloc((size_t)pl->M * sizeof *ls->slot);
-    if (!ls->pool || !ls->pool_mb || !ls->slot)
+    zb_status_t st = pl_stash_pool_init(&ls->pool, pl, &pl->plan.sched->rank[R->rank], &ls->span, stage, err);
+    if (st != ZB_OK)
+        return st;
+    if (ls->pool.bytes[ZB_GPT2_REGION_SCRATCH] > R->stash_scratch_bytes)
+        R->stash_scratch_bytes = ls->pool.bytes[ZB_GPT2_REGION_SCRATCH];
+    /* x_in is written by the previous stage's F when that stage is here, else by RECV_F;
+     * dx_out by the next stage's B when it is here, else by RECV_B (msg_buffers.c) */
+    const zb_rank_program_t *prog = &pl->plan.sched->rank[R->rank];
+    bool prev_here = stage > 0 && zb_stage_rank(pl->plan.sched, stage - 1) == R->rank;
+    bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(pl->plan.sched, stage + 1) == R->rank;
+    if (!ls->span.embed &&
+        pl_msgbuf_init(&ls->x_in, prog, stage, PL_BUF_X_IN, prev_here, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
-    for (int k = 0; k < ls->pool_n; k++) {
-        ls->pool_mb[k] = -1;
-        zb_status_t st = zb_gpt2_stash_new_keep(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->keep,
-                                                &ls->pool[k], err);
-        if (st != ZB_OK)
-            return st;
-    }
-    for (int m = 0; m < pl->M; m++)
-        ls->slot[m] = -1;
-    size_t buf = (size_t)pl->M * pl->NC * sizeof(float);
-    if (!ls->span.embed && !(ls->x_in = malloc(buf)))
+    if (!ls->span.head &&
+        pl_msgbuf_init(&ls->dx_out, prog, stage, PL_BUF_DX_OUT, next_here, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
-    if (!ls->span.head && !(ls->dx_out = malloc(buf)))
+    if (!ls->span.head && !next_here &&
+        pl_msgbuf_init(&ls->own_x_out, prog, stage, PL_BUF_X_OUT, false, pl->M, pl->NC) != ZB_OK)
+        return oom(err, R->rank);
+    if (!ls->span.embed && !prev_here &&
+        pl_msgbuf_init(&ls->own_dx_in, prog, stage, PL_BUF_DX_IN, false, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
     /* an R recomputes the stage's output: it goes here, not over what was already sent */
     if (!ls->span.head && pl_stage_recomputes(&pl->plan.sched->rank[R->rank], stage) &&
@@ -77,31 +58,17 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
 }
 
 /* Output buffers: a neighbouring stage on the same rank is fed directly (no message). */
-static zb_status_t stage_link(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, zb_err_t *err)
+static void stage_link(pl_rank_t *R, pl_stage_t *ls)
 {
-    size_t buf = (size_t)pl->M * pl->NC * sizeof(float);
     int s = ls->stage;
     if (!ls->span.head) {
         int next = R->local_of_stage[s + 1];
-        if (next >= 0) {
-            ls->x_out = R->st[next].x_in;
-        } else if ((ls->x_out = malloc(buf)) != NULL) {
-            ls->own_x_out = true;
-        } else {
-            return oom(err, R->rank);
-        }
+        ls->x_out = next >= 0 ? &R->st[next].x_in : &ls->own_x_out;
     }
     if (!ls->span.embed) {
         int prev = R->local_of_stage[s - 1];
-        if (prev >= 0) {
-            ls->dx_in = R->st[prev].dx_out;
-        } else if ((ls->dx_in = malloc(buf)) != NULL) {
-            ls->own_dx_in = true;
-        } else {
-            return oom(err, R->rank);
-        }
+        ls->dx_in = prev >= 0 ? &R->st[prev].dx_out : &ls->own_dx_in;
     }
-    return ZB_OK;
 }
 
 /* An owned unit: the rank holds all of it, so its local and global ranges pair up in order. */
@@ -151,7 +118,18 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
         zb_gpt2_copy_unit(&R->opt.m, &opt->m, u);
         zb_gpt2_copy_unit(&R->opt.v, &opt->v, u);
     }
-    return ZB_OK;
+    /* thread ranks: one WTE for the embedding and the head rank (wte_share.c) */
+    int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
+    if (!pl_wte_shared(pl, e, h))
+        return ZB_OK;
+    if (R->rank == e) {
+        int hn = 0;
+        for (int s = 0; s < pl->plan.S && hn < 1024; s++)
+            if (zb_stage_rank(pl->plan.sched, s) == h)
+                spans[hn++] = zb_partition_span(pl->plan.first, pl->plan.S, s);
+        return pl_wte_share_embed(pl, R, zb_gpt2_params_part_count(&pl->mcfg, spans, hn), err);
+    }
+    return R->rank == h ? pl_wte_share_head(pl, R, err) : ZB_OK;
 }
 
 zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
@@ -185,9 +163,13 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
                 return st;
         }
     }
-    for (int i = 0; i < R->n_local; i++)
-        if ((st = stage_link(pl, R, &R->st[i], err)) != ZB_OK)
-            return st;
+    if (R->stash_scratch_bytes > 0 &&
+        posix_memalign(&R->stash_scratch, 64, R->stash_scratch_bytes) != 0)
+        return oom(err, rank);
+    for (int i = 0; i < R->n_local; i++) {
+        stage_link(R, &R->st[i]);
+        R->st[i].pool.scratch = R->stash_scratch;
+    }
     R->has_embed = R->local_of_stage[0] >= 0;
     R->has_head = R->local_of_stage[pl->plan.S - 1] >= 0;
 
@@ -210,12 +192,13 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
         R->upd[R->n_upd++] = (pl_range_t){wte_off, R->params.sizes[ZB_WTE], 0};
         R->upd_elems += R->params.sizes[ZB_WTE];
     }
-    if (R->has_embed && !R->has_head &&
+    if (R->has_embed && !R->has_head && !R->wte_shared &&
         !(R->wte_chunk = malloc(pl_wte_chunk(R->params.sizes[ZB_WTE]) * sizeof(float))))
         return oom(err, rank);
-    if (pl_rank_backs_up(pl) && R->upd_elems > 0 &&
-        !(R->backup = malloc(3 * R->upd_elems * sizeof(float))))
-        return oom(err, rank);
+    /* a shared WTE is backed up by the embedding rank only; the backup lives in the stash and
+     * message memory (optimistic.c) */
+    R->backup_elems = R->upd_elems - (R->wte_shared && R->has_head ? R->params.sizes[ZB_WTE] : 0);
+    pl_spare_collect(R);
     if ((st = pl_dp_alloc(R, err)) != ZB_OK)
         return st;
     /* ranks of this process and their groups on disjoint cores (under MPI: the process's own) */
@@ -231,19 +214,16 @@ void pl_rank_free(pl_rank_t *R)
 {
     if (!R->pl)
         return;
+    pl_wte_share_release(R);
     for (int i = 0; i < R->n_local; i++) {
         pl_stage_t *ls = &R->st[i];
-        for (int k = 0; ls->pool && k < ls->pool_n; k++)
-            zb_gpt2_stash_free(ls->pool[k]);
-        free(ls->pool), free(ls->pool_mb), free(ls->slot);
-        free(ls->x_in), free(ls->dx_out), free(ls->r_out);
-        if (ls->own_x_out)
-            free(ls->x_out);
-        if (ls->own_dx_in)
-            free(ls->dx_in);
+        pl_stash_pool_free(&ls->pool);
+        pl_msgbuf_free(&ls->x_in), pl_msgbuf_free(&ls->dx_out);
+        pl_msgbuf_free(&ls->own_x_out), pl_msgbuf_free(&ls->own_dx_in);
+        free(ls->r_out);
     }
-    free(R->st), free(R->local_of_stage), free(R->units), free(R->upd), free(R->backup);
-    free(R->mb_loss), free(R->vec), free(R->wte_chunk);
+    free(R->st), free(R->local_of_stage), free(R->units), free(R->upd);
+    free(R->mb_loss), free(R->vec), free(R->wte_chunk), free(R->stash_scratch);
     pl_dp_free(R);
     zb_workers_free(R->workers);
     zb_exec_timeline_free(&R->tl);
@@ -265,41 +245,11 @@ static pl_stage_t *local_stage(pl_rank_t *R, int stage, zb_err_t *err)
     return &R->st[i];
 }
 
-static zb_gpt2_stash_t *stash_of(pl_stage_t *ls, int mb, bool take, zb_err_t *err)
-{
-    if (ls->slot[mb] >= 0) {
-        if (take) {
-            zb_err_set(err, ZB_ESCHEDULE, "F of microbatch %d repeated before its W", mb);
-            return NULL;
-        }
-        return ls->pool[ls->slot[mb]];
-    }
-    if (!take) {
-        zb_err_set(err, ZB_ESCHEDULE, "microbatch %d has no forward state (B/W before F?)", mb);
-        return NULL;
-    }
-    for (int k = 0; k < ls->pool_n; k++)
-        if (ls->pool_mb[k] < 0) {
-            ls->pool_mb[k] = mb;
-            ls->slot[mb] = k;
-            return ls->pool[k];
-        }
-    zb_err_set(err, ZB_ESCHEDULE, "no free activation stash (%d in flight)", ls->pool_n);
-    return NULL;
-}
-
-static void stash_release(pl_stage_t *ls, int mb)
-{
-    ls->pool_mb[ls->slot[mb]] = -1;
-    ls->slot[mb] = -1;
-}
-
 static void track_memory(pl_rank_t *R)
 {
     size_t live = 0;
     for (int i = 0; i < R->n_local; i++)
-        for (int k = 0; k < R->st[i].pool_n; k++)
-            live += zb_gpt2_stash_live_bytes(R->st[i].pool[k]);
+        live += pl_stash_pool_live(&R->st[i].pool);
     if (live > R->live_peak)
         R->live_peak = live;
 }
@@ -307,17 +257,15 @@ static void track_memory(pl_rank_t *R)
 static zb_status_t do_b(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh, zb_err_t *err)
 {
     pl_t *pl = R->pl;
-    const float *dx_out = ls->span.head ? NULL : ls->dx_out + (size_t)m * pl->NC;
-    float *dx_in = ls->span.embed ? NULL : ls->dx_in + (size_t)m * pl->NC;
+    const float *dx_out = ls->span.head ? NULL : pl_msgbuf_at(&ls->dx_out, m, pl->NC);
+    float *dx_in = ls->span.embed ? NULL : pl_msgbuf_at(ls->dx_in, m, pl->NC);
     return zb_gpt2_backward_input(&R->params, &ls->span, sh, dx_out, pl->grad_scale, dx_in, err);
 }
 
 static zb_status_t do_w(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh, zb_err_t *err)
 {
-    zb_status_t st = zb_gpt2_backward_weight(&R->params, &ls->span, sh, &R->grads, err);
-    if (st == ZB_OK)
-        stash_release(ls, m);
-    return st;
+    (void)m;
+    return zb_gpt2_backward_weight(&R->params, &ls->span, sh, &R->grads, err);
 }
 
 /* F of microbatch m (its tokens at `tok`) into stash sh; x_out = where the output goes (not the
@@ -327,7 +275,7 @@ static zb_status_t forward(pl_rank_t *R, pl_stage_t *ls, int m, size_t tok, zb_g
 {
     pl_t *pl = R->pl;
     return zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? R->in->inputs + tok : NULL,
-                           ls->span.embed ? NULL : ls->x_in + (size_t)m * pl->NC,
+                           ls->span.embed ? NULL : pl_msgbuf_at(&ls->x_in, m, pl->NC),
                            ls->span.head ? R->in->targets + tok : NULL, ls->span.head ? NULL : x_out,
                            ls->span.head ? loss : NULL, err);
 }
@@ -346,8 +294,7 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     int m = a->mb;
     if (m < 0 || m >= pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", m);
-    bool starts = a->type == ZB_ACT_F || a->type == ZB_ACT_R;
-    zb_gpt2_stash_t *sh = stash_of(ls, m, starts, err);
+    zb_gpt2_stash_t *sh = pl_stash_pool_begin(&ls->pool, a, err);
     if (!sh)
         return ZB_ESCHEDULE;
     /* this replica's slice of the global batch, then microbatch m of it */
@@ -357,13 +304,8 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     float recomputed_loss;
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_F:
-        st = forward(R, ls, m, tok, sh, ls->span.head ? NULL : ls->x_out + (size_t)m * pl->NC,
+        st = forward(R, ls, m, tok, sh, ls->span.head ? NULL : pl_msgbuf_at(ls->x_out, m, pl->NC),
                      &R->mb_loss[m], err);
-        if (st == ZB_OK && (a->flags & ZB_ACT_NOSAVE)) {
-            /* non-saving: the input stays in x_in (or the batch); the R rebuilds the rest */
-            zb_gpt2_stash_reset(sh);
-            stash_release(ls, m);
-        }
         break;
     case ZB_ACT_R: /* the same forward again: the same inputs and parameters give the same bits */
         st = forward(R, ls, m, tok, sh, ls->r_out, &recomputed_loss, err);
@@ -377,6 +319,8 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
         break;
     default: st = zb_err_set(err, ZB_EINVAL, "not a compute action"); break;
     }
+    if (st == ZB_OK) /* a non-saving F keeps only its input (x_in or the batch) for its R */
+        pl_stash_pool_end(&ls->pool, a);
     track_memory(R);
     return st;
 }
@@ -388,10 +332,10 @@ static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, si
     pl_stage_t *ls = local_stage(R, a->stage, err);
     if (!ls)
         return ZB_ESCHEDULE;
-    float *base = a->type == ZB_ACT_SEND_F ? ls->x_out : ls->dx_in;
-    if (!base)
+    float *at = pl_msgbuf_at(a->type == ZB_ACT_SEND_F ? ls->x_out : ls->dx_in, a->mb, R->pl->NC);
+    if (!at)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send that way", a->stage);
-    *buf = base + (size_t)a->mb * R->pl->NC;
+    *buf = at;
     *bytes = R->pl->NC * sizeof(float);
     return ZB_OK;
 }
@@ -403,10 +347,10 @@ static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *
     pl_stage_t *ls = local_stage(R, a->stage, err);
     if (!ls)
         return ZB_ESCHEDULE;
-    float *base = a->type == ZB_ACT_RECV_F ? ls->x_in : ls->dx_out;
-    if (!base)
+    float *at = pl_msgbuf_at(a->type == ZB_ACT_RECV_F ? &ls->x_in : &ls->dx_out, a->mb, R->pl->NC);
+    if (!at)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing that way", a->stage);
-    *buf = base + (size_t)a->mb * R->pl->NC;
+    *buf = at;
     *bytes = R->pl->NC * sizeof(float);
     return ZB_OK;
 }
@@ -433,6 +377,15 @@ size_t pl_wte_chunk(size_t wte_elems)
 static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
+    if (R->wte_shared) { /* one WTE: meet after both ranks' last W, then fold on the embedding */
+        float mine = 0.0f, theirs;
+        zb_status_t st = zb_exchange(t, &mine, &theirs, 1,
+                                     R->has_embed ? pl->plan.head_rank : pl->plan.embed_rank,
+                                     zb_tag(ZB_TAG_EXCHANGE, 0, 0), err);
+        if (st == ZB_OK && R->has_embed)
+            pl_wte_fold_shared(R);
+        return st;
+    }
     if (R->has_embed == R->has_head) { /* both or neither here: nothing to exchange */
         if (R->has_embed)
             zb_gpt2_fold_tied(&R->grads);
@@ -465,27 +418,11 @@ static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
     long adam_t = R->in->step - R->skipped + 1;
     zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, R->in->step, adam_t, sumsq,
                     pl->plan.n_units, R->units, R->n_owned, stats);
-    if (!stats->skipped && R->has_head && !R->has_embed) {
+    if (!stats->skipped && R->has_head && !R->has_embed && !R->wte_shared) {
         const pl_range_t *wte = &R->upd[R->n_upd - 1];
         zb_adamw_update_range(&R->params, &R->grads.g, &R->opt, &pl->cfg->adamw, stats->lr, adam_t,
                               stats->clip_scale, wte->off, wte->count);
     }
-}
-
-static void backup_copy(pl_rank_t *R, bool save)
-{
-    float *b = R->backup;
-    float *bufs[3] = {R->params.data, R->opt.m.data, R->opt.v.data};
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; i < R->n_upd; i++) {
-            float *p = bufs[k] + R->upd[i].off;
-            size_t bytes = R->upd[i].count * sizeof(float);
-            if (save)
-                memcpy(b, p, bytes);
-            else
-                memcpy(p, b, bytes);
-            b += R->upd[i].count;
-        }
 }
 
 /* Post-validation: step with what this rank knows (its own units) while the others finish, then
@@ -507,27 +444,31 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
     }
     double own_norm = zb_grad_norm_total(local, U);
     float clip = pl->cfg->grad_clip;
-    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f &&
-                      R->backup != NULL;
+    /* optimistic over the first K elements only: their backup fits the free stash memory */
+    size_t K = pl_rank_backs_up(pl) ? pl_optimistic_elems(R) : 0;
+    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f && K > 0;
+    long adam_t = R->in->step - R->skipped + 1;
+    zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
+                              pl->cfg->warmup, pl->cfg->steps};
+    float lr = zb_lr_at(&sched, R->in->step);
     if (optimistic) {
-        backup_copy(R, true);
-        zb_step_stats_t guess;
-        update(R, local, &guess);
+        pl_backup_prefix(R, K, true);
+        pl_update_elems(R, 0, K, lr, adam_t);
     }
     if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
         return st;
     double norm = zb_grad_norm_total(local, U);
     bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
     if (optimistic && right) {
-        /* what zb_train_update would report, without touching the parameters again */
-        zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
-                                  pl->cfg->warmup, pl->cfg->steps};
-        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = zb_lr_at(&sched, R->in->step),
-                                     .grad_norm = norm, .clip_scale = 1.0f, .skipped = false};
+        /* the rest with the same figures: elementwise, so the bits of one whole update */
+        pl_update_elems(R, K, R->backup_elems, lr, adam_t);
+        /* what zb_train_update would report */
+        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = lr, .grad_norm = norm,
+                                     .clip_scale = 1.0f, .skipped = false};
         return ZB_OK;
     }
     if (optimistic) {
-        backup_copy(R, false);
+        pl_backup_prefix(R, K, false);
         R->rollbacks++;
     }
     update(R, local, &R->stats);
@@ -590,17 +531,19 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     pl_t *pl = R->pl;
     zb_workers_enter(R->workers);
     if (R->touch_opt) { /* see zb_adamw_state_touch */
-        zb_adamw_state_touch(&R->opt);
+        if (R->wte_shared && R->has_head) { /* WTE (last) is the embedding rank's to write */
+            size_t n = R->opt.m.count - R->opt.m.sizes[ZB_WTE];
+            memset(R->opt.m.data, 0, n * sizeof(float));
+            memset(R->opt.v.data, 0, n * sizeof(float));
+        } else {
+            zb_adamw_state_touch(&R->opt);
+        }
         R->touch_opt = false;
     }
     zb_gpt2_grads_zero(&R->grads);
     R->computes = 0;
     for (int i = 0; i < R->n_local; i++) {
-        pl_stage_t *ls = &R->st[i];
-        for (int k = 0; k < ls->pool_n; k++)
-            ls->pool_mb[k] = -1;
-        for (int m = 0; m < pl->M; m++)
-            ls->slot[m] = -1;
+        pl_stash_pool_reset(&R->st[i].pool);
     }
     zb_transport_t *pipe, *dp;
     zb_status_t st = make_views(t, R, &pipe, &dp, err);

@@ -8,24 +8,25 @@
 #include "runtime/pipeline_internal.h"
 #include "zbpp/util.h"
 
-/* A placement of S stages partitioned by `first`: the rank of stage s is rank_of(this, s). */
-typedef struct layout {
-    const pl_t *pl;
-    int S;
-    const int *first;
-    const zb_schedule_t *sched; /* sched_rank only */
-    int (*rank_of)(const struct layout *lay, int s);
-} layout_t;
+typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
 
-static int loop_rank(const layout_t *lay, int s) { return s % lay->pl->P; }
-
-static int v_rank(const layout_t *lay, int s)
+static int loop_rank(const pl_t *pl, int S, int s)
 {
-    int P = lay->pl->P;
-    return s < P ? s : 2 * P - 1 - s;
+    (void)S;
+    return s % pl->P;
 }
 
-static int sched_rank(const layout_t *lay, int s) { return zb_stage_rank(lay->sched, s); }
+static int v_rank(const pl_t *pl, int S, int s)
+{
+    (void)S;
+    return s < pl->P ? s : 2 * pl->P - 1 - s;
+}
+
+static int sched_rank(const pl_t *pl, int S, int s)
+{
+    (void)S;
+    return zb_stage_rank(pl->plan.sched, s);
+}
 
 bool pl_rank_backs_up(const pl_t *pl)
 {
@@ -33,49 +34,45 @@ bool pl_rank_backs_up(const pl_t *pl)
     return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
 }
 
-/* Parameters, gradients, optimizer, backup and messages of `rank` in layout `lay`. */
-static void static_part(const layout_t *lay, int rank, zb_rank_mem_t *m)
+/* Parameters, gradients, optimizer, backup and messages of `rank` with S stages placed by
+ * rank_of and partitioned by pl->plan.first. */
+static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_rank_mem_t *m)
 {
-    const pl_t *pl = lay->pl;
-    const int S = lay->S;
-    zb_gpt2_span_t spans[1025];
+    zb_gpt2_span_t spans[1025] = {{0, 0, false, false}};
     int n = 0;
     bool embed = false, head = false;
     double msg_bufs = 0;
     for (int s = 0; s < S && n < 1025; s++) {
-        if (lay->rank_of(lay, s) != rank)
+        if (rank_of(pl, S, s) != rank)
             continue;
-        zb_gpt2_span_t sp = zb_partition_span(lay->first, S, s);
+        zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, S, s);
         spans[n++] = sp;
         embed |= sp.embed;
         head |= sp.head;
-        /* x_in, dx_out; x_out / dx_in unless the neighbour stage is on this rank */
-        msg_bufs += !sp.embed + !sp.head;
-        msg_bufs += !sp.head && lay->rank_of(lay, s + 1) != rank;
-        msg_bufs += !sp.embed && lay->rank_of(lay, s - 1) != rank;
+        /* x_in: a slot per microbatch; dx_out: likewise from a stage on this rank, else one
+         * slot; x_out / dx_in unless the neighbour stage is on this rank: one slot (the comm
+         * pass's placement; msg_buffers.c) */
+        bool next_here = !sp.head && rank_of(pl, S, s + 1) == rank;
+        bool prev_here = !sp.embed && rank_of(pl, S, s - 1) == rank;
+        msg_bufs += !sp.embed ? (double)pl->M : 0;
+        msg_bufs += sp.head ? 0 : next_here ? (double)pl->M : 1;
+        msg_bufs += !sp.head && !next_here;
+        msg_bufs += !sp.embed && !prev_here;
     }
     const double F = sizeof(float);
     double count = (double)zb_gpt2_params_part_count(&pl->mcfg, spans, n);
     double wte_n = (double)pl->mcfg.padded_vocab * pl->mcfg.channels;
-    double upd = 0;
-    size_t off[16], cnt[16];
-    for (int u = 0; u < zb_gpt2_num_units(&pl->mcfg); u++) {
-        int L = pl->mcfg.layers;
-        bool mine = u == 0       ? embed
-                    : u == L + 1 ? head
-                                 : lay->rank_of(lay, zb_partition_stage_of(lay->first, S, u - 1)) ==
-                                       rank;
-        for (int i = 0, k = mine ? zb_gpt2_unit_ranges(&pl->mcfg, u, off, cnt) : 0; i < k; i++)
-            upd += (double)cnt[i];
-    }
-    if (head && !embed)
-        upd += wte_n;
-    m->params = count * F;
-    m->grads = (count + (head ? wte_n : 0)) * F; /* + the head's WTE accumulator */
-    m->optimizer = 2 * count * F;
-    m->backup = pl_rank_backs_up(pl) && upd > 0 ? 3 * upd * F : 0;
-    m->messages = msg_bufs * (double)pl->M * (double)pl->NC * F;
-    if (embed && !head) /* the tied gradient's exchange buffer */
+    /* thread ranks share one WTE, held by the embedding rank (wte_share.c) */
+    bool shared = pl_wte_shared(pl, rank_of(pl, S, 0), rank_of(pl, S, S - 1));
+    bool head_only = head && !embed;
+    double own = head_only && shared ? count - wte_n : count;
+    m->params = own * F;
+    /* + the head's WTE accumulator (with a shared WTE, it is the gradient's WTE part) */
+    m->grads = (count + (head && !(head_only && shared) ? wte_n : 0)) * F;
+    m->optimizer = 2 * own * F;
+    m->backup = 0; /* held in the rank's free stash and message memory (optimistic.c) */
+    m->messages = msg_bufs * (double)pl->NC * F;
+    if (embed && !head && !shared) /* the tied gradient's exchange buffer */
         m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
 }
 
@@ -84,8 +81,12 @@ static void add_total(zb_rank_mem_t *m)
     m->total = m->params + m->grads + m->optimizer + m->backup + m->messages + m->activations;
 }
 
-double pl_static_bound(const pl_t *pl, int S, const int *first)
+double pl_static_bound(const pl_t *run, int S, const int *first)
 {
+    pl_t view = *run; /* the candidate partition (read only) */
+    view.plan.S = S;
+    memcpy(view.plan.first, first, (size_t)(S + 1) * sizeof *first);
+    const pl_t *pl = &view;
     /* before the schedule is known, any stage of a rank may get an R output buffer */
     int stages_per_rank = (S + pl->P - 1) / pl->P;
     double r_out = pl->opts->recompute != ZB_RECOMPUTE_NONE
@@ -94,10 +95,9 @@ double pl_static_bound(const pl_t *pl, int S, const int *first)
     double most = 0;
     for (int r = 0; r < pl->P; r++) {
         zb_rank_mem_t a = {0}, b = {0};
-        const layout_t loop = {pl, S, first, NULL, loop_rank}, v = {pl, S, first, NULL, v_rank};
-        static_part(&loop, r, &a);
+        static_part(pl, S, loop_rank, r, &a);
         if (S == 2 * pl->P)
-            static_part(&v, r, &b);
+            static_part(pl, S, v_rank, r, &b);
         a.messages += r_out, b.messages += r_out;
         add_total(&a), add_total(&b);
         most = fmax(most, fmax(a.total, b.total));
@@ -105,21 +105,83 @@ double pl_static_bound(const pl_t *pl, int S, const int *first)
     return most;
 }
 
-void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
+/* Slots of the message buffers stage s holds on `rank` (msg_buffers.c plans them from the
+ * program: the microbatches in flight, at most M each). */
+static int stage_msg_slots(const pl_t *pl, int rank, int s, const zb_gpt2_span_t *sp)
+{
+    const zb_rank_program_t *prog = &pl->plan.sched->rank[rank];
+    bool prev_here = s > 0 && zb_stage_rank(pl->plan.sched, s - 1) == rank;
+    bool next_here = s + 1 < pl->plan.S && zb_stage_rank(pl->plan.sched, s + 1) == rank;
+    int n = 0;
+    if (!sp->embed)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_X_IN, prev_here, pl->M, NULL);
+    if (!sp->head)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_DX_OUT, next_here, pl->M, NULL);
+    if (!sp->head && !next_here)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_X_OUT, false, pl->M, NULL);
+    if (!sp->embed && !prev_here)
+        n += pl_msgbuf_plan(prog, s, PL_BUF_DX_IN, false, pl->M, NULL);
+    return n;
+}
+
+bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs)
+{
+    if (pl->opts->mem_limit <= 0)
+        return true;
+    pl_t at = *pl; /* the candidate's placement and programs (read only) */
+    at.plan.sched = (zb_schedule_t *)s;
+    at.plan.S = s->stages;
+    zb_costs_t c;
+    zb_sim_t sim;
+    if (zb_costs_clone(&c, costs, NULL) != ZB_OK)
+        return false;
+    c.mem_limit = INFINITY;
+    bool ok = zb_simulate(s, &c, &sim, NULL) == ZB_OK, fits = ok;
+    double peak = 0;
+    for (int r = 0; fits && r < s->ranks; r++) {
+        peak = fmax(peak, sim.peak_mem[r]);
+        zb_rank_mem_t m = {0};
+        static_part(&at, s->stages, sched_rank, r, &m);
+        m.activations = sim.peak_mem[r];
+        add_total(&m);
+        fits = m.total <= pl->opts->mem_limit;
+    }
+    if (ok)
+        zb_sim_free(&sim);
+    zb_costs_free(&c);
+    if (fits) /* the scalar checks that follow see what the schedule itself needs */
+        costs->mem_limit = fmax(costs->mem_limit, peak);
+    return fits;
+}
+
+void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double activations,
                     zb_rank_mem_t *m)
 {
+    pl_t view = *run; /* the plan being built (read only) */
+    view.plan = *plan;
+    const pl_t *pl = &view;
     memset(m, 0, sizeof *m);
-    const layout_t lay = {pl, plan->S, plan->first, plan->sched, sched_rank};
-    static_part(&lay, rank, m);
+    static_part(pl, pl->plan.S, sched_rank, rank, m);
     m->activations = activations;
-    for (int s = 0; s < plan->S; s++)
-        if (zb_stage_rank(plan->sched, s) == rank) {
-            zb_gpt2_span_t sp = zb_partition_span(plan->first, plan->S, s);
-            m->stash_alloc += (double)pl_stash_slots(&plan->sched->rank[rank], s) *
-                              (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &sp, pl->mbB, pl->T, pl->keep);
-            if (!sp.head && pl_stage_recomputes(&plan->sched->rank[rank], s))
+    /* static_part's message buffers are the bound for M in flight; the program says how many */
+    double wte_chunk = 0;
+    int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
+    if (e == rank && h != rank && !pl_wte_shared(pl, e, h))
+        wte_chunk = (double)pl_wte_chunk((size_t)pl->mcfg.padded_vocab * pl->mcfg.channels) *
+                    sizeof(float);
+    m->messages = wte_chunk;
+    size_t scratch_most = 0; /* one scratch serves all the rank's stashes */
+    for (int s = 0; s < pl->plan.S; s++)
+        if (zb_stage_rank(pl->plan.sched, s) == rank) {
+            zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
+            m->messages += (double)stage_msg_slots(pl, rank, s, &sp) * (double)pl->NC * sizeof(float);
+            size_t scratch = 0;
+            m->stash_alloc += (double)pl_stash_stage_bytes(pl, &pl->plan.sched->rank[rank], s, &scratch);
+            scratch_most = scratch > scratch_most ? scratch : scratch_most;
+            if (!sp.head && pl_stage_recomputes(&pl->plan.sched->rank[rank], s))
                 m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
+    m->stash_alloc += (double)scratch_most;
     add_total(m);
 }
 
@@ -142,26 +204,37 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
     memset(&pl, 0, sizeof pl);
     pl.opts = &o;
     pl.mcfg = *cfg;
-    pl.P = sched->ranks, pl.N = 1, pl.M = sched->microbatches;
+    pl.P = sched->ranks, pl.N = 1, pl.plan.S = sched->stages, pl.M = sched->microbatches;
     pl.mbB = mbB, pl.T = T, pl.keep = keep;
     pl.NC = (size_t)mbB * (size_t)T * (size_t)cfg->channels;
-    pl_plan_t plan = {.S = sched->stages, .sched = (zb_schedule_t *)sched}; /* read only */
-    memcpy(plan.first, first, (size_t)(sched->stages + 1) * sizeof *first);
+    pl.plan.sched = (zb_schedule_t *)sched; /* read only */
+    /* message buffers follow the lowered program, as the run lowers it */
+    zb_schedule_t *lowered = NULL;
+    if (sched->ranks > 1 && !zb_schedule_has_comms(sched)) {
+        zb_status_t lst = zb_insert_comms(sched, &lowered, err);
+        if (lst != ZB_OK)
+            return lst;
+        pl.plan.sched = lowered;
+    }
+    memcpy(pl.plan.first, first, (size_t)(sched->stages + 1) * sizeof *first);
     zb_costs_t c;
     zb_status_t st = zb_costs_clone(&c, costs, err);
-    if (st != ZB_OK)
+    if (st != ZB_OK) {
+        zb_schedule_free(lowered);
         return st;
-    pl_stage_memory(&pl, plan.S, plan.first, &c); /* the stash of this keep mode, in bytes */
+    }
+    pl_stage_memory(&pl, pl.plan.S, pl.plan.first, &c); /* the stash of this keep mode, in bytes */
     if (c.m_keep)
-        memset(c.m_keep, 0, (size_t)plan.S * sizeof *c.m_keep); /* input stays in x_in */
+        memset(c.m_keep, 0, (size_t)pl.plan.S * sizeof *c.m_keep); /* input stays in x_in */
     c.mem_limit = INFINITY;
     zb_sim_t sim;
     if ((st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {
         for (int r = 0; r < pl.P; r++)
-            pl_mem_predict(&pl, &plan, r, sim.peak_mem[r], &out[r]);
+            pl_mem_predict(&pl, &pl.plan, r, sim.peak_mem[r], &out[r]);
         zb_sim_free(&sim);
     }
     zb_costs_free(&c);
+    zb_schedule_free(lowered);
     return st;
 }
 
@@ -170,22 +243,23 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
     const pl_t *pl = R->pl;
     const double F = sizeof(float);
     memset(m, 0, sizeof *m);
-    m->params = (double)R->params.count * F;
-    m->grads = ((double)R->grads.g.count + (R->grads.wte_head ? (double)R->grads.g.sizes[ZB_WTE]
-                                                              : 0)) * F;
-    m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count) * F;
-    m->backup = R->backup ? 3 * (double)R->upd_elems * F : 0;
-    double buf = (double)pl->M * (double)pl->NC * F;
+    /* a shared WTE is counted on the embedding rank; the head's accumulator is then its
+     * gradient's WTE part */
+    double shared = R->wte_shared && R->has_head ? (double)R->params.sizes[ZB_WTE] : 0;
+    bool own_acc = R->grads.wte_head && R->grads.wte_head != R->grads.g.t[ZB_WTE];
+    m->params = ((double)R->params.count - shared) * F;
+    m->grads = ((double)R->grads.g.count + (own_acc ? (double)R->grads.g.sizes[ZB_WTE] : 0)) * F;
+    m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count - 2 * shared) * F;
+    m->backup = 0; /* in the stash and message memory (optimistic.c) */
+    double buf = (double)pl->NC * F;
     for (int i = 0; i < R->n_local; i++) {
         const pl_stage_t *ls = &R->st[i];
-        m->messages += buf * ((ls->x_in != NULL) + (ls->dx_out != NULL) + ls->own_x_out +
-                              ls->own_dx_in);
+        m->messages += buf * (ls->x_in.n + ls->dx_out.n + ls->own_x_out.n + ls->own_dx_in.n);
         if (ls->r_out)
             m->messages += (double)pl->NC * F;
-        for (int k = 0; k < ls->pool_n; k++)
-            m->stash_alloc +=
-                (double)zb_gpt2_stash_capacity_keep(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->keep);
+        m->stash_alloc += (double)pl_stash_pool_bytes(&ls->pool);
     }
+    m->stash_alloc += (double)R->stash_scratch_bytes;
     if (R->wte_chunk)
         m->messages += (double)pl_wte_chunk(R->params.sizes[ZB_WTE]) * F;
     m->activations = (double)R->live_peak;

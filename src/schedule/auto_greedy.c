@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "schedule/auto_trees.h"
 #include "schedule/sched_index.h"
 
 #define EPS 1e-9
@@ -171,23 +172,48 @@ typedef struct {
      * stages next to its own). Saves re-trying every waiting rank after each placement. */
     bool *stale;        /* [P] must be re-tried */
     double *w_next, *w_guess; /* [P] what its last failed try reported */
+    /* The ranks due now (due <= the smallest due + EPS, "T") without a walk over all ranks:
+     * T in rank order in tlist[0..nt), every other rank with actions left in a heap by due. A
+     * rank leaves T when it places an action (into the heap) and comes back from the heap when
+     * the smallest due reaches it: O(log P) per action. */
+    zb_heap_t later;
+    int *tlist;         /* [P] */
+    int nt;
+    /* The banker's check without a walk over the FIFO (only with a finite cap and no fixed
+     * order): per rank a max tree over microbatch positions holding, for each active
+     * microbatch k, need - fbsum[k] - (contrib of the active microbatches older than k); the
+     * others hold -INFINITY. Updated on each F/B/W of an active microbatch (a suffix add). */
+    bool bank;
+    zb_maxtree_t *ft;   /* [P] */
+    double *ctot;       /* [P] contrib summed over the rank's active microbatches */
+    double *fbtot;      /* [P] fbsum summed over them */
     zb_schedule_t *s;
 } greedy_t;
 
-/* The smallest of d[0..n): four independent minima, so the scan is not one long chain of
- * dependent compares (it runs once per placed action, over every rank). Exact: a minimum does
- * not depend on the order it is taken in. */
-static double min_due(const double *d, int n)
+/* Refresh T for the current smallest due and return it (INFINITY when every rank is done). */
+static double refresh_due_now(greedy_t *g)
 {
-    double m[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
-    int r = 0;
-    for (; r + 4 <= n; r += 4)
-        for (int k = 0; k < 4; k++)
-            m[k] = d[r + k] < m[k] ? d[r + k] : m[k];
-    for (; r < n; r++)
-        m[0] = d[r] < m[0] ? d[r] : m[0];
-    double a = m[0] < m[1] ? m[0] : m[1], b = m[2] < m[3] ? m[2] : m[3];
-    return a < b ? a : b;
+    double tmin = zb_heap_top(&g->later);
+    for (int k = 0; k < g->nt; k++)
+        tmin = fmin(tmin, g->due[g->tlist[k]]);
+    const double thr = tmin + EPS;
+    while (g->later.n > 0 && zb_heap_top(&g->later) <= thr) { /* joins T, in rank order */
+        int r = zb_heap_pop(&g->later), k = g->nt++;
+        for (; k > 0 && g->tlist[k - 1] > r; k--)
+            g->tlist[k] = g->tlist[k - 1];
+        g->tlist[k] = r;
+    }
+    return tmin;
+}
+
+/* T's k-th rank placed an action: it leaves T, into the heap unless it is done. */
+static void leave_due_now(greedy_t *g, int k)
+{
+    int r = g->tlist[k];
+    memmove(&g->tlist[k], &g->tlist[k + 1], sizeof(int) * (size_t)(g->nt - k - 1));
+    g->nt--;
+    if (!isinf(g->due[r]))
+        zb_heap_push(&g->later, g->due[r], r);
 }
 
 /* Rank r's state or clock changed: r and the ranks next to its stages must be re-tried. */
@@ -253,34 +279,25 @@ static double ready_lb(const greedy_t *g, int type, int st, int m)
 static bool is_first_stage(const greedy_t *g, int r, int st) { return g->stages[r * g->v] == st; }
 
 /* Banker's check: is rank r safe after microbatch m applies delta d of an F/B (admitting it
- * first if it is not active)? */
+ * first if it is not active)? Walking the FIFO oldest first, with base = mem + d - wfree minus
+ * what the older ones hold, every microbatch k must be able to grow by what it still needs
+ * (need - fbsum[k], less d for m itself): base + that <= cap. The tree holds each active k's
+ * need - fbsum[k] minus the older ones' contrib, so the walk is two range maxima: the older
+ * ones unchanged, m and the younger ones shifted by -d (m's own growth, or m's contrib for the
+ * younger ones). A microbatch being admitted joins at the back with nothing applied yet. */
 static bool safe_after(const greedy_t *g, int r, int m, double d)
 {
     double cap = g->o->mem_cap;
     if (isinf(cap))
         return true;
     const int M = g->M;
+    zb_maxtree_t *t = &g->ft[r];
     double base = g->mem[r] + d - g->wfree[r];
-    bool seen = false;
-    for (int i = g->fifo_head[r]; i <= g->fifo_tail[r]; i++) {
-        int k;
-        if (i < g->fifo_tail[r])
-            k = g->fifo[r * M + i];
-        else if (!seen)
-            k = m; /* being admitted: joins the back of the FIFO */
-        else
-            break;
-        double c = g->contrib[r * M + k], rem = g->need[r] - g->fbsum[r * M + k];
-        if (k == m) {
-            seen = true;
-            c += d;
-            rem -= d;
-        }
-        if (base + rem > cap + EPS)
-            return false;
-        base -= c;
-    }
-    return true;
+    if (g->active[r * M + m])
+        return base + zb_maxtree_max(t, 0, m) <= cap + EPS &&
+               base - d + zb_maxtree_max(t, m, M) <= cap + EPS;
+    return base + zb_maxtree_max(t, 0, M) <= cap + EPS &&
+           base - g->ctot[r] + g->need[r] - d <= cap + EPS;
 }
 
 /* May rank r run F(st, m) now as far as memory and the in-flight cap go? */
@@ -303,14 +320,8 @@ static bool f_allowed(const greedy_t *g, int r, int st, int m)
 static double committed_after(const greedy_t *g, int r, int st, int m)
 {
     (void)st;
-    double tot = g->mem[r];
-    for (int i = g->fifo_head[r]; i < g->fifo_tail[r]; i++) {
-        int k = g->fifo[r * g->M + i];
-        tot += g->need[r] - g->fbsum[r * g->M + k];
-    }
-    if (!g->active[r * g->M + m])
-        tot += g->need[r];
-    return tot;
+    int n = g->fifo_tail[r] - g->fifo_head[r] + (g->active[r * g->M + m] ? 0 : 1);
+    return g->mem[r] + n * g->need[r] - g->fbtot[r];
 }
 
 typedef struct {
@@ -375,6 +386,10 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
     }
     if (!g->o->fb_order) {
         int i = r * g->M + m;
+        const bool first = is_first_stage(g, r, st);
+        const bool admit = type == ZB_ACT_F && first, leave = type == ZB_ACT_B && first;
+        const bool was_active = g->active[i] && !admit;
+        const double c0 = g->contrib[i], f0 = g->fbsum[i];
         double freed = fmax(0.0, -g->c->m_w[st]);
         g->contrib[i] += dm;
         if (type == ZB_ACT_W) {
@@ -393,6 +408,29 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
                 g->fifo_head[r]++;
                 g->wfree[r] += g->pendw[i];
             }
+        }
+        /* the banker's running sums and tree (see greedy_t) */
+        zb_maxtree_t *ft = g->bank ? &g->ft[r] : NULL;
+        if (admit) { /* joins at the back: nothing older is applied */
+            if (ft)
+                zb_maxtree_assign(ft, m, g->need[r] - g->fbsum[i] - g->ctot[r]);
+            g->ctot[r] += g->contrib[i];
+            g->fbtot[r] += g->fbsum[i];
+        } else if (leave) { /* the younger ones no longer wait behind what it held */
+            if (ft) {
+                zb_maxtree_assign(ft, m, -INFINITY);
+                zb_maxtree_add(ft, m + 1, g->M, c0);
+            }
+            g->ctot[r] -= c0;
+            g->fbtot[r] -= f0;
+        } else if (was_active && dm != 0) {
+            /* it holds dm more: the younger ones see dm less; an F/B also shrinks what it
+               still needs by dm, a W does not */
+            if (ft)
+                zb_maxtree_add(ft, type == ZB_ACT_W ? m + 1 : m, g->M, -dm);
+            g->ctot[r] += dm;
+            if (type != ZB_ACT_W)
+                g->fbtot[r] += dm;
         }
     }
     g->mem[r] += dm;
@@ -515,6 +553,11 @@ static void greedy_free(greedy_t *g)
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
     free(g->stale); free(g->w_next); free(g->w_guess);
+    zb_heap_free(&g->later); free(g->tlist);
+    if (g->ft)
+        for (int r = 0; r < g->P; r++)
+            zb_maxtree_free(&g->ft[r]);
+    free(g->ft); free(g->ctot); free(g->fbtot);
 }
 
 zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
@@ -560,12 +603,21 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.stale = malloc(sizeof(bool) * (size_t)P);
     g.w_next = calloc(P, sizeof(double));
     g.w_guess = calloc(P, sizeof(double));
+    g.tlist = malloc(sizeof(int) * (size_t)P);
+    g.ctot = calloc(P, sizeof(double));
+    g.fbtot = calloc(P, sizeof(double));
+    g.bank = !o->fb_order && !isinf(o->mem_cap);
+    bool trees = zb_heap_init(&g.later, P);
+    if (g.bank && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
+        for (int r = 0; r < P && trees; r++)
+            trees = zb_maxtree_init(&g.ft[r], M);
+    trees = trees && (!g.bank || g.ft);
     g.s = zb_schedule_new(name, P, v, pl, M);
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
         !g.clock || !g.due || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
         !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.s) {
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.ctot || !g.fbtot || !trees || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -584,6 +636,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         g.left[r] = 3 * v * M;
         g.fb_left[r] = 2 * v * M;
         g.stale[r] = true;
+        zb_heap_push(&g.later, 0, r);
     }
     /* Each step places an action or moves the waiting ranks' clocks to the next event. Bounded:
      * a wait on a known event (a candidate's ready time, a rank further ahead) happens at most
@@ -593,16 +646,16 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     const int guess_waits = 4 * P + 16;
     int idle = 0;
     for (;;) {
-        double tmin = min_due(g.due, P);
-        if (isinf(tmin))
+        /* T: the ranks with due <= tmin + EPS, in rank order */
+        if (isinf(refresh_due_now(&g)))
             break; /* all placed */
+        const double others = zb_heap_top(&g.later); /* the earliest of the other ranks */
         double next = INFINITY, guess = INFINITY;
-        int acted = 0;
+        int acted = 0, k_acted = -1;
         for (int pass = 0; pass < 2 && !acted; pass++) {
             bool force = pass == 1 || idle >= guess_waits;
-            for (int r = 0; r < P && !acted; r++) {
-                if (g.due[r] > tmin + EPS)
-                    continue;
+            for (int k = 0; k < g.nt && !acted; k++) {
+                int r = g.tlist[k];
                 if (!force && !g.stale[r]) { /* nothing it depends on changed */
                     next = fmin(next, g.w_next[r]);
                     guess = fmin(guess, g.w_guess[r]);
@@ -622,16 +675,16 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                     goto done;
                 }
                 acted = rc;
+                k_acted = k;
             }
             if (acted)
                 break;
-            for (int r = 0; r < P; r++)
-                if (g.due[r] > tmin + EPS && g.due[r] < next)
-                    next = g.due[r];
+            next = fmin(next, others);
             if (isfinite(next) || (isfinite(guess) && !force))
                 break; /* wait for the next event (or guess) */
         }
         if (acted) {
+            leave_due_now(&g, k_acted);
             idle = 0;
             continue;
         }
@@ -643,11 +696,11 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             goto done;
         }
         idle++;
-        for (int r = 0; r < P; r++)
-            if (g.due[r] <= tmin + EPS) {
-                g.clock[r] = g.due[r] = to;
-                touch(&g, r);
-            }
+        for (int k = 0; k < g.nt; k++) { /* T stays T: `to` is at most every other due */
+            int r = g.tlist[k];
+            g.clock[r] = g.due[r] = to;
+            touch(&g, r);
+        }
     }
     if (makespan) {
         double mk = 0;

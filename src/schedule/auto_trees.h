@@ -1,0 +1,48 @@
+/* Two small structures the greedy list scheduler (auto_greedy.c) keeps so that each step costs
+ * O(log P) instead of a walk over the ranks or over a rank's in-flight microbatches: a heap of
+ * the ranks' clocks and a range-add / range-max segment tree.
+ * Internal; not part of the public API. */
+#ifndef ZBPP_AUTO_TREES_H
+#define ZBPP_AUTO_TREES_H
+
+#include <math.h>
+#include <stdbool.h>
+
+/* Binary min-heap of (key, id) pairs with room for a fixed number of entries. */
+typedef struct {
+    int n, cap;
+    double *key;
+    int *id;
+} zb_heap_t;
+
+/* Allocate room for cap >= 1 entries, empty. false on out of memory. */
+bool zb_heap_init(zb_heap_t *h, int cap);
+void zb_heap_free(zb_heap_t *h);
+/* Add (key, id); the caller keeps the count within cap. O(log n). */
+void zb_heap_push(zb_heap_t *h, double key, int id);
+/* The smallest key, +INFINITY when empty. O(1). */
+static inline double zb_heap_top(const zb_heap_t *h) { return h->n ? h->key[0] : INFINITY; }
+/* Remove the entry with the smallest key and return its id (the heap must not be empty). */
+int zb_heap_pop(zb_heap_t *h);
+
+/* Maximum over n slots with "add x to every slot of a range" (lazy, never pushed below what
+ * a query needs). Slots start at -INFINITY, which an add leaves at -INFINITY. */
+typedef struct {
+    int n, h;  /* leaves (a power of two) and log2(n) */
+    double *t; /* [2n] subtree max including the node's own pending add */
+    double *d; /* [n] pending add of an inner node, applies to its whole subtree */
+} zb_maxtree_t;
+
+/* Allocate for n >= 1 slots, all -INFINITY. false on out of memory. */
+bool zb_maxtree_init(zb_maxtree_t *m, int n);
+void zb_maxtree_free(zb_maxtree_t *m);
+/* Every slot to -INFINITY again (reuse without a new allocation). */
+void zb_maxtree_reset(zb_maxtree_t *m);
+/* Slot i takes value x (x may be -INFINITY: the slot leaves the maximum). O(log n). */
+void zb_maxtree_assign(zb_maxtree_t *m, int i, double x);
+/* Add x to slots lo..hi-1 (nothing if lo >= hi). O(log n). */
+void zb_maxtree_add(zb_maxtree_t *m, int lo, int hi, double x);
+/* Maximum of slots lo..hi-1 (-INFINITY if lo >= hi). O(log n). */
+double zb_maxtree_max(zb_maxtree_t *m, int lo, int hi);
+
+#endif

@@ -172,6 +172,7 @@ typedef struct {
      * stages next to its own). Saves re-trying every waiting rank after each placement. */
     bool *stale;        /* [P] must be re-tried */
     double *w_next, *w_guess; /* [P] what its last failed try reported */
+    bool *frozen;       /* [P] and whether that wait is frozen (see try_act) */
     /* The ranks due now (due <= the smallest due + EPS, "T") without a walk over all ranks:
      * T in rank order in tlist[0..nt), every other rank with actions left in a heap by due. A
      * rank leaves T when it places an action (into the heap) and comes back from the heap when
@@ -180,11 +181,14 @@ typedef struct {
     int *tlist;         /* [P] */
     int nt;
     /* The banker's check without a walk over the FIFO (only with a finite cap and no fixed
-     * order): per rank a max tree over microbatch positions holding, for each active
-     * microbatch k, need - fbsum[k] - (contrib of the active microbatches older than k); the
-     * others hold -INFINITY. Updated on each F/B/W of an active microbatch (a suffix add). */
+     * order): per rank the values, for each active microbatch k, need - fbsum[k] - (contrib of
+     * the active microbatches older than k). With several chunks a max tree over microbatch
+     * positions (the others hold -INFINITY), updated on each F/B/W of an active microbatch (a
+     * suffix add). With one chunk an active microbatch changes only when it leaves (its one
+     * B), always the oldest, which adds its contrib to all the others: a max queue. */
     bool bank;
-    zb_maxtree_t *ft;   /* [P] */
+    zb_maxtree_t *ft;   /* [P] v > 1 */
+    zb_maxq_t *mq;      /* [P] v == 1 */
     double *ctot;       /* [P] contrib summed over the rank's active microbatches */
     double *fbtot;      /* [P] fbsum summed over them */
     zb_schedule_t *s;
@@ -291,8 +295,14 @@ static bool safe_after(const greedy_t *g, int r, int m, double d)
     if (isinf(cap))
         return true;
     const int M = g->M;
-    zb_maxtree_t *t = &g->ft[r];
     double base = g->mem[r] + d - g->wfree[r];
+    if (g->mq) { /* one chunk: an active m is the oldest (its B is the only other F/B) */
+        double all = zb_maxq_max(&g->mq[r]);
+        if (g->active[r * M + m])
+            return base - d + all <= cap + EPS;
+        return base + all <= cap + EPS && base - g->ctot[r] + g->need[r] - d <= cap + EPS;
+    }
+    zb_maxtree_t *t = &g->ft[r];
     if (g->active[r * M + m])
         return base + zb_maxtree_max(t, 0, m) <= cap + EPS &&
                base - d + zb_maxtree_max(t, m, M) <= cap + EPS;
@@ -410,10 +420,14 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
             }
         }
         /* the banker's running sums and tree (see greedy_t) */
-        zb_maxtree_t *ft = g->bank ? &g->ft[r] : NULL;
+        zb_maxtree_t *ft = g->ft ? &g->ft[r] : NULL;
+        zb_maxq_t *mq = g->mq ? &g->mq[r] : NULL;
         if (admit) { /* joins at the back: nothing older is applied */
+            double a = g->need[r] - g->fbsum[i] - g->ctot[r];
             if (ft)
-                zb_maxtree_assign(ft, m, g->need[r] - g->fbsum[i] - g->ctot[r]);
+                zb_maxtree_assign(ft, m, a);
+            if (mq)
+                zb_maxq_push(mq, m, a);
             g->ctot[r] += g->contrib[i];
             g->fbtot[r] += g->fbsum[i];
         } else if (leave) { /* the younger ones no longer wait behind what it held */
@@ -421,11 +435,15 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
                 zb_maxtree_assign(ft, m, -INFINITY);
                 zb_maxtree_add(ft, m + 1, g->M, c0);
             }
+            if (mq) {
+                zb_maxq_pop(mq, m);
+                zb_maxq_add_all(mq, c0);
+            }
             g->ctot[r] -= c0;
             g->fbtot[r] -= f0;
         } else if (was_active && dm != 0) {
-            /* it holds dm more: the younger ones see dm less; an F/B also shrinks what it
-               still needs by dm, a W does not */
+            /* (v > 1 only) it holds dm more: the younger ones see dm less; an F/B also
+               shrinks what it still needs by dm, a W does not */
             if (ft)
                 zb_maxtree_add(ft, type == ZB_ACT_W ? m + 1 : m, g->M, -dm);
             g->ctot[r] += dm;
@@ -457,9 +475,14 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
  * ready (a fixed, known time) and *next_guess the lookahead's estimate of when an unplaced
  * predecessor could finish (it moves with the other ranks' clocks, so waiting on it alone can
  * go on forever). With force_w the lookahead and the cool-down reserve are ignored (used to
- * break a global wait). */
-static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *next_guess)
+ * break a global wait). *frozen (set when it waits) says whether the wait holds at any later
+ * clock before *next_ev whatever the other ranks' clocks do, as long as no action is placed
+ * next to it: the wait did not read a clock (no W to run, W does not fit, W held back), or the
+ * lookahead's bound came from a known ready time (other ranks' clocks only raise the rest). */
+static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *next_guess,
+                   bool *frozen)
 {
+    *frozen = true;
     cand_t cand[2 * ZB_GREEDY_MAX_CHUNKS];
     int n = candidates(g, r, cand);
     double t = g->clock[r];
@@ -532,12 +555,19 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
     /* Gap filling (or memory relief when an F is blocked): a W, unless the lookahead says an
      * F/B could become ready before it ends. */
     if (g->o->lookahead && !force_w && !f_blocked && best_f < 0) {
-        double lb = INFINITY;
-        for (int i = 0; i < n; i++)
-            lb = fmin(lb, ready_lb(g, cand[i].type, cand[i].st, cand[i].m));
+        double known = INFINITY, guessed = INFINITY; /* ready times, and bounds from clocks */
+        for (int i = 0; i < n; i++) {
+            double x = ready_lb(g, cand[i].type, cand[i].st, cand[i].m);
+            if (isnan(cand[i].ready))
+                guessed = fmin(guessed, x);
+            else
+                known = fmin(known, x);
+        }
+        double lb = fmin(known, guessed);
         if (t + g->c->t_w[w_st] > lb + EPS) {
             if (lb > t + EPS && lb < *next_guess)
                 *next_guess = lb;
+            *frozen = known <= guessed;
             return 0;
         }
     }
@@ -552,12 +582,15 @@ static void greedy_free(greedy_t *g)
     free(g->contrib); free(g->fbsum); free(g->pendw); free(g->active); free(g->fifo);
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
-    free(g->stale); free(g->w_next); free(g->w_guess);
+    free(g->stale); free(g->w_next); free(g->w_guess); free(g->frozen);
     zb_heap_free(&g->later); free(g->tlist);
-    if (g->ft)
-        for (int r = 0; r < g->P; r++)
+    for (int r = 0; r < g->P; r++) {
+        if (g->ft)
             zb_maxtree_free(&g->ft[r]);
-    free(g->ft); free(g->ctot); free(g->fbtot);
+        if (g->mq)
+            zb_maxq_free(&g->mq[r]);
+    }
+    free(g->ft); free(g->mq); free(g->ctot); free(g->fbtot);
 }
 
 zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
@@ -604,20 +637,24 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.w_next = calloc(P, sizeof(double));
     g.w_guess = calloc(P, sizeof(double));
     g.tlist = malloc(sizeof(int) * (size_t)P);
+    g.frozen = calloc(P, sizeof(bool));
     g.ctot = calloc(P, sizeof(double));
     g.fbtot = calloc(P, sizeof(double));
     g.bank = !o->fb_order && !isinf(o->mem_cap);
     bool trees = zb_heap_init(&g.later, P);
-    if (g.bank && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
+    if (g.bank && v > 1 && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
         for (int r = 0; r < P && trees; r++)
             trees = zb_maxtree_init(&g.ft[r], M);
-    trees = trees && (!g.bank || g.ft);
+    if (g.bank && v == 1 && (g.mq = calloc(P, sizeof *g.mq)) != NULL)
+        for (int r = 0; r < P && trees; r++)
+            trees = zb_maxq_init(&g.mq[r], M);
+    trees = trees && (!g.bank || g.ft || g.mq);
     g.s = zb_schedule_new(name, P, v, pl, M);
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
         !g.clock || !g.due || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
         !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.ctot || !g.fbtot || !trees || !g.s) {
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.ctot || !g.fbtot || !trees || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -662,13 +699,15 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                     continue;
                 }
                 double rn = INFINITY, rg = INFINITY;
-                int rc = try_act(&g, r, force, &rn, &rg);
+                bool fz;
+                int rc = try_act(&g, r, force, &rn, &rg, &fz);
                 next = fmin(next, rn);
                 guess = fmin(guess, rg);
                 if (rc == 0 && !force) {
                     g.stale[r] = false;
                     g.w_next[r] = rn;
                     g.w_guess[r] = rg;
+                    g.frozen[r] = fz;
                 }
                 if (rc < 0) {
                     st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
@@ -696,10 +735,16 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             goto done;
         }
         idle++;
-        for (int k = 0; k < g.nt; k++) { /* T stays T: `to` is at most every other due */
+        /* T stays T (`to` is at most every other due). A rank whose wait is frozen (try_act)
+         * and lasts past `to` would wait again with the same answer: it stays fresh. Every other
+         * one is re-tried. The neighbours need no touch here: those outside T are stale anyway
+         * (a rank becomes fresh only by waiting in T, and leaves T only by placing an action),
+         * and a frozen wait does not depend on a neighbour's clock. */
+        for (int k = 0; k < g.nt; k++) {
             int r = g.tlist[k];
             g.clock[r] = g.due[r] = to;
-            touch(&g, r);
+            if (g.stale[r] || !g.frozen[r] || g.w_next[r] <= to + EPS)
+                g.stale[r] = true;
         }
     }
     if (makespan) {

@@ -1,5 +1,5 @@
-/* For the greedy list scheduler: a heap of the ranks' clocks and a range-add / range-max tree
- * over a rank's in-flight microbatches (see auto_trees.h).
+/* For the greedy list scheduler: a heap of the ranks' clocks, a range-add / range-max tree
+ * and a max queue over a rank's in-flight microbatches (see auto_trees.h).
  * The max tree is the bottom-up kind: a node's pending add stays on it and is only pushed down
  * along the two paths a query or an assignment walks. */
 #include "schedule/auto_trees.h"
@@ -179,4 +179,41 @@ double zb_maxtree_max(zb_maxtree_t *m, int lo, int hi)
         }
     }
     return res;
+}
+
+bool zb_maxq_init(zb_maxq_t *q, int cap)
+{
+    q->head = q->tail = 0;
+    q->off = 0;
+    q->cap = cap < 1 ? 1 : cap;
+    q->pos = malloc(sizeof(int) * (size_t)q->cap);
+    q->val = malloc(sizeof(double) * (size_t)q->cap);
+    if (!q->pos || !q->val) {
+        zb_maxq_free(q);
+        return false;
+    }
+    return true;
+}
+
+void zb_maxq_free(zb_maxq_t *q)
+{
+    free(q->pos);
+    free(q->val);
+    q->pos = NULL;
+    q->val = NULL;
+}
+
+void zb_maxq_push(zb_maxq_t *q, int id, double x)
+{
+    double v = x - q->off;
+    while (q->tail > q->head && q->val[q->tail - 1] <= v)
+        q->tail--; /* older and not larger: never the maximum again */
+    q->pos[q->tail] = id;
+    q->val[q->tail++] = v;
+}
+
+void zb_maxq_pop(zb_maxq_t *q, int id)
+{
+    if (q->head < q->tail && q->pos[q->head] == id)
+        q->head++; /* else it was dropped when a larger, younger one joined */
 }

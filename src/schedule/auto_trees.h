@@ -1,6 +1,6 @@
 /* Two small structures the greedy list scheduler (auto_greedy.c) keeps so that each step costs
  * O(log P) instead of a walk over the ranks or over a rank's in-flight microbatches: a heap of
- * the ranks' clocks and a range-add / range-max segment tree.
+ * the ranks' clocks, a range-add / range-max segment tree and a max queue.
  * Internal; not part of the public API. */
 #ifndef ZBPP_AUTO_TREES_H
 #define ZBPP_AUTO_TREES_H
@@ -44,5 +44,29 @@ void zb_maxtree_assign(zb_maxtree_t *m, int i, double x);
 void zb_maxtree_add(zb_maxtree_t *m, int lo, int hi, double x);
 /* Maximum of slots lo..hi-1 (-INFINITY if lo >= hi). O(log n). */
 double zb_maxtree_max(zb_maxtree_t *m, int lo, int hi);
+
+/* Maximum over a queue (push at the back, pop at the front) with "add x to every entry": the
+ * classic monotonic deque, amortised O(1) per operation. */
+typedef struct {
+    int head, tail, cap;
+    int *pos;    /* [cap] entry ids, oldest first, with strictly decreasing values */
+    double *val; /* [cap] values less `off` */
+    double off;
+} zb_maxq_t;
+
+/* Allocate for cap >= 1 pushes in all (ids are never re-pushed). false on out of memory. */
+bool zb_maxq_init(zb_maxq_t *q, int cap);
+void zb_maxq_free(zb_maxq_t *q);
+/* Entry `id`, younger than every entry in the queue, joins with value x. */
+void zb_maxq_push(zb_maxq_t *q, int id, double x);
+/* The oldest entry, `id`, leaves. */
+void zb_maxq_pop(zb_maxq_t *q, int id);
+/* Add x to every entry. */
+static inline void zb_maxq_add_all(zb_maxq_t *q, double x) { q->off += x; }
+/* Largest value in the queue, -INFINITY when empty. */
+static inline double zb_maxq_max(const zb_maxq_t *q)
+{
+    return q->head < q->tail ? q->val[q->head] + q->off : -INFINITY;
+}
 
 #endif

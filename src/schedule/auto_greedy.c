@@ -162,7 +162,7 @@ typedef struct {
     int *fifo;          /* [P*M] active microbatches per rank, oldest first */
     int *fifo_head, *fifo_tail;
     double *wfree;      /* [P] memory pending W's of inactive microbatches will free */
-    int *wq;            /* [P*(v*M)] pending W's per rank, FIFO of (stage*M + mb) */
+    int *wq;            /* [2*P*(v*M)] pending W's per rank, FIFO of (stage, mb) pairs */
     int *wq_head, *wq_tail;
     int *fb_pos;        /* [P] position in opts->fb_order (fixed-order mode) */
     int *left;          /* [P] compute actions still to place */
@@ -194,12 +194,15 @@ typedef struct {
     zb_schedule_t *s;
 } greedy_t;
 
+/* The smaller of two times (never NaN here): fmin without the NaN rules, so it inlines. */
+static inline double tmin2(double a, double b) { return b < a ? b : a; }
+
 /* Refresh T for the current smallest due and return it (INFINITY when every rank is done). */
 static double refresh_due_now(greedy_t *g)
 {
     double tmin = zb_heap_top(&g->later);
     for (int k = 0; k < g->nt; k++)
-        tmin = fmin(tmin, g->due[g->tlist[k]]);
+        tmin = tmin2(tmin, g->due[g->tlist[k]]);
     const double thr = tmin + EPS;
     while (g->later.n > 0 && zb_heap_top(&g->later) <= thr) { /* joins T, in rank order */
         int r = zb_heap_pop(&g->later), k = g->nt++;
@@ -216,7 +219,9 @@ static void leave_due_now(greedy_t *g, int k)
     int r = g->tlist[k];
     memmove(&g->tlist[k], &g->tlist[k + 1], sizeof(int) * (size_t)(g->nt - k - 1));
     g->nt--;
-    if (!isinf(g->due[r]))
+    if (g->nt == 0 && g->due[r] <= zb_heap_top(&g->later))
+        g->tlist[g->nt++] = r; /* alone and still the earliest: it would come straight back */
+    else if (!isinf(g->due[r]))
         zb_heap_push(&g->later, g->due[r], r);
 }
 
@@ -256,7 +261,7 @@ static double ready_b(const greedy_t *g, int st, int m)
         return NAN;
     if (g->stage_rank[st + 1] != g->stage_rank[st])
         eb += g->c->comm[st + 1];
-    return fmax(e, eb);
+    return eb > e ? eb : e;
 }
 
 /* A lower bound on when F/B (type, st, m) can be ready, for the lookahead: the unplaced
@@ -392,7 +397,8 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
         g->end_b[st * g->M + m] = e;
         g->next_b[st] = m + 1;
         int idx = r * g->v * g->M + (g->wq_tail[r]++);
-        g->wq[idx] = st * g->M + m;
+        g->wq[2 * idx] = st;
+        g->wq[2 * idx + 1] = m;
     }
     if (!g->o->fb_order) {
         int i = r * g->M + m;
@@ -523,8 +529,8 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
         }
     }
     bool have_w = g->wq_head[r] < g->wq_tail[r];
-    int w_item = have_w ? g->wq[r * g->v * g->M + g->wq_head[r]] : -1;
-    int w_st = have_w ? w_item / g->M : 0, w_m = have_w ? w_item % g->M : 0;
+    const int *w_item = have_w ? &g->wq[2 * (r * g->v * g->M + g->wq_head[r])] : NULL;
+    int w_st = have_w ? w_item[0] : 0, w_m = have_w ? w_item[1] : 0;
     bool w_fits = have_w && g->mem[r] + g->c->m_w[w_st] <= g->o->mem_cap + EPS;
 
     bool f_wins = best_f >= 0 && best_b >= 0 &&
@@ -559,11 +565,11 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
         for (int i = 0; i < n; i++) {
             double x = ready_lb(g, cand[i].type, cand[i].st, cand[i].m);
             if (isnan(cand[i].ready))
-                guessed = fmin(guessed, x);
+                guessed = tmin2(guessed, x);
             else
-                known = fmin(known, x);
+                known = tmin2(known, x);
         }
-        double lb = fmin(known, guessed);
+        double lb = tmin2(known, guessed);
         if (t + g->c->t_w[w_st] > lb + EPS) {
             if (lb > t + EPS && lb < *next_guess)
                 *next_guess = lb;
@@ -627,7 +633,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.fifo_head = calloc(P, sizeof(int));
     g.fifo_tail = calloc(P, sizeof(int));
     g.wfree = calloc(P, sizeof(double));
-    g.wq = malloc(sizeof(int) * SM);
+    g.wq = malloc(sizeof(int) * 2 * SM);
     g.wq_head = calloc(P, sizeof(int));
     g.wq_tail = calloc(P, sizeof(int));
     g.fb_pos = calloc(P, sizeof(int));
@@ -694,15 +700,15 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             for (int k = 0; k < g.nt && !acted; k++) {
                 int r = g.tlist[k];
                 if (!force && !g.stale[r]) { /* nothing it depends on changed */
-                    next = fmin(next, g.w_next[r]);
-                    guess = fmin(guess, g.w_guess[r]);
+                    next = tmin2(next, g.w_next[r]);
+                    guess = tmin2(guess, g.w_guess[r]);
                     continue;
                 }
                 double rn = INFINITY, rg = INFINITY;
                 bool fz;
                 int rc = try_act(&g, r, force, &rn, &rg, &fz);
-                next = fmin(next, rn);
-                guess = fmin(guess, rg);
+                next = tmin2(next, rn);
+                guess = tmin2(guess, rg);
                 if (rc == 0 && !force) {
                     g.stale[r] = false;
                     g.w_next[r] = rn;
@@ -718,7 +724,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             }
             if (acted)
                 break;
-            next = fmin(next, others);
+            next = tmin2(next, others);
             if (isfinite(next) || (isfinite(guess) && !force))
                 break; /* wait for the next event (or guess) */
         }
@@ -727,7 +733,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             idle = 0;
             continue;
         }
-        double to = idle < guess_waits ? fmin(next, guess) : next;
+        double to = idle < guess_waits ? tmin2(next, guess) : next;
         if (!isfinite(to)) {
             st = zb_err_set(err, ZB_EMEMLIMIT,
                             "%s: memory cap %g blocks every rank (no schedule of this kind fits)",

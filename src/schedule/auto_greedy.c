@@ -180,6 +180,17 @@ typedef struct {
     zb_heap_t later;
     int *tlist;         /* [P] */
     int nt;
+    /* Ranks of T whose wait is frozen (try_act) and lasts past the last idle move sit apart,
+     * in a heap by the time their wait ends (w_next), so a step does not walk over them: they
+     * would be skipped (fresh) and add only w_next to the next event. They all have the clock
+     * of the last idle move (fclock; read through clock_of). A rank comes back into T when
+     * `to` reaches its w_next, when an action is placed next to it, or when every rank of T
+     * must be tried (forced passes). Back-comers wait in `back` until the step is over. */
+    zb_iheap_t fz;
+    bool *in_fz;        /* [P] */
+    double fclock;
+    int *back;          /* [P] */
+    int nback;
     /* The banker's check without a walk over the FIFO (only with a finite cap and no fixed
      * order): per rank the values, for each active microbatch k, need - fbsum[k] - (contrib of
      * the active microbatches older than k). With several chunks a max tree over microbatch
@@ -197,10 +208,47 @@ typedef struct {
 /* The smaller of two times (never NaN here): fmin without the NaN rules, so it inlines. */
 static inline double tmin2(double a, double b) { return b < a ? b : a; }
 
+/* Clock of rank r as the other ranks see it (a frozen rank's moves are not written). */
+static inline double clock_of(const greedy_t *g, int r)
+{
+    return g->in_fz[r] ? g->fclock : g->clock[r];
+}
+
+/* Rank r (frozen) comes back into T at the frozen clock, to be re-tried. */
+static void unfreeze(greedy_t *g, int r)
+{
+    zb_iheap_remove(&g->fz, r);
+    g->in_fz[r] = false;
+    g->clock[r] = g->due[r] = g->fclock;
+    g->stale[r] = true;
+    g->back[g->nback++] = r;
+}
+
+/* Put the ranks come back into T, in rank order. */
+static void flush_back(greedy_t *g)
+{
+    for (int j = 0; j < g->nback; j++) {
+        int r = g->back[j], k = g->nt++;
+        for (; k > 0 && g->tlist[k - 1] > r; k--)
+            g->tlist[k] = g->tlist[k - 1];
+        g->tlist[k] = r;
+    }
+    g->nback = 0;
+}
+
+static void unfreeze_all(greedy_t *g)
+{
+    while (g->fz.n > 0)
+        unfreeze(g, zb_iheap_top_id(&g->fz));
+    flush_back(g);
+}
+
 /* Refresh T for the current smallest due and return it (INFINITY when every rank is done). */
 static double refresh_due_now(greedy_t *g)
 {
     double tmin = zb_heap_top(&g->later);
+    if (g->fz.n > 0)
+        tmin = tmin2(tmin, g->fclock);
     for (int k = 0; k < g->nt; k++)
         tmin = tmin2(tmin, g->due[g->tlist[k]]);
     const double thr = tmin + EPS;
@@ -219,22 +267,30 @@ static void leave_due_now(greedy_t *g, int k)
     int r = g->tlist[k];
     memmove(&g->tlist[k], &g->tlist[k + 1], sizeof(int) * (size_t)(g->nt - k - 1));
     g->nt--;
-    if (g->nt == 0 && g->due[r] <= zb_heap_top(&g->later))
+    if (g->nt == 0 && g->fz.n == 0 && g->nback == 0 && g->due[r] <= zb_heap_top(&g->later))
         g->tlist[g->nt++] = r; /* alone and still the earliest: it would come straight back */
     else if (!isinf(g->due[r]))
         zb_heap_push(&g->later, g->due[r], r);
 }
 
+/* Rank q must be re-tried. */
+static inline void mark_stale(greedy_t *g, int q)
+{
+    g->stale[q] = true;
+    if (g->in_fz[q])
+        unfreeze(g, q);
+}
+
 /* Rank r's state or clock changed: r and the ranks next to its stages must be re-tried. */
 static void touch(greedy_t *g, int r)
 {
-    g->stale[r] = true;
+    mark_stale(g, r);
     for (int k = 0; k < g->v; k++) {
         int st = g->stages[r * g->v + k];
         if (st > 0)
-            g->stale[g->stage_rank[st - 1]] = true;
+            mark_stale(g, g->stage_rank[st - 1]);
         if (st + 1 < g->S)
-            g->stale[g->stage_rank[st + 1]] = true;
+            mark_stale(g, g->stage_rank[st + 1]);
     }
 }
 
@@ -275,11 +331,11 @@ static double ready_lb(const greedy_t *g, int type, int st, int m)
     if (type == ZB_ACT_F)
         ps = st - 1;
     else if (isnan(g->end_f[st * g->M + m]))
-        return g->clock[g->stage_rank[st]] + g->c->t_f[st];
+        return clock_of(g, g->stage_rank[st]) + g->c->t_f[st];
     else
         ps = st + 1;
     int pr = g->stage_rank[ps];
-    double lb = g->clock[pr] + zb_sched_duration(g->c, type, ps);
+    double lb = clock_of(g, pr) + zb_sched_duration(g->c, type, ps);
     if (pr != g->stage_rank[st])
         lb += g->c->comm[ps];
     return lb;
@@ -590,6 +646,7 @@ static void greedy_free(greedy_t *g)
     free(g->fb_pos); free(g->left); free(g->fb_left);
     free(g->stale); free(g->w_next); free(g->w_guess); free(g->frozen);
     zb_heap_free(&g->later); free(g->tlist);
+    zb_iheap_free(&g->fz); free(g->in_fz); free(g->back);
     for (int r = 0; r < g->P; r++) {
         if (g->ft)
             zb_maxtree_free(&g->ft[r]);
@@ -644,10 +701,12 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.w_guess = calloc(P, sizeof(double));
     g.tlist = malloc(sizeof(int) * (size_t)P);
     g.frozen = calloc(P, sizeof(bool));
+    g.in_fz = calloc(P, sizeof(bool));
+    g.back = malloc(sizeof(int) * (size_t)P);
     g.ctot = calloc(P, sizeof(double));
     g.fbtot = calloc(P, sizeof(double));
     g.bank = !o->fb_order && !isinf(o->mem_cap);
-    bool trees = zb_heap_init(&g.later, P);
+    bool trees = zb_heap_init(&g.later, P) && zb_iheap_init(&g.fz, P);
     if (g.bank && v > 1 && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
         for (int r = 0; r < P && trees; r++)
             trees = zb_maxtree_init(&g.ft[r], M);
@@ -660,7 +719,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
         !g.clock || !g.due || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
         !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.ctot || !g.fbtot || !trees || !g.s) {
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !trees || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -689,14 +748,19 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     const int guess_waits = 4 * P + 16;
     int idle = 0;
     for (;;) {
+        if (idle >= guess_waits && g.fz.n > 0)
+            unfreeze_all(&g); /* a forced pass tries every rank of T */
         /* T: the ranks with due <= tmin + EPS, in rank order */
         if (isinf(refresh_due_now(&g)))
             break; /* all placed */
         const double others = zb_heap_top(&g.later); /* the earliest of the other ranks */
-        double next = INFINITY, guess = INFINITY;
+        /* the frozen ranks add their w_next; their w_guess is never below it */
+        double next = zb_iheap_top(&g.fz), guess = INFINITY;
         int acted = 0, k_acted = -1;
         for (int pass = 0; pass < 2 && !acted; pass++) {
             bool force = pass == 1 || idle >= guess_waits;
+            if (force && g.fz.n > 0)
+                unfreeze_all(&g);
             for (int k = 0; k < g.nt && !acted; k++) {
                 int r = g.tlist[k];
                 if (!force && !g.stale[r]) { /* nothing it depends on changed */
@@ -730,6 +794,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         }
         if (acted) {
             leave_due_now(&g, k_acted);
+            flush_back(&g); /* the frozen ranks next to it */
             idle = 0;
             continue;
         }
@@ -742,16 +807,28 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         }
         idle++;
         /* T stays T (`to` is at most every other due). A rank whose wait is frozen (try_act)
-         * and lasts past `to` would wait again with the same answer: it stays fresh. Every other
-         * one is re-tried. The neighbours need no touch here: those outside T are stale anyway
-         * (a rank becomes fresh only by waiting in T, and leaves T only by placing an action),
-         * and a frozen wait does not depend on a neighbour's clock. */
+         * and lasts past `to` would wait again with the same answer: it stays fresh, and sits
+         * with the frozen ranks. Every other one is re-tried, and so are the frozen ranks whose
+         * wait ends by `to`. The neighbours need no touch here: those outside T are stale
+         * anyway (a rank becomes fresh only by waiting in T, and leaves T only by placing an
+         * action), and a frozen wait does not depend on a neighbour's clock. */
+        g.fclock = to;
+        while (zb_iheap_top(&g.fz) <= to + EPS)
+            unfreeze(&g, zb_iheap_top_id(&g.fz));
+        int kept = 0;
         for (int k = 0; k < g.nt; k++) {
             int r = g.tlist[k];
             g.clock[r] = g.due[r] = to;
-            if (g.stale[r] || !g.frozen[r] || g.w_next[r] <= to + EPS)
+            if (!g.stale[r] && g.frozen[r] && g.w_next[r] > to + EPS) {
+                g.in_fz[r] = true;
+                zb_iheap_insert(&g.fz, r, g.w_next[r]);
+            } else {
                 g.stale[r] = true;
+                g.tlist[kept++] = r;
+            }
         }
+        g.nt = kept;
+        flush_back(&g);
     }
     if (makespan) {
         double mk = 0;

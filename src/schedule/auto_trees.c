@@ -79,6 +79,77 @@ int zb_heap_pop(zb_heap_t *h)
     return top;
 }
 
+bool zb_iheap_init(zb_iheap_t *h, int cap)
+{
+    h->n = 0;
+    h->cap = cap < 1 ? 1 : cap;
+    h->key = malloc(sizeof(double) * (size_t)h->cap);
+    h->id = malloc(sizeof(int) * (size_t)h->cap);
+    h->pos = malloc(sizeof(int) * (size_t)h->cap);
+    if (!h->key || !h->id || !h->pos) {
+        zb_iheap_free(h);
+        return false;
+    }
+    for (int i = 0; i < h->cap; i++)
+        h->pos[i] = -1;
+    return true;
+}
+
+void zb_iheap_free(zb_iheap_t *h)
+{
+    free(h->key);
+    free(h->id);
+    free(h->pos);
+    h->key = NULL;
+    h->id = h->pos = NULL;
+    h->n = 0;
+}
+
+static void iheap_put(zb_iheap_t *h, int i, double key, int id)
+{
+    h->key[i] = key;
+    h->id[i] = id;
+    h->pos[id] = i;
+}
+
+/* Move the entry (key, id) to its place, starting from the hole at position i. */
+static void iheap_settle(zb_iheap_t *h, int i, double key, int id)
+{
+    while (i > 0 && h->key[(i - 1) / 2] > key) { /* up */
+        int p = (i - 1) / 2;
+        iheap_put(h, i, h->key[p], h->id[p]);
+        i = p;
+    }
+    for (;;) { /* down */
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && h->key[c + 1] < h->key[c])
+            c++;
+        if (key <= h->key[c])
+            break;
+        iheap_put(h, i, h->key[c], h->id[c]);
+        i = c;
+    }
+    iheap_put(h, i, key, id);
+}
+
+void zb_iheap_insert(zb_iheap_t *h, int id, double key)
+{
+    iheap_settle(h, h->n++, key, id);
+}
+
+void zb_iheap_remove(zb_iheap_t *h, int id)
+{
+    int i = h->pos[id];
+    if (i < 0)
+        return;
+    h->pos[id] = -1;
+    int last = --h->n;
+    if (i < last)
+        iheap_settle(h, i, h->key[last], h->id[last]);
+}
+
 bool zb_maxtree_init(zb_maxtree_t *m, int n)
 {
     m->n = pow2_at_least(n < 1 ? 1 : n, &m->h);

@@ -25,6 +25,25 @@ static inline double zb_heap_top(const zb_heap_t *h) { return h->n ? h->key[0] :
 /* Remove the entry with the smallest key and return its id (the heap must not be empty). */
 int zb_heap_pop(zb_heap_t *h);
 
+/* Min-heap of ids 0..n-1, each in it at most once, with removal by id. */
+typedef struct {
+    int n, cap;
+    double *key; /* [cap] by heap position */
+    int *id;     /* [cap] by heap position */
+    int *pos;    /* [cap] heap position of each id, -1 when absent */
+} zb_iheap_t;
+
+/* Allocate for ids 0..cap-1, empty. false on out of memory. */
+bool zb_iheap_init(zb_iheap_t *h, int cap);
+void zb_iheap_free(zb_iheap_t *h);
+/* Add id (absent) with key. O(log n). */
+void zb_iheap_insert(zb_iheap_t *h, int id, double key);
+/* Remove id if present. O(log n). */
+void zb_iheap_remove(zb_iheap_t *h, int id);
+/* The smallest key, +INFINITY when empty; its id. */
+static inline double zb_iheap_top(const zb_iheap_t *h) { return h->n ? h->key[0] : INFINITY; }
+static inline int zb_iheap_top_id(const zb_iheap_t *h) { return h->id[0]; }
+
 /* Maximum over n slots with "add x to every slot of a range" (lazy, never pushed below what
  * a query needs). Slots start at -INFINITY, which an add leaves at -INFINITY. */
 typedef struct {

@@ -139,6 +139,14 @@ oom:
 
 /* ---- the greedy ---- */
 
+/* A microbatch on a rank, for the banker's check. */
+typedef struct {
+    double contrib; /* memory it holds there (all deltas applied) */
+    double fbsum;   /* sum of its F and B deltas applied there */
+    double pendw;   /* memory its pending W's there will free */
+    bool active;    /* entered the rank, last B there not done */
+} mb_state_t;
+
 typedef struct {
     int P, v, S, M;
     zb_placement_t pl;
@@ -155,12 +163,9 @@ typedef struct {
                            per-step scans for the earliest ranks are then plain minima */
     double *mem;        /* [P] running memory */
     double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
-    double *contrib;    /* [P*M] memory a microbatch holds on a rank (all deltas applied) */
-    double *fbsum;      /* [P*M] sum of its F and B deltas applied on the rank */
-    double *pendw;      /* [P*M] memory its pending W's will free on the rank */
-    bool *active;       /* [P*M] entered the rank, last B there not done */
-    int *fifo;          /* [P*M] active microbatches per rank, oldest first */
-    int *fifo_head, *fifo_tail;
+    mb_state_t *mbs;    /* [P*M] what a microbatch holds on a rank (one record: read together) */
+    int *fifo_head, *fifo_tail; /* [P] microbatches that left / entered the rank: the active
+                                   ones are a FIFO (they enter and leave in microbatch order) */
     double *wfree;      /* [P] memory pending W's of inactive microbatches will free */
     int *wq;            /* [2*P*(v*M)] pending W's per rank, FIFO of (stage, mb) pairs */
     int *wq_head, *wq_tail;
@@ -359,12 +364,12 @@ static bool safe_after(const greedy_t *g, int r, int m, double d)
     double base = g->mem[r] + d - g->wfree[r];
     if (g->mq) { /* one chunk: an active m is the oldest (its B is the only other F/B) */
         double all = zb_maxq_max(&g->mq[r]);
-        if (g->active[r * M + m])
+        if (g->mbs[r * M + m].active)
             return base - d + all <= cap + EPS;
         return base + all <= cap + EPS && base - g->ctot[r] + g->need[r] - d <= cap + EPS;
     }
     zb_maxtree_t *t = &g->ft[r];
-    if (g->active[r * M + m])
+    if (g->mbs[r * M + m].active)
         return base + zb_maxtree_max(t, 0, m) <= cap + EPS &&
                base - d + zb_maxtree_max(t, m, M) <= cap + EPS;
     return base + zb_maxtree_max(t, 0, M) <= cap + EPS &&
@@ -391,7 +396,7 @@ static bool f_allowed(const greedy_t *g, int r, int st, int m)
 static double committed_after(const greedy_t *g, int r, int st, int m)
 {
     (void)st;
-    int n = g->fifo_tail[r] - g->fifo_head[r] + (g->active[r * g->M + m] ? 0 : 1);
+    int n = g->fifo_tail[r] - g->fifo_head[r] + (g->mbs[r * g->M + m].active ? 0 : 1);
     return g->mem[r] + n * g->need[r] - g->fbtot[r];
 }
 
@@ -446,8 +451,8 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
         g->end_f[st * g->M + m] = e;
         g->next_f[st] = m + 1;
         if (!g->o->fb_order && is_first_stage(g, r, st)) {
-            g->active[r * g->M + m] = true;
-            g->fifo[r * g->M + g->fifo_tail[r]++] = m;
+            g->mbs[r * g->M + m].active = true;
+            g->fifo_tail[r]++;
         }
     } else if (type == ZB_ACT_B) {
         g->end_b[st * g->M + m] = e;
@@ -460,38 +465,38 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
         int i = r * g->M + m;
         const bool first = is_first_stage(g, r, st);
         const bool admit = type == ZB_ACT_F && first, leave = type == ZB_ACT_B && first;
-        const bool was_active = g->active[i] && !admit;
-        const double c0 = g->contrib[i], f0 = g->fbsum[i];
+        const bool was_active = g->mbs[i].active && !admit;
+        const double c0 = g->mbs[i].contrib, f0 = g->mbs[i].fbsum;
         double freed = fmax(0.0, -g->c->m_w[st]);
-        g->contrib[i] += dm;
+        g->mbs[i].contrib += dm;
         if (type == ZB_ACT_W) {
-            g->pendw[i] -= freed;
-            if (!g->active[i])
+            g->mbs[i].pendw -= freed;
+            if (!g->mbs[i].active)
                 g->wfree[r] -= freed;
         } else {
-            g->fbsum[i] += dm;
+            g->mbs[i].fbsum += dm;
         }
         if (type == ZB_ACT_B) {
-            g->pendw[i] += freed;
+            g->mbs[i].pendw += freed;
             if (is_first_stage(g, r, st)) {
                 /* last B of the microbatch on this rank: it leaves the FIFO (always the oldest,
                    since B's of a stage run in microbatch order) */
-                g->active[i] = false;
+                g->mbs[i].active = false;
                 g->fifo_head[r]++;
-                g->wfree[r] += g->pendw[i];
+                g->wfree[r] += g->mbs[i].pendw;
             }
         }
         /* the banker's running sums and tree (see greedy_t) */
         zb_maxtree_t *ft = g->ft ? &g->ft[r] : NULL;
         zb_maxq_t *mq = g->mq ? &g->mq[r] : NULL;
         if (admit) { /* joins at the back: nothing older is applied */
-            double a = g->need[r] - g->fbsum[i] - g->ctot[r];
+            double a = g->need[r] - g->mbs[i].fbsum - g->ctot[r];
             if (ft)
                 zb_maxtree_assign(ft, m, a);
             if (mq)
                 zb_maxq_push(mq, m, a);
-            g->ctot[r] += g->contrib[i];
-            g->fbtot[r] += g->fbsum[i];
+            g->ctot[r] += g->mbs[i].contrib;
+            g->fbtot[r] += g->mbs[i].fbsum;
         } else if (leave) { /* the younger ones no longer wait behind what it held */
             if (ft) {
                 zb_maxtree_assign(ft, m, -INFINITY);
@@ -641,7 +646,7 @@ static void greedy_free(greedy_t *g)
 {
     free(g->stage_rank); free(g->stages); free(g->end_f); free(g->end_b); free(g->next_f);
     free(g->next_b); free(g->clock); free(g->due); free(g->mem); free(g->need);
-    free(g->contrib); free(g->fbsum); free(g->pendw); free(g->active); free(g->fifo);
+    free(g->mbs);
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
     free(g->stale); free(g->w_next); free(g->w_guess); free(g->frozen);
@@ -682,11 +687,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.due = calloc(P, sizeof(double));
     g.mem = calloc(P, sizeof(double));
     g.need = calloc(P, sizeof(double));
-    g.contrib = calloc((size_t)P * M, sizeof(double));
-    g.fbsum = calloc((size_t)P * M, sizeof(double));
-    g.pendw = calloc((size_t)P * M, sizeof(double));
-    g.active = calloc((size_t)P * M, sizeof(bool));
-    g.fifo = calloc((size_t)P * M, sizeof(int));
+    g.mbs = calloc((size_t)P * M, sizeof *g.mbs);
     g.fifo_head = calloc(P, sizeof(int));
     g.fifo_tail = calloc(P, sizeof(int));
     g.wfree = calloc(P, sizeof(double));
@@ -717,8 +718,8 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.s = zb_schedule_new(name, P, v, pl, M);
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
-        !g.clock || !g.due || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
-        !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
+        !g.clock || !g.due || !g.mem || !g.need || !g.mbs ||
+        !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
         !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !trees || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;

@@ -45,6 +45,44 @@ static void test_heap_pops_in_key_order(void **state)
     zb_heap_free(&h);
 }
 
+/* replace_top (push a key not below the top, pop the top) against a plain array. */
+static void test_heap_replace_top_matches_walk(void **state)
+{
+    (void)state;
+    enum { N = 31 };
+    zb_heap_t h;
+    assert_true(zb_heap_init(&h, N));
+    double key[N];
+    bool in[N] = {false};
+    for (int i = 0; i < N; i++) {
+        key[i] = rnd(10);
+        in[i] = true;
+        zb_heap_push(&h, key[i], i);
+    }
+    for (int step = 0; step < 2000; step++) {
+        double top = zb_heap_top(&h);
+        int out = -1;
+        for (int i = 0; i < N; i++)
+            if (!in[i])
+                out = i;
+        int id;
+        if (out >= 0) { /* the one outside comes back at or above the top */
+            key[out] = top + rnd(5);
+            in[out] = true;
+            id = zb_heap_replace_top(&h, key[out], out);
+        } else {
+            id = zb_heap_pop(&h);
+        }
+        double best = INFINITY;
+        for (int i = 0; i < N; i++)
+            if (in[i] && key[i] < best)
+                best = key[i];
+        assert_true(in[id] && key[id] == best && best == top);
+        in[id] = false;
+    }
+    zb_heap_free(&h);
+}
+
 static void test_iheap_top_is_min_of_present(void **state)
 {
     (void)state;
@@ -148,6 +186,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_pops_in_key_order),
+        cmocka_unit_test(test_heap_replace_top_matches_walk),
         cmocka_unit_test(test_iheap_top_is_min_of_present),
         cmocka_unit_test(test_maxtree_matches_walk),
         cmocka_unit_test(test_maxq_matches_walk),

@@ -272,8 +272,11 @@ static void leave_due_now(greedy_t *g, int k)
     int r = g->tlist[k];
     memmove(&g->tlist[k], &g->tlist[k + 1], sizeof(int) * (size_t)(g->nt - k - 1));
     g->nt--;
-    if (g->nt == 0 && g->fz.n == 0 && g->nback == 0 && g->due[r] <= zb_heap_top(&g->later))
+    const bool alone = g->nt == 0 && g->fz.n == 0 && g->nback == 0;
+    if (alone && g->due[r] <= zb_heap_top(&g->later))
         g->tlist[g->nt++] = r; /* alone and still the earliest: it would come straight back */
+    else if (alone && !isinf(g->due[r]))
+        g->tlist[g->nt++] = zb_heap_replace_top(&g->later, g->due[r], r); /* the earliest */
     else if (!isinf(g->due[r]))
         zb_heap_push(&g->later, g->due[r], r);
 }

@@ -55,12 +55,11 @@ void zb_heap_push(zb_heap_t *h, double key, int id)
     h->id[i] = id;
 }
 
-int zb_heap_pop(zb_heap_t *h)
+/* Sift (key, id) down from the root hole. */
+static void heap_sift_down(zb_heap_t *h, double key, int id)
 {
-    int top = h->id[0];
-    double key = h->key[--h->n];
-    int id = h->id[h->n], i = 0;
-    for (;;) { /* sift the last entry down from the root */
+    int i = 0;
+    for (;;) {
         int c = 2 * i + 1;
         if (c >= h->n)
             break;
@@ -72,10 +71,22 @@ int zb_heap_pop(zb_heap_t *h)
         h->id[i] = h->id[c];
         i = c;
     }
-    if (h->n > 0) {
-        h->key[i] = key;
-        h->id[i] = id;
-    }
+    h->key[i] = key;
+    h->id[i] = id;
+}
+
+int zb_heap_replace_top(zb_heap_t *h, double key, int id)
+{
+    int top = h->id[0];
+    heap_sift_down(h, key, id);
+    return top;
+}
+
+int zb_heap_pop(zb_heap_t *h)
+{
+    int top = h->id[0];
+    if (--h->n > 0) /* the last entry fills the root hole */
+        heap_sift_down(h, h->key[h->n], h->id[h->n]);
     return top;
 }
 

@@ -24,6 +24,9 @@ void zb_heap_push(zb_heap_t *h, double key, int id);
 static inline double zb_heap_top(const zb_heap_t *h) { return h->n ? h->key[0] : INFINITY; }
 /* Remove the entry with the smallest key and return its id (the heap must not be empty). */
 int zb_heap_pop(zb_heap_t *h);
+/* Push (key, id) and pop the smallest in one pass (the heap must not be empty and key must
+ * not be below the smallest key): returns the popped id. O(log n). */
+int zb_heap_replace_top(zb_heap_t *h, double key, int id);
 
 /* Min-heap of ids 0..n-1, each in it at most once, with removal by id. */
 typedef struct {

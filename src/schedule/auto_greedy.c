@@ -10,7 +10,11 @@
  * finished microbatches, the oldest active one can still grow to its full footprint on the rank,
  * then (once it finishes and its W's free what it holds) the next one can, and so on. The
  * globally oldest unfinished microbatch is first in every rank's FIFO, so in a safe state it can
- * always advance; an F (or a B that allocates) is allowed only if the state after it is safe. */
+ * always advance; an F (or a B that allocates) is allowed only if the state after it is safe.
+ *
+ * Cost: O(log P) per placed action for finding the ranks to try (a heap of clocks, and frozen
+ * waits set apart), O(1) (one chunk) or O(log M) per banker's check (auto_trees.h); see
+ * docs/auto.md, "Cost per placed action". */
 #include "schedule/auto_greedy.h"
 
 #include <math.h>

@@ -163,8 +163,8 @@ typedef struct {
     int *next_f;        /* [S] next microbatch to run F at stage s (microbatch order) */
     int *next_b;        /* [S] */
     double *clock;      /* [P] */
-    double *due;        /* [P] clock of a rank with actions left, INFINITY once it is done: the
-                           per-step scans for the earliest ranks are then plain minima */
+    double *due;        /* [P] clock of a rank with actions left, INFINITY once it is done (the
+                           key of T and of the heap below; a frozen rank's is not kept up) */
     double *mem;        /* [P] running memory */
     double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
     mb_state_t *mbs;    /* [P*M] what a microbatch holds on a rank (one record: read together) */

@@ -1,7 +1,8 @@
 /* `auto` on the zero-bubble paper's profiled costs (issue 10): bubble rate next to the paper's
  * ZB-2p, median time per call, and the time-vs-P·M curve at a fixed search effort.
  * Costs per stage: F, B, W, comm in µs; memory per F = 34h + 5as (s = 1024), per W = -32h, per B
- * the rest; limit 2P·M_F. Rows marked "own" reuse the last paper row's costs at larger sizes.
+ * the rest; limit 2P·M_F. Two curves: M = 8P (P·M grows 4x per row), and P·M fixed at 32768
+ * (P alone grows). Rows marked "own" reuse the last paper row's costs at larger sizes.
  * Usage: bench_auto_paper [runs]   (default 5; medians) */
 #include <math.h>
 #include <stdio.h>
@@ -114,10 +115,24 @@ int main(int argc, char **argv)
         r.M = 8 * P;
         double s = NAN, rate = NAN;
         int v = 0;
-        int n = P >= 128 ? 1 : runs;
+        int n = runs;
         if (run_auto(&r, n, false, &s, &rate, &v))
             return 1;
         printf("| %d | %d | %d | %.3f | %.4f |\n", P, r.M, P * r.M, s, s / (P * r.M) * 1e4);
+        fflush(stdout);
+    }
+    /* the same at a fixed P*M: what P alone costs, apart from the data outgrowing the caches */
+    printf("\ntime of one auto call vs P at fixed P*M = 32768 (median of %d):\n", runs);
+    printf("| P | M | median s | s per 1e4 P*M |\n|---|---|---|---|\n");
+    for (int P = 32; P <= 256; P *= 2) {
+        row_t r = rows[4];
+        r.P = P;
+        r.M = 32768 / P;
+        double s = NAN, rate = NAN;
+        int v = 0;
+        if (run_auto(&r, runs, false, &s, &rate, &v))
+            return 1;
+        printf("| %d | %d | %.3f | %.4f |\n", P, r.M, s, s / 32768 * 1e4);
         fflush(stdout);
     }
     return 0;

@@ -10,13 +10,18 @@
  * finished microbatches, the oldest active one can still grow to its full footprint on the rank,
  * then (once it finishes and its W's free what it holds) the next one can, and so on. The
  * globally oldest unfinished microbatch is first in every rank's FIFO, so in a safe state it can
- * always advance; an F (or a B that allocates) is allowed only if the state after it is safe. */
+ * always advance; an F (or a B that allocates) is allowed only if the state after it is safe.
+ *
+ * Cost: O(log P) per placed action for finding the ranks to try (a heap of clocks, and frozen
+ * waits set apart), O(1) (one chunk) or O(log M) per banker's check (auto_trees.h); see
+ * docs/auto.md, "Cost per placed action". */
 #include "schedule/auto_greedy.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "schedule/auto_trees.h"
 #include "schedule/sched_index.h"
 
 #define EPS 1e-9
@@ -138,6 +143,14 @@ oom:
 
 /* ---- the greedy ---- */
 
+/* A microbatch on a rank, for the banker's check. */
+typedef struct {
+    double contrib; /* memory it holds there (all deltas applied) */
+    double fbsum;   /* sum of its F and B deltas applied there */
+    double pendw;   /* memory its pending W's there will free */
+    bool active;    /* entered the rank, last B there not done */
+} mb_state_t;
+
 typedef struct {
     int P, v, S, M;
     zb_placement_t pl;
@@ -150,18 +163,15 @@ typedef struct {
     int *next_f;        /* [S] next microbatch to run F at stage s (microbatch order) */
     int *next_b;        /* [S] */
     double *clock;      /* [P] */
-    double *due;        /* [P] clock of a rank with actions left, INFINITY once it is done: the
-                           per-step scans for the earliest ranks are then plain minima */
+    double *due;        /* [P] clock of a rank with actions left, INFINITY once it is done (the
+                           key of T and of the heap below; a frozen rank's is not kept up) */
     double *mem;        /* [P] running memory */
     double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
-    double *contrib;    /* [P*M] memory a microbatch holds on a rank (all deltas applied) */
-    double *fbsum;      /* [P*M] sum of its F and B deltas applied on the rank */
-    double *pendw;      /* [P*M] memory its pending W's will free on the rank */
-    bool *active;       /* [P*M] entered the rank, last B there not done */
-    int *fifo;          /* [P*M] active microbatches per rank, oldest first */
-    int *fifo_head, *fifo_tail;
+    mb_state_t *mbs;    /* [P*M] what a microbatch holds on a rank (one record: read together) */
+    int *fifo_head, *fifo_tail; /* [P] microbatches that left / entered the rank: the active
+                                   ones are a FIFO (they enter and leave in microbatch order) */
     double *wfree;      /* [P] memory pending W's of inactive microbatches will free */
-    int *wq;            /* [P*(v*M)] pending W's per rank, FIFO of (stage*M + mb) */
+    int *wq;            /* [2*P*(v*M)] pending W's per rank, FIFO of (stage, mb) pairs */
     int *wq_head, *wq_tail;
     int *fb_pos;        /* [P] position in opts->fb_order (fixed-order mode) */
     int *left;          /* [P] compute actions still to place */
@@ -171,35 +181,128 @@ typedef struct {
      * stages next to its own). Saves re-trying every waiting rank after each placement. */
     bool *stale;        /* [P] must be re-tried */
     double *w_next, *w_guess; /* [P] what its last failed try reported */
+    bool *frozen;       /* [P] and whether that wait is frozen (see try_act) */
+    /* The ranks due now (due <= the smallest due + EPS, "T") without a walk over all ranks:
+     * T in rank order in tlist[0..nt), every other rank with actions left in a heap by due. A
+     * rank leaves T when it places an action (into the heap) and comes back from the heap when
+     * the smallest due reaches it: O(log P) per action. */
+    zb_heap_t later;
+    int *tlist;         /* [P] */
+    int nt;
+    /* Ranks of T whose wait is frozen (try_act) and lasts past the last idle move sit apart,
+     * in a heap by the time their wait ends (w_next), so a step does not walk over them: they
+     * would be skipped (fresh) and add only w_next to the next event. They all have the clock
+     * of the last idle move (fclock; read through clock_of). A rank comes back into T when
+     * `to` reaches its w_next, when an action is placed next to it, or when every rank of T
+     * must be tried (forced passes). Back-comers wait in `back` until the step is over. */
+    zb_iheap_t fz;
+    bool *in_fz;        /* [P] */
+    double fclock;
+    int *back;          /* [P] */
+    int nback;
+    /* The banker's check without a walk over the FIFO (only with a finite cap and no fixed
+     * order): per rank the values, for each active microbatch k, need - fbsum[k] - (contrib of
+     * the active microbatches older than k). With several chunks a max tree over microbatch
+     * positions (the others hold -INFINITY), updated on each F/B/W of an active microbatch (a
+     * suffix add). With one chunk an active microbatch changes only when it leaves (its one
+     * B), always the oldest, which adds its contrib to all the others: a max queue. */
+    bool bank;
+    zb_maxtree_t *ft;   /* [P] v > 1 */
+    zb_maxq_t *mq;      /* [P] v == 1 */
+    double *ctot;       /* [P] contrib summed over the rank's active microbatches */
+    double *fbtot;      /* [P] fbsum summed over them */
     zb_schedule_t *s;
 } greedy_t;
 
-/* The smallest of d[0..n): four independent minima, so the scan is not one long chain of
- * dependent compares (it runs once per placed action, over every rank). Exact: a minimum does
- * not depend on the order it is taken in. */
-static double min_due(const double *d, int n)
+/* The smaller of two times (never NaN here): fmin without the NaN rules, so it inlines. */
+static inline double tmin2(double a, double b) { return b < a ? b : a; }
+
+/* Clock of rank r as the other ranks see it (a frozen rank's moves are not written). */
+static inline double clock_of(const greedy_t *g, int r)
 {
-    double m[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
-    int r = 0;
-    for (; r + 4 <= n; r += 4)
-        for (int k = 0; k < 4; k++)
-            m[k] = d[r + k] < m[k] ? d[r + k] : m[k];
-    for (; r < n; r++)
-        m[0] = d[r] < m[0] ? d[r] : m[0];
-    double a = m[0] < m[1] ? m[0] : m[1], b = m[2] < m[3] ? m[2] : m[3];
-    return a < b ? a : b;
+    return g->in_fz[r] ? g->fclock : g->clock[r];
+}
+
+/* Rank r (frozen) comes back into T at the frozen clock, to be re-tried. */
+static void unfreeze(greedy_t *g, int r)
+{
+    zb_iheap_remove(&g->fz, r);
+    g->in_fz[r] = false;
+    g->clock[r] = g->due[r] = g->fclock;
+    g->stale[r] = true;
+    g->back[g->nback++] = r;
+}
+
+/* Put the ranks come back into T, in rank order. */
+static void flush_back(greedy_t *g)
+{
+    for (int j = 0; j < g->nback; j++) {
+        int r = g->back[j], k = g->nt++;
+        for (; k > 0 && g->tlist[k - 1] > r; k--)
+            g->tlist[k] = g->tlist[k - 1];
+        g->tlist[k] = r;
+    }
+    g->nback = 0;
+}
+
+static void unfreeze_all(greedy_t *g)
+{
+    while (g->fz.n > 0)
+        unfreeze(g, zb_iheap_top_id(&g->fz));
+    flush_back(g);
+}
+
+/* Refresh T for the current smallest due and return it (INFINITY when every rank is done). */
+static double refresh_due_now(greedy_t *g)
+{
+    double tmin = zb_heap_top(&g->later);
+    if (g->fz.n > 0)
+        tmin = tmin2(tmin, g->fclock);
+    for (int k = 0; k < g->nt; k++)
+        tmin = tmin2(tmin, g->due[g->tlist[k]]);
+    const double thr = tmin + EPS;
+    while (g->later.n > 0 && zb_heap_top(&g->later) <= thr) { /* joins T, in rank order */
+        int r = zb_heap_pop(&g->later), k = g->nt++;
+        for (; k > 0 && g->tlist[k - 1] > r; k--)
+            g->tlist[k] = g->tlist[k - 1];
+        g->tlist[k] = r;
+    }
+    return tmin;
+}
+
+/* T's k-th rank placed an action: it leaves T, into the heap unless it is done. */
+static void leave_due_now(greedy_t *g, int k)
+{
+    int r = g->tlist[k];
+    memmove(&g->tlist[k], &g->tlist[k + 1], sizeof(int) * (size_t)(g->nt - k - 1));
+    g->nt--;
+    const bool alone = g->nt == 0 && g->fz.n == 0 && g->nback == 0;
+    if (alone && g->due[r] <= zb_heap_top(&g->later))
+        g->tlist[g->nt++] = r; /* alone and still the earliest: it would come straight back */
+    else if (alone && !isinf(g->due[r]))
+        g->tlist[g->nt++] = zb_heap_replace_top(&g->later, g->due[r], r); /* the earliest */
+    else if (!isinf(g->due[r]))
+        zb_heap_push(&g->later, g->due[r], r);
+}
+
+/* Rank q must be re-tried. */
+static inline void mark_stale(greedy_t *g, int q)
+{
+    g->stale[q] = true;
+    if (g->in_fz[q])
+        unfreeze(g, q);
 }
 
 /* Rank r's state or clock changed: r and the ranks next to its stages must be re-tried. */
 static void touch(greedy_t *g, int r)
 {
-    g->stale[r] = true;
+    mark_stale(g, r);
     for (int k = 0; k < g->v; k++) {
         int st = g->stages[r * g->v + k];
         if (st > 0)
-            g->stale[g->stage_rank[st - 1]] = true;
+            mark_stale(g, g->stage_rank[st - 1]);
         if (st + 1 < g->S)
-            g->stale[g->stage_rank[st + 1]] = true;
+            mark_stale(g, g->stage_rank[st + 1]);
     }
 }
 
@@ -226,7 +329,7 @@ static double ready_b(const greedy_t *g, int st, int m)
         return NAN;
     if (g->stage_rank[st + 1] != g->stage_rank[st])
         eb += g->c->comm[st + 1];
-    return fmax(e, eb);
+    return eb > e ? eb : e;
 }
 
 /* A lower bound on when F/B (type, st, m) can be ready, for the lookahead: the unplaced
@@ -240,11 +343,11 @@ static double ready_lb(const greedy_t *g, int type, int st, int m)
     if (type == ZB_ACT_F)
         ps = st - 1;
     else if (isnan(g->end_f[st * g->M + m]))
-        return g->clock[g->stage_rank[st]] + g->c->t_f[st];
+        return clock_of(g, g->stage_rank[st]) + g->c->t_f[st];
     else
         ps = st + 1;
     int pr = g->stage_rank[ps];
-    double lb = g->clock[pr] + zb_sched_duration(g->c, type, ps);
+    double lb = clock_of(g, pr) + zb_sched_duration(g->c, type, ps);
     if (pr != g->stage_rank[st])
         lb += g->c->comm[ps];
     return lb;
@@ -253,7 +356,12 @@ static double ready_lb(const greedy_t *g, int type, int st, int m)
 static bool is_first_stage(const greedy_t *g, int r, int st) { return g->stages[r * g->v] == st; }
 
 /* Banker's check: is rank r safe after microbatch m applies delta d of an F/B (admitting it
- * first if it is not active)? */
+ * first if it is not active)? Walking the FIFO oldest first, with base = mem + d - wfree minus
+ * what the older ones hold, every microbatch k must be able to grow by what it still needs
+ * (need - fbsum[k], less d for m itself): base + that <= cap. The tree holds each active k's
+ * need - fbsum[k] minus the older ones' contrib, so the walk is two range maxima: the older
+ * ones unchanged, m and the younger ones shifted by -d (m's own growth, or m's contrib for the
+ * younger ones). A microbatch being admitted joins at the back with nothing applied yet. */
 static bool safe_after(const greedy_t *g, int r, int m, double d)
 {
     double cap = g->o->mem_cap;
@@ -261,26 +369,18 @@ static bool safe_after(const greedy_t *g, int r, int m, double d)
         return true;
     const int M = g->M;
     double base = g->mem[r] + d - g->wfree[r];
-    bool seen = false;
-    for (int i = g->fifo_head[r]; i <= g->fifo_tail[r]; i++) {
-        int k;
-        if (i < g->fifo_tail[r])
-            k = g->fifo[r * M + i];
-        else if (!seen)
-            k = m; /* being admitted: joins the back of the FIFO */
-        else
-            break;
-        double c = g->contrib[r * M + k], rem = g->need[r] - g->fbsum[r * M + k];
-        if (k == m) {
-            seen = true;
-            c += d;
-            rem -= d;
-        }
-        if (base + rem > cap + EPS)
-            return false;
-        base -= c;
+    if (g->mq) { /* one chunk: an active m is the oldest (its B is the only other F/B) */
+        double all = zb_maxq_max(&g->mq[r]);
+        if (g->mbs[r * M + m].active)
+            return base - d + all <= cap + EPS;
+        return base + all <= cap + EPS && base - g->ctot[r] + g->need[r] - d <= cap + EPS;
     }
-    return true;
+    zb_maxtree_t *t = &g->ft[r];
+    if (g->mbs[r * M + m].active)
+        return base + zb_maxtree_max(t, 0, m) <= cap + EPS &&
+               base - d + zb_maxtree_max(t, m, M) <= cap + EPS;
+    return base + zb_maxtree_max(t, 0, M) <= cap + EPS &&
+           base - g->ctot[r] + g->need[r] - d <= cap + EPS;
 }
 
 /* May rank r run F(st, m) now as far as memory and the in-flight cap go? */
@@ -303,14 +403,8 @@ static bool f_allowed(const greedy_t *g, int r, int st, int m)
 static double committed_after(const greedy_t *g, int r, int st, int m)
 {
     (void)st;
-    double tot = g->mem[r];
-    for (int i = g->fifo_head[r]; i < g->fifo_tail[r]; i++) {
-        int k = g->fifo[r * g->M + i];
-        tot += g->need[r] - g->fbsum[r * g->M + k];
-    }
-    if (!g->active[r * g->M + m])
-        tot += g->need[r];
-    return tot;
+    int n = g->fifo_tail[r] - g->fifo_head[r] + (g->mbs[r * g->M + m].active ? 0 : 1);
+    return g->mem[r] + n * g->need[r] - g->fbtot[r];
 }
 
 typedef struct {
@@ -364,35 +458,71 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
         g->end_f[st * g->M + m] = e;
         g->next_f[st] = m + 1;
         if (!g->o->fb_order && is_first_stage(g, r, st)) {
-            g->active[r * g->M + m] = true;
-            g->fifo[r * g->M + g->fifo_tail[r]++] = m;
+            g->mbs[r * g->M + m].active = true;
+            g->fifo_tail[r]++;
         }
     } else if (type == ZB_ACT_B) {
         g->end_b[st * g->M + m] = e;
         g->next_b[st] = m + 1;
         int idx = r * g->v * g->M + (g->wq_tail[r]++);
-        g->wq[idx] = st * g->M + m;
+        g->wq[2 * idx] = st;
+        g->wq[2 * idx + 1] = m;
     }
     if (!g->o->fb_order) {
         int i = r * g->M + m;
+        const bool first = is_first_stage(g, r, st);
+        const bool admit = type == ZB_ACT_F && first, leave = type == ZB_ACT_B && first;
+        const bool was_active = g->mbs[i].active && !admit;
+        const double c0 = g->mbs[i].contrib, f0 = g->mbs[i].fbsum;
         double freed = fmax(0.0, -g->c->m_w[st]);
-        g->contrib[i] += dm;
+        g->mbs[i].contrib += dm;
         if (type == ZB_ACT_W) {
-            g->pendw[i] -= freed;
-            if (!g->active[i])
+            g->mbs[i].pendw -= freed;
+            if (!g->mbs[i].active)
                 g->wfree[r] -= freed;
         } else {
-            g->fbsum[i] += dm;
+            g->mbs[i].fbsum += dm;
         }
         if (type == ZB_ACT_B) {
-            g->pendw[i] += freed;
+            g->mbs[i].pendw += freed;
             if (is_first_stage(g, r, st)) {
                 /* last B of the microbatch on this rank: it leaves the FIFO (always the oldest,
                    since B's of a stage run in microbatch order) */
-                g->active[i] = false;
+                g->mbs[i].active = false;
                 g->fifo_head[r]++;
-                g->wfree[r] += g->pendw[i];
+                g->wfree[r] += g->mbs[i].pendw;
             }
+        }
+        /* the banker's running sums and tree (see greedy_t) */
+        zb_maxtree_t *ft = g->ft ? &g->ft[r] : NULL;
+        zb_maxq_t *mq = g->mq ? &g->mq[r] : NULL;
+        if (admit) { /* joins at the back: nothing older is applied */
+            double a = g->need[r] - g->mbs[i].fbsum - g->ctot[r];
+            if (ft)
+                zb_maxtree_assign(ft, m, a);
+            if (mq)
+                zb_maxq_push(mq, m, a);
+            g->ctot[r] += g->mbs[i].contrib;
+            g->fbtot[r] += g->mbs[i].fbsum;
+        } else if (leave) { /* the younger ones no longer wait behind what it held */
+            if (ft) {
+                zb_maxtree_assign(ft, m, -INFINITY);
+                zb_maxtree_add(ft, m + 1, g->M, c0);
+            }
+            if (mq) {
+                zb_maxq_pop(mq, m);
+                zb_maxq_add_all(mq, c0);
+            }
+            g->ctot[r] -= c0;
+            g->fbtot[r] -= f0;
+        } else if (was_active && dm != 0) {
+            /* (v > 1 only) it holds dm more: the younger ones see dm less; an F/B also
+               shrinks what it still needs by dm, a W does not */
+            if (ft)
+                zb_maxtree_add(ft, type == ZB_ACT_W ? m + 1 : m, g->M, -dm);
+            g->ctot[r] += dm;
+            if (type != ZB_ACT_W)
+                g->fbtot[r] += dm;
         }
     }
     g->mem[r] += dm;
@@ -419,9 +549,14 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
  * ready (a fixed, known time) and *next_guess the lookahead's estimate of when an unplaced
  * predecessor could finish (it moves with the other ranks' clocks, so waiting on it alone can
  * go on forever). With force_w the lookahead and the cool-down reserve are ignored (used to
- * break a global wait). */
-static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *next_guess)
+ * break a global wait). *frozen (set when it waits) says whether the wait holds at any later
+ * clock before *next_ev whatever the other ranks' clocks do, as long as no action is placed
+ * next to it: the wait did not read a clock (no W to run, W does not fit, W held back), or the
+ * lookahead's bound came from a known ready time (other ranks' clocks only raise the rest). */
+static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *next_guess,
+                   bool *frozen)
 {
+    *frozen = true;
     cand_t cand[2 * ZB_GREEDY_MAX_CHUNKS];
     int n = candidates(g, r, cand);
     double t = g->clock[r];
@@ -462,8 +597,8 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
         }
     }
     bool have_w = g->wq_head[r] < g->wq_tail[r];
-    int w_item = have_w ? g->wq[r * g->v * g->M + g->wq_head[r]] : -1;
-    int w_st = have_w ? w_item / g->M : 0, w_m = have_w ? w_item % g->M : 0;
+    const int *w_item = have_w ? &g->wq[2 * (r * g->v * g->M + g->wq_head[r])] : NULL;
+    int w_st = have_w ? w_item[0] : 0, w_m = have_w ? w_item[1] : 0;
     bool w_fits = have_w && g->mem[r] + g->c->m_w[w_st] <= g->o->mem_cap + EPS;
 
     bool f_wins = best_f >= 0 && best_b >= 0 &&
@@ -494,12 +629,19 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
     /* Gap filling (or memory relief when an F is blocked): a W, unless the lookahead says an
      * F/B could become ready before it ends. */
     if (g->o->lookahead && !force_w && !f_blocked && best_f < 0) {
-        double lb = INFINITY;
-        for (int i = 0; i < n; i++)
-            lb = fmin(lb, ready_lb(g, cand[i].type, cand[i].st, cand[i].m));
+        double known = INFINITY, guessed = INFINITY; /* ready times, and bounds from clocks */
+        for (int i = 0; i < n; i++) {
+            double x = ready_lb(g, cand[i].type, cand[i].st, cand[i].m);
+            if (isnan(cand[i].ready))
+                guessed = tmin2(guessed, x);
+            else
+                known = tmin2(known, x);
+        }
+        double lb = tmin2(known, guessed);
         if (t + g->c->t_w[w_st] > lb + EPS) {
             if (lb > t + EPS && lb < *next_guess)
                 *next_guess = lb;
+            *frozen = known <= guessed;
             return 0;
         }
     }
@@ -511,10 +653,19 @@ static void greedy_free(greedy_t *g)
 {
     free(g->stage_rank); free(g->stages); free(g->end_f); free(g->end_b); free(g->next_f);
     free(g->next_b); free(g->clock); free(g->due); free(g->mem); free(g->need);
-    free(g->contrib); free(g->fbsum); free(g->pendw); free(g->active); free(g->fifo);
+    free(g->mbs);
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
-    free(g->stale); free(g->w_next); free(g->w_guess);
+    free(g->stale); free(g->w_next); free(g->w_guess); free(g->frozen);
+    zb_heap_free(&g->later); free(g->tlist);
+    zb_iheap_free(&g->fz); free(g->in_fz); free(g->back);
+    for (int r = 0; r < g->P; r++) {
+        if (g->ft)
+            zb_maxtree_free(&g->ft[r]);
+        if (g->mq)
+            zb_maxq_free(&g->mq[r]);
+    }
+    free(g->ft); free(g->mq); free(g->ctot); free(g->fbtot);
 }
 
 zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
@@ -543,15 +694,11 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.due = calloc(P, sizeof(double));
     g.mem = calloc(P, sizeof(double));
     g.need = calloc(P, sizeof(double));
-    g.contrib = calloc((size_t)P * M, sizeof(double));
-    g.fbsum = calloc((size_t)P * M, sizeof(double));
-    g.pendw = calloc((size_t)P * M, sizeof(double));
-    g.active = calloc((size_t)P * M, sizeof(bool));
-    g.fifo = calloc((size_t)P * M, sizeof(int));
+    g.mbs = calloc((size_t)P * M, sizeof *g.mbs);
     g.fifo_head = calloc(P, sizeof(int));
     g.fifo_tail = calloc(P, sizeof(int));
     g.wfree = calloc(P, sizeof(double));
-    g.wq = malloc(sizeof(int) * SM);
+    g.wq = malloc(sizeof(int) * 2 * SM);
     g.wq_head = calloc(P, sizeof(int));
     g.wq_tail = calloc(P, sizeof(int));
     g.fb_pos = calloc(P, sizeof(int));
@@ -560,12 +707,27 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.stale = malloc(sizeof(bool) * (size_t)P);
     g.w_next = calloc(P, sizeof(double));
     g.w_guess = calloc(P, sizeof(double));
+    g.tlist = malloc(sizeof(int) * (size_t)P);
+    g.frozen = calloc(P, sizeof(bool));
+    g.in_fz = calloc(P, sizeof(bool));
+    g.back = malloc(sizeof(int) * (size_t)P);
+    g.ctot = calloc(P, sizeof(double));
+    g.fbtot = calloc(P, sizeof(double));
+    g.bank = !o->fb_order && !isinf(o->mem_cap);
+    bool trees = zb_heap_init(&g.later, P) && zb_iheap_init(&g.fz, P);
+    if (g.bank && v > 1 && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
+        for (int r = 0; r < P && trees; r++)
+            trees = zb_maxtree_init(&g.ft[r], M);
+    if (g.bank && v == 1 && (g.mq = calloc(P, sizeof *g.mq)) != NULL)
+        for (int r = 0; r < P && trees; r++)
+            trees = zb_maxq_init(&g.mq[r], M);
+    trees = trees && (!g.bank || g.ft || g.mq);
     g.s = zb_schedule_new(name, P, v, pl, M);
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
-        !g.clock || !g.due || !g.mem || !g.need || !g.contrib || !g.fbsum || !g.pendw || !g.active ||
-        !g.fifo || !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.s) {
+        !g.clock || !g.due || !g.mem || !g.need || !g.mbs ||
+        !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !trees || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -584,6 +746,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         g.left[r] = 3 * v * M;
         g.fb_left[r] = 2 * v * M;
         g.stale[r] = true;
+        zb_heap_push(&g.later, 0, r);
     }
     /* Each step places an action or moves the waiting ranks' clocks to the next event. Bounded:
      * a wait on a known event (a candidate's ready time, a rank further ahead) happens at most
@@ -593,49 +756,57 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     const int guess_waits = 4 * P + 16;
     int idle = 0;
     for (;;) {
-        double tmin = min_due(g.due, P);
-        if (isinf(tmin))
+        if (idle >= guess_waits && g.fz.n > 0)
+            unfreeze_all(&g); /* a forced pass tries every rank of T */
+        /* T: the ranks with due <= tmin + EPS, in rank order */
+        if (isinf(refresh_due_now(&g)))
             break; /* all placed */
-        double next = INFINITY, guess = INFINITY;
-        int acted = 0;
+        const double others = zb_heap_top(&g.later); /* the earliest of the other ranks */
+        /* the frozen ranks add their w_next; their w_guess is never below it */
+        double next = zb_iheap_top(&g.fz), guess = INFINITY;
+        int acted = 0, k_acted = -1;
         for (int pass = 0; pass < 2 && !acted; pass++) {
             bool force = pass == 1 || idle >= guess_waits;
-            for (int r = 0; r < P && !acted; r++) {
-                if (g.due[r] > tmin + EPS)
-                    continue;
+            if (force && g.fz.n > 0)
+                unfreeze_all(&g);
+            for (int k = 0; k < g.nt && !acted; k++) {
+                int r = g.tlist[k];
                 if (!force && !g.stale[r]) { /* nothing it depends on changed */
-                    next = fmin(next, g.w_next[r]);
-                    guess = fmin(guess, g.w_guess[r]);
+                    next = tmin2(next, g.w_next[r]);
+                    guess = tmin2(guess, g.w_guess[r]);
                     continue;
                 }
                 double rn = INFINITY, rg = INFINITY;
-                int rc = try_act(&g, r, force, &rn, &rg);
-                next = fmin(next, rn);
-                guess = fmin(guess, rg);
+                bool fz;
+                int rc = try_act(&g, r, force, &rn, &rg, &fz);
+                next = tmin2(next, rn);
+                guess = tmin2(guess, rg);
                 if (rc == 0 && !force) {
                     g.stale[r] = false;
                     g.w_next[r] = rn;
                     g.w_guess[r] = rg;
+                    g.frozen[r] = fz;
                 }
                 if (rc < 0) {
                     st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
                     goto done;
                 }
                 acted = rc;
+                k_acted = k;
             }
             if (acted)
                 break;
-            for (int r = 0; r < P; r++)
-                if (g.due[r] > tmin + EPS && g.due[r] < next)
-                    next = g.due[r];
+            next = tmin2(next, others);
             if (isfinite(next) || (isfinite(guess) && !force))
                 break; /* wait for the next event (or guess) */
         }
         if (acted) {
+            leave_due_now(&g, k_acted);
+            flush_back(&g); /* the frozen ranks next to it */
             idle = 0;
             continue;
         }
-        double to = idle < guess_waits ? fmin(next, guess) : next;
+        double to = idle < guess_waits ? tmin2(next, guess) : next;
         if (!isfinite(to)) {
             st = zb_err_set(err, ZB_EMEMLIMIT,
                             "%s: memory cap %g blocks every rank (no schedule of this kind fits)",
@@ -643,11 +814,29 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             goto done;
         }
         idle++;
-        for (int r = 0; r < P; r++)
-            if (g.due[r] <= tmin + EPS) {
-                g.clock[r] = g.due[r] = to;
-                touch(&g, r);
+        /* T stays T (`to` is at most every other due). A rank whose wait is frozen (try_act)
+         * and lasts past `to` would wait again with the same answer: it stays fresh, and sits
+         * with the frozen ranks. Every other one is re-tried, and so are the frozen ranks whose
+         * wait ends by `to`. The neighbours need no touch here: those outside T are stale
+         * anyway (a rank becomes fresh only by waiting in T, and leaves T only by placing an
+         * action), and a frozen wait does not depend on a neighbour's clock. */
+        g.fclock = to;
+        while (zb_iheap_top(&g.fz) <= to + EPS)
+            unfreeze(&g, zb_iheap_top_id(&g.fz));
+        int kept = 0;
+        for (int k = 0; k < g.nt; k++) {
+            int r = g.tlist[k];
+            g.clock[r] = g.due[r] = to;
+            if (!g.stale[r] && g.frozen[r] && g.w_next[r] > to + EPS) {
+                g.in_fz[r] = true;
+                zb_iheap_insert(&g.fz, r, g.w_next[r]);
+            } else {
+                g.stale[r] = true;
+                g.tlist[kept++] = r;
             }
+        }
+        g.nt = kept;
+        flush_back(&g);
     }
     if (makespan) {
         double mk = 0;

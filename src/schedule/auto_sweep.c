@@ -99,8 +99,10 @@ static void describe(const setting_t *x, int P, char *out, size_t cap)
 
 int zb_sweep_budget(int P, int v, int M)
 {
-    /* One greedy build costs about actions x (P + 16) steps (each step scans the ranks); allow about
-     * 3e6 such steps for the whole sweep, and never fewer than 8 builds. */
+    /* Sized when one greedy build cost about actions x (P + 16) (each step scanned the ranks);
+     * allow about 3e6 such units for the whole sweep, and never fewer than 8 builds. A build now
+     * costs about actions x log P (docs/auto.md), but the formula stays: it decides which
+     * settings are tried, hence the schedule auto returns. */
     double work = 3.0 * v * (double)P * (double)M * (double)(P + 16);
     double n = 3e6 / fmax(1.0, work);
     return n < 8 ? 8 : n > 100000 ? 100000 : (int)n;

@@ -59,6 +59,11 @@ STUB(zb_cuda_sync, zb_cuda_stage_t *s)
 STUB(zb_cuda_buffer_alloc, zb_cuda_stage_t *s, size_t n, float **out_dev)
 STUB(zb_cuda_copy_to_device, zb_cuda_stage_t *s, float *dst, const float *src, size_t n)
 STUB(zb_cuda_copy_to_host, zb_cuda_stage_t *s, float *dst, const float *src, size_t n)
+STUB(zb_cuda_state_copy, zb_cuda_stage_t *s, zb_cuda_state_t which, size_t off, float *host,
+     size_t n, bool to_host)
+STUB(zb_cuda_state_backup, zb_cuda_stage_t *s, bool save)
+STUB(zb_cuda_stage_use_stream, zb_cuda_stage_t *s, struct CUstream_st *stream)
+STUB(zb_cuda_stage_bind, zb_cuda_stage_t *s)
 
 void zb_cuda_stash_free(zb_cuda_stash_t *st) { (void)st; }
 void zb_cuda_stash_reset(zb_cuda_stash_t *st) { (void)st; }

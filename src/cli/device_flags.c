@@ -114,12 +114,13 @@ void zb_cli_device_usage(FILE *out)
     fprintf(out,
             "device (docs/cuda.md):\n"
             "  --device cpu|cuda|cuda:N   where the compute runs (default cpu; cuda = cuda:0);\n"
-            "                       cuda: one process, one GPU (pipeline ranks on GPUs: issue 13)\n"
+            "                       cuda with --ranks P: rank r on GPU r mod (visible GPUs),\n"
+            "                       threads of one process (not --transport mpi)\n"
             "  --precision fp32|tf32|bf16 GPU matrix products: fp32 (TF32 off, default), tf32,\n"
             "                       or bf16 inputs; storage, gradients, master weights and AdamW\n"
             "                       state stay fp32 (the CPU is fp32 only)\n"
             "  --tf32               same as --precision tf32\n"
             "  --sm-per-rank K      (train) SMs of each rank's partition when pipeline ranks\n"
-            "                       share a GPU (default: the even split); accepted and checked,\n"
-            "                       but pipeline ranks on GPUs are not built yet (issue 13)\n");
+            "                       share a GPU (default: the even split; a multiple of the\n"
+            "                       GPU's granularity, 8 on Hopper); the run prints the split\n");
 }

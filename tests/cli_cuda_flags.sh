@@ -54,6 +54,11 @@ expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --device cpu --s
 expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --sm-per-rank 8
 expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --ranks 1 \
   --sm-per-rank 16
+# --gpu-messages host|device: only with --device cuda and --ranks > 1
+expect train 2 "--gpu-messages must be host or device (got 'peer')" "${TINY[@]}" --device cuda \
+  --ranks 2 --gpu-messages peer
+expect train 2 "--gpu-messages needs --device cuda" "${TINY[@]}" --ranks 2 --gpu-messages device
+expect train 2 "with one rank there are none" "${TINY[@]}" --device cuda --gpu-messages host
 expect profile 2 "unknown option --sm-per-rank" --layers 2 --reps 1 --device cuda --sm-per-rank 8
 expect train 1 "--device cuda with --transport mpi is not built yet" "${TINY[@]}" --device cuda \
   --transport mpi
@@ -73,6 +78,7 @@ expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --save "$TMP/x.ckp
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --sm-per-rank 8
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda:0 --ranks 4 --sm-per-rank 32 --precision bf16
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda --dp 2 --ranks 2 --schedule zb-h1
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --gpu-messages device
 [ -e "$TMP/x.ckpt" ] || [ -e "$TMP/m.jsonl" ] && fail "a failed --device cuda run wrote a file"
 expect profile 1 "$no_dev" --layers 2 --reps 1 --device cuda
 # the explicit CPU defaults are the CPU trainer

@@ -6,7 +6,9 @@
  * replica reduction (--dp 2) and validation through the pipeline are the same bits; a failing
  * rank stops all ranks with its name; checkpoints move between the fake-GPU pipeline and the CPU
  * pipeline (gathered and sharded) and the continuation is the straight run's bits; ranks sharing
- * the one fake GPU get SM partitions (the driver's green contexts stubbed here).
+ * the one fake GPU get SM partitions (the driver's green contexts stubbed here); device messages
+ * (device-to-device copies after the sender's event, the fake's events counted) are the same
+ * bits as host staging.
  * No clipping (grad_clip 0): the fake sums the norm in the GPU's block order, so a clip factor
  * would differ from the CPU's in the last bits (test_cuda_fake_train says the same).
  * Skipped (77) without CUDA. */
@@ -251,6 +253,78 @@ static void test_rollback_dp_and_validation(void **state)
     assert_memory_equal(&sc.val_loss, &sg.val_loss, sizeof(float));
 }
 
+/* Device messages (opts.device_messages): the receiver copies from the sender's device slot
+ * after the sender's event, no host round trip; the same bits for every family (P = 4, M = 8,
+ * both optimizer syncs), with --dp 2 and through validation. */
+static const zb_cuda_train_opts_t GPU_D2D = {.device = 0, .precision = ZB_CUDA_FP32,
+                                             .device_messages = true};
+
+static void test_device_messages(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const zb_generator_info_t *gens = zb_generators(&n);
+    zb_train_config_t c;
+    tiny(&c, 8, STEPS);
+    float ref_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t ref, got;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+    int ran = 0;
+    for (size_t g = 0; g < n; g++) {
+        zb_pipeline_opts_t o;
+        opts(&o, 4, gens[g].name, true);
+        o.cuda = &GPU_D2D;
+        o.opt_sync = (g % 2) ? ZB_OPT_SYNC_BARRIER : ZB_OPT_SYNC_POST_VALIDATION;
+        long rec = fake_events_recorded, waits = fake_event_waits;
+        zb_pipeline_report_t rep;
+        zb_err_t err;
+        zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
+        if (st == ZB_EINVAL)
+            continue;
+        if (st != ZB_OK)
+            fail_msg("device messages %s: %s", gens[g].name, err.msg);
+        char what[96];
+        snprintf(what, sizeof what, "device messages %s P=4 M=8", gens[g].name);
+        same_losses(loss, ref_loss, STEPS, what);
+        pt_assert_same_params(&got, &ref, what);
+        /* every message of every step went through an event: 2 per microbatch and boundary */
+        assert_true(fake_events_recorded - rec >= (long)STEPS * 8 * 2 * 3);
+        assert_int_equal(fake_event_waits - waits, fake_events_recorded - rec);
+        zb_gpt2_params_free(&got);
+        ran++;
+    }
+    assert_true(ran >= 8);
+    zb_gpt2_params_free(&ref);
+
+    /* --dp 2 and validation: as with host staging */
+    tiny(&c, 2, STEPS);
+    zb_pipeline_opts_t o;
+    zb_pipeline_report_t rep;
+    opts(&o, 2, "zb-h2", false);
+    o.dp = 2;
+    run_ok(&c, &o, ref_loss, &ref, &rep);
+    opts(&o, 2, "zb-h2", true);
+    o.cuda = &GPU_D2D;
+    o.dp = 2;
+    run_ok(&c, &o, loss, &got, &rep);
+    same_losses(loss, ref_loss, STEPS, "device messages --dp 2");
+    pt_assert_same_params(&got, &ref, "device messages --dp 2");
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+    tiny(&c, 4, 2);
+    c.val_text_path = c.text_path;
+    c.val_every = 1;
+    c.val_steps = 2;
+    zb_train_summary_t sc, sg;
+    zb_err_t err;
+    opts(&o, 2, "1f1b", false);
+    assert_int_equal(zb_pipeline_train(&c, &o, NULL, &sc, NULL, NULL, &err), ZB_OK);
+    opts(&o, 2, "1f1b", true);
+    o.cuda = &GPU_D2D;
+    if (zb_pipeline_train(&c, &o, NULL, &sg, NULL, NULL, &err) != ZB_OK)
+        fail_msg("device messages validation: %s", err.msg);
+    assert_memory_equal(&sc.val_loss, &sg.val_loss, sizeof(float));
+}
+
 static void test_failing_rank_stops_all(void **state)
 {
     (void)state;
@@ -317,6 +391,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_family_same_bits),
         cmocka_unit_test(test_rollback_dp_and_validation),
+        cmocka_unit_test(test_device_messages),
         cmocka_unit_test(test_failing_rank_stops_all),
         cmocka_unit_test(test_checkpoints_cross_devices),
     };

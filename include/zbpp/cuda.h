@@ -143,6 +143,18 @@ zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err);
  * a stream given here (free the stage before its owner). */
 zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream,
                                      zb_err_t *err);
+/* Device messages between stages (thread ranks, no host round trip): an event (cudaEvent_t,
+ * timing off) on the stage's device; record it on the stage's stream after the work that
+ * produces a buffer; zb_cuda_copy_after queues on s's stream a wait for `after` (NULL: none)
+ * and a copy of n floats from src_dev (on device src_device: a peer copy when it is not s's)
+ * into dst_dev. zb_cuda_stage_device: the stage's device (-1 for NULL). */
+struct CUevent_st; /* a cudaEvent_t / CUevent is a struct CUevent_st * */
+zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err);
+void zb_cuda_event_free(struct CUevent_st *ev);
+zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
+zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
+                               int src_device, size_t n, struct CUevent_st *after, zb_err_t *err);
+int zb_cuda_stage_device(const zb_cuda_stage_t *s);
 /* Make the stage's device the calling thread's current one (each rank thread, before its
  * first call on the stage). */
 zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err);
@@ -154,6 +166,9 @@ typedef struct zb_cuda_train_opts {
     int device;                    /* CUDA device index (0 = the first visible one) */
     zb_cuda_precision_t precision; /* matrix-product precision (storage is fp32 in every mode) */
     int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
+    /* pipeline ranks (issue 13): false = messages staged through host buffers; true = device
+     * messages (the receiver copies device to device after the sender's event; threads only) */
+    bool device_messages;
 } zb_cuda_train_opts_t;
 
 /* ZB_OK when `device` is a usable CUDA device; otherwise ZB_EUNSUPPORTED with one line saying

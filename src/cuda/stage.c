@@ -315,6 +315,55 @@ zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *str
     return ZB_OK;
 }
 
+zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda event: stage is NULL");
+    cudaError_t e = cudaSetDevice(s->ctx.device);
+    cudaEvent_t ev = NULL;
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return cuda_err(e, "event create", err);
+    *out = ev;
+    return ZB_OK;
+}
+
+void zb_cuda_event_free(struct CUevent_st *ev)
+{
+    if (ev)
+        cudaEventDestroy(ev);
+}
+
+zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err)
+{
+    if (!s || !ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda event record: stage and event are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "event record", err);
+    return st != ZB_OK ? st : cuda_err(cudaEventRecord(ev, s->ctx.stream), "event record", err);
+}
+
+zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
+                               int src_device, size_t n, struct CUevent_st *after, zb_err_t *err)
+{
+    if (!s || !dst_dev || !src_dev)
+        return zb_err_set(err, ZB_EINVAL, "cuda copy after: stage and buffers are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "device message", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = after ? cudaStreamWaitEvent(s->ctx.stream, after, 0) : cudaSuccess;
+    if (e == cudaSuccess)
+        e = src_device == s->ctx.device
+                ? cudaMemcpyAsync(dst_dev, src_dev, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  s->ctx.stream)
+                : cudaMemcpyPeerAsync(dst_dev, s->ctx.device, src_dev, src_device,
+                                      n * sizeof(float), s->ctx.stream);
+    return cuda_err(e, "device message", err);
+}
+
+int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return s ? s->ctx.device : -1; }
+
 zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err)
 {
     if (!s)

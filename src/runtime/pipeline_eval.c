@@ -60,7 +60,7 @@ static zb_status_t eval_send(void *ctx, const zb_action_t *a, const void **buf, 
     float *at = NULL;
     zb_status_t st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
+    *bytes = R->msg_bytes;
     return st;
 }
 
@@ -73,14 +73,14 @@ static zb_status_t eval_recv(void *ctx, const zb_action_t *a, void **buf, size_t
     float *at = NULL;
     zb_status_t st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
+    *bytes = R->msg_bytes;
     return st;
 }
 
 static size_t eval_recv_bytes(void *ctx, const zb_action_t *a)
 {
     (void)a;
-    return ((pl_rank_t *)ctx)->pl->NC * sizeof(float);
+    return ((pl_rank_t *)ctx)->msg_bytes;
 }
 
 zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
@@ -105,6 +105,8 @@ zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = zb_now()};
     if (st == ZB_OK)
         st = zb_execute(pl->eval_sched, pipe, &ops, &eo, NULL, err);
+    if (st == ZB_OK && R->dev->finish)
+        st = R->dev->finish(R, err);
     double loss = 0;
     if (st == ZB_OK && R->has_head) {
         loss = zb_train_mean_loss(R->mb_loss, pl->M);

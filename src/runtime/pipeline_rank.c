@@ -147,6 +147,7 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     const int rank = R->rank;
     R->skipped = skipped;
     R->dev = pl->opts->cuda ? &pl_rank_cuda : &pl_rank_cpu;
+    R->msg_bytes = pl->NC * sizeof(float); /* a device may carry a handle instead (open) */
     /* Own copies of only what its stages use, like separate processes (docs/runtime.md). */
     zb_status_t st = alloc_local_state(pl, R, init, opt, err);
     if (st != ZB_OK)
@@ -302,7 +303,7 @@ static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, si
     float *at = NULL;
     zb_status_t st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
+    *bytes = R->msg_bytes;
     return st;
 }
 
@@ -313,14 +314,14 @@ static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *
     float *at = NULL;
     zb_status_t st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
+    *bytes = R->msg_bytes;
     return st;
 }
 
 static size_t op_recv_bytes(void *ctx, const zb_action_t *a)
 {
     (void)a;
-    return ((pl_rank_t *)ctx)->pl->NC * sizeof(float);
+    return ((pl_rank_t *)ctx)->msg_bytes;
 }
 
 /* ---- after the compute: tied embedding, norm, optimizer ---- */
@@ -448,6 +449,8 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .recv_bytes = op_recv_bytes};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
     zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
+    if (st == ZB_OK && R->dev->finish)
+        st = R->dev->finish(R, err);
     if (st == ZB_OK)
         st = tied_fold(pipe, R, err);
     if (st == ZB_OK && dp) {

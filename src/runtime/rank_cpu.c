@@ -203,5 +203,6 @@ const pl_rank_dev_t pl_rank_cpu = {.name = "cpu",
                                    .message = cpu_message,
                                    .grads = NULL,
                                    .state = NULL,
+                                   .finish = NULL,
                                    .unit_sumsq = cpu_unit_sumsq,
                                    .optimizer = optimizer};

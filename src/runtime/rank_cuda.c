@@ -116,10 +116,22 @@ typedef struct {
     float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
     float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
     bool prev_here, next_here;
+    /* device messages: the events recorded after each outgoing slot is written, the handles
+     * sent (out_*) and received (in_*), [M] each */
+    struct CUevent_st **ev_x_out, **ev_dx_in;
+    struct cu_msg *out_x, *out_dx, *in_x, *in_dx;
 } cu_stage_t;
+
+/* A device message: where the sender's slot is and the event after which it may be read. */
+typedef struct cu_msg {
+    const float *src;
+    struct CUevent_st *ev;
+    int device;
+} cu_msg_t;
 
 typedef struct {
     int device;
+    bool device_messages;
     cu_stage_t *st; /* [n_local], as R->st */
     size_t offs[ZB_GPT2_NUM_TENSORS], sizes[ZB_GPT2_NUM_TENSORS]; /* whole-model layout */
 } cu_rank_t;
@@ -251,6 +263,24 @@ static zb_status_t cuda_grads(pl_rank_t *R, bool wte_only, bool to_host, zb_err_
     return copy_state(R, ZB_CUDA_STATE_GRADS, &R->grads.g, wte_only, to_host, err);
 }
 
+static zb_status_t device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *err)
+{
+    size_t M = (size_t)R->pl->M;
+    if (!(cs->ev_x_out = calloc(M, sizeof *cs->ev_x_out)) ||
+        !(cs->ev_dx_in = calloc(M, sizeof *cs->ev_dx_in)) ||
+        !(cs->out_x = calloc(M, sizeof *cs->out_x)) || !(cs->out_dx = calloc(M, sizeof *cs->out_dx)) ||
+        !(cs->in_x = calloc(M, sizeof *cs->in_x)) || !(cs->in_dx = calloc(M, sizeof *cs->in_dx)))
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for device messages", R->rank);
+    zb_status_t st = ZB_OK;
+    for (size_t m = 0; m < M && st == ZB_OK; m++) {
+        if (cs->own_x_out)
+            st = zb_cuda_event_new(cs->stage, &cs->ev_x_out[m], err);
+        if (st == ZB_OK && cs->own_dx_in)
+            st = zb_cuda_event_new(cs->stage, &cs->ev_dx_in[m], err);
+    }
+    return st;
+}
+
 static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
@@ -262,6 +292,10 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     }
     R->devst = C;
     C->device = R->global % run->ndev;
+    /* device messages need the sender's memory in this process: thread ranks */
+    C->device_messages = pl->opts->cuda->device_messages && !pl->opts->transport;
+    if (C->device_messages)
+        R->msg_bytes = sizeof(cu_msg_t);
     zb_gpt2_tensor_sizes(&pl->mcfg, C->sizes);
     size_t off = 0;
     for (int t = 0; t < ZB_GPT2_NUM_TENSORS; t++) {
@@ -296,6 +330,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
             st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->own_dx_in, err);
         if (st == ZB_OK && ls->r_out)
             st = zb_cuda_buffer_alloc(cs->stage, NC, &cs->r_out, err);
+        if (st == ZB_OK && C->device_messages)
+            st = device_messages_init(R, cs, err);
     }
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         cu_stage_t *cs = &C->st[i];
@@ -339,6 +375,12 @@ static void cuda_close(pl_rank_t *R)
         zb_cuda_buffer_free(cs->x_in), zb_cuda_buffer_free(cs->dx_out);
         zb_cuda_buffer_free(cs->own_x_out), zb_cuda_buffer_free(cs->own_dx_in);
         zb_cuda_buffer_free(cs->r_out);
+        for (int m = 0; m < R->pl->M; m++) {
+            zb_cuda_event_free(cs->ev_x_out ? cs->ev_x_out[m] : NULL);
+            zb_cuda_event_free(cs->ev_dx_in ? cs->ev_dx_in[m] : NULL);
+        }
+        free(cs->ev_x_out), free(cs->ev_dx_in);
+        free(cs->out_x), free(cs->out_dx), free(cs->in_x), free(cs->in_dx);
         zb_cuda_stage_free(cs->stage);
         free(cs->stash), free(cs->idle);
     }
@@ -360,9 +402,41 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
                 give_stash(cs, cs->stash[m]);
                 cs->stash[m] = NULL;
             }
+        if (cs->in_x) { /* a handle not received this time is seen as missing */
+            memset(cs->in_x, 0, (size_t)R->pl->M * sizeof *cs->in_x);
+            memset(cs->in_dx, 0, (size_t)R->pl->M * sizeof *cs->in_dx);
+        }
         if (training)
             st = zb_cuda_grads_zero(cs->stage, err);
     }
+    return st;
+}
+
+/* Bring microbatch m's message into the device slot `dst` of stage ls: from the host buffer
+ * (staging), or from the sender's device slot after its event (device messages). */
+static zb_status_t bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool forward, int m,
+                            float *dst, zb_err_t *err)
+{
+    const size_t NC = R->pl->NC;
+    if (cs->in_x) {
+        const cu_msg_t *h = forward ? &cs->in_x[m] : &cs->in_dx[m];
+        if (!h->src)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s message for microbatch %d",
+                              ls->stage, forward ? "forward" : "backward", m);
+        return zb_cuda_copy_after(cs->stage, dst, h->src, h->device, NC, h->ev, err);
+    }
+    const float *h = pl_msgbuf_at(forward ? &ls->x_in : &ls->dx_out, m, NC);
+    if (!h)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s for microbatch %d", ls->stage,
+                          forward ? "input" : "gradient", m);
+    return zb_cuda_copy_to_device(cs->stage, dst, h, NC, err);
+}
+
+static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++)
+        st = zb_cuda_sync(CU(R)->st[i].stage, err);
     return st;
 }
 
@@ -386,11 +460,8 @@ static zb_status_t cu_forward(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_c
     const size_t NC = pl->NC;
     float *x_in = ls->span.embed ? NULL : cs->x_in + (size_t)m * NC;
     zb_status_t st = ZB_OK;
-    if (upload && x_in && !cs->prev_here) {
-        const float *h = pl_msgbuf_at(&ls->x_in, m, NC);
-        st = h ? zb_cuda_copy_to_device(cs->stage, x_in, h, NC, err)
-               : zb_err_set(err, ZB_ESCHEDULE, "stage %d: no input for microbatch %d", ls->stage, m);
-    }
+    if (upload && x_in && !cs->prev_here)
+        st = bring_in(R, ls, cs, true, m, x_in, err);
     if (st == ZB_OK)
         st = zb_cuda_forward(cs->stage, sh, ls->span.embed ? R->in->inputs + tok : NULL, x_in,
                              ls->span.head ? R->in->targets + tok : NULL,
@@ -405,12 +476,8 @@ static zb_status_t cu_backward_input(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *c
     const size_t NC = pl->NC;
     float *dx_out = ls->span.head ? NULL : cs->dx_out + (size_t)m * NC;
     zb_status_t st = ZB_OK;
-    if (dx_out && !cs->next_here) {
-        const float *h = pl_msgbuf_at(&ls->dx_out, m, NC);
-        st = h ? zb_cuda_copy_to_device(cs->stage, dx_out, h, NC, err)
-               : zb_err_set(err, ZB_ESCHEDULE, "stage %d: no gradient for microbatch %d",
-                            ls->stage, m);
-    }
+    if (dx_out && !cs->next_here)
+        st = bring_in(R, ls, cs, false, m, dx_out, err);
     if (st == ZB_OK)
         st = zb_cuda_backward_input(cs->stage, sh, dx_out, pl->grad_scale,
                                     ls->span.embed ? NULL : cs->dx_in + (size_t)m * NC, err);
@@ -472,6 +539,40 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     return st;
 }
 
+/* Device messages. SEND: record the slot's event on the stage's stream (after the F or B that
+ * wrote it) and send {slot, event, device}; RECV: the handle lands in in_*[m], and the compute
+ * that reads the message queues the wait and the copy (bring_in). The slot is written once per
+ * step and every rank finishes its queued work before the step's collectives (cuda_finish), so
+ * the receiver has copied it before the sender's next step writes it again. */
+static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
+                                  const zb_action_t *a, float **host, zb_err_t *err)
+{
+    const size_t NC = R->pl->NC;
+    int m = a->mb;
+    cu_msg_t *h = NULL;
+    zb_status_t st = ZB_OK;
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_SEND_F:
+    case ZB_ACT_SEND_B: {
+        bool fwd = a->type == ZB_ACT_SEND_F;
+        const float *slot = fwd ? (cs->own_x_out ? cs->x_out : NULL) : (cs->own_dx_in ? cs->dx_in : NULL);
+        struct CUevent_st *ev = slot ? (fwd ? cs->ev_x_out[m] : cs->ev_dx_in[m]) : NULL;
+        if (!slot)
+            break;
+        h = fwd ? &cs->out_x[m] : &cs->out_dx[m];
+        *h = (cu_msg_t){.src = slot + (size_t)m * NC, .ev = ev,
+                        .device = zb_cuda_stage_device(cs->stage)};
+        st = zb_cuda_event_record(cs->stage, ev, err);
+        break;
+    }
+    case ZB_ACT_RECV_F: h = ls->span.embed ? NULL : &cs->in_x[m]; break;
+    case ZB_ACT_RECV_B: h = ls->span.head ? NULL : &cs->in_dx[m]; break;
+    default: break;
+    }
+    *host = (float *)(void *)h;
+    return st;
+}
+
 /* SEND: the device output to the host message buffer; RECV: the host buffer (uploaded by the
  * compute that reads it). */
 static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
@@ -480,6 +581,8 @@ static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     cu_stage_t *cs = &CU(R)->st[ls - R->st];
     const size_t NC = R->pl->NC;
     int m = a->mb;
+    if (cs->in_x) /* device messages: a handle (slot + event) instead of the bytes */
+        return device_message(R, ls, cs, a, host, err);
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_SEND_F:
         *host = ls->x_out && cs->x_out ? pl_msgbuf_at(ls->x_out, m, NC) : NULL;
@@ -611,5 +714,6 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .message = cuda_message,
                                     .grads = cuda_grads,
                                     .state = cuda_state,
+                                    .finish = cuda_finish,
                                     .unit_sumsq = cuda_unit_sumsq,
                                     .optimizer = cuda_optimizer};

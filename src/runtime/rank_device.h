@@ -26,8 +26,8 @@ typedef struct pl_rank_dev {
      * writes R->mb_loss[a->mb]. */
     zb_status_t (*compute)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, size_t tok,
                            bool eval, zb_err_t *err);
-    /* SEND_F / SEND_B: the message's bytes in host memory (*host, NC floats); RECV_F / RECV_B:
-     * where the transport writes them. */
+    /* SEND_F / SEND_B: the message's bytes in host memory (*host, R->msg_bytes: NC floats, or
+     * a device's handle); RECV_F / RECV_B: where the transport writes them. */
     zb_status_t (*message)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
                            zb_err_t *err);
     /* R->grads <-> the device (wte_only: the tied WTE's parts: the embedding's gradient and the
@@ -36,6 +36,9 @@ typedef struct pl_rank_dev {
     /* R->params and R->opt <-> the device (checkpoints, gather, replica check, resume). NULL:
      * the host is the device. */
     zb_status_t (*state)(pl_rank_t *R, bool to_host, zb_err_t *err);
+    /* After the rank's program (training or validation), before its collectives: its queued
+     * device work done (buffers other ranks read are free to be written again). NULL: none. */
+    zb_status_t (*finish)(pl_rank_t *R, zb_err_t *err);
     /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
     zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
     /* The optimizer step with the per-unit partials R->vec (barrier or post-validation with

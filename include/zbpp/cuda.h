@@ -155,6 +155,8 @@ zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_e
 zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
                                int src_device, size_t n, struct CUevent_st *after, zb_err_t *err);
 int zb_cuda_stage_device(const zb_cuda_stage_t *s);
+/* The stream the stage's work is queued on (its own or one given by zb_cuda_stage_use_stream). */
+struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s);
 /* Make the stage's device the calling thread's current one (each rank thread, before its
  * first call on the stage). */
 zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err);

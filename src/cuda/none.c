@@ -75,6 +75,7 @@ zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_er
 }
 void zb_cuda_event_free(struct CUevent_st *ev) { (void)ev; }
 int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return -1; }
+struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s) { return NULL; }
 
 void zb_cuda_stash_free(zb_cuda_stash_t *st) { (void)st; }
 void zb_cuda_stash_reset(zb_cuda_stash_t *st) { (void)st; }

@@ -364,6 +364,11 @@ zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *
 
 int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return s ? s->ctx.device : -1; }
 
+struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s)
+{
+    return s ? (struct CUstream_st *)s->ctx.stream : NULL;
+}
+
 zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err)
 {
     if (!s)

@@ -1,6 +1,8 @@
 /* zbpp — a pipeline rank on a GPU (rank_device.h; docs/cuda.md "Pipeline ranks on GPUs"): one
  * CUDA stage (zbpp/cuda.h) per local pipeline stage, global rank g on GPU g mod N, ranks that
- * share a GPU each on their own SM partition's stream (green contexts, zb_cuda_partitions_new).
+ * share a GPU each on their own SM partition's stream (green contexts, zb_cuda_partitions_new);
+ * all stages of a rank queue on one stream, so a stage reading its neighbour's output on the
+ * same rank is ordered after it.
  *
  * First version, kept simple and exact:
  * - messages are staged through the host: a SEND downloads the device output into the rank's
@@ -313,10 +315,14 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         cs->next_here = s + 1 < pl->plan.S && R->local_of_stage[s + 1] >= 0;
         st = zb_cuda_stage_new(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->opts->cuda->precision,
                                C->device, &cs->stage, err);
+        /* one stream for all the rank's stages: a stage reads its neighbour's device output
+         * (x_in / dx_out) in stream order. The partition's, else the first stage's own. */
         if (st == ZB_OK && parts)
             st = zb_cuda_stage_use_stream(cs->stage,
                                           zb_cuda_partition_stream(parts, R->global / run->ndev),
                                           err);
+        else if (st == ZB_OK && i > 0)
+            st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_stage_stream(C->st[0].stage), err);
         if (st == ZB_OK && (!(cs->stash = calloc((size_t)pl->M, sizeof *cs->stash)) ||
                             !(cs->idle = calloc((size_t)pl->M, sizeof *cs->idle))))
             st = zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its stashes", R->rank);
@@ -366,7 +372,7 @@ static void cuda_close(pl_rank_t *R)
     cu_rank_t *C = CU(R);
     if (!C)
         return;
-    for (int i = 0; i < R->n_local; i++) {
+    for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
         for (int m = 0; cs->stash && m < R->pl->M; m++)
             zb_cuda_stash_free(cs->stash[m]);

@@ -86,10 +86,14 @@ pipeline)
         tee "$out/ctest_pipeline.log" | grep -E "device|P=|GPU pipeline|failing|Passed|Failed|Skipped|FAIL|\[  ")
     for P in 2 4; do
         for sched in 1f1b zb-h1 zb-h2; do
-            build-gpu/zbpp train --device cuda --ranks $P --schedule $sched --layers 8 \
-                --channels 256 --heads 4 --seq 256 --batch 16 --microbatches $((2 * P)) \
-                --steps 6 --text data/demo_corpus.txt 2>&1 |
-                tee "$out/train_p${P}_$sched.log" | grep -E "^device|bubble|trained|zbpp train"
+            for msg in host device; do
+                echo "== P=$P $sched messages $msg"
+                build-gpu/zbpp train --device cuda --ranks $P --schedule $sched --layers 8 \
+                    --channels 256 --heads 4 --seq 256 --batch 16 --microbatches $((2 * P)) \
+                    --steps 6 --gpu-messages $msg --text data/demo_corpus.txt 2>&1 |
+                    tee "$out/train_p${P}_${sched}_$msg.log" |
+                    grep -E "^device|bubble|trained|zbpp train"
+            done
         done
     done
     ;;

@@ -387,6 +387,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                                     .save = hook_save,
                                     .stop_agreed = hook_stop_agreed,
                                     .own_threads = true};
+    if (human && !cfg->quiet && rep->device[0]) /* --device cuda: GPUs and SM partitions */
+        fprintf(human, "pipeline on cuda: %s\n", rep->device);
     st = zb_train_loop(cfg, human, &t, &hooks, summary, err);
     if (run.n_steps > 0) {
         zb_sort_doubles(run.step_ms, (size_t)run.n_steps);

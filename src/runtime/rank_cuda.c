@@ -83,11 +83,9 @@ zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
         if (st != ZB_OK)
             break;
         char line[96];
-        zb_cuda_sm_plan_describe(zb_cuda_partitions_plan(run->parts[d]),
-                                 zb_cuda_partitions_plan(run->parts[d])->ranks *
-                                         zb_cuda_partitions_plan(run->parts[d])->sm_per_rank +
-                                     zb_cuda_partitions_plan(run->parts[d])->sm_unused,
-                                 line, sizeof line);
+        const zb_cuda_sm_plan_t *plan = zb_cuda_partitions_plan(run->parts[d]);
+        zb_cuda_sm_plan_describe(plan, plan->ranks * plan->sm_per_rank + plan->sm_unused, line,
+                                 sizeof line);
         if (n < sizeof rep->device)
             n += (size_t)snprintf(rep->device + n, sizeof rep->device - n,
                                   "; GPU %d SM partitions: %s", d, line);

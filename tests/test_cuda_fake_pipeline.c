@@ -180,6 +180,14 @@ static void test_every_family_same_bits(void **state)
     assert_non_null(strstr(rep.device, "2 ranks on 1 GPU; GPU 0 SM partitions: 2 ranks x 64 SMs"));
     same_losses(lg, lc, STEPS, "cuda vs cpu pipeline");
     pt_assert_same_params(&pg, &pc, "cuda vs cpu pipeline");
+    zb_gpt2_params_free(&pg);
+    /* --partition profile on cuda: the GPU profiler's costs plan the partition; same bits */
+    opts(&o, 2, "zb-h1", true);
+    o.profile = true;
+    run_ok(&c, &o, lg, &pg, &rep);
+    assert_non_null(strstr(rep.note, "profile"));
+    same_losses(lg, lc, STEPS, "cuda with a GPU profile");
+    pt_assert_same_params(&pg, &pc, "cuda with a GPU profile");
     zb_gpt2_params_free(&pc), zb_gpt2_params_free(&pg);
 }
 

@@ -8,7 +8,8 @@
  * pipeline (gathered and sharded) and the continuation is the straight run's bits; ranks sharing
  * the one fake GPU get SM partitions (the driver's green contexts stubbed here); device messages
  * (device-to-device copies after the sender's event, the fake's events counted) are the same
- * bits as host staging.
+ * bits as host staging; --trace times every action on the rank's timer (stubbed with host
+ * clock readings and timing.c's order rules) and the bits stay the same.
  * No clipping (grad_clip 0): the fake sums the norm in the GPU's block order, so a clip factor
  * would differ from the CPU's in the last bits (test_cuda_fake_train says the same).
  * Skipped (77) without CUDA. */
@@ -34,6 +35,7 @@ int main(void)
 #include "cuda_fake_device.inc"
 #include "pipeline_testutil.h"
 #include "zbpp/pipeline.h"
+#include "zbpp/util.h"
 
 /* ---- SM partitions without a driver: a fake 132-SM Hopper's plan, no streams ---- */
 
@@ -73,6 +75,72 @@ struct CUstream_st *zb_cuda_partition_stream(const zb_cuda_partitions_t *p, int 
 int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r)
 {
     return r >= 0 && r < p->plan.ranks ? p->plan.sm_per_rank : -1;
+}
+
+/* ---- action timing without a GPU: host clock readings with timing.c's order rules ---- */
+
+struct zb_cuda_timer {
+    int n, last, open, timed;
+    double start, *t; /* [2n] */
+};
+static long timed_actions, timers_resolved;
+
+zb_status_t zb_cuda_timer_new(struct CUstream_st *stream, int n, zb_cuda_timer_t **out,
+                              zb_err_t *err)
+{
+    (void)stream;
+    zb_cuda_timer_t *t = calloc(1, sizeof *t);
+    if (!t || !(t->t = calloc(2 * (size_t)n, sizeof *t->t))) {
+        free(t);
+        return zb_err_set(err, ZB_ENOMEM, "fake timer");
+    }
+    t->n = n;
+    *out = t;
+    return ZB_OK;
+}
+void zb_cuda_timer_free(zb_cuda_timer_t *t)
+{
+    if (t)
+        free(t->t);
+    free(t);
+}
+zb_status_t zb_cuda_timer_step_begin(zb_cuda_timer_t *t, zb_err_t *err)
+{
+    (void)err;
+    t->start = zb_now();
+    t->last = t->open = -1;
+    t->timed = 0;
+    return ZB_OK;
+}
+zb_status_t zb_cuda_timer_begin(zb_cuda_timer_t *t, int i, zb_err_t *err)
+{
+    if (i <= t->last || t->open >= 0 || i >= t->n)
+        return zb_err_set(err, ZB_EINVAL, "fake timer: begin(%d) out of order", i);
+    t->t[2 * i] = zb_now();
+    t->last = t->open = i;
+    return ZB_OK;
+}
+zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err)
+{
+    if (t->open != i)
+        return zb_err_set(err, ZB_EINVAL, "fake timer: end(%d) without its begin", i);
+    t->t[2 * i + 1] = zb_now();
+    t->open = -1;
+    t->timed++;
+    __atomic_add_fetch(&timed_actions, 1, __ATOMIC_RELAXED);
+    return ZB_OK;
+}
+zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
+                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err)
+{
+    if (t->timed != t->n || tl->len != t->n)
+        return zb_err_set(err, ZB_EINVAL, "fake timer: %d of %d actions timed", t->timed, t->n);
+    for (int i = 0; i < t->n; i++) {
+        tl->start[i] = origin_s + (t->t[2 * i] - origin->start);
+        tl->end[i] = origin_s + (t->t[2 * i + 1] - origin->start);
+    }
+    __atomic_add_fetch(&timers_resolved, 1, __ATOMIC_RELAXED);
+    return ZB_OK;
 }
 
 /* ---- helpers ---- */
@@ -333,6 +401,38 @@ static void test_device_messages(void **state)
     assert_memory_equal(&sc.val_loss, &sg.val_loss, sizeof(float));
 }
 
+/* --trace on the (fake) GPU: every action of every rank's program timed in program order on the
+ * rank's timer, resolved after each step into the timeline the trace files and the measured
+ * bubble come from; the bits do not change. */
+static void test_trace_times_every_action(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 8, STEPS);
+    float ref_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t ref, got;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+    char trace[256];
+    pt_tmp_path(trace, sizeof trace, "trace.json");
+    zb_pipeline_opts_t o;
+    opts(&o, 4, "zb-v", true);
+    o.trace_path = trace;
+    long acts = timed_actions, res = timers_resolved;
+    zb_pipeline_report_t rep;
+    run_ok(&c, &o, loss, &got, &rep);
+    same_losses(loss, ref_loss, STEPS, "cuda --trace");
+    pt_assert_same_params(&got, &ref, "cuda --trace");
+    assert_int_equal(timers_resolved - res, 4 * STEPS);
+    assert_true(timed_actions - acts >= 4L * STEPS * 3 * 8); /* F, B, W of 8 mbs on each */
+    assert_true(rep.measured);
+    assert_true(rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0);
+    assert_int_equal(access(trace, F_OK), 0);
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -f /tmp/zbpp_test_%ld_trace*", (long)getpid());
+    assert_int_equal(system(rm), 0);
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+}
+
 static void test_failing_rank_stops_all(void **state)
 {
     (void)state;
@@ -400,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_every_family_same_bits),
         cmocka_unit_test(test_rollback_dp_and_validation),
         cmocka_unit_test(test_device_messages),
+        cmocka_unit_test(test_trace_times_every_action),
         cmocka_unit_test(test_failing_rank_stops_all),
         cmocka_unit_test(test_checkpoints_cross_devices),
     };

@@ -75,6 +75,7 @@ typedef struct {
     const struct pl_rank_dev *dev; /* rank_device.h: the CPU's, or a GPU's with its state */
     void *devst;
     size_t msg_bytes; /* bytes of one message (NC floats, or a device message's handle) */
+    int op_index;     /* the action of the training program the executor is at (device timing) */
     const pl_step_in_t *in; /* the current call's inputs (pl_local_run) */
     int rank;    /* pipeline rank p (stages, schedule program) */
     int replica; /* data-parallel replica d */

@@ -263,6 +263,21 @@ size_t pl_rank_tok(const pl_rank_t *R, int m)
            (size_t)pl->T;
 }
 
+/* Device timing (--trace on a GPU): the executor runs the program in order, one op per action,
+ * so the op count is the action's index. */
+static zb_status_t timed(pl_rank_t *R, bool begin, zb_err_t *err)
+{
+    return R->dev->time_action ? R->dev->time_action(R, R->op_index, begin, err) : ZB_OK;
+}
+
+static zb_status_t timed_end(pl_rank_t *R, zb_status_t st, zb_err_t *err)
+{
+    if (st == ZB_OK)
+        st = timed(R, false, err);
+    R->op_index++;
+    return st;
+}
+
 static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
 {
     pl_rank_t *R = ctx;
@@ -277,7 +292,10 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     int m = a->mb;
     if (m < 0 || m >= pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", m);
-    return R->dev->compute(R, ls, a, pl_rank_tok(R, m), false, err);
+    zb_status_t st = timed(R, true, err);
+    if (st == ZB_OK)
+        st = R->dev->compute(R, ls, a, pl_rank_tok(R, m), false, err);
+    return timed_end(R, st, err);
 }
 
 zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, float **at, zb_err_t *err)
@@ -301,10 +319,12 @@ static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, si
 {
     pl_rank_t *R = ctx;
     float *at = NULL;
-    zb_status_t st = pl_rank_payload(R, a, &at, err);
+    zb_status_t st = timed(R, true, err);
+    if (st == ZB_OK)
+        st = pl_rank_payload(R, a, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
-    return st;
+    return timed_end(R, st, err);
 }
 
 static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *bytes,
@@ -312,10 +332,12 @@ static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *
 {
     pl_rank_t *R = ctx;
     float *at = NULL;
-    zb_status_t st = pl_rank_payload(R, a, &at, err);
+    zb_status_t st = timed(R, true, err);
+    if (st == ZB_OK)
+        st = pl_rank_payload(R, a, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
-    return st;
+    return timed_end(R, st, err);
 }
 
 static size_t op_recv_bytes(void *ctx, const zb_action_t *a)
@@ -487,6 +509,7 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     pl_t *pl = R->pl;
     zb_workers_enter(R->workers);
     R->computes = 0;
+    R->op_index = 0;
     zb_transport_t *pipe, *dp;
     zb_status_t st = R->dev->step_begin(R, true, err);
     if (st == ZB_OK)
@@ -507,6 +530,8 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     }
     if (st == ZB_OK)
         st = R->dev->optimizer(pipe, R, err);
+    if (st == ZB_OK && R->dev->step_end) /* after the collectives: every rank's step began */
+        st = R->dev->step_end(R, err);
     if (st != ZB_OK) {
         if (pl->N > 1 && st != ZB_EABORT && err) { /* which replica, when there are several */
             char inner[sizeof err->msg];

@@ -204,5 +204,7 @@ const pl_rank_dev_t pl_rank_cpu = {.name = "cpu",
                                    .grads = NULL,
                                    .state = NULL,
                                    .finish = NULL,
+                                   .time_action = NULL,
+                                   .step_end = NULL,
                                    .unit_sumsq = cpu_unit_sumsq,
                                    .optimizer = optimizer};

@@ -26,6 +26,7 @@
 #include "model/gpt2_internal.h"
 #include "runtime/rank_device.h"
 #include "zbpp/cuda.h"
+#include "zbpp/util.h"
 
 /* ---- the run's GPUs ---- */
 
@@ -132,6 +133,8 @@ typedef struct cu_msg {
 typedef struct {
     int device;
     bool device_messages;
+    zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
+    double t_begin;         /* host time (since the step's t0) of the timer's step start */
     cu_stage_t *st; /* [n_local], as R->st */
     size_t offs[ZB_GPT2_NUM_TENSORS], sizes[ZB_GPT2_NUM_TENSORS]; /* whole-model layout */
 } cu_rank_t;
@@ -345,6 +348,10 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         if (!R->st[i].span.embed)
             cs->dx_in = cs->prev_here ? C->st[R->local_of_stage[s - 1]].dx_out : cs->own_dx_in;
     }
+    /* --trace: the GPU's times of every action (on the rank's one stream) */
+    if (st == ZB_OK && (pl->opts->trace_path || pl->opts->trace_svg_path) && R->n_local > 0)
+        st = zb_cuda_timer_new(zb_cuda_stage_stream(C->st[0].stage),
+                               pl->plan.sched->rank[R->rank].len, &C->timer, err);
     /* the start-up state (fresh, --init-from, --resume) onto the device; fresh moments are the
      * stage's zeros already */
     if (st == ZB_OK)
@@ -370,6 +377,7 @@ static void cuda_close(pl_rank_t *R)
     cu_rank_t *C = CU(R);
     if (!C)
         return;
+    zb_cuda_timer_free(C->timer);
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
         for (int m = 0; cs->stash && m < R->pl->M; m++)
@@ -413,7 +421,33 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
         if (training)
             st = zb_cuda_grads_zero(cs->stage, err);
     }
+    if (st == ZB_OK && training && C->timer) {
+        st = zb_cuda_timer_step_begin(C->timer, err);
+        C->t_begin = zb_now() - R->in->t0;
+    }
     return st;
+}
+
+static zb_status_t cuda_time_action(pl_rank_t *R, int i, bool begin, zb_err_t *err)
+{
+    zb_cuda_timer_t *t = CU(R)->timer;
+    if (!t)
+        return ZB_OK;
+    return begin ? zb_cuda_timer_begin(t, i, err) : zb_cuda_timer_end(t, i, err);
+}
+
+/* The step's GPU times into R->tl, on the clock of the first rank on this GPU (global rank
+ * `device`: every rank of a GPU shares its step-start event; across GPUs each clock starts at
+ * its first rank's host time of the step start). */
+static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
+{
+    cu_rank_t *C = CU(R);
+    if (!C->timer)
+        return ZB_OK;
+    const cu_rank_t *O = R->pl->ranks[C->device].devst;
+    const zb_cuda_timer_t *origin = O && O->timer ? O->timer : C->timer;
+    return zb_cuda_timer_resolve(C->timer, origin, origin == C->timer ? C->t_begin : O->t_begin,
+                                 &R->tl, err);
 }
 
 /* Bring microbatch m's message into the device slot `dst` of stage ls: from the host buffer
@@ -719,5 +753,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .grads = cuda_grads,
                                     .state = cuda_state,
                                     .finish = cuda_finish,
+                                    .time_action = cuda_time_action,
+                                    .step_end = cuda_step_end,
                                     .unit_sumsq = cuda_unit_sumsq,
                                     .optimizer = cuda_optimizer};

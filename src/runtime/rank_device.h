@@ -39,6 +39,11 @@ typedef struct pl_rank_dev {
     /* After the rank's program (training or validation), before its collectives: its queued
      * device work done (buffers other ranks read are free to be written again). NULL: none. */
     zb_status_t (*finish)(pl_rank_t *R, zb_err_t *err);
+    /* --trace on a device: action i of the rank's training program begins / ends (in program
+     * order, every action), and after the step (its collectives done) the device's times
+     * replace the executor's host times in R->tl. NULL: the executor's times stand. */
+    zb_status_t (*time_action)(pl_rank_t *R, int i, bool begin, zb_err_t *err);
+    zb_status_t (*step_end)(pl_rank_t *R, zb_err_t *err);
     /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
     zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
     /* The optimizer step with the per-unit partials R->vec (barrier or post-validation with

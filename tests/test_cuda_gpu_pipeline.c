@@ -4,7 +4,8 @@
  * compute in partitions of the same size; the kernels and reductions are fixed-order); the
  * single-GPU trainer's run (--ranks 1, the whole GPU) is printed next to it and must agree
  * within 1e-5 relative (cuBLASLt may choose another algorithm for another SM count). A failing
- * rank stops all ranks with its name. Skipped (exit 77) where there is no CUDA device. */
+ * rank stops all ranks with its name. Device messages give host staging's bits; --trace gives a
+ * measured bubble from CUDA events. Skipped (exit 77) where there is no CUDA device. */
 #include "pipeline_testutil.h"
 
 #include "cuda_testutil.h"
@@ -86,6 +87,41 @@ static void test_families_same_bits(void **state)
     assert_true(ran >= 10);
 }
 
+/* Device messages (D2D after the sender's event) give host staging's bits; --trace times every
+ * action with CUDA events: a measured bubble in [0, 1), the bits unchanged. */
+static void test_device_messages_and_trace(void **state)
+{
+    (void)state;
+    static const zb_cuda_train_opts_t D2D = {.device = 0, .precision = ZB_CUDA_FP32,
+                                             .device_messages = true};
+    zb_train_config_t c;
+    tiny(&c, 8);
+    float host_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t host, got;
+    zb_pipeline_opts_t o;
+    zb_pipeline_report_t rep;
+    zb_err_t err;
+    opts(&o, 4, "zb-h1");
+    if (pt_run(&c, &o, host_loss, &host, &rep, &err) != ZB_OK)
+        fail_msg("host staging: %s", err.msg);
+    o.cuda = &D2D;
+    if (pt_run(&c, &o, loss, &got, &rep, &err) != ZB_OK)
+        fail_msg("device messages: %s", err.msg);
+    assert_memory_equal(loss, host_loss, sizeof loss);
+    pt_assert_same_params(&got, &host, "device messages");
+    zb_gpt2_params_free(&got);
+    char trace[256];
+    pt_tmp_path(trace, sizeof trace, "gpu_trace.json");
+    o.trace_path = trace;
+    if (pt_run(&c, &o, loss, &got, &rep, &err) != ZB_OK)
+        fail_msg("--trace: %s", err.msg);
+    printf("P=4 zb-h1 M=8 on the GPU: measured bubble %.1f%%, predicted %.1f%%\n",
+           100 * rep.bubble_measured, 100 * rep.bubble_predicted);
+    assert_true(rep.measured && rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0);
+    pt_assert_same_params(&got, &host, "--trace");
+    zb_gpt2_params_free(&got), zb_gpt2_params_free(&host);
+}
+
 static void test_failing_rank_stops_all(void **state)
 {
     (void)state;
@@ -109,6 +145,7 @@ int main(void)
     cuda_test_require_device();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families_same_bits),
+        cmocka_unit_test(test_device_messages_and_trace),
         cmocka_unit_test(test_failing_rank_stops_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

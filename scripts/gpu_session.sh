@@ -82,8 +82,9 @@ pipeline)
     # then the CLI with the partition line and the measured vs predicted bubble
     build
     eval "$(bash scripts/gpu_deps.sh env)"
-    (cd build-gpu && ctest -R "test_cuda_gpu_pipeline|test_cuda_fake_pipeline" -V 2>&1 |
-        tee "$out/ctest_pipeline.log" | grep -E "device|P=|GPU pipeline|failing|Passed|Failed|Skipped|FAIL|\[  ")
+    (cd build-gpu && ctest -R "test_cuda_gpu_pipeline|test_cuda_fake_pipeline|cli_cuda_gpu_pipeline" -V 2>&1 |
+        tee "$out/ctest_pipeline.log" |
+        grep -E "device|P=|GPU pipeline|failing|checkpoint|steps|bubble|Passed|Failed|Skipped|FAIL|\[  ")
     for P in 2 4; do
         for sched in 1f1b zb-h1 zb-h2; do
             for msg in host device; do

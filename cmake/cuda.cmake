@@ -94,6 +94,8 @@ if(ZB_TESTS)
   endforeach()
   # the trainer on the fake device, like the stage: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_train PROPERTIES SKIP_RETURN_CODE 77)
+  # pipeline ranks on the fake device (issue 13): skipped without CUDA
+  cmake_language(DEFER CALL set_tests_properties test_cuda_fake_pipeline PROPERTIES SKIP_RETURN_CODE 77)
   cmake_language(DEFER CALL set_tests_properties test_cuda_lazy PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage PROPERTIES SKIP_RETURN_CODE 77)

@@ -8,12 +8,14 @@
 #   scripts/gpu_session.sh sanitize build, then compute-sanitizer (memcheck, racecheck, initcheck)
 #   scripts/gpu_session.sh partitions  build, then only the SM-partition and event-timing tests
 #                                   (issue 13), verbose, plus compute-sanitizer memcheck on them
+#   scripts/gpu_session.sh pipeline build, then the pipeline-rank tests on the GPU (issue 13) and
+#                                   zbpp train --device cuda --ranks 2|4 (partition line, bubble)
 # The build is skipped when build-gpu already holds one (a warm machine keeps it).
 set -uo pipefail
 case "${1:-}" in
-test | bench | compile | sanitize | partitions) ;;
+test | bench | compile | sanitize | partitions | pipeline) ;;
 *)
-    sed -n '2,11p' "$0" >&2
+    sed -n '2,13p' "$0" >&2
     exit 2
     ;;
 esac
@@ -37,7 +39,7 @@ test)
     build
     eval "$(bash scripts/gpu_deps.sh env)"
     (cd build-gpu && ctest -L gpu -V 2>&1 | tee "$out/ctest_gpu.log" |
-        grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|partition|distinct SMs|refused|action [0-9]|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
+        grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|partition|distinct SMs|refused|action [0-9]|GPU pipeline|P=[24] M=|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
     (cd build-gpu && ctest -R "test_cuda_host|test_cuda_fake|test_cuda_green|test_cuda_timing|cli_cuda_flags|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
         --output-on-failure 2>&1 | tail -4)
     # the machine has PyTorch: zbpp's CSVs through torch's own _Action.from_str (issue 14)
@@ -73,6 +75,27 @@ partitions)
     for t in test_cuda_gpu_green test_cuda_gpu_timing; do
         compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/$t >"$out/sanitize_$t.log" 2>&1
         echo "compute-sanitizer memcheck $t: rc $? ($(tail -1 "$out/sanitize_$t.log"))"
+    done
+    ;;
+pipeline)
+    # issue 13: thread ranks on the GPU (SM partitions), every family's bits, a failing rank;
+    # then the CLI with the partition line and the measured vs predicted bubble
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    (cd build-gpu && ctest -R "test_cuda_gpu_pipeline|test_cuda_fake_pipeline|cli_cuda_gpu_pipeline" -V 2>&1 |
+        tee "$out/ctest_pipeline.log" |
+        grep -E "device|P=|GPU pipeline|failing|checkpoint|steps|bubble|Passed|Failed|Skipped|FAIL|\[  ")
+    for P in 2 4; do
+        for sched in 1f1b zb-h1 zb-h2; do
+            for msg in host device; do
+                echo "== P=$P $sched messages $msg"
+                build-gpu/zbpp train --device cuda --ranks $P --schedule $sched --layers 8 \
+                    --channels 256 --heads 4 --seq 256 --batch 16 --microbatches $((2 * P)) \
+                    --steps 6 --gpu-messages $msg --text data/demo_corpus.txt 2>&1 |
+                    tee "$out/train_p${P}_${sched}_$msg.log" |
+                    grep -E "^device|bubble|trained|zbpp train"
+            done
+        done
     done
     ;;
 compile)

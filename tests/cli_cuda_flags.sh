@@ -2,9 +2,10 @@
 # zbpp train|profile --device/--precision/--tf32 on any machine (no GPU needed): bad values and
 # combinations give one line "zbpp <cmd>: ..." and exit 2; --device cuda where no CUDA device is
 # visible (none here, or hidden with CUDA_VISIBLE_DEVICES=) or in a build without CUDA gives one
-# line and exit 1 before anything is trained or written; pipeline ranks on cuda: one line, exit
-# 1 (issue 13); --sm-per-rank K is checked (positive, --device cuda, --ranks > 1) and then meets
-# that line too; --device cpu --precision fp32 is the CPU trainer, bit for bit.
+# line and exit 1 before anything is trained or written, pipeline ranks (--ranks P) too;
+# --transport mpi with cuda: one line, exit 1 (not built yet); --sm-per-rank K is checked
+# (positive, --device cuda, --ranks > 1) and then meets the no-device line; --device cpu
+# --precision fp32 is the CPU trainer, bit for bit.
 # usage: cli_cuda_flags.sh <zbpp binary> <source dir>
 set -u
 ZBPP=$1
@@ -41,9 +42,8 @@ for cmd in train profile; do
   expect $cmd 2 "--tf32 needs --device cuda" "${A[@]}" --tf32
   expect $cmd 2 "--tf32 turns TF32 on in fp32 mode" "${A[@]}" --device cuda --tf32 --precision bf16
 done
-expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --ranks 2
 # --sm-per-rank K (issue 13): a positive integer, only with --device cuda, only for P > 1 ranks;
-# with them the run still stops at the issue-13 line (no GPU pipeline yet); train only
+# with them the run needs a device (none visible here); train only
 "$ZBPP" train --help | grep -q -- '--sm-per-rank K' || fail "train --help lacks --sm-per-rank"
 for k in 0 -8 x 8x ""; do
   expect train 2 "--sm-per-rank: '$k' is not a positive integer" "${TINY[@]}" --device cuda \
@@ -54,12 +54,14 @@ expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --device cpu --s
 expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --sm-per-rank 8
 expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --ranks 1 \
   --sm-per-rank 16
-expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --ranks 2 \
-  --sm-per-rank 8
-expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda:0 --ranks 4 \
-  --sm-per-rank 32 --precision bf16
+# --gpu-messages host|device: only with --device cuda and --ranks > 1
+expect train 2 "--gpu-messages must be host or device (got 'peer')" "${TINY[@]}" --device cuda \
+  --ranks 2 --gpu-messages peer
+expect train 2 "--gpu-messages needs --device cuda" "${TINY[@]}" --ranks 2 --gpu-messages device
+expect train 2 "with one rank there are none" "${TINY[@]}" --device cuda --gpu-messages host
 expect profile 2 "unknown option --sm-per-rank" --layers 2 --reps 1 --device cuda --sm-per-rank 8
-expect train 1 "pipeline ranks on GPUs are issue 13" "${TINY[@]}" --device cuda --transport mpi
+expect train 1 "--device cuda with --transport mpi is not built yet" "${TINY[@]}" --device cuda \
+  --transport mpi
 # no device visible (or no CUDA in this build): one line, exit 1, nothing written
 no_dev="--device cuda: no CUDA device"
 "$ZBPP" train --help >/dev/null
@@ -71,6 +73,12 @@ for prec in fp32 tf32 bf16; do
     --metrics "$TMP/m.jsonl"
 done
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda:1 --tf32
+# pipeline ranks on cuda (issue 13): the same line before anything is read or written
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --save "$TMP/x.ckpt"
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --sm-per-rank 8
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda:0 --ranks 4 --sm-per-rank 32 --precision bf16
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda --dp 2 --ranks 2 --schedule zb-h1
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --gpu-messages device
 [ -e "$TMP/x.ckpt" ] || [ -e "$TMP/m.jsonl" ] && fail "a failed --device cuda run wrote a file"
 expect profile 1 "$no_dev" --layers 2 --reps 1 --device cuda
 # the explicit CPU defaults are the CPU trainer

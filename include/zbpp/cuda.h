@@ -57,6 +57,7 @@ zb_status_t zb_cuda_stage_check(const zb_gpt2_config_t *cfg, const zb_gpt2_span_
 
 typedef struct zb_cuda_stage zb_cuda_stage_t;
 typedef struct zb_cuda_stash zb_cuda_stash_t;
+struct CUstream_st; /* a cudaStream_t / CUstream is a struct CUstream_st * */
 
 /* A stage on device `device` for microbatches of B sequences of T tokens. Allocates the
  * parameters, gradients (plus the tied head's WTE accumulator on a head stage) and AdamW moments
@@ -119,13 +120,57 @@ zb_status_t zb_cuda_copy_to_device(zb_cuda_stage_t *s, float *dst_dev, const flo
 zb_status_t zb_cuda_copy_to_host(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
                                  size_t n, zb_err_t *err);
 
+/* ---- a stage as one of a pipeline rank's (issue 13; src/runtime/rank_cuda.c) ---- */
+
+/* Which of the stage's buffers zb_cuda_state_copy moves (whole-model layout, element offsets
+ * as in zb_gpt2_params_alloc's buffer; WTE_HEAD: the head stage's WTE accumulator). */
+typedef enum {
+    ZB_CUDA_STATE_PARAMS,
+    ZB_CUDA_STATE_GRADS,
+    ZB_CUDA_STATE_M,
+    ZB_CUDA_STATE_V,
+    ZB_CUDA_STATE_WTE_HEAD
+} zb_cuda_state_t;
+/* Copy n floats at element `off` of buffer `which` to the host (to_host) or from it; waits for
+ * the stage's queued work first. ZB_EINVAL for a range outside the buffer. */
+zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t off, float *host,
+                               size_t n, bool to_host, zb_err_t *err);
+/* save: copy parameters, m and v into a device backup (allocated on the first save, 3 x the
+ * parameter count, freed with the stage); !save: copy them back (ZB_EINVAL if never saved). */
+zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err);
+/* Run the stage's work on `stream` from now on (e.g. an SM partition's,
+ * zb_cuda_partition_stream) instead of its own, which is destroyed; the stage does not destroy
+ * a stream given here (free the stage before its owner). */
+zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream,
+                                     zb_err_t *err);
+/* Device messages between stages (thread ranks, no host round trip): an event (cudaEvent_t,
+ * timing off) on the stage's device; record it on the stage's stream after the work that
+ * produces a buffer; zb_cuda_copy_after queues on s's stream a wait for `after` (NULL: none)
+ * and a copy of n floats from src_dev (on device src_device: a peer copy when it is not s's)
+ * into dst_dev. zb_cuda_stage_device: the stage's device (-1 for NULL). */
+struct CUevent_st; /* a cudaEvent_t / CUevent is a struct CUevent_st * */
+zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err);
+void zb_cuda_event_free(struct CUevent_st *ev);
+zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
+zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
+                               int src_device, size_t n, struct CUevent_st *after, zb_err_t *err);
+int zb_cuda_stage_device(const zb_cuda_stage_t *s);
+/* The stream the stage's work is queued on (its own or one given by zb_cuda_stage_use_stream). */
+struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s);
+/* Make the stage's device the calling thread's current one (each rank thread, before its
+ * first call on the stage). */
+zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err);
+
 /* ---- training and profiling on one GPU (src/runtime/trainer_cuda.c, profile_cuda.c) ---- */
 
 /* Device and precision of `zbpp train|profile --device cuda`. */
-typedef struct {
+typedef struct zb_cuda_train_opts {
     int device;                    /* CUDA device index (0 = the first visible one) */
     zb_cuda_precision_t precision; /* matrix-product precision (storage is fp32 in every mode) */
     int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
+    /* pipeline ranks (issue 13): false = messages staged through host buffers; true = device
+     * messages (the receiver copies device to device after the sender's event; threads only) */
+    bool device_messages;
 } zb_cuda_train_opts_t;
 
 /* ZB_OK when `device` is a usable CUDA device; otherwise ZB_EUNSUPPORTED with one line saying

@@ -100,6 +100,10 @@ typedef struct {
     /* What a saving F keeps (--keep-activations): ALL, or SELECTIVE (the LayerNorm and GELU
      * outputs are recomputed in W; zbpp/gpt2.h). Orthogonal to `recompute`; same bits. */
     zb_gpt2_keep_t keep;
+    /* --device cuda (issue 13; docs/cuda.md "Pipeline ranks on GPUs"): each rank's stages on GPU
+     * (global rank) mod (visible GPUs), messages staged through host buffers; ranks sharing a
+     * GPU get SM partitions. NULL = the CPU. Threads only (not with a transport). */
+    const struct zb_cuda_train_opts *cuda;
 } zb_pipeline_opts_t;
 
 /* ranks 1, dp 1, schedule "1f1b", post-validation, no limit, no trace, FLOP model, pin, timeout 600 s,
@@ -146,6 +150,7 @@ typedef struct {
     double predicted_stash_bytes[1024]; /* memory model (zb_simulate), per rank */
     long rollbacks;           /* post-validation steps that had to be undone and redone */
     char note[256];           /* e.g. what the cost model was */
+    char device[256];         /* --device cuda: GPUs and SM partitions of the ranks ("" = CPU) */
     /* distributed run: the error (if any) is known to every rank, so processes may exit
      * normally instead of aborting the job (start-up checks, checkpoint agreement) */
     bool failed_together;

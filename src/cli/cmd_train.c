@@ -439,11 +439,16 @@ int zb_cmd_train(int argc, char **argv)
                 zb_workers_resolve(c.threads, local),
                 zb_workers_resolve(c.threads, local) == 1 ? "" : "s");
     }
-    if (dev.cuda && piped) {
-        fprintf(stderr, "zbpp train: --device cuda trains in one process on one GPU: pipeline "
-                        "ranks on GPUs are issue 13 (--ranks/--dp/--transport mpi/--schedule-file"
-                        "/--recompute/sharded checkpoints need --device cpu)\n");
+    if (dev.cuda && piped && pipe.mpi) {
+        fprintf(stderr, "zbpp train: --device cuda with --transport mpi is not built yet "
+                        "(issue 13): pipeline ranks on GPUs run as threads of one process "
+                        "(leave out --transport)\n");
         return 1;
+    }
+    if (dev.cuda && piped) { /* pipeline ranks on GPUs (rank_cuda.c): the device first */
+        if ((st = zb_cuda_require_device(dev.opts.device, &err)) != ZB_OK)
+            return fail(st, &err);
+        pipe.opts.cuda = &dev.opts;
     }
     if (piped)
         return zb_cli_pipeline_run(&pipe, &c);

@@ -6,7 +6,8 @@
 #include "cli/device_flags.h"
 
 /* The flags zb_cli_device_flag takes (keep the lists with it). */
-const char *const zb_cli_device_value_flags[] = {"device", "precision", "sm-per-rank", NULL};
+const char *const zb_cli_device_value_flags[] = {"device", "precision", "sm-per-rank",
+                                                 "gpu-messages", NULL};
 const char *const zb_cli_device_switches[] = {"tf32", NULL};
 
 int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v)
@@ -25,6 +26,10 @@ int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v)
     }
     if (!strcmp(a, "--sm-per-rank")) {
         d->sm_per_rank = v;
+        return 1;
+    }
+    if (!strcmp(a, "--gpu-messages")) {
+        d->gpu_messages = v;
         return 1;
     }
     return 0;
@@ -90,6 +95,20 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
         }
         d->opts.sm_per_rank = (int)k;
     }
+    d->opts.device_messages = false;
+    if (d->gpu_messages) {
+        if (strcmp(d->gpu_messages, "host") && strcmp(d->gpu_messages, "device")) {
+            fprintf(stderr, "zbpp %s: --gpu-messages must be host or device (got '%s')\n", cmd,
+                    d->gpu_messages);
+            return 2;
+        }
+        if (!d->cuda) {
+            fprintf(stderr, "zbpp %s: --gpu-messages needs --device cuda (it says how pipeline "
+                            "ranks on GPUs pass activations)\n", cmd);
+            return 2;
+        }
+        d->opts.device_messages = !strcmp(d->gpu_messages, "device");
+    }
     if (!d->cuda && d->opts.precision != ZB_CUDA_FP32) {
         fprintf(stderr, "zbpp %s: %s needs --device cuda (the CPU computes in fp32)\n", cmd,
                 d->tf32 ? "--tf32" : d->opts.precision == ZB_CUDA_TF32 ? "--precision tf32"
@@ -106,6 +125,11 @@ int zb_cli_device_check_ranks(const zb_cli_device_t *d, const char *cmd, int ran
                         "rank there is nothing to split (give --ranks P > 1)\n", cmd);
         return 2;
     }
+    if (d->gpu_messages && ranks <= 1) {
+        fprintf(stderr, "zbpp %s: --gpu-messages is for messages between pipeline ranks; with one "
+                        "rank there are none (give --ranks P > 1)\n", cmd);
+        return 2;
+    }
     return 0;
 }
 
@@ -114,12 +138,16 @@ void zb_cli_device_usage(FILE *out)
     fprintf(out,
             "device (docs/cuda.md):\n"
             "  --device cpu|cuda|cuda:N   where the compute runs (default cpu; cuda = cuda:0);\n"
-            "                       cuda: one process, one GPU (pipeline ranks on GPUs: issue 13)\n"
+            "                       cuda with --ranks P: rank r on GPU r mod (visible GPUs),\n"
+            "                       threads of one process (not --transport mpi)\n"
             "  --precision fp32|tf32|bf16 GPU matrix products: fp32 (TF32 off, default), tf32,\n"
             "                       or bf16 inputs; storage, gradients, master weights and AdamW\n"
             "                       state stay fp32 (the CPU is fp32 only)\n"
             "  --tf32               same as --precision tf32\n"
             "  --sm-per-rank K      (train) SMs of each rank's partition when pipeline ranks\n"
-            "                       share a GPU (default: the even split); accepted and checked,\n"
-            "                       but pipeline ranks on GPUs are not built yet (issue 13)\n");
+            "                       share a GPU (default: the even split; a multiple of the\n"
+            "                       GPU's granularity, 8 on Hopper); the run prints the split\n"
+            "  --gpu-messages host|device  (train, --ranks P on cuda) activations between ranks\n"
+            "                       staged through host buffers (default), or device copies\n"
+            "                       after the sender's event (no host round trip)\n");
 }

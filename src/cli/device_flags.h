@@ -4,6 +4,7 @@
  *   --tf32                     the issue's spelling of --precision tf32 (TF32 is off otherwise)
  *   --sm-per-rank K            (train) SMs of each rank's partition when pipeline ranks share a
  *                              GPU (issue 13; default: the even split)
+ *   --gpu-messages host|device (train) how pipeline ranks on GPUs pass activations (issue 13)
  * Parsed here so the commands only forward the flags and dispatch. */
 #ifndef ZBPP_CLI_DEVICE_FLAGS_H
 #define ZBPP_CLI_DEVICE_FLAGS_H
@@ -18,6 +19,7 @@ typedef struct {
     const char *precision; /* --precision value, NULL = fp32 */
     bool tf32;             /* --tf32 */
     const char *sm_per_rank; /* --sm-per-rank value, NULL = even split */
+    const char *gpu_messages; /* --gpu-messages host|device, NULL = host */
     /* resolved by zb_cli_device_resolve */
     bool cuda;
     zb_cuda_train_opts_t opts;

@@ -10,6 +10,7 @@
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/checkpoint_sharded.h"
+#include "zbpp/cuda.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
 #include "zbpp/util.h"
@@ -247,6 +248,9 @@ void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_co
         printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, world);
     else
         printf("pipeline: %s\n", rep->note);
+    if (rep->device[0]) /* --device cuda: the ranks' GPUs and SM partitions */
+        printf("device: cuda %s, %s\n", zb_cuda_precision_name(pc->opts.cuda->precision),
+               rep->device);
     printf("partition (first block of each stage):");
     for (int s = 0; s <= rep->stages; s++)
         printf(" %d", rep->first[s]);

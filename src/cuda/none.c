@@ -59,6 +59,23 @@ STUB(zb_cuda_sync, zb_cuda_stage_t *s)
 STUB(zb_cuda_buffer_alloc, zb_cuda_stage_t *s, size_t n, float **out_dev)
 STUB(zb_cuda_copy_to_device, zb_cuda_stage_t *s, float *dst, const float *src, size_t n)
 STUB(zb_cuda_copy_to_host, zb_cuda_stage_t *s, float *dst, const float *src, size_t n)
+STUB(zb_cuda_state_copy, zb_cuda_stage_t *s, zb_cuda_state_t which, size_t off, float *host,
+     size_t n, bool to_host)
+STUB(zb_cuda_state_backup, zb_cuda_stage_t *s, bool save)
+STUB(zb_cuda_stage_use_stream, zb_cuda_stage_t *s, struct CUstream_st *stream)
+STUB(zb_cuda_stage_bind, zb_cuda_stage_t *s)
+STUB(zb_cuda_event_record, zb_cuda_stage_t *s, struct CUevent_st *ev)
+STUB(zb_cuda_copy_after, zb_cuda_stage_t *s, float *dst_dev, const float *src_dev, int src_device,
+     size_t n, struct CUevent_st *after)
+
+zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err)
+{
+    *out = NULL;
+    return NO_CUDA(err);
+}
+void zb_cuda_event_free(struct CUevent_st *ev) { (void)ev; }
+int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return -1; }
+struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s) { return NULL; }
 
 void zb_cuda_stash_free(zb_cuda_stash_t *st) { (void)st; }
 void zb_cuda_stash_reset(zb_cuda_stash_t *st) { (void)st; }

@@ -31,6 +31,8 @@ struct zb_cuda_stage {
     void *scratch_mem;                        /* device: the per-call scratch below */
     float *tmp, *datty, *dfch_gelu, *att_scr, *losses;
     float *losses_host;
+    float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
+    bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */
 };
 
 struct zb_cuda_stash {
@@ -146,7 +148,12 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
     if (!s)
         return;
     cudaSetDevice(s->ctx.device);
+    if (s->borrowed_stream) { /* the partition owns it: finish our work, leave it alive */
+        cudaStreamSynchronize(s->ctx.stream);
+        s->ctx.stream = NULL;
+    }
     zb_cu_ctx_destroy(&s->ctx);
+    cudaFree(s->backup);
     cudaFree(s->params);
     cudaFree(s->grads);
     cudaFree(s->wte_head);
@@ -242,6 +249,131 @@ zb_status_t zb_cuda_grads_download(zb_cuda_stage_t *s, zb_gpt2_grads_t *host, zb
     else if (st == ZB_OK)
         memset(host->wte_head, 0, s->sizes[ZB_WTE] * sizeof(float));
     return st;
+}
+
+/* ---- pipeline ranks (issue 13): slices of the state, backup, stream, device ---- */
+
+zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t off, float *host,
+                               size_t n, bool to_host, zb_err_t *err)
+{
+    if (!s || !host)
+        return zb_err_set(err, ZB_EINVAL, "cuda state copy: stage and host buffer are required");
+    float *base = which == ZB_CUDA_STATE_PARAMS  ? s->params
+                  : which == ZB_CUDA_STATE_GRADS ? s->grads
+                  : which == ZB_CUDA_STATE_M     ? s->m
+                  : which == ZB_CUDA_STATE_V     ? s->v
+                  : which == ZB_CUDA_STATE_WTE_HEAD ? s->wte_head
+                                                    : NULL;
+    size_t cap = which == ZB_CUDA_STATE_WTE_HEAD ? (s->wte_head ? s->sizes[ZB_WTE] : 0) : s->count;
+    if (!base || off > cap || n > cap - off)
+        return zb_err_set(err, ZB_EINVAL,
+                          "cuda state copy: %zu floats at %zu are outside buffer %d (%zu floats)",
+                          n, off, (int)which, cap);
+    if (n == 0)
+        return ZB_OK;
+    return to_host ? copy(s, host, base + off, n * sizeof(float), cudaMemcpyDeviceToHost,
+                          "state download", err)
+                   : copy(s, base + off, host, n * sizeof(float), cudaMemcpyHostToDevice,
+                          "state upload", err);
+}
+
+zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda backup: stage is NULL");
+    if (!save && !s->backup)
+        return zb_err_set(err, ZB_EINVAL, "cuda backup: nothing saved to restore");
+    if (!s->backup) {
+        cudaError_t e = cudaMalloc((void **)&s->backup, 3 * s->count * sizeof(float));
+        if (e != cudaSuccess) {
+            s->backup = NULL;
+            return cuda_err(e, "backup allocation", err);
+        }
+    }
+    float *state[3] = {s->params, s->m, s->v};
+    zb_status_t st = ZB_OK;
+    for (int k = 0; k < 3 && st == ZB_OK; k++) {
+        float *b = s->backup + (size_t)k * s->count;
+        st = copy(s, save ? b : state[k], save ? state[k] : b, s->count * sizeof(float),
+                  cudaMemcpyDeviceToDevice, save ? "backup" : "restore", err);
+    }
+    return st;
+}
+
+zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream,
+                                     zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda use stream: stage is NULL");
+    cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
+    if (e != cudaSuccess)
+        return cuda_err(e, "use stream", err);
+    if (!s->borrowed_stream && s->ctx.stream)
+        cudaStreamDestroy(s->ctx.stream);
+    s->ctx.stream = (cudaStream_t)stream;
+    s->borrowed_stream = true;
+    return ZB_OK;
+}
+
+zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda event: stage is NULL");
+    cudaError_t e = cudaSetDevice(s->ctx.device);
+    cudaEvent_t ev = NULL;
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return cuda_err(e, "event create", err);
+    *out = ev;
+    return ZB_OK;
+}
+
+void zb_cuda_event_free(struct CUevent_st *ev)
+{
+    if (ev)
+        cudaEventDestroy(ev);
+}
+
+zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err)
+{
+    if (!s || !ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda event record: stage and event are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "event record", err);
+    return st != ZB_OK ? st : cuda_err(cudaEventRecord(ev, s->ctx.stream), "event record", err);
+}
+
+zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
+                               int src_device, size_t n, struct CUevent_st *after, zb_err_t *err)
+{
+    if (!s || !dst_dev || !src_dev)
+        return zb_err_set(err, ZB_EINVAL, "cuda copy after: stage and buffers are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "device message", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = after ? cudaStreamWaitEvent(s->ctx.stream, after, 0) : cudaSuccess;
+    if (e == cudaSuccess)
+        e = src_device == s->ctx.device
+                ? cudaMemcpyAsync(dst_dev, src_dev, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  s->ctx.stream)
+                : cudaMemcpyPeerAsync(dst_dev, s->ctx.device, src_dev, src_device,
+                                      n * sizeof(float), s->ctx.stream);
+    return cuda_err(e, "device message", err);
+}
+
+int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return s ? s->ctx.device : -1; }
+
+struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s)
+{
+    return s ? (struct CUstream_st *)s->ctx.stream : NULL;
+}
+
+zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda bind: stage is NULL");
+    return cuda_err(cudaSetDevice(s->ctx.device), "set device", err);
 }
 
 zb_status_t zb_cuda_grads_zero(zb_cuda_stage_t *s, zb_err_t *err)

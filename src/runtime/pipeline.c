@@ -8,6 +8,7 @@
 #include "runtime/divergence.h"
 #include "runtime/pipeline_dist.h"
 #include "runtime/pipeline_internal.h"
+#include "runtime/rank_device.h"
 #include "runtime/train_loop.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
@@ -69,6 +70,8 @@ static zb_status_t acquire_whole_model(pl_t *pl, zb_trainer_t *t, bool moments, 
 static zb_status_t gather(pl_t *pl, zb_trainer_t *t, bool moments, zb_err_t *err)
 {
     zb_status_t st = acquire_whole_model(pl, t, moments, err);
+    if (st == ZB_OK) /* a GPU's state to its host copy first (a no-op on the CPU) */
+        st = pl_ranks_state(pl, true, err);
     for (int u = 0; st == ZB_OK && u < pl->plan.n_units; u++) {
         const pl_rank_t *R = &pl->ranks[pl->plan.unit_owner[u]];
         zb_gpt2_copy_unit(&t->params, &R->params, u);
@@ -106,6 +109,8 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
 static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
 {
     zb_status_t st = pl_plan_build(pl, &pl->plan, rep, err);
+    if (st == ZB_OK && pl->opts->cuda)
+        st = pl_cuda_open(pl, rep, err);
     if (st != ZB_OK)
         return st;
     if (!(pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks)))
@@ -125,7 +130,7 @@ static zb_status_t save(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
 {
     zb_status_t st;
     if (pl->opts->sharded_checkpoint)
-        return pl_save_sharded(pl, t, err);
+        return (st = pl_ranks_state(pl, true, err)) != ZB_OK ? st : pl_save_sharded(pl, t, err);
     if (pl->opts->transport) {
         zb_transport_t *net = pl->opts->transport;
         st = net->rank == 0 ? acquire_whole_model(pl, t, true, err) : ZB_OK;
@@ -149,6 +154,7 @@ static void teardown(pl_t *pl)
     for (int g = 0; pl->ranks && g < pl->P * pl->N; g++)
         pl_rank_free(&pl->ranks[g]);
     free(pl->ranks);
+    pl_cuda_close(pl);
     zb_schedule_free(pl->eval_sched);
     pl_plan_free(pl);
 }
@@ -302,6 +308,10 @@ static zb_status_t check_options(const zb_train_config_t *cfg, const zb_pipeline
                         "--save-model is not available with --transport mpi (use --save)");
     else if (net && final_params)
         st = zb_err_set(err, ZB_EINVAL, "final_params needs every rank in this process");
+    else if (net && opts->cuda)
+        st = zb_err_set(err, ZB_EUNSUPPORTED,
+                        "--device cuda with --transport mpi is not built yet (issue 13): use "
+                        "thread ranks (the default transport)");
     else if (cfg->keep_last > 0 && opts->sharded_checkpoint)
         st = zb_err_set(err, ZB_EINVAL,
                         "--keep-last is not available with --checkpoint-format sharded");
@@ -353,6 +363,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         st = setup(&pl, &t, rep, err);
     if (st == ZB_OK && sharded_resume)
         st = pl_resume_sharded(&pl, &t, cfg->resume_path, err);
+    if (st == ZB_OK && sharded_resume) /* into a GPU's stages (a no-op on the CPU) */
+        st = pl_ranks_state(&pl, false, err);
     if (net && (st = pl_handshake(&pl, &t, st, err)) != ZB_OK)
         rep->failed_together = true;
     if (st != ZB_OK)
@@ -375,12 +387,15 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                                     .save = hook_save,
                                     .stop_agreed = hook_stop_agreed,
                                     .own_threads = true};
+    if (human && !cfg->quiet && rep->device[0]) /* --device cuda: GPUs and SM partitions */
+        fprintf(human, "pipeline on cuda: %s\n", rep->device);
     st = zb_train_loop(cfg, human, &t, &hooks, summary, err);
     if (run.n_steps > 0) {
         zb_sort_doubles(run.step_ms, (size_t)run.n_steps);
         rep->step_ms_median = run.step_ms[run.n_steps / 2];
     }
-    if (st == ZB_OK && summary->steps_run > 0)
+    if (st == ZB_OK && summary->steps_run > 0 && pl.N > 1 &&
+        (st = pl_ranks_state(&pl, true, err)) == ZB_OK)
         st = pl_dp_check(&pl, rep, err);
     if (st == ZB_OK)
         st = pl_report_run(&run.local, summary->steps_run > 0, rep, err);

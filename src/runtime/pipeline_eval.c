@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/pipeline_internal.h"
+#include "runtime/rank_device.h"
 #include "runtime/val.h"
 #include "zbpp/util.h"
 
@@ -37,75 +37,50 @@ zb_status_t pl_eval_plan(pl_t *pl, zb_err_t *err)
     return ZB_OK;
 }
 
-static pl_stage_t *stage_here(pl_rank_t *R, int stage, zb_err_t *err)
-{
-    int i = stage >= 0 && stage < R->pl->plan.S ? R->local_of_stage[stage] : -1;
-    if (i < 0) {
-        zb_err_set(err, ZB_ESCHEDULE, "stage %d is not held by rank %d", stage, R->rank);
-        return NULL;
-    }
-    return &R->st[i];
-}
-
 static zb_status_t eval_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
 {
     pl_rank_t *R = ctx;
     pl_t *pl = R->pl;
-    pl_stage_t *ls = stage_here(R, a->stage, err);
+    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
     if (!ls)
         return ZB_ESCHEDULE;
     int m = a->mb;
     if (a->type != ZB_ACT_F || m < 0 || m >= pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "validation runs only forwards (got %s of mb %d)",
                           zb_action_type_name((zb_action_type_t)a->type), m);
-    /* between steps every slot of the pool is free: the first ones serve each F in turn */
-    zb_gpt2_stash_t *sh = pl_stash_pool_eval(&ls->pool);
-    size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
-                 (size_t)pl->T;
-    zb_status_t st = zb_gpt2_forward(
-        &R->params, &ls->span, sh, ls->span.embed ? R->in->inputs + tok : NULL,
-        ls->span.embed ? NULL : pl_msgbuf_at(&ls->x_in, m, pl->NC),
-        ls->span.head ? R->in->targets + tok : NULL,
-        ls->span.head ? NULL : pl_msgbuf_at(ls->x_out, m, pl->NC),
-        ls->span.head ? &R->mb_loss[m] : NULL, err);
-    zb_gpt2_stash_reset(sh); /* nothing kept for a backward */
-    return st;
+    return R->dev->compute(R, ls, a, pl_rank_tok(R, m), true, err);
 }
 
 static zb_status_t eval_send(void *ctx, const zb_action_t *a, const void **buf, size_t *bytes,
                              zb_err_t *err)
 {
     pl_rank_t *R = ctx;
-    pl_stage_t *ls = stage_here(R, a->stage, err);
-    if (!ls)
-        return ZB_ESCHEDULE;
-    float *at = a->type == ZB_ACT_SEND_F ? pl_msgbuf_at(ls->x_out, a->mb, R->pl->NC) : NULL;
-    if (!at)
+    if (a->type != ZB_ACT_SEND_F)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send forward", a->stage);
+    float *at = NULL;
+    zb_status_t st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
-    return ZB_OK;
+    *bytes = R->msg_bytes;
+    return st;
 }
 
 static zb_status_t eval_recv(void *ctx, const zb_action_t *a, void **buf, size_t *bytes,
                              zb_err_t *err)
 {
     pl_rank_t *R = ctx;
-    pl_stage_t *ls = stage_here(R, a->stage, err);
-    if (!ls)
-        return ZB_ESCHEDULE;
-    float *at = a->type == ZB_ACT_RECV_F ? pl_msgbuf_at(&ls->x_in, a->mb, R->pl->NC) : NULL;
-    if (!at)
+    if (a->type != ZB_ACT_RECV_F)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing forward", a->stage);
+    float *at = NULL;
+    zb_status_t st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
-    return ZB_OK;
+    *bytes = R->msg_bytes;
+    return st;
 }
 
 static size_t eval_recv_bytes(void *ctx, const zb_action_t *a)
 {
     (void)a;
-    return ((pl_rank_t *)ctx)->pl->NC * sizeof(float);
+    return ((pl_rank_t *)ctx)->msg_bytes;
 }
 
 zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
@@ -114,8 +89,8 @@ zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
     pl_t *pl = R->pl;
     zb_workers_enter(R->workers);
     zb_transport_t *pipe = t, *dp = NULL;
-    zb_status_t st = ZB_OK;
-    if (pl->N > 1) { /* the replica's pipeline and the replicas of this pipeline rank */
+    zb_status_t st = R->dev->step_begin(R, false, err);
+    if (st == ZB_OK && pl->N > 1) { /* the replica's pipeline and the replicas of this rank */
         st = zb_transport_group_init(&R->pipe_view, t, R->replica * pl->P, 1, pl->P, err);
         if (st == ZB_OK)
             st = zb_transport_group_init(&R->dp_view, t, R->rank, pl->P, pl->N, err);
@@ -130,6 +105,8 @@ zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = zb_now()};
     if (st == ZB_OK)
         st = zb_execute(pl->eval_sched, pipe, &ops, &eo, NULL, err);
+    if (st == ZB_OK && R->dev->finish)
+        st = R->dev->finish(R, err);
     double loss = 0;
     if (st == ZB_OK && R->has_head) {
         loss = zb_train_mean_loss(R->mb_loss, pl->M);

@@ -72,6 +72,10 @@ enum { PL_MAX_SPARE = 64 };
 
 typedef struct {
     pl_t *pl;
+    const struct pl_rank_dev *dev; /* rank_device.h: the CPU's, or a GPU's with its state */
+    void *devst;
+    size_t msg_bytes; /* bytes of one message (NC floats, or a device message's handle) */
+    int op_index;     /* the action of the training program the executor is at (device timing) */
     const pl_step_in_t *in; /* the current call's inputs (pl_local_run) */
     int rank;    /* pipeline rank p (stages, schedule program) */
     int replica; /* data-parallel replica d */
@@ -149,6 +153,7 @@ struct pl {
     pl_plan_t plan;     /* pl_plan_build; read-only once built */
     pl_rank_t *ranks;
     zb_schedule_t *eval_sched; /* pipeline_eval.c: the forward-only program (NULL = none) */
+    void *cuda; /* rank_cuda.c: the run's GPUs and SM partitions (opts->cuda) */
 };
 
 /* pipeline_local.c: the ranks this process runs — every rank of every replica as a thread

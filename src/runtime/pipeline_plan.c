@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime/pipeline_internal.h"
+#include "zbpp/cuda.h"
 #include "zbpp/plan.h"
 #include "zbpp/schedule_io.h"
 #include "zbpp/util.h"
@@ -52,8 +53,13 @@ zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
     int threads = world < cores ? world : cores;
     if (threads > ZB_PROFILE_MAX_THREADS)
         threads = ZB_PROFILE_MAX_THREADS;
-    zb_status_t st = zb_profile_measure_ranks(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS,
-                                              threads, rank_threads, pl->opts->pin, p, err);
+    /* ranks on GPUs: the stages' costs on the GPU (the whole device, not a partition yet) */
+    zb_status_t st = pl->opts->cuda
+                         ? zb_cuda_profile_measure(params, &pl->mcfg, pl->mbB, pl->T,
+                                                   PROFILE_REPS, pl->opts->cuda, p, err)
+                         : zb_profile_measure_ranks(params, &pl->mcfg, pl->mbB, pl->T,
+                                                    PROFILE_REPS, threads, rank_threads,
+                                                    pl->opts->pin, p, err);
     if (st != ZB_OK) {
         free(p);
         return st;

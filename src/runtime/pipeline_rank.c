@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/pipeline_internal.h"
+#include "runtime/rank_device.h"
 
 /* ---- setup ---- */
 
@@ -28,7 +28,10 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
 {
     ls->stage = stage;
     ls->span = zb_partition_span(pl->plan.first, pl->plan.S, stage);
-    zb_status_t st = pl_stash_pool_init(&ls->pool, pl, &pl->plan.sched->rank[R->rank], &ls->span, stage, err);
+    /* a GPU keeps its stashes on the device (rank_cuda.c): no host pool */
+    zb_status_t st = R->dev != &pl_rank_cpu ? ZB_OK
+                     : pl_stash_pool_init(&ls->pool, pl, &pl->plan.sched->rank[R->rank],
+                                          &ls->span, stage, err);
     if (st != ZB_OK)
         return st;
     if (ls->pool.bytes[ZB_GPT2_REGION_SCRATCH] > R->stash_scratch_bytes)
@@ -143,6 +146,8 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     R->replica = global / pl->P;
     const int rank = R->rank;
     R->skipped = skipped;
+    R->dev = pl->opts->cuda ? &pl_rank_cuda : &pl_rank_cpu;
+    R->msg_bytes = pl->NC * sizeof(float); /* a device may carry a handle instead (open) */
     /* Own copies of only what its stages use, like separate processes (docs/runtime.md). */
     zb_status_t st = alloc_local_state(pl, R, init, opt, err);
     if (st != ZB_OK)
@@ -198,7 +203,8 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     /* a shared WTE is backed up by the embedding rank only; the backup lives in the stash and
      * message memory (optimistic.c) */
     R->backup_elems = R->upd_elems - (R->wte_shared && R->has_head ? R->params.sizes[ZB_WTE] : 0);
-    pl_spare_collect(R);
+    if (R->dev == &pl_rank_cpu) /* the CPU's optimistic backup (optimistic.c) */
+        pl_spare_collect(R);
     if ((st = pl_dp_alloc(R, err)) != ZB_OK)
         return st;
     /* ranks of this process and their groups on disjoint cores (under MPI: the process's own) */
@@ -207,13 +213,17 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
                                       zb_workers_resolve(pl->cfg->threads, local), pl->opts->pin,
                                       &R->workers, err)) != ZB_OK)
         return st;
-    return zb_exec_timeline_alloc(&R->tl, pl->plan.sched->rank[rank].len, err);
+    if ((st = zb_exec_timeline_alloc(&R->tl, pl->plan.sched->rank[rank].len, err)) != ZB_OK)
+        return st;
+    return R->dev->open(R, err);
 }
 
 void pl_rank_free(pl_rank_t *R)
 {
     if (!R->pl)
         return;
+    if (R->dev)
+        R->dev->close(R);
     pl_wte_share_release(R);
     for (int i = 0; i < R->n_local; i++) {
         pl_stage_t *ls = &R->st[i];
@@ -233,9 +243,9 @@ void pl_rank_free(pl_rank_t *R)
     memset(R, 0, sizeof *R);
 }
 
-/* ---- executor ops ---- */
+/* ---- executor ops: the device's (rank_device.h) behind the checks every device shares ---- */
 
-static pl_stage_t *local_stage(pl_rank_t *R, int stage, zb_err_t *err)
+pl_stage_t *pl_rank_stage(pl_rank_t *R, int stage, zb_err_t *err)
 {
     int i = stage >= 0 && stage < R->pl->plan.S ? R->local_of_stage[stage] : -1;
     if (i < 0) {
@@ -245,39 +255,27 @@ static pl_stage_t *local_stage(pl_rank_t *R, int stage, zb_err_t *err)
     return &R->st[i];
 }
 
-static void track_memory(pl_rank_t *R)
+/* this replica's slice of the global batch, then microbatch m of it */
+size_t pl_rank_tok(const pl_rank_t *R, int m)
 {
-    size_t live = 0;
-    for (int i = 0; i < R->n_local; i++)
-        live += pl_stash_pool_live(&R->st[i].pool);
-    if (live > R->live_peak)
-        R->live_peak = live;
+    const pl_t *pl = R->pl;
+    return ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
+           (size_t)pl->T;
 }
 
-static zb_status_t do_b(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh, zb_err_t *err)
+/* Device timing (--trace on a GPU): the executor runs the program in order, one op per action,
+ * so the op count is the action's index. */
+static zb_status_t timed(pl_rank_t *R, bool begin, zb_err_t *err)
 {
-    pl_t *pl = R->pl;
-    const float *dx_out = ls->span.head ? NULL : pl_msgbuf_at(&ls->dx_out, m, pl->NC);
-    float *dx_in = ls->span.embed ? NULL : pl_msgbuf_at(ls->dx_in, m, pl->NC);
-    return zb_gpt2_backward_input(&R->params, &ls->span, sh, dx_out, pl->grad_scale, dx_in, err);
+    return R->dev->time_action ? R->dev->time_action(R, R->op_index, begin, err) : ZB_OK;
 }
 
-static zb_status_t do_w(pl_rank_t *R, pl_stage_t *ls, int m, zb_gpt2_stash_t *sh, zb_err_t *err)
+static zb_status_t timed_end(pl_rank_t *R, zb_status_t st, zb_err_t *err)
 {
-    (void)m;
-    return zb_gpt2_backward_weight(&R->params, &ls->span, sh, &R->grads, err);
-}
-
-/* F of microbatch m (its tokens at `tok`) into stash sh; x_out = where the output goes (not the
- * head), *loss = the head's loss. */
-static zb_status_t forward(pl_rank_t *R, pl_stage_t *ls, int m, size_t tok, zb_gpt2_stash_t *sh,
-                           float *x_out, float *loss, zb_err_t *err)
-{
-    pl_t *pl = R->pl;
-    return zb_gpt2_forward(&R->params, &ls->span, sh, ls->span.embed ? R->in->inputs + tok : NULL,
-                           ls->span.embed ? NULL : pl_msgbuf_at(&ls->x_in, m, pl->NC),
-                           ls->span.head ? R->in->targets + tok : NULL, ls->span.head ? NULL : x_out,
-                           ls->span.head ? loss : NULL, err);
+    if (st == ZB_OK)
+        st = timed(R, false, err);
+    R->op_index++;
+    return st;
 }
 
 static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
@@ -288,40 +286,31 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     if (R->in->step == o->fail_step && R->rank == o->fail_rank && R->computes == o->fail_action)
         return zb_err_set(err, ZB_ENUMERIC, "injected fault (test hook) in a kernel");
     R->computes++;
-    pl_stage_t *ls = local_stage(R, a->stage, err);
+    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
     if (!ls)
         return ZB_ESCHEDULE;
     int m = a->mb;
     if (m < 0 || m >= pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", m);
-    zb_gpt2_stash_t *sh = pl_stash_pool_begin(&ls->pool, a, err);
-    if (!sh)
+    zb_status_t st = timed(R, true, err);
+    if (st == ZB_OK)
+        st = R->dev->compute(R, ls, a, pl_rank_tok(R, m), false, err);
+    return timed_end(R, st, err);
+}
+
+zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, float **at, zb_err_t *err)
+{
+    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
+    if (!ls)
         return ZB_ESCHEDULE;
-    /* this replica's slice of the global batch, then microbatch m of it */
-    size_t tok = ((size_t)R->replica * (size_t)pl->seq_per_replica + (size_t)m * (size_t)pl->mbB) *
-                 (size_t)pl->T;
-    zb_status_t st;
-    float recomputed_loss;
-    switch ((zb_action_type_t)a->type) {
-    case ZB_ACT_F:
-        st = forward(R, ls, m, tok, sh, ls->span.head ? NULL : pl_msgbuf_at(ls->x_out, m, pl->NC),
-                     &R->mb_loss[m], err);
-        break;
-    case ZB_ACT_R: /* the same forward again: the same inputs and parameters give the same bits */
-        st = forward(R, ls, m, tok, sh, ls->r_out, &recomputed_loss, err);
-        break;
-    case ZB_ACT_B: st = do_b(R, ls, m, sh, err); break;
-    case ZB_ACT_W: st = do_w(R, ls, m, sh, err); break;
-    case ZB_ACT_BW:
-        st = do_b(R, ls, m, sh, err);
-        if (st == ZB_OK)
-            st = do_w(R, ls, m, sh, err);
-        break;
-    default: st = zb_err_set(err, ZB_EINVAL, "not a compute action"); break;
-    }
-    if (st == ZB_OK) /* a non-saving F keeps only its input (x_in or the batch) for its R */
-        pl_stash_pool_end(&ls->pool, a);
-    track_memory(R);
+    if (a->mb < 0 || a->mb >= R->pl->M)
+        return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", a->mb);
+    zb_status_t st = R->dev->message(R, ls, a, at, err);
+    if (st == ZB_OK && !*at)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d %s that way", a->stage,
+                          a->type == ZB_ACT_SEND_F || a->type == ZB_ACT_SEND_B
+                              ? "has nothing to send"
+                              : "receives nothing");
     return st;
 }
 
@@ -329,36 +318,32 @@ static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, si
                            zb_err_t *err)
 {
     pl_rank_t *R = ctx;
-    pl_stage_t *ls = local_stage(R, a->stage, err);
-    if (!ls)
-        return ZB_ESCHEDULE;
-    float *at = pl_msgbuf_at(a->type == ZB_ACT_SEND_F ? ls->x_out : ls->dx_in, a->mb, R->pl->NC);
-    if (!at)
-        return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send that way", a->stage);
+    float *at = NULL;
+    zb_status_t st = timed(R, true, err);
+    if (st == ZB_OK)
+        st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
-    return ZB_OK;
+    *bytes = R->msg_bytes;
+    return timed_end(R, st, err);
 }
 
 static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *bytes,
                            zb_err_t *err)
 {
     pl_rank_t *R = ctx;
-    pl_stage_t *ls = local_stage(R, a->stage, err);
-    if (!ls)
-        return ZB_ESCHEDULE;
-    float *at = pl_msgbuf_at(a->type == ZB_ACT_RECV_F ? &ls->x_in : &ls->dx_out, a->mb, R->pl->NC);
-    if (!at)
-        return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing that way", a->stage);
+    float *at = NULL;
+    zb_status_t st = timed(R, true, err);
+    if (st == ZB_OK)
+        st = pl_rank_payload(R, a, &at, err);
     *buf = at;
-    *bytes = R->pl->NC * sizeof(float);
-    return ZB_OK;
+    *bytes = R->msg_bytes;
+    return timed_end(R, st, err);
 }
 
 static size_t op_recv_bytes(void *ctx, const zb_action_t *a)
 {
     (void)a;
-    return ((pl_rank_t *)ctx)->pl->NC * sizeof(float);
+    return ((pl_rank_t *)ctx)->msg_bytes;
 }
 
 /* ---- after the compute: tied embedding, norm, optimizer ---- */
@@ -374,7 +359,7 @@ size_t pl_wte_chunk(size_t wte_elems)
  * not a second WTE-sized one); the head rank sends its part (wte_head) and receives the
  * embedding part into the gradient, then folds. Both end with (embedding part) + (head part),
  * the order zb_gpt2_fold_tied uses, so the two copies and --ranks 1 have the same bits. */
-static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+zb_status_t pl_tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
     if (R->wte_shared) { /* one WTE: meet after both ranks' last W, then fold on the embedding */
@@ -412,67 +397,31 @@ static zb_status_t tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err
     return ZB_OK;
 }
 
-static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
+
+/* The tied fold on the host: a device's WTE parts come to the host and the folded gradient goes
+ * back (rank_device.h). */
+static zb_status_t tied_fold(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
-    pl_t *pl = R->pl;
-    long adam_t = R->in->step - R->skipped + 1;
-    zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, R->in->step, adam_t, sumsq,
-                    pl->plan.n_units, R->units, R->n_owned, stats);
-    if (!stats->skipped && R->has_head && !R->has_embed && !R->wte_shared) {
-        const pl_range_t *wte = &R->upd[R->n_upd - 1];
-        zb_adamw_update_range(&R->params, &R->grads.g, &R->opt, &pl->cfg->adamw, stats->lr, adam_t,
-                              stats->clip_scale, wte->off, wte->count);
-    }
+    zb_status_t st = ZB_OK;
+    bool moves = R->dev->grads && (R->has_embed || R->has_head);
+    if (moves)
+        st = R->dev->grads(R, true, true, err);
+    if (st == ZB_OK)
+        st = pl_tied_embedding(t, R, err);
+    if (st == ZB_OK && moves)
+        st = R->dev->grads(R, true, false, err);
+    return st;
 }
 
-/* Post-validation: step with what this rank knows (its own units) while the others finish, then
- * check against the global norm. Its own partial norm is a lower bound of the global one, so:
- * own norm non-finite -> the step is skipped anyway; own norm above the clip -> clipping is
- * certain, wait for the exact factor; else step with factor 1 and undo if the global norm says
- * clip or skip. The redo uses the same inputs as the barrier mode, so the bits are the same. */
-static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+zb_status_t pl_ranks_state(pl_t *pl, bool to_host, zb_err_t *err)
 {
-    pl_t *pl = R->pl;
-    int U = pl->plan.n_units;
-    double *local = R->vec;
-    zb_status_t st;
-    if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
-        if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
-            return st;
-        update(R, local, &R->stats);
-        return ZB_OK;
+    zb_status_t st = ZB_OK;
+    for (int g = 0; pl->ranks && g < pl->P * pl->N && st == ZB_OK; g++) {
+        pl_rank_t *R = &pl->ranks[g];
+        if (R->pl && R->dev && R->dev->state)
+            st = R->dev->state(R, to_host, err);
     }
-    double own_norm = zb_grad_norm_total(local, U);
-    float clip = pl->cfg->grad_clip;
-    /* optimistic over the first K elements only: their backup fits the free stash memory */
-    size_t K = pl_rank_backs_up(pl) ? pl_optimistic_elems(R) : 0;
-    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f && K > 0;
-    long adam_t = R->in->step - R->skipped + 1;
-    zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
-                              pl->cfg->warmup, pl->cfg->steps};
-    float lr = zb_lr_at(&sched, R->in->step);
-    if (optimistic) {
-        pl_backup_prefix(R, K, true);
-        pl_update_elems(R, 0, K, lr, adam_t);
-    }
-    if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
-        return st;
-    double norm = zb_grad_norm_total(local, U);
-    bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
-    if (optimistic && right) {
-        /* the rest with the same figures: elementwise, so the bits of one whole update */
-        pl_update_elems(R, K, R->backup_elems, lr, adam_t);
-        /* what zb_train_update would report */
-        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = lr, .grad_norm = norm,
-                                     .clip_scale = 1.0f, .skipped = false};
-        return ZB_OK;
-    }
-    if (optimistic) {
-        pl_backup_prefix(R, K, false);
-        R->rollbacks++;
-    }
-    update(R, local, &R->stats);
-    return ZB_OK;
+    return st;
 }
 
 static void inject_inf(pl_rank_t *R)
@@ -488,6 +437,7 @@ static void inject_inf(pl_rank_t *R)
 
 /* This step's views of the world transport `t`: the replica's pipeline and the replicas of this
  * pipeline rank. With one replica the pipeline is the world itself. */
+
 static zb_status_t make_views(zb_transport_t *t, pl_rank_t *R, zb_transport_t **pipe,
                               zb_transport_t **dp, zb_err_t *err)
 {
@@ -507,6 +457,9 @@ static zb_status_t make_views(zb_transport_t *t, pl_rank_t *R, zb_transport_t **
 
 /* The replica's part of the step: execute the program, fold the tied embedding, and sum the
  * gradients over the replicas. */
+
+/* The replica's part of the step: execute the program, fold the tied embedding, and sum the
+ * gradients over the replicas. */
 static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_rank_t *R,
                                 zb_err_t *err)
 {
@@ -518,10 +471,35 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .recv_bytes = op_recv_bytes};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
     zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
+    if (st == ZB_OK && R->dev->finish)
+        st = R->dev->finish(R, err);
     if (st == ZB_OK)
-        st = tied_embedding(pipe, R, err);
-    if (st == ZB_OK && dp)
-        st = pl_dp_reduce(dp, R, err);
+        st = tied_fold(pipe, R, err);
+    if (st == ZB_OK && dp) {
+        bool moves = R->dev->grads != NULL;
+        if (moves)
+            st = R->dev->grads(R, false, true, err);
+        if (st == ZB_OK)
+            st = pl_dp_reduce(dp, R, err);
+        if (st == ZB_OK && moves)
+            st = R->dev->grads(R, false, false, err);
+    }
+    return st;
+}
+
+/* The test hook's +Inf, on the host copy of the gradients (a device's: there and back). */
+static zb_status_t poke_inf(pl_rank_t *R, zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = R->pl->opts;
+    if (R->in->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
+        o->inject_inf_unit >= R->pl->plan.n_units ||
+        R->pl->plan.unit_owner[o->inject_inf_unit] != R->rank)
+        return ZB_OK;
+    zb_status_t st = R->dev->grads ? R->dev->grads(R, false, true, err) : ZB_OK;
+    if (st == ZB_OK)
+        inject_inf(R);
+    if (st == ZB_OK && R->dev->grads)
+        st = R->dev->grads(R, false, false, err);
     return st;
 }
 
@@ -530,38 +508,30 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     pl_rank_t *R = arg;
     pl_t *pl = R->pl;
     zb_workers_enter(R->workers);
-    if (R->touch_opt) { /* see zb_adamw_state_touch */
-        if (R->wte_shared && R->has_head) { /* WTE (last) is the embedding rank's to write */
-            size_t n = R->opt.m.count - R->opt.m.sizes[ZB_WTE];
-            memset(R->opt.m.data, 0, n * sizeof(float));
-            memset(R->opt.v.data, 0, n * sizeof(float));
-        } else {
-            zb_adamw_state_touch(&R->opt);
-        }
-        R->touch_opt = false;
-    }
-    zb_gpt2_grads_zero(&R->grads);
     R->computes = 0;
-    for (int i = 0; i < R->n_local; i++) {
-        pl_stash_pool_reset(&R->st[i].pool);
-    }
+    R->op_index = 0;
     zb_transport_t *pipe, *dp;
-    zb_status_t st = make_views(t, R, &pipe, &dp, err);
+    zb_status_t st = R->dev->step_begin(R, true, err);
+    if (st == ZB_OK)
+        st = make_views(t, R, &pipe, &dp, err);
     if (st == ZB_OK)
         st = compute_part(pipe, dp, R, err);
+    if (st == ZB_OK)
+        st = poke_inf(R, err);
     if (st == ZB_OK) {
-        inject_inf(R);
         memset(R->vec, 0, (size_t)(pl->plan.n_units + 1) * sizeof(double));
-        for (int i = 0; i < R->n_owned; i++)
-            R->vec[R->units[i]] = zb_grad_unit_sumsq(&R->grads.g, R->units[i]);
-        if (R->has_head) {
+        for (int i = 0; i < R->n_owned && st == ZB_OK; i++)
+            st = R->dev->unit_sumsq(R, R->units[i], &R->vec[R->units[i]], err);
+        if (st == ZB_OK && R->has_head) {
             R->vec[pl->plan.n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
             if (dp) /* every rank of this dp group holds the head: all call it */
                 st = pl_dp_mean_loss(dp, &R->vec[pl->plan.n_units], err);
         }
     }
     if (st == ZB_OK)
-        st = optimizer(pipe, R, err);
+        st = R->dev->optimizer(pipe, R, err);
+    if (st == ZB_OK && R->dev->step_end) /* after the collectives: every rank's step began */
+        st = R->dev->step_end(R, err);
     if (st != ZB_OK) {
         if (pl->N > 1 && st != ZB_EABORT && err) { /* which replica, when there are several */
             char inner[sizeof err->msg];

@@ -23,7 +23,7 @@
 
 bool pl_wte_shared(const pl_t *pl, int embed_rank, int head_rank)
 {
-    return !pl->opts->transport && pl->N <= 1 && embed_rank != head_rank;
+    return !pl->opts->transport && !pl->opts->cuda && pl->N <= 1 && embed_rank != head_rank;
 }
 
 /* Lay p's tensors over mem in llm.c order, WTE last when wte_last, copying what p held (except

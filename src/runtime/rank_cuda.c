@@ -1,0 +1,759 @@
+/* zbpp — a pipeline rank on a GPU (rank_device.h; docs/cuda.md "Pipeline ranks on GPUs"): one
+ * CUDA stage (zbpp/cuda.h) per local pipeline stage, global rank g on GPU g mod N, ranks that
+ * share a GPU each on their own SM partition's stream (green contexts, zb_cuda_partitions_new);
+ * all stages of a rank queue on one stream, so a stage reading its neighbour's output on the
+ * same rank is ordered after it.
+ *
+ * First version, kept simple and exact:
+ * - messages are staged through the host: a SEND downloads the device output into the rank's
+ *   host message buffer, the transport moves the bytes, and the receiving stage uploads them
+ *   when its F (or B) needs them; a neighbouring stage on the same rank reads the device buffer
+ *   directly;
+ * - one device buffer slot per microbatch for each message buffer, a plain stash per microbatch
+ *   in flight (taken at F, given back after W), every F keeps its activations (an R recomputes
+ *   into the same stash); no shared WTE (each stage holding WTE has its own copy, stepped with
+ *   the same gradient and moments, so the copies stay the same bits);
+ * - the tied fold, the replica reduction and checkpoints reuse the CPU's host paths on the
+ *   rank's host mirror (pl_rank_t params / grads / opt), through slice copies;
+ * - grad-norm partials and AdamW on the device; post-validation backs up params and moments in
+ *   a plain device buffer per stage (zb_cuda_state_backup) and steps all of it optimistically.
+ * Uses only the public zb_cuda_* API, so it is compiled in every build. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpt2_internal.h"
+#include "runtime/rank_device.h"
+#include "zbpp/cuda.h"
+#include "zbpp/util.h"
+
+/* ---- the run's GPUs ---- */
+
+typedef struct {
+    int ndev;
+    zb_cuda_partitions_t **parts; /* [ndev] NULL: the device's ranks use their own streams */
+} cu_run_t;
+
+static int ranks_on(int world, int ndev, int d)
+{
+    return world / ndev + (d < world % ndev);
+}
+
+zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    const zb_cuda_train_opts_t *o = pl->opts->cuda;
+    if (o->precision != ZB_CUDA_FP32 && o->precision != ZB_CUDA_TF32 &&
+        o->precision != ZB_CUDA_BF16)
+        return zb_err_set(err, ZB_EINVAL, "unknown precision %d", (int)o->precision);
+    zb_status_t st = zb_cuda_require_device(0, err);
+    int ndev = 0;
+    if (st == ZB_OK)
+        st = zb_cuda_device_count(&ndev, err);
+    if (st != ZB_OK)
+        return st;
+    cu_run_t *run = calloc(1, sizeof *run);
+    if (!run || !(run->parts = calloc((size_t)ndev, sizeof *run->parts))) {
+        free(run);
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the GPUs of the pipeline");
+    }
+    run->ndev = ndev;
+    pl->cuda = run;
+    int world = pl->P * pl->N;
+    int used = world < ndev ? world : ndev;
+    size_t n = (size_t)snprintf(rep->device, sizeof rep->device, "%d rank%s on %d GPU%s", world,
+                                world == 1 ? "" : "s", used, used == 1 ? "" : "s");
+    for (int d = 0; d < used && st == ZB_OK; d++) {
+        int k = ranks_on(world, ndev, d);
+        if (k < 2) {
+            if (o->sm_per_rank > 0)
+                st = zb_err_set(err, ZB_EINVAL, "--sm-per-rank: GPU %d runs one rank (%d GPUs for "
+                                "%d ranks): nothing to split", d, ndev, world);
+            continue;
+        }
+        st = zb_cuda_partitions_new(d, k, o->sm_per_rank, &run->parts[d], err);
+        if (st == ZB_EUNSUPPORTED && o->sm_per_rank == 0) {
+            /* no green contexts here: the ranks share the whole GPU, said in the report */
+            if (n < sizeof rep->device)
+                n += (size_t)snprintf(rep->device + n, sizeof rep->device - n,
+                                      "; GPU %d: %d ranks share all SMs (no SM partitions: %.80s)",
+                                      d, k, err ? err->msg : "unsupported");
+            st = ZB_OK;
+            continue;
+        }
+        if (st != ZB_OK)
+            break;
+        char line[96];
+        const zb_cuda_sm_plan_t *plan = zb_cuda_partitions_plan(run->parts[d]);
+        zb_cuda_sm_plan_describe(plan, plan->ranks * plan->sm_per_rank + plan->sm_unused, line,
+                                 sizeof line);
+        if (n < sizeof rep->device)
+            n += (size_t)snprintf(rep->device + n, sizeof rep->device - n,
+                                  "; GPU %d SM partitions: %s", d, line);
+    }
+    return st;
+}
+
+void pl_cuda_close(pl_t *pl)
+{
+    cu_run_t *run = pl->cuda;
+    if (!run)
+        return;
+    for (int d = 0; d < run->ndev; d++)
+        zb_cuda_partitions_free(run->parts[d]);
+    free(run->parts);
+    free(run);
+    pl->cuda = NULL;
+}
+
+/* ---- a rank's stages ---- */
+
+typedef struct {
+    zb_cuda_stage_t *stage;
+    zb_cuda_stash_t **stash; /* [M] microbatch m's stash while it is in flight */
+    zb_cuda_stash_t **idle;  /* [M] allocated stashes not in use */
+    int n_idle;
+    /* device message buffers, one NC slot per microbatch; r_out: an R's output */
+    float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
+    float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
+    bool prev_here, next_here;
+    /* device messages: the events recorded after each outgoing slot is written, the handles
+     * sent (out_*) and received (in_*), [M] each */
+    struct CUevent_st **ev_x_out, **ev_dx_in;
+    struct cu_msg *out_x, *out_dx, *in_x, *in_dx;
+} cu_stage_t;
+
+/* A device message: where the sender's slot is and the event after which it may be read. */
+typedef struct cu_msg {
+    const float *src;
+    struct CUevent_st *ev;
+    int device;
+} cu_msg_t;
+
+typedef struct {
+    int device;
+    bool device_messages;
+    zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
+    double t_begin;         /* host time (since the step's t0) of the timer's step start */
+    cu_stage_t *st; /* [n_local], as R->st */
+    size_t offs[ZB_GPT2_NUM_TENSORS], sizes[ZB_GPT2_NUM_TENSORS]; /* whole-model layout */
+} cu_rank_t;
+
+static cu_rank_t *CU(pl_rank_t *R) { return R->devst; }
+
+static zb_status_t no_slot(pl_rank_t *R, int m, zb_err_t *err)
+{
+    return zb_err_set(err, ZB_ENOMEM, "rank %d: no stash for microbatch %d on the GPU", R->rank, m);
+}
+
+/* A free stash for microbatch m (reused, or a new one). */
+static zb_cuda_stash_t *take_stash(cu_stage_t *cs, zb_err_t *err)
+{
+    if (cs->n_idle > 0)
+        return cs->idle[--cs->n_idle];
+    zb_cuda_stash_t *sh = NULL;
+    return zb_cuda_stash_new(cs->stage, &sh, err) == ZB_OK ? sh : NULL;
+}
+
+static void give_stash(cu_stage_t *cs, zb_cuda_stash_t *sh)
+{
+    zb_cuda_stash_reset(sh);
+    cs->idle[cs->n_idle++] = sh;
+}
+
+/* Every (tensor, layer) slice stage `span` touches, as host pointer in `h` and element offset
+ * in the whole-model layout; fn is called on each. WTE comes first. */
+typedef zb_status_t (*slice_fn)(pl_rank_t *R, cu_stage_t *cs, const zb_gpt2_span_t *sp, int t,
+                                float *host, size_t dev_off, size_t n, void *arg, zb_err_t *err);
+
+static zb_status_t each_slice(pl_rank_t *R, cu_stage_t *cs, const zb_gpt2_span_t *sp,
+                              const zb_gpt2_params_t *h, bool wte_only, slice_fn fn, void *arg,
+                              zb_err_t *err)
+{
+    cu_rank_t *C = CU(R);
+    int L = R->pl->mcfg.layers;
+    zb_status_t st = ZB_OK;
+    size_t n;
+    for (int t = 0; t < ZB_GPT2_NUM_TENSORS && st == ZB_OK; t++) {
+        bool layer = t >= ZB_LN1W && t <= ZB_FCPROJB;
+        bool take = t == ZB_WTE   ? sp->embed || sp->head
+                    : t == ZB_WPE ? sp->embed
+                    : !layer      ? sp->head
+                                  : true;
+        if (!take || (wte_only && t != ZB_WTE))
+            continue;
+        if (!layer) {
+            float *p = zb_gpt2_slice(h, t, 0, &n);
+            if (p)
+                st = fn(R, cs, sp, t, p, C->offs[t], n, arg, err);
+            continue;
+        }
+        for (int l = sp->layer_begin; l < sp->layer_end && st == ZB_OK; l++) {
+            float *p = zb_gpt2_slice(h, t, l, &n);
+            if (p)
+                st = fn(R, cs, sp, t, p, C->offs[t] + (size_t)l * (C->sizes[t] / (size_t)L), n,
+                        arg, err);
+        }
+    }
+    return st;
+}
+
+typedef struct {
+    zb_cuda_state_t which;
+    bool to_host;
+} copy_arg_t;
+
+/* WTE to the host from the embedding stage when the rank has one (both copies are the same
+ * bits; a head stage's may hold the folded gradient only). */
+static bool wte_source(pl_rank_t *R, const zb_gpt2_span_t *sp)
+{
+    return sp->embed || !R->has_embed;
+}
+
+static zb_status_t copy_slice(pl_rank_t *R, cu_stage_t *cs, const zb_gpt2_span_t *sp, int t,
+                              float *host, size_t off, size_t n, void *arg, zb_err_t *err)
+{
+    copy_arg_t *a = arg;
+    if (a->to_host && t == ZB_WTE && !wte_source(R, sp))
+        return ZB_OK;
+    return zb_cuda_state_copy(cs->stage, a->which, off, host, n, a->to_host, err);
+}
+
+static zb_status_t copy_state(pl_rank_t *R, zb_cuda_state_t which, zb_gpt2_params_t *h,
+                              bool wte_only, bool to_host, zb_err_t *err)
+{
+    copy_arg_t a = {which, to_host};
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++)
+        st = each_slice(R, &CU(R)->st[i], &R->st[i].span, h, wte_only, copy_slice, &a, err);
+    return st;
+}
+
+static zb_status_t cuda_state(pl_rank_t *R, bool to_host, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++)
+        st = zb_cuda_stage_bind(CU(R)->st[i].stage, err);
+    if (st == ZB_OK)
+        st = copy_state(R, ZB_CUDA_STATE_PARAMS, &R->params, false, to_host, err);
+    if (st == ZB_OK)
+        st = copy_state(R, ZB_CUDA_STATE_M, &R->opt.m, false, to_host, err);
+    if (st == ZB_OK)
+        st = copy_state(R, ZB_CUDA_STATE_V, &R->opt.v, false, to_host, err);
+    return st;
+}
+
+/* wte_only to the host: the embedding stage's WTE gradient and the head stage's accumulator
+ * (what pl_tied_embedding folds); back: the folded WTE gradient to every stage holding WTE.
+ * Else every slice of the gradients (the replica reduction, the test hook). */
+static zb_status_t cuda_grads(pl_rank_t *R, bool wte_only, bool to_host, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    if (wte_only && to_host) {
+        for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+            const pl_stage_t *ls = &R->st[i];
+            zb_cuda_stage_t *s = CU(R)->st[i].stage;
+            size_t n = R->grads.g.sizes[ZB_WTE];
+            if (ls->span.embed)
+                st = zb_cuda_state_copy(s, ZB_CUDA_STATE_GRADS, CU(R)->offs[ZB_WTE],
+                                        R->grads.g.t[ZB_WTE], n, true, err);
+            if (st == ZB_OK && ls->span.head && R->grads.wte_head)
+                st = zb_cuda_state_copy(s, ZB_CUDA_STATE_WTE_HEAD, 0, R->grads.wte_head, n, true,
+                                        err);
+        }
+        return st;
+    }
+    return copy_state(R, ZB_CUDA_STATE_GRADS, &R->grads.g, wte_only, to_host, err);
+}
+
+static zb_status_t device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *err)
+{
+    size_t M = (size_t)R->pl->M;
+    if (!(cs->ev_x_out = calloc(M, sizeof *cs->ev_x_out)) ||
+        !(cs->ev_dx_in = calloc(M, sizeof *cs->ev_dx_in)) ||
+        !(cs->out_x = calloc(M, sizeof *cs->out_x)) || !(cs->out_dx = calloc(M, sizeof *cs->out_dx)) ||
+        !(cs->in_x = calloc(M, sizeof *cs->in_x)) || !(cs->in_dx = calloc(M, sizeof *cs->in_dx)))
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for device messages", R->rank);
+    zb_status_t st = ZB_OK;
+    for (size_t m = 0; m < M && st == ZB_OK; m++) {
+        if (cs->own_x_out)
+            st = zb_cuda_event_new(cs->stage, &cs->ev_x_out[m], err);
+        if (st == ZB_OK && cs->own_dx_in)
+            st = zb_cuda_event_new(cs->stage, &cs->ev_dx_in[m], err);
+    }
+    return st;
+}
+
+static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    cu_run_t *run = pl->cuda;
+    cu_rank_t *C = calloc(1, sizeof *C);
+    if (!C || !(C->st = calloc((size_t)(R->n_local ? R->n_local : 1), sizeof *C->st))) {
+        free(C);
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its GPU state", R->rank);
+    }
+    R->devst = C;
+    C->device = R->global % run->ndev;
+    /* device messages need the sender's memory in this process: thread ranks */
+    C->device_messages = pl->opts->cuda->device_messages && !pl->opts->transport;
+    if (C->device_messages)
+        R->msg_bytes = sizeof(cu_msg_t);
+    zb_gpt2_tensor_sizes(&pl->mcfg, C->sizes);
+    size_t off = 0;
+    for (int t = 0; t < ZB_GPT2_NUM_TENSORS; t++) {
+        C->offs[t] = off;
+        off += C->sizes[t];
+    }
+    zb_cuda_partitions_t *parts = run->parts[C->device];
+    const size_t NC = pl->NC, MNC = (size_t)pl->M * NC;
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+        pl_stage_t *ls = &R->st[i];
+        cu_stage_t *cs = &C->st[i];
+        int s = ls->stage;
+        cs->prev_here = s > 0 && R->local_of_stage[s - 1] >= 0;
+        cs->next_here = s + 1 < pl->plan.S && R->local_of_stage[s + 1] >= 0;
+        st = zb_cuda_stage_new(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->opts->cuda->precision,
+                               C->device, &cs->stage, err);
+        /* one stream for all the rank's stages: a stage reads its neighbour's device output
+         * (x_in / dx_out) in stream order. The partition's, else the first stage's own. */
+        if (st == ZB_OK && parts)
+            st = zb_cuda_stage_use_stream(cs->stage,
+                                          zb_cuda_partition_stream(parts, R->global / run->ndev),
+                                          err);
+        else if (st == ZB_OK && i > 0)
+            st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_stage_stream(C->st[0].stage), err);
+        if (st == ZB_OK && (!(cs->stash = calloc((size_t)pl->M, sizeof *cs->stash)) ||
+                            !(cs->idle = calloc((size_t)pl->M, sizeof *cs->idle))))
+            st = zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its stashes", R->rank);
+        if (st == ZB_OK && !ls->span.embed)
+            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->x_in, err);
+        if (st == ZB_OK && !ls->span.head)
+            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->dx_out, err);
+        if (st == ZB_OK && !ls->span.head && !cs->next_here)
+            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->own_x_out, err);
+        if (st == ZB_OK && !ls->span.embed && !cs->prev_here)
+            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->own_dx_in, err);
+        if (st == ZB_OK && ls->r_out)
+            st = zb_cuda_buffer_alloc(cs->stage, NC, &cs->r_out, err);
+        if (st == ZB_OK && C->device_messages)
+            st = device_messages_init(R, cs, err);
+    }
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+        cu_stage_t *cs = &C->st[i];
+        int s = R->st[i].stage;
+        if (!R->st[i].span.head)
+            cs->x_out = cs->next_here ? C->st[R->local_of_stage[s + 1]].x_in : cs->own_x_out;
+        if (!R->st[i].span.embed)
+            cs->dx_in = cs->prev_here ? C->st[R->local_of_stage[s - 1]].dx_out : cs->own_dx_in;
+    }
+    /* --trace: the GPU's times of every action (on the rank's one stream) */
+    if (st == ZB_OK && (pl->opts->trace_path || pl->opts->trace_svg_path) && R->n_local > 0)
+        st = zb_cuda_timer_new(zb_cuda_stage_stream(C->st[0].stage),
+                               pl->plan.sched->rank[R->rank].len, &C->timer, err);
+    /* the start-up state (fresh, --init-from, --resume) onto the device; fresh moments are the
+     * stage's zeros already */
+    if (st == ZB_OK)
+        st = copy_state(R, ZB_CUDA_STATE_PARAMS, &R->params, false, false, err);
+    if (st == ZB_OK && !R->touch_opt)
+        st = copy_state(R, ZB_CUDA_STATE_M, &R->opt.m, false, false, err);
+    if (st == ZB_OK && !R->touch_opt)
+        st = copy_state(R, ZB_CUDA_STATE_V, &R->opt.v, false, false, err);
+    if (st == ZB_OK && R->touch_opt) { /* the host mirror's moments are zeros too */
+        zb_adamw_state_touch(&R->opt);
+        R->touch_opt = false;
+    }
+    if (st != ZB_OK && err) { /* which rank */
+        char inner[sizeof err->msg];
+        snprintf(inner, sizeof inner, "%s", err->msg);
+        snprintf(err->msg, sizeof err->msg, "rank %d (GPU %d): %.480s", R->rank, C->device, inner);
+    }
+    return st;
+}
+
+static void cuda_close(pl_rank_t *R)
+{
+    cu_rank_t *C = CU(R);
+    if (!C)
+        return;
+    zb_cuda_timer_free(C->timer);
+    for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
+        cu_stage_t *cs = &C->st[i];
+        for (int m = 0; cs->stash && m < R->pl->M; m++)
+            zb_cuda_stash_free(cs->stash[m]);
+        for (int k = 0; cs->idle && k < cs->n_idle; k++)
+            zb_cuda_stash_free(cs->idle[k]);
+        zb_cuda_buffer_free(cs->x_in), zb_cuda_buffer_free(cs->dx_out);
+        zb_cuda_buffer_free(cs->own_x_out), zb_cuda_buffer_free(cs->own_dx_in);
+        zb_cuda_buffer_free(cs->r_out);
+        for (int m = 0; m < R->pl->M; m++) {
+            zb_cuda_event_free(cs->ev_x_out ? cs->ev_x_out[m] : NULL);
+            zb_cuda_event_free(cs->ev_dx_in ? cs->ev_dx_in[m] : NULL);
+        }
+        free(cs->ev_x_out), free(cs->ev_dx_in);
+        free(cs->out_x), free(cs->out_dx), free(cs->in_x), free(cs->in_dx);
+        zb_cuda_stage_free(cs->stage);
+        free(cs->stash), free(cs->idle);
+    }
+    free(C->st);
+    free(C);
+    R->devst = NULL;
+}
+
+static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
+{
+    cu_rank_t *C = CU(R);
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+        cu_stage_t *cs = &C->st[i];
+        if ((st = zb_cuda_stage_bind(cs->stage, err)) != ZB_OK)
+            break;
+        for (int m = 0; m < R->pl->M; m++) /* a failed step may have left some in flight */
+            if (cs->stash[m]) {
+                give_stash(cs, cs->stash[m]);
+                cs->stash[m] = NULL;
+            }
+        if (cs->in_x) { /* a handle not received this time is seen as missing */
+            memset(cs->in_x, 0, (size_t)R->pl->M * sizeof *cs->in_x);
+            memset(cs->in_dx, 0, (size_t)R->pl->M * sizeof *cs->in_dx);
+        }
+        if (training)
+            st = zb_cuda_grads_zero(cs->stage, err);
+    }
+    if (st == ZB_OK && training && C->timer) {
+        st = zb_cuda_timer_step_begin(C->timer, err);
+        C->t_begin = zb_now() - R->in->t0;
+    }
+    return st;
+}
+
+static zb_status_t cuda_time_action(pl_rank_t *R, int i, bool begin, zb_err_t *err)
+{
+    zb_cuda_timer_t *t = CU(R)->timer;
+    if (!t)
+        return ZB_OK;
+    return begin ? zb_cuda_timer_begin(t, i, err) : zb_cuda_timer_end(t, i, err);
+}
+
+/* The step's GPU times into R->tl, on the clock of the first rank on this GPU (global rank
+ * `device`: every rank of a GPU shares its step-start event; across GPUs each clock starts at
+ * its first rank's host time of the step start). */
+static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
+{
+    cu_rank_t *C = CU(R);
+    if (!C->timer)
+        return ZB_OK;
+    const cu_rank_t *O = R->pl->ranks[C->device].devst;
+    const zb_cuda_timer_t *origin = O && O->timer ? O->timer : C->timer;
+    return zb_cuda_timer_resolve(C->timer, origin, origin == C->timer ? C->t_begin : O->t_begin,
+                                 &R->tl, err);
+}
+
+/* Bring microbatch m's message into the device slot `dst` of stage ls: from the host buffer
+ * (staging), or from the sender's device slot after its event (device messages). */
+static zb_status_t bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool forward, int m,
+                            float *dst, zb_err_t *err)
+{
+    const size_t NC = R->pl->NC;
+    if (cs->in_x) {
+        const cu_msg_t *h = forward ? &cs->in_x[m] : &cs->in_dx[m];
+        if (!h->src)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s message for microbatch %d",
+                              ls->stage, forward ? "forward" : "backward", m);
+        return zb_cuda_copy_after(cs->stage, dst, h->src, h->device, NC, h->ev, err);
+    }
+    const float *h = pl_msgbuf_at(forward ? &ls->x_in : &ls->dx_out, m, NC);
+    if (!h)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s for microbatch %d", ls->stage,
+                          forward ? "input" : "gradient", m);
+    return zb_cuda_copy_to_device(cs->stage, dst, h, NC, err);
+}
+
+static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++)
+        st = zb_cuda_sync(CU(R)->st[i].stage, err);
+    return st;
+}
+
+static void track_memory(pl_rank_t *R)
+{
+    size_t live = 0;
+    for (int i = 0; i < R->n_local; i++)
+        for (int m = 0; m < R->pl->M; m++)
+            if (CU(R)->st[i].stash[m])
+                live += zb_cuda_stash_live_bytes(CU(R)->st[i].stash[m]);
+    if (live > R->live_peak)
+        R->live_peak = live;
+}
+
+/* F (or an eval F, or an R) of microbatch m: its input uploaded when a RECV_F brought it. */
+static zb_status_t cu_forward(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_cuda_stash_t *sh,
+                              int m, size_t tok, float *x_out, float *loss, bool upload,
+                              zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    const size_t NC = pl->NC;
+    float *x_in = ls->span.embed ? NULL : cs->x_in + (size_t)m * NC;
+    zb_status_t st = ZB_OK;
+    if (upload && x_in && !cs->prev_here)
+        st = bring_in(R, ls, cs, true, m, x_in, err);
+    if (st == ZB_OK)
+        st = zb_cuda_forward(cs->stage, sh, ls->span.embed ? R->in->inputs + tok : NULL, x_in,
+                             ls->span.head ? R->in->targets + tok : NULL,
+                             ls->span.head ? NULL : x_out, ls->span.head ? loss : NULL, err);
+    return st;
+}
+
+static zb_status_t cu_backward_input(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
+                                     zb_cuda_stash_t *sh, int m, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    const size_t NC = pl->NC;
+    float *dx_out = ls->span.head ? NULL : cs->dx_out + (size_t)m * NC;
+    zb_status_t st = ZB_OK;
+    if (dx_out && !cs->next_here)
+        st = bring_in(R, ls, cs, false, m, dx_out, err);
+    if (st == ZB_OK)
+        st = zb_cuda_backward_input(cs->stage, sh, dx_out, pl->grad_scale,
+                                    ls->span.embed ? NULL : cs->dx_in + (size_t)m * NC, err);
+    return st;
+}
+
+static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, size_t tok,
+                                bool eval, zb_err_t *err)
+{
+    cu_stage_t *cs = &CU(R)->st[ls - R->st];
+    const size_t NC = R->pl->NC;
+    int m = a->mb;
+    float *x_out = ls->span.head ? NULL : cs->x_out + (size_t)m * NC;
+    zb_status_t st;
+    if (eval) { /* a stash for the F alone, given back at once */
+        zb_cuda_stash_t *sh = take_stash(cs, err);
+        if (!sh)
+            return no_slot(R, m, err);
+        st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err);
+        give_stash(cs, sh);
+        return st;
+    }
+    zb_cuda_stash_t *sh = cs->stash[m];
+    float recomputed_loss;
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_F:
+        if (sh)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: F of microbatch %d twice in a step",
+                              ls->stage, m);
+        if (!(sh = cs->stash[m] = take_stash(cs, err)))
+            return no_slot(R, m, err);
+        st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err);
+        break;
+    case ZB_ACT_R: /* every F here keeps everything: recompute into the same stash, same bits */
+        if (!sh)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: R of microbatch %d before its F",
+                              ls->stage, m);
+        zb_cuda_stash_reset(sh);
+        st = cu_forward(R, ls, cs, sh, m, tok, cs->r_out, &recomputed_loss, false, err);
+        break;
+    case ZB_ACT_B:
+    case ZB_ACT_W:
+    case ZB_ACT_BW:
+        if (!sh)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: %s of microbatch %d before its F",
+                              ls->stage, zb_action_type_name((zb_action_type_t)a->type), m);
+        st = a->type == ZB_ACT_W ? ZB_OK : cu_backward_input(R, ls, cs, sh, m, err);
+        if (st == ZB_OK && a->type != ZB_ACT_B)
+            st = zb_cuda_backward_weight(cs->stage, sh, err);
+        if (st == ZB_OK && a->type != ZB_ACT_B) {
+            track_memory(R);
+            give_stash(cs, sh);
+            cs->stash[m] = NULL;
+        }
+        break;
+    default: return zb_err_set(err, ZB_EINVAL, "not a compute action");
+    }
+    track_memory(R);
+    return st;
+}
+
+/* Device messages. SEND: record the slot's event on the stage's stream (after the F or B that
+ * wrote it) and send {slot, event, device}; RECV: the handle lands in in_*[m], and the compute
+ * that reads the message queues the wait and the copy (bring_in). The slot is written once per
+ * step and every rank finishes its queued work before the step's collectives (cuda_finish), so
+ * the receiver has copied it before the sender's next step writes it again. */
+static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
+                                  const zb_action_t *a, float **host, zb_err_t *err)
+{
+    const size_t NC = R->pl->NC;
+    int m = a->mb;
+    cu_msg_t *h = NULL;
+    zb_status_t st = ZB_OK;
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_SEND_F:
+    case ZB_ACT_SEND_B: {
+        bool fwd = a->type == ZB_ACT_SEND_F;
+        const float *slot = fwd ? (cs->own_x_out ? cs->x_out : NULL) : (cs->own_dx_in ? cs->dx_in : NULL);
+        struct CUevent_st *ev = slot ? (fwd ? cs->ev_x_out[m] : cs->ev_dx_in[m]) : NULL;
+        if (!slot)
+            break;
+        h = fwd ? &cs->out_x[m] : &cs->out_dx[m];
+        *h = (cu_msg_t){.src = slot + (size_t)m * NC, .ev = ev,
+                        .device = zb_cuda_stage_device(cs->stage)};
+        st = zb_cuda_event_record(cs->stage, ev, err);
+        break;
+    }
+    case ZB_ACT_RECV_F: h = ls->span.embed ? NULL : &cs->in_x[m]; break;
+    case ZB_ACT_RECV_B: h = ls->span.head ? NULL : &cs->in_dx[m]; break;
+    default: break;
+    }
+    *host = (float *)(void *)h;
+    return st;
+}
+
+/* SEND: the device output to the host message buffer; RECV: the host buffer (uploaded by the
+ * compute that reads it). */
+static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
+                                zb_err_t *err)
+{
+    cu_stage_t *cs = &CU(R)->st[ls - R->st];
+    const size_t NC = R->pl->NC;
+    int m = a->mb;
+    if (cs->in_x) /* device messages: a handle (slot + event) instead of the bytes */
+        return device_message(R, ls, cs, a, host, err);
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_SEND_F:
+        *host = ls->x_out && cs->x_out ? pl_msgbuf_at(ls->x_out, m, NC) : NULL;
+        return *host ? zb_cuda_copy_to_host(cs->stage, *host, cs->x_out + (size_t)m * NC, NC, err)
+                     : ZB_OK;
+    case ZB_ACT_SEND_B:
+        *host = ls->dx_in && cs->dx_in ? pl_msgbuf_at(ls->dx_in, m, NC) : NULL;
+        return *host ? zb_cuda_copy_to_host(cs->stage, *host, cs->dx_in + (size_t)m * NC, NC, err)
+                     : ZB_OK;
+    case ZB_ACT_RECV_F: *host = ls->span.embed ? NULL : pl_msgbuf_at(&ls->x_in, m, NC); return ZB_OK;
+    case ZB_ACT_RECV_B: *host = ls->span.head ? NULL : pl_msgbuf_at(&ls->dx_out, m, NC); return ZB_OK;
+    default: *host = NULL; return ZB_OK;
+    }
+}
+
+/* The local stage holding norm unit u in full (0: the embedding, L+1: the head). */
+static int unit_stage(const pl_rank_t *R, int u)
+{
+    int L = R->pl->mcfg.layers;
+    for (int i = 0; i < R->n_local; i++) {
+        const zb_gpt2_span_t *sp = &R->st[i].span;
+        if ((u == 0 && sp->embed) || (u == L + 1 && sp->head) ||
+            (u >= 1 && u <= L && u - 1 >= sp->layer_begin && u - 1 < sp->layer_end))
+            return i;
+    }
+    return -1;
+}
+
+static zb_status_t cuda_unit_sumsq(pl_rank_t *R, int unit, double *out, zb_err_t *err)
+{
+    int i = unit_stage(R, unit);
+    if (i < 0)
+        return zb_err_set(err, ZB_EINVAL, "rank %d owns unit %d but holds no stage of it", R->rank,
+                          unit);
+    return zb_cuda_grad_unit_sumsq(CU(R)->st[i].stage, unit, out, err);
+}
+
+/* AdamW with (lr, t, clip scale) on every unit each stage updates: its owned units, and a head
+ * stage without the embedding steps its WTE copy (unit 0) with the same folded gradient. */
+static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    int *units = malloc((size_t)(R->n_owned + 1) * sizeof *units);
+    if (!units)
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for the optimizer", R->rank);
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+        int n = 0;
+        for (int k = 0; k < R->n_owned; k++)
+            if (unit_stage(R, R->units[k]) == i)
+                units[n++] = R->units[k];
+        if (R->st[i].span.head && !R->st[i].span.embed)
+            units[n++] = 0;
+        if (n > 0)
+            st = zb_cuda_adamw_update_units(CU(R)->st[i].stage, &R->pl->cfg->adamw, lr, adam_t,
+                                            clip, units, n, err);
+    }
+    free(units);
+    return st;
+}
+
+static zb_status_t backup_all(pl_rank_t *R, bool save, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++)
+        st = zb_cuda_state_backup(CU(R)->st[i].stage, save, err);
+    return st;
+}
+
+/* zb_train_update's rules (lr, global norm, skip, clip) with no host update; then the device
+ * steps. */
+static zb_status_t update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    long adam_t = R->in->step - R->skipped + 1;
+    zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, R->in->step, adam_t, sumsq,
+                    pl->plan.n_units, R->units, 0, &R->stats);
+    if (R->stats.skipped)
+        return ZB_OK;
+    return step_units(R, R->stats.lr, adam_t, R->stats.clip_scale, err);
+}
+
+/* As the CPU's optimizer (rank_cpu.c), the whole update optimistic: own norm finite and below
+ * the clip -> back up, step with factor 1, then undo and redo if the global norm says clip or
+ * skip. Elementwise AdamW: the same bits as the barrier. */
+static zb_status_t cuda_optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    int U = pl->plan.n_units;
+    double *local = R->vec;
+    zb_status_t st;
+    if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
+        if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
+            return st;
+        return update(R, local, err);
+    }
+    double own_norm = zb_grad_norm_total(local, U);
+    float clip = pl->cfg->grad_clip;
+    bool optimistic = pl_rank_backs_up(pl) && isfinite(own_norm) &&
+                      zb_grad_clip_scale(own_norm, clip) == 1.0f;
+    long adam_t = R->in->step - R->skipped + 1;
+    zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
+                              pl->cfg->warmup, pl->cfg->steps};
+    float lr = zb_lr_at(&sched, R->in->step);
+    if (optimistic && ((st = backup_all(R, true, err)) != ZB_OK ||
+                       (st = step_units(R, lr, adam_t, 1.0f, err)) != ZB_OK))
+        return st;
+    if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
+        return st;
+    double norm = zb_grad_norm_total(local, U);
+    bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
+    if (optimistic && right) {
+        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = lr, .grad_norm = norm,
+                                     .clip_scale = 1.0f, .skipped = false};
+        return ZB_OK;
+    }
+    if (optimistic) {
+        if ((st = backup_all(R, false, err)) != ZB_OK)
+            return st;
+        R->rollbacks++;
+    }
+    return update(R, local, err);
+}
+
+const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
+                                    .open = cuda_open,
+                                    .close = cuda_close,
+                                    .step_begin = cuda_step_begin,
+                                    .compute = cuda_compute,
+                                    .message = cuda_message,
+                                    .grads = cuda_grads,
+                                    .state = cuda_state,
+                                    .finish = cuda_finish,
+                                    .time_action = cuda_time_action,
+                                    .step_end = cuda_step_end,
+                                    .unit_sumsq = cuda_unit_sumsq,
+                                    .optimizer = cuda_optimizer};

@@ -1,0 +1,75 @@
+/* zbpp — the device seam of a pipeline rank: what a rank does on the device that holds its
+ * stages, behind one small table, so that the driver, the executor, the transports and the host
+ * paths (tied-embedding exchange, replica reduction, checkpoints, gather) are written once.
+ *
+ * The rank's host state (pl_rank_t: params, grads, opt, message buffers) exists for every
+ * device. On the CPU it IS the device state (pl_rank_cpu: today's code, stash pools by
+ * lifetime, shared WTE for thread ranks, the backup in free memory). On a GPU (pl_rank_cuda,
+ * rank_cuda.c) it is a host mirror: parameters, gradients and moments live in one CUDA stage per
+ * local pipeline stage, and `grads` / `state` move slices between the two when a host path needs
+ * them; message buffers are host staging for the transport. */
+#ifndef ZBPP_RANK_DEVICE_H
+#define ZBPP_RANK_DEVICE_H
+
+#include "runtime/pipeline_internal.h"
+
+typedef struct pl_rank_dev {
+    const char *name;
+    /* After the host state is built (pl_rank_init): the device's copy of it. */
+    zb_status_t (*open)(pl_rank_t *R, zb_err_t *err);
+    void (*close)(pl_rank_t *R);
+    /* Start of a step or of a validation batch, in the rank's thread: gradients zero (training),
+     * every stash free. */
+    zb_status_t (*step_begin)(pl_rank_t *R, bool training, zb_err_t *err);
+    /* Compute action a (F, R, B, W, BW; eval: an F that keeps nothing) of microbatch a->mb on
+     * local stage ls; tok = the microbatch's first token in the step's batch. The head's F
+     * writes R->mb_loss[a->mb]. */
+    zb_status_t (*compute)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, size_t tok,
+                           bool eval, zb_err_t *err);
+    /* SEND_F / SEND_B: the message's bytes in host memory (*host, R->msg_bytes: NC floats, or
+     * a device's handle); RECV_F / RECV_B: where the transport writes them. */
+    zb_status_t (*message)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
+                           zb_err_t *err);
+    /* R->grads <-> the device (wte_only: the tied WTE's parts: the embedding's gradient and the
+     * head's accumulator to the host, the folded gradient back). NULL: the host is the device. */
+    zb_status_t (*grads)(pl_rank_t *R, bool wte_only, bool to_host, zb_err_t *err);
+    /* R->params and R->opt <-> the device (checkpoints, gather, replica check, resume). NULL:
+     * the host is the device. */
+    zb_status_t (*state)(pl_rank_t *R, bool to_host, zb_err_t *err);
+    /* After the rank's program (training or validation), before its collectives: its queued
+     * device work done (buffers other ranks read are free to be written again). NULL: none. */
+    zb_status_t (*finish)(pl_rank_t *R, zb_err_t *err);
+    /* --trace on a device: action i of the rank's training program begins / ends (in program
+     * order, every action), and after the step (its collectives done) the device's times
+     * replace the executor's host times in R->tl. NULL: the executor's times stand. */
+    zb_status_t (*time_action)(pl_rank_t *R, int i, bool begin, zb_err_t *err);
+    zb_status_t (*step_end)(pl_rank_t *R, zb_err_t *err);
+    /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
+    zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
+    /* The optimizer step with the per-unit partials R->vec (barrier or post-validation with
+     * rollback, pl->opts->opt_sync); fills R->stats. */
+    zb_status_t (*optimizer)(zb_transport_t *t, pl_rank_t *R, zb_err_t *err);
+} pl_rank_dev_t;
+
+extern const pl_rank_dev_t pl_rank_cpu;  /* rank_cpu.c */
+extern const pl_rank_dev_t pl_rank_cuda; /* rank_cuda.c */
+
+/* The run's GPUs (rank_cuda.c, pl->opts->cuda set): pl_cuda_open (before the ranks) checks the
+ * device, places global rank g on GPU g mod N and, where ranks share a GPU, makes their SM
+ * partitions (rep->device says what was made); pl_cuda_close frees them after the ranks. */
+zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
+void pl_cuda_close(pl_t *pl);
+
+/* pipeline_rank.c: the host paths a device shares. pl_tied_embedding: the tied WTE fold and
+ * exchange on R->grads (wte_shared: meet, fold on the embedding rank). pl_rank_state: every
+ * local rank's params and moments to the host (or back), a no-op on the CPU. */
+zb_status_t pl_tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err);
+zb_status_t pl_ranks_state(pl_t *pl, bool to_host, zb_err_t *err);
+
+/* pipeline_rank.c: the local stage of `stage` (ZB_ESCHEDULE naming it when not here); the first
+ * token of microbatch m in the step's batch; the host bytes of message action a (checked). */
+pl_stage_t *pl_rank_stage(pl_rank_t *R, int stage, zb_err_t *err);
+size_t pl_rank_tok(const pl_rank_t *R, int m);
+zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, float **at, zb_err_t *err);
+
+#endif

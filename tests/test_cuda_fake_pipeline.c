@@ -1,0 +1,509 @@
+/* Pipeline ranks on the CUDA stage (issue 13) on the fake device of cuda_fake_device.inc
+ * ("device" memory in host memory, every op the CPU kernel): the host logic of
+ * src/runtime/rank_cuda.c must then give the SAME BITS as the CPU pipeline and as --ranks 1.
+ * Every schedule family at P in {2, 4}, M in {P, 2P}: losses and final parameters equal the
+ * single-process trainer's (and the CPU pipeline's); the post-validation rollback on an Inf, the
+ * replica reduction (--dp 2) and validation through the pipeline are the same bits; a failing
+ * rank stops all ranks with its name; checkpoints move between the fake-GPU pipeline and the CPU
+ * pipeline (gathered and sharded) and the continuation is the straight run's bits; ranks sharing
+ * the one fake GPU get SM partitions (the driver's green contexts stubbed here); device messages
+ * (device-to-device copies after the sender's event, the fake's events counted) are the same
+ * bits as host staging; --trace times every action on the rank's timer (stubbed with host
+ * clock readings and timing.c's order rules) and the bits stay the same.
+ * No clipping (grad_clip 0): the fake sums the norm in the GPU's block order, so a clip factor
+ * would differ from the CPU's in the last bits (test_cuda_fake_train says the same).
+ * Skipped (77) without CUDA. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifndef ZB_HAVE_CUDA
+int main(void)
+{
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#else
+
+#include "cuda_fake_device.inc"
+#include "pipeline_testutil.h"
+#include "zbpp/pipeline.h"
+#include "zbpp/util.h"
+
+/* ---- SM partitions without a driver: a fake 132-SM Hopper's plan, no streams ---- */
+
+struct zb_cuda_partitions {
+    zb_cuda_sm_plan_t plan;
+};
+static int partitions_made;
+
+zb_status_t zb_cuda_partitions_new(int device, int ranks, int sm_per_rank,
+                                   zb_cuda_partitions_t **out, zb_err_t *err)
+{
+    (void)device;
+    *out = NULL;
+    const zb_cuda_sm_info_t h100 = {.sm_count = 132, .min_partition = 8, .alignment = 8};
+    zb_cuda_partitions_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return zb_err_set(err, ZB_ENOMEM, "fake partitions");
+    zb_status_t st = zb_cuda_sm_plan(&h100, ranks, sm_per_rank, &p->plan, err);
+    if (st != ZB_OK) {
+        free(p);
+        return st;
+    }
+    partitions_made++;
+    *out = p;
+    return ZB_OK;
+}
+void zb_cuda_partitions_free(zb_cuda_partitions_t *p) { free(p); }
+const zb_cuda_sm_plan_t *zb_cuda_partitions_plan(const zb_cuda_partitions_t *p)
+{
+    return &p->plan;
+}
+struct CUstream_st *zb_cuda_partition_stream(const zb_cuda_partitions_t *p, int r)
+{
+    (void)p, (void)r;
+    return NULL; /* the fake device's stream */
+}
+int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r)
+{
+    return r >= 0 && r < p->plan.ranks ? p->plan.sm_per_rank : -1;
+}
+
+/* ---- action timing without a GPU: host clock readings with timing.c's order rules ---- */
+
+struct zb_cuda_timer {
+    int n, last, open, timed;
+    double start, *t; /* [2n] */
+};
+static long timed_actions, timers_resolved;
+
+zb_status_t zb_cuda_timer_new(struct CUstream_st *stream, int n, zb_cuda_timer_t **out,
+                              zb_err_t *err)
+{
+    (void)stream;
+    zb_cuda_timer_t *t = calloc(1, sizeof *t);
+    if (!t || !(t->t = calloc(2 * (size_t)n, sizeof *t->t))) {
+        free(t);
+        return zb_err_set(err, ZB_ENOMEM, "fake timer");
+    }
+    t->n = n;
+    *out = t;
+    return ZB_OK;
+}
+void zb_cuda_timer_free(zb_cuda_timer_t *t)
+{
+    if (t)
+        free(t->t);
+    free(t);
+}
+zb_status_t zb_cuda_timer_step_begin(zb_cuda_timer_t *t, zb_err_t *err)
+{
+    (void)err;
+    t->start = zb_now();
+    t->last = t->open = -1;
+    t->timed = 0;
+    return ZB_OK;
+}
+zb_status_t zb_cuda_timer_begin(zb_cuda_timer_t *t, int i, zb_err_t *err)
+{
+    if (i <= t->last || t->open >= 0 || i >= t->n)
+        return zb_err_set(err, ZB_EINVAL, "fake timer: begin(%d) out of order", i);
+    t->t[2 * i] = zb_now();
+    t->last = t->open = i;
+    return ZB_OK;
+}
+zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err)
+{
+    if (t->open != i)
+        return zb_err_set(err, ZB_EINVAL, "fake timer: end(%d) without its begin", i);
+    t->t[2 * i + 1] = zb_now();
+    t->open = -1;
+    t->timed++;
+    __atomic_add_fetch(&timed_actions, 1, __ATOMIC_RELAXED);
+    return ZB_OK;
+}
+zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
+                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err)
+{
+    if (t->timed != t->n || tl->len != t->n)
+        return zb_err_set(err, ZB_EINVAL, "fake timer: %d of %d actions timed", t->timed, t->n);
+    for (int i = 0; i < t->n; i++) {
+        tl->start[i] = origin_s + (t->t[2 * i] - origin->start);
+        tl->end[i] = origin_s + (t->t[2 * i + 1] - origin->start);
+    }
+    __atomic_add_fetch(&timers_resolved, 1, __ATOMIC_RELAXED);
+    return ZB_OK;
+}
+
+/* ---- helpers ---- */
+
+enum { STEPS = 3 };
+static const zb_cuda_train_opts_t GPU = {.device = 0, .precision = ZB_CUDA_FP32};
+
+static void tiny(zb_train_config_t *c, int M, long steps)
+{
+    pt_tiny_config(c, 8, 8, M, steps);
+    c->grad_clip = 0.0f;
+}
+
+static void opts(zb_pipeline_opts_t *o, int P, const char *schedule, bool cuda)
+{
+    zb_pipeline_opts_defaults(o);
+    o->ranks = P;
+    o->schedule = schedule;
+    o->pin = false;
+    o->timeout = 60;
+    o->cuda = cuda ? &GPU : NULL;
+}
+
+static void same_losses(const float *a, const float *b, int n, const char *what)
+{
+    for (int s = 0; s < n; s++)
+        if (memcmp(&a[s], &b[s], sizeof(float)) != 0)
+            fail_msg("%s: step %d loss %.9g vs %.9g", what, s, (double)a[s], (double)b[s]);
+}
+
+static void run_ok(const zb_train_config_t *c, const zb_pipeline_opts_t *o, float *loss,
+                   zb_gpt2_params_t *out, zb_pipeline_report_t *rep)
+{
+    zb_err_t err;
+    zb_err_clear(&err);
+    zb_status_t st = pt_run(c, o, loss, out, rep, &err);
+    if (st != ZB_OK)
+        fail_msg("%s P=%d on %s: %s", o->schedule, o->ranks, o->cuda ? "cuda" : "cpu", err.msg);
+}
+
+/* ---- tests ---- */
+
+static void test_every_family_same_bits(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const zb_generator_info_t *gens = zb_generators(&n);
+    int ran = 0;
+    static const int Ms[] = {2, 4, 8};
+    for (int mi = 0; mi < 3; mi++) {
+        int M = Ms[mi];
+        zb_train_config_t c;
+        tiny(&c, M, STEPS);
+        float ref_loss[STEPS];
+        zb_gpt2_params_t ref;
+        pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+        for (size_t g = 0; g < n; g++)
+            for (int P = 2; P <= 4; P += 2) {
+                if (M != P && M != 2 * P)
+                    continue;
+                zb_pipeline_opts_t o;
+                opts(&o, P, gens[g].name, true);
+                o.opt_sync = (ran % 2) ? ZB_OPT_SYNC_BARRIER : ZB_OPT_SYNC_POST_VALIDATION;
+                float loss[STEPS];
+                zb_gpt2_params_t got;
+                zb_pipeline_report_t rep;
+                zb_err_t err;
+                int before = partitions_made;
+                zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
+                if (st == ZB_EINVAL) { /* the family refuses (P, M), as on the CPU */
+                    print_message("    %-18s P=%d M=%d rejected: %s\n", gens[g].name, P, M,
+                                  err.msg);
+                    continue;
+                }
+                if (st != ZB_OK)
+                    fail_msg("%s P=%d M=%d: %s", gens[g].name, P, M, err.msg);
+                char what[96];
+                snprintf(what, sizeof what, "cuda %s P=%d M=%d", gens[g].name, P, M);
+                same_losses(loss, ref_loss, STEPS, what);
+                pt_assert_same_params(&got, &ref, what);
+                /* P ranks on the one fake GPU: one set of partitions, said in the report */
+                assert_int_equal(partitions_made, before + 1);
+                if (!strstr(rep.device, "SM partitions: "))
+                    fail_msg("%s: no partition line in '%s'", what, rep.device);
+                zb_gpt2_params_free(&got);
+                ran++;
+            }
+        zb_gpt2_params_free(&ref);
+    }
+    print_message("    %d fake-GPU pipeline runs matched --ranks 1 bit for bit\n", ran);
+    assert_true(ran >= 10);
+
+    /* and the CPU pipeline itself, side by side on one interleaved (two stages a rank) run */
+    zb_train_config_t c;
+    tiny(&c, 4, STEPS);
+    zb_pipeline_opts_t o;
+    float lc[STEPS], lg[STEPS];
+    zb_gpt2_params_t pc, pg;
+    zb_pipeline_report_t rep;
+    opts(&o, 2, "interleaved-1f1b", false);
+    run_ok(&c, &o, lc, &pc, &rep);
+    assert_string_equal(rep.device, "");
+    opts(&o, 2, "interleaved-1f1b", true);
+    run_ok(&c, &o, lg, &pg, &rep);
+    assert_non_null(strstr(rep.device, "2 ranks on 1 GPU; GPU 0 SM partitions: 2 ranks x 64 SMs"));
+    same_losses(lg, lc, STEPS, "cuda vs cpu pipeline");
+    pt_assert_same_params(&pg, &pc, "cuda vs cpu pipeline");
+    zb_gpt2_params_free(&pg);
+    /* --partition profile on cuda: the GPU profiler's costs plan the partition; same bits */
+    opts(&o, 2, "zb-h1", true);
+    o.profile = true;
+    run_ok(&c, &o, lg, &pg, &rep);
+    assert_non_null(strstr(rep.note, "profile"));
+    same_losses(lg, lc, STEPS, "cuda with a GPU profile");
+    pt_assert_same_params(&pg, &pc, "cuda with a GPU profile");
+    zb_gpt2_params_free(&pc), zb_gpt2_params_free(&pg);
+}
+
+/* An Inf in unit 3's gradient at step 1: skipped on every rank, the optimistic step rolled back
+ * (post-validation), the result the reference's that skips the step. */
+typedef struct {
+    long step;
+    int unit;
+} inf_hook_t;
+
+static void ref_inject(zb_trainer_t *t, void *ctx)
+{
+    const inf_hook_t *h = ctx;
+    if (t->step == h->step) {
+        size_t off[16], cnt[16];
+        zb_gpt2_unit_ranges(&t->params.cfg, h->unit, off, cnt);
+        t->grads.g.data[off[0]] = INFINITY;
+        t->unit_sumsq[h->unit] = zb_grad_unit_sumsq(&t->grads.g, h->unit);
+    }
+}
+
+static void test_rollback_dp_and_validation(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 4, 4);
+    inf_hook_t hook = {1, 3};
+    float ref_loss[4], loss[4];
+    zb_gpt2_params_t ref, got;
+    long skipped;
+    pt_reference(&c, ref_inject, &hook, ref_loss, &ref, &skipped);
+    assert_int_equal(skipped, 1);
+    zb_pipeline_opts_t o;
+    opts(&o, 4, "zb-h1", true);
+    o.inject_inf_step = 1;
+    o.inject_inf_unit = 3;
+    zb_pipeline_report_t rep;
+    run_ok(&c, &o, loss, &got, &rep);
+    assert_true(rep.rollbacks > 0);
+    same_losses(loss, ref_loss, 4, "cuda rollback");
+    pt_assert_same_params(&got, &ref, "cuda rollback");
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+
+    /* two replicas of a 2-rank pipeline: the CPU pipeline's fixed-order sum of the replicas */
+    tiny(&c, 2, STEPS);
+    opts(&o, 2, "1f1b", false);
+    o.dp = 2;
+    run_ok(&c, &o, ref_loss, &ref, &rep);
+    opts(&o, 2, "1f1b", true);
+    o.dp = 2;
+    run_ok(&c, &o, loss, &got, &rep);
+    assert_true(rep.replicas_checked);
+    assert_int_equal(rep.replicas_differ, 0);
+    same_losses(loss, ref_loss, STEPS, "cuda --dp 2");
+    pt_assert_same_params(&got, &ref, "cuda --dp 2");
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+
+    /* validation through the fake-GPU pipeline: the CPU pipeline's loss, bit for bit */
+    tiny(&c, 4, 2);
+    c.val_text_path = c.text_path;
+    c.val_every = 1;
+    c.val_steps = 2;
+    zb_train_summary_t sc, sg;
+    zb_err_t err;
+    opts(&o, 2, "zb-v", false);
+    assert_int_equal(zb_pipeline_train(&c, &o, NULL, &sc, NULL, NULL, &err), ZB_OK);
+    opts(&o, 2, "zb-v", true);
+    if (zb_pipeline_train(&c, &o, NULL, &sg, NULL, NULL, &err) != ZB_OK)
+        fail_msg("cuda validation: %s", err.msg);
+    assert_true(sc.has_val && sg.has_val);
+    assert_memory_equal(&sc.val_loss, &sg.val_loss, sizeof(float));
+}
+
+/* Device messages (opts.device_messages): the receiver copies from the sender's device slot
+ * after the sender's event, no host round trip; the same bits for every family (P = 4, M = 8,
+ * both optimizer syncs), with --dp 2 and through validation. */
+static const zb_cuda_train_opts_t GPU_D2D = {.device = 0, .precision = ZB_CUDA_FP32,
+                                             .device_messages = true};
+
+static void test_device_messages(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const zb_generator_info_t *gens = zb_generators(&n);
+    zb_train_config_t c;
+    tiny(&c, 8, STEPS);
+    float ref_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t ref, got;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+    int ran = 0;
+    for (size_t g = 0; g < n; g++) {
+        zb_pipeline_opts_t o;
+        opts(&o, 4, gens[g].name, true);
+        o.cuda = &GPU_D2D;
+        o.opt_sync = (g % 2) ? ZB_OPT_SYNC_BARRIER : ZB_OPT_SYNC_POST_VALIDATION;
+        long rec = fake_events_recorded, waits = fake_event_waits;
+        zb_pipeline_report_t rep;
+        zb_err_t err;
+        zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
+        if (st == ZB_EINVAL)
+            continue;
+        if (st != ZB_OK)
+            fail_msg("device messages %s: %s", gens[g].name, err.msg);
+        char what[96];
+        snprintf(what, sizeof what, "device messages %s P=4 M=8", gens[g].name);
+        same_losses(loss, ref_loss, STEPS, what);
+        pt_assert_same_params(&got, &ref, what);
+        /* every message of every step went through an event: 2 per microbatch and boundary */
+        assert_true(fake_events_recorded - rec >= (long)STEPS * 8 * 2 * 3);
+        assert_int_equal(fake_event_waits - waits, fake_events_recorded - rec);
+        zb_gpt2_params_free(&got);
+        ran++;
+    }
+    assert_true(ran >= 8);
+    zb_gpt2_params_free(&ref);
+
+    /* --dp 2 and validation: as with host staging */
+    tiny(&c, 2, STEPS);
+    zb_pipeline_opts_t o;
+    zb_pipeline_report_t rep;
+    opts(&o, 2, "zb-h2", false);
+    o.dp = 2;
+    run_ok(&c, &o, ref_loss, &ref, &rep);
+    opts(&o, 2, "zb-h2", true);
+    o.cuda = &GPU_D2D;
+    o.dp = 2;
+    run_ok(&c, &o, loss, &got, &rep);
+    same_losses(loss, ref_loss, STEPS, "device messages --dp 2");
+    pt_assert_same_params(&got, &ref, "device messages --dp 2");
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+    tiny(&c, 4, 2);
+    c.val_text_path = c.text_path;
+    c.val_every = 1;
+    c.val_steps = 2;
+    zb_train_summary_t sc, sg;
+    zb_err_t err;
+    opts(&o, 2, "1f1b", false);
+    assert_int_equal(zb_pipeline_train(&c, &o, NULL, &sc, NULL, NULL, &err), ZB_OK);
+    opts(&o, 2, "1f1b", true);
+    o.cuda = &GPU_D2D;
+    if (zb_pipeline_train(&c, &o, NULL, &sg, NULL, NULL, &err) != ZB_OK)
+        fail_msg("device messages validation: %s", err.msg);
+    assert_memory_equal(&sc.val_loss, &sg.val_loss, sizeof(float));
+}
+
+/* --trace on the (fake) GPU: every action of every rank's program timed in program order on the
+ * rank's timer, resolved after each step into the timeline the trace files and the measured
+ * bubble come from; the bits do not change. */
+static void test_trace_times_every_action(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 8, STEPS);
+    float ref_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t ref, got;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+    char trace[256];
+    pt_tmp_path(trace, sizeof trace, "trace.json");
+    zb_pipeline_opts_t o;
+    opts(&o, 4, "zb-v", true);
+    o.trace_path = trace;
+    long acts = timed_actions, res = timers_resolved;
+    zb_pipeline_report_t rep;
+    run_ok(&c, &o, loss, &got, &rep);
+    same_losses(loss, ref_loss, STEPS, "cuda --trace");
+    pt_assert_same_params(&got, &ref, "cuda --trace");
+    assert_int_equal(timers_resolved - res, 4 * STEPS);
+    assert_true(timed_actions - acts >= 4L * STEPS * 3 * 8); /* F, B, W of 8 mbs on each */
+    assert_true(rep.measured);
+    assert_true(rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0);
+    assert_int_equal(access(trace, F_OK), 0);
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -f /tmp/zbpp_test_%ld_trace*", (long)getpid());
+    assert_int_equal(system(rm), 0);
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+}
+
+static void test_failing_rank_stops_all(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 8, 4);
+    zb_pipeline_opts_t o;
+    opts(&o, 4, "zb-h2", true);
+    o.timeout = 0; /* no timeout: only the abort can end the other ranks' waits */
+    o.fail_step = 1;
+    o.fail_rank = 1;
+    o.fail_action = 3;
+    zb_pipeline_report_t rep;
+    zb_err_t err;
+    assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_ENUMERIC);
+    assert_non_null(strstr(err.msg, "rank 1, "));
+    assert_non_null(strstr(err.msg, "injected fault"));
+}
+
+/* Train 2 steps on one device and save, continue to 4 on the other: the straight 4-step run's
+ * losses and parameters. Gathered file fake GPU -> CPU; sharded CPU -> fake GPU. */
+static void cross_resume(bool sharded, bool first_cuda)
+{
+    char ckpt[256];
+    pt_tmp_path(ckpt, sizeof ckpt, sharded ? "ckpt_sharded" : "ckpt.bin");
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -rf %s", ckpt);
+    assert_int_equal(system(rm), 0);
+    zb_train_config_t c;
+    tiny(&c, 4, 4);
+    c.lr_schedule = ZB_LR_CONSTANT; /* the same lr whatever --steps the first run has */
+    float ref_loss[4], loss[4];
+    zb_gpt2_params_t ref, got;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+
+    zb_pipeline_opts_t o;
+    zb_pipeline_report_t rep;
+    zb_train_config_t first = c;
+    first.steps = 2;
+    first.save_path = ckpt;
+    opts(&o, 2, "zb-h1", first_cuda);
+    o.sharded_checkpoint = sharded;
+    run_ok(&first, &o, loss, NULL, &rep);
+    same_losses(loss, ref_loss, 2, "before the checkpoint");
+
+    zb_train_config_t second = c;
+    second.resume_path = ckpt;
+    opts(&o, 2, "zb-h1", !first_cuda);
+    run_ok(&second, &o, loss, &got, &rep);
+    same_losses(loss, ref_loss + 2, 2, "after the checkpoint");
+    pt_assert_same_params(&got, &ref, sharded ? "sharded resume" : "gathered resume");
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+    assert_int_equal(system(rm), 0);
+}
+
+static void test_checkpoints_cross_devices(void **state)
+{
+    (void)state;
+    cross_resume(false, true);
+    cross_resume(true, false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_family_same_bits),
+        cmocka_unit_test(test_rollback_dp_and_validation),
+        cmocka_unit_test(test_device_messages),
+        cmocka_unit_test(test_trace_times_every_action),
+        cmocka_unit_test(test_failing_rank_stops_all),
+        cmocka_unit_test(test_checkpoints_cross_devices),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif

@@ -1,0 +1,153 @@
+/* Pipeline ranks on a real GPU (label gpu; issue 13): P in {2, 4} thread ranks share device 0,
+ * each in its own SM partition (green contexts). Every schedule family at M in {P, 2P} gives the
+ * same losses and final parameters, bit for bit, as 1F1B with the same P (every run's ranks
+ * compute in partitions of the same size; the kernels and reductions are fixed-order); the
+ * single-GPU trainer's run (--ranks 1, the whole GPU) is printed next to it and must agree
+ * within 1e-5 relative (cuBLASLt may choose another algorithm for another SM count). A failing
+ * rank stops all ranks with its name. Device messages give host staging's bits; --trace gives a
+ * measured bubble from CUDA events. Skipped (exit 77) where there is no CUDA device. */
+#include "pipeline_testutil.h"
+
+#include "cuda_testutil.h"
+#include "zbpp/cuda.h"
+
+#ifndef ZB_HAVE_CUDA
+int main(void)
+{
+    cuda_test_require_device();
+    return 77;
+}
+#else
+
+enum { STEPS = 3 };
+static const zb_cuda_train_opts_t GPU = {.device = 0, .precision = ZB_CUDA_FP32};
+
+static void tiny(zb_train_config_t *c, int M)
+{
+    pt_tiny_config(c, 8, 8, M, STEPS);
+    c->grad_clip = 0.0f;
+}
+
+static void opts(zb_pipeline_opts_t *o, int P, const char *schedule)
+{
+    zb_pipeline_opts_defaults(o);
+    o->ranks = P;
+    o->schedule = schedule;
+    o->pin = false;
+    o->timeout = 120;
+    o->cuda = &GPU;
+}
+
+static void test_families_same_bits(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const zb_generator_info_t *gens = zb_generators(&n);
+    int ran = 0;
+    for (int P = 2; P <= 4; P += 2)
+        for (int M = P; M <= 2 * P; M += P) {
+            zb_train_config_t c;
+            tiny(&c, M);
+            float ref_loss[STEPS], one_loss[STEPS];
+            zb_gpt2_params_t ref, one;
+            zb_pipeline_opts_t o;
+            zb_pipeline_report_t rep;
+            zb_err_t err;
+            opts(&o, P, "1f1b");
+            if (pt_run(&c, &o, ref_loss, &ref, &rep, &err) != ZB_OK)
+                fail_msg("1f1b P=%d M=%d: %s", P, M, err.msg);
+            printf("P=%d M=%d: %s\n", P, M, rep.device);
+            opts(&o, 1, "1f1b"); /* one rank, the whole GPU */
+            if (pt_run(&c, &o, one_loss, &one, &rep, &err) != ZB_OK)
+                fail_msg("--ranks 1: %s", err.msg);
+            double e = rel_err(ref.data, one.data, ref.count);
+            printf("P=%d M=%d vs --ranks 1 (whole GPU): losses %s, parameters rel err %.3g\n", P,
+                   M, memcmp(ref_loss, one_loss, sizeof ref_loss) ? "differ" : "identical", e);
+            assert_true(e <= 1e-5);
+            for (size_t g = 0; g < n; g++) {
+                opts(&o, P, gens[g].name);
+                float loss[STEPS];
+                zb_gpt2_params_t got;
+                zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
+                if (st == ZB_EINVAL)
+                    continue; /* the family refuses (P, M), as on the CPU */
+                if (st != ZB_OK)
+                    fail_msg("%s P=%d M=%d: %s", gens[g].name, P, M, err.msg);
+                char what[96];
+                snprintf(what, sizeof what, "gpu %s P=%d M=%d", gens[g].name, P, M);
+                if (memcmp(loss, ref_loss, sizeof loss) != 0)
+                    fail_msg("%s: losses differ from 1f1b's", what);
+                pt_assert_same_params(&got, &ref, what);
+                zb_gpt2_params_free(&got);
+                ran++;
+            }
+            zb_gpt2_params_free(&ref), zb_gpt2_params_free(&one);
+        }
+    printf("%d GPU pipeline runs: the same bits as 1F1B in partitions of the same size\n", ran);
+    assert_true(ran >= 10);
+}
+
+/* Device messages (D2D after the sender's event) give host staging's bits; --trace times every
+ * action with CUDA events: a measured bubble in [0, 1), the bits unchanged. */
+static void test_device_messages_and_trace(void **state)
+{
+    (void)state;
+    static const zb_cuda_train_opts_t D2D = {.device = 0, .precision = ZB_CUDA_FP32,
+                                             .device_messages = true};
+    zb_train_config_t c;
+    tiny(&c, 8);
+    float host_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t host, got;
+    zb_pipeline_opts_t o;
+    zb_pipeline_report_t rep;
+    zb_err_t err;
+    opts(&o, 4, "zb-h1");
+    if (pt_run(&c, &o, host_loss, &host, &rep, &err) != ZB_OK)
+        fail_msg("host staging: %s", err.msg);
+    o.cuda = &D2D;
+    if (pt_run(&c, &o, loss, &got, &rep, &err) != ZB_OK)
+        fail_msg("device messages: %s", err.msg);
+    assert_memory_equal(loss, host_loss, sizeof loss);
+    pt_assert_same_params(&got, &host, "device messages");
+    zb_gpt2_params_free(&got);
+    char trace[256];
+    pt_tmp_path(trace, sizeof trace, "gpu_trace.json");
+    o.trace_path = trace;
+    if (pt_run(&c, &o, loss, &got, &rep, &err) != ZB_OK)
+        fail_msg("--trace: %s", err.msg);
+    printf("P=4 zb-h1 M=8 on the GPU: measured bubble %.1f%%, predicted %.1f%%\n",
+           100 * rep.bubble_measured, 100 * rep.bubble_predicted);
+    assert_true(rep.measured && rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0);
+    pt_assert_same_params(&got, &host, "--trace");
+    zb_gpt2_params_free(&got), zb_gpt2_params_free(&host);
+}
+
+static void test_failing_rank_stops_all(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 8);
+    zb_pipeline_opts_t o;
+    opts(&o, 4, "zb-h2");
+    o.timeout = 0; /* only the abort can end the other ranks' waits */
+    o.fail_step = 1;
+    o.fail_rank = 1;
+    o.fail_action = 3;
+    zb_pipeline_report_t rep;
+    zb_err_t err;
+    assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_ENUMERIC);
+    assert_non_null(strstr(err.msg, "rank 1, "));
+    printf("failing rank: refused as '%s'\n", err.msg);
+}
+
+int main(void)
+{
+    cuda_test_require_device();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_families_same_bits),
+        cmocka_unit_test(test_device_messages_and_trace),
+        cmocka_unit_test(test_failing_rank_stops_all),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif

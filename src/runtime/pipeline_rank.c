@@ -503,6 +503,57 @@ static zb_status_t poke_inf(pl_rank_t *R, zb_err_t *err)
     return st;
 }
 
+/* The optimizer step with the unit partials in R->vec (loss last), over the pipeline `t`.
+ * Barrier: sum the partials, then update. Post-validation: step with what this rank knows (its
+ * own units) while the others finish, then check against the global norm. Its own partial norm is
+ * a lower bound of the global one, so: own norm non-finite -> the step is skipped anyway; own
+ * norm above the clip -> clipping is certain, wait for the exact factor; else step the first K
+ * elements (all that the device's backup holds) with factor 1, and when the global norm agrees
+ * step the rest with the same figures (AdamW is elementwise: the bits of one whole update), else
+ * undo and redo with the global figures as the barrier mode would: the same bits either way. */
+static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    const pl_rank_dev_t *dev = R->dev;
+    const int U = pl->plan.n_units;
+    double *sums = R->vec;
+    zb_status_t st;
+    if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
+        if ((st = zb_allreduce_sum(t, sums, U + 1, err)) != ZB_OK)
+            return st;
+        return dev->update(R, sums, err);
+    }
+    double own_norm = zb_grad_norm_total(sums, U);
+    float clip = pl->cfg->grad_clip;
+    size_t K = pl_rank_backs_up(pl) ? dev->optimistic_elems(R) : 0;
+    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f && K > 0;
+    long adam_t = R->in->step - R->skipped + 1;
+    zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
+                              pl->cfg->warmup, pl->cfg->steps};
+    float lr = zb_lr_at(&sched, R->in->step);
+    if (optimistic && ((st = dev->backup(R, K, true, err)) != ZB_OK ||
+                       (st = dev->step_elems(R, 0, K, lr, adam_t, err)) != ZB_OK))
+        return st;
+    if ((st = zb_allreduce_sum(t, sums, U + 1, err)) != ZB_OK)
+        return st;
+    double norm = zb_grad_norm_total(sums, U);
+    bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
+    if (optimistic && right) {
+        if ((st = dev->step_elems(R, K, R->backup_elems, lr, adam_t, err)) != ZB_OK)
+            return st;
+        /* what zb_train_update would report */
+        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = lr, .grad_norm = norm,
+                                     .clip_scale = 1.0f, .skipped = false};
+        return ZB_OK;
+    }
+    if (optimistic) {
+        if ((st = dev->backup(R, K, false, err)) != ZB_OK)
+            return st;
+        R->rollbacks++;
+    }
+    return dev->update(R, sums, err);
+}
+
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
 {
     pl_rank_t *R = arg;
@@ -529,7 +580,7 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
         }
     }
     if (st == ZB_OK)
-        st = R->dev->optimizer(pipe, R, err);
+        st = optimizer(pipe, R, err);
     if (st == ZB_OK && R->dev->step_end) /* after the collectives: every rank's step began */
         st = R->dev->step_end(R, err);
     if (st != ZB_OK) {

@@ -132,8 +132,10 @@ static zb_status_t cpu_open(pl_rank_t *R, zb_err_t *err)
 
 static void cpu_close(pl_rank_t *R) { (void)R; }
 
-static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
+static zb_status_t cpu_update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
 {
+    (void)err;
+    zb_step_stats_t *stats = &R->stats;
     pl_t *pl = R->pl;
     long adam_t = R->in->step - R->skipped + 1;
     zb_train_update(pl->cfg, &R->params, &R->grads.g, &R->opt, R->in->step, adam_t, sumsq,
@@ -143,55 +145,23 @@ static void update(pl_rank_t *R, const double *sumsq, zb_step_stats_t *stats)
         zb_adamw_update_range(&R->params, &R->grads.g, &R->opt, &pl->cfg->adamw, stats->lr, adam_t,
                               stats->clip_scale, wte->off, wte->count);
     }
+    return ZB_OK;
 }
 
-/* Post-validation: step with what this rank knows (its own units) while the others finish, then
- * check against the global norm. Its own partial norm is a lower bound of the global one, so:
- * own norm non-finite -> the step is skipped anyway; own norm above the clip -> clipping is
- * certain, wait for the exact factor; else step with factor 1 and undo if the global norm says
- * clip or skip. The redo uses the same inputs as the barrier mode, so the bits are the same. */
-static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+static size_t cpu_optimistic_elems(const pl_rank_t *R) { return pl_optimistic_elems(R); }
+
+static zb_status_t cpu_backup(pl_rank_t *R, size_t K, bool save, zb_err_t *err)
 {
-    pl_t *pl = R->pl;
-    int U = pl->plan.n_units;
-    double *local = R->vec;
-    zb_status_t st;
-    if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
-        if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
-            return st;
-        update(R, local, &R->stats);
-        return ZB_OK;
-    }
-    double own_norm = zb_grad_norm_total(local, U);
-    float clip = pl->cfg->grad_clip;
-    /* optimistic over the first K elements only: their backup fits the free stash memory */
-    size_t K = pl_rank_backs_up(pl) ? pl_optimistic_elems(R) : 0;
-    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f && K > 0;
-    long adam_t = R->in->step - R->skipped + 1;
-    zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
-                              pl->cfg->warmup, pl->cfg->steps};
-    float lr = zb_lr_at(&sched, R->in->step);
-    if (optimistic) {
-        pl_backup_prefix(R, K, true);
-        pl_update_elems(R, 0, K, lr, adam_t);
-    }
-    if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
-        return st;
-    double norm = zb_grad_norm_total(local, U);
-    bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
-    if (optimistic && right) {
-        /* the rest with the same figures: elementwise, so the bits of one whole update */
-        pl_update_elems(R, K, R->backup_elems, lr, adam_t);
-        /* what zb_train_update would report */
-        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = lr, .grad_norm = norm,
-                                     .clip_scale = 1.0f, .skipped = false};
-        return ZB_OK;
-    }
-    if (optimistic) {
-        pl_backup_prefix(R, K, false);
-        R->rollbacks++;
-    }
-    update(R, local, &R->stats);
+    (void)err;
+    pl_backup_prefix(R, K, save);
+    return ZB_OK;
+}
+
+static zb_status_t cpu_step_elems(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t,
+                                  zb_err_t *err)
+{
+    (void)err;
+    pl_update_elems(R, from, to, lr, adam_t);
     return ZB_OK;
 }
 
@@ -207,4 +177,7 @@ const pl_rank_dev_t pl_rank_cpu = {.name = "cpu",
                                    .time_action = NULL,
                                    .step_end = NULL,
                                    .unit_sumsq = cpu_unit_sumsq,
-                                   .optimizer = optimizer};
+                                   .update = cpu_update,
+                                   .optimistic_elems = cpu_optimistic_elems,
+                                   .backup = cpu_backup,
+                                   .step_elems = cpu_step_elems};

@@ -691,7 +691,7 @@ static zb_status_t backup_all(pl_rank_t *R, bool save, zb_err_t *err)
 
 /* zb_train_update's rules (lr, global norm, skip, clip) with no host update; then the device
  * steps. */
-static zb_status_t update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
+static zb_status_t cuda_update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
 {
     pl_t *pl = R->pl;
     long adam_t = R->in->step - R->skipped + 1;
@@ -702,46 +702,25 @@ static zb_status_t update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
     return step_units(R, R->stats.lr, adam_t, R->stats.clip_scale, err);
 }
 
-/* As the CPU's optimizer (rank_cpu.c), the whole update optimistic: own norm finite and below
- * the clip -> back up, step with factor 1, then undo and redo if the global norm says clip or
- * skip. Elementwise AdamW: the same bits as the barrier. */
-static zb_status_t cuda_optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+/* Post-validation on the GPU: the whole update is optimistic (a plain device backup). */
+static size_t cuda_optimistic_elems(const pl_rank_t *R) { return R->backup_elems; }
+
+static zb_status_t cuda_backup(pl_rank_t *R, size_t K, bool save, zb_err_t *err)
 {
-    pl_t *pl = R->pl;
-    int U = pl->plan.n_units;
-    double *local = R->vec;
-    zb_status_t st;
-    if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
-        if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
-            return st;
-        return update(R, local, err);
-    }
-    double own_norm = zb_grad_norm_total(local, U);
-    float clip = pl->cfg->grad_clip;
-    bool optimistic = pl_rank_backs_up(pl) && isfinite(own_norm) &&
-                      zb_grad_clip_scale(own_norm, clip) == 1.0f;
-    long adam_t = R->in->step - R->skipped + 1;
-    zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
-                              pl->cfg->warmup, pl->cfg->steps};
-    float lr = zb_lr_at(&sched, R->in->step);
-    if (optimistic && ((st = backup_all(R, true, err)) != ZB_OK ||
-                       (st = step_units(R, lr, adam_t, 1.0f, err)) != ZB_OK))
-        return st;
-    if ((st = zb_allreduce_sum(t, local, U + 1, err)) != ZB_OK)
-        return st;
-    double norm = zb_grad_norm_total(local, U);
-    bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
-    if (optimistic && right) {
-        R->stats = (zb_step_stats_t){.step = R->in->step, .lr = lr, .grad_norm = norm,
-                                     .clip_scale = 1.0f, .skipped = false};
+    (void)K; /* always all of them */
+    return backup_all(R, save, err);
+}
+
+/* The device steps whole units: only the whole range [0, all) or nothing. */
+static zb_status_t cuda_step_elems(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t,
+                                   zb_err_t *err)
+{
+    if (from >= to)
         return ZB_OK;
-    }
-    if (optimistic) {
-        if ((st = backup_all(R, false, err)) != ZB_OK)
-            return st;
-        R->rollbacks++;
-    }
-    return update(R, local, err);
+    if (from != 0 || to != R->backup_elems)
+        return zb_err_set(err, ZB_EINVAL, "rank %d: a GPU steps all of its update or none",
+                          R->rank);
+    return step_units(R, lr, adam_t, 1.0f, err);
 }
 
 const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
@@ -756,4 +735,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .time_action = cuda_time_action,
                                     .step_end = cuda_step_end,
                                     .unit_sumsq = cuda_unit_sumsq,
-                                    .optimizer = cuda_optimizer};
+                                    .update = cuda_update,
+                                    .optimistic_elems = cuda_optimistic_elems,
+                                    .backup = cuda_backup,
+                                    .step_elems = cuda_step_elems};

@@ -46,9 +46,17 @@ typedef struct pl_rank_dev {
     zb_status_t (*step_end)(pl_rank_t *R, zb_err_t *err);
     /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
     zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
-    /* The optimizer step with the per-unit partials R->vec (barrier or post-validation with
-     * rollback, pl->opts->opt_sync); fills R->stats. */
-    zb_status_t (*optimizer)(zb_transport_t *t, pl_rank_t *R, zb_err_t *err);
+    /* The optimizer's parts; the policy (barrier, or post-validation with rollback) is the
+     * rank's, written once (pipeline_rank.c). update: zb_train_update's rules with the global
+     * partials `sumsq` (fills R->stats) and the step on the device. optimistic_elems: how many
+     * leading elements of the update ranges an optimistic step may touch (0 = none; all of them
+     * = optimistic_elems(R) == R->backup_elems). backup: save (or restore) params and moments of
+     * those K. step_elems: AdamW with clip factor 1 on elements [from, to) of the update ranges. */
+    zb_status_t (*update)(pl_rank_t *R, const double *sumsq, zb_err_t *err);
+    size_t (*optimistic_elems)(const pl_rank_t *R);
+    zb_status_t (*backup)(pl_rank_t *R, size_t K, bool save, zb_err_t *err);
+    zb_status_t (*step_elems)(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t,
+                              zb_err_t *err);
 } pl_rank_dev_t;
 
 extern const pl_rank_dev_t pl_rank_cpu;  /* rank_cpu.c */

@@ -59,11 +59,30 @@ static inline void pt_read_losses(const char *path, float *losses, int n)
     assert_int_equal(i, n);
 }
 
+/* A gradient hook for pt_reference that injects an Inf like the pipeline's test hook
+ * (opts.inject_inf_step / _unit): at step `step`, the first element of unit `unit`. */
+typedef struct {
+    long step;
+    int unit;
+} pt_inf_t;
+
 /* Reference: the single-process trainer on `c`, step by step; `after_compute` (may be NULL)
  * sees each step's gradients before the update (to inject a fault like the pipeline's test
  * hook). Fills the per-step losses, *out (caller frees) with the final parameters and
  * *skipped (may be NULL) with the number of skipped steps. */
 typedef void (*pt_grad_hook_fn)(zb_trainer_t *t, void *ctx);
+
+/* pt_grad_hook_fn for a pt_inf_t ctx. */
+static inline void pt_inject_inf(zb_trainer_t *t, void *ctx)
+{
+    const pt_inf_t *h = ctx;
+    if (t->step == h->step) {
+        size_t off[16], cnt[16];
+        zb_gpt2_unit_ranges(&t->params.cfg, h->unit, off, cnt);
+        t->grads.g.data[off[0]] = INFINITY;
+        t->unit_sumsq[h->unit] = zb_grad_unit_sumsq(&t->grads.g, h->unit);
+    }
+}
 
 static inline void pt_reference(const zb_train_config_t *c, pt_grad_hook_fn after_compute,
                                 void *ctx, float *losses, zb_gpt2_params_t *out, long *skipped)

@@ -261,32 +261,16 @@ static void test_every_family_same_bits(void **state)
 
 /* An Inf in unit 3's gradient at step 1: skipped on every rank, the optimistic step rolled back
  * (post-validation), the result the reference's that skips the step. */
-typedef struct {
-    long step;
-    int unit;
-} inf_hook_t;
-
-static void ref_inject(zb_trainer_t *t, void *ctx)
-{
-    const inf_hook_t *h = ctx;
-    if (t->step == h->step) {
-        size_t off[16], cnt[16];
-        zb_gpt2_unit_ranges(&t->params.cfg, h->unit, off, cnt);
-        t->grads.g.data[off[0]] = INFINITY;
-        t->unit_sumsq[h->unit] = zb_grad_unit_sumsq(&t->grads.g, h->unit);
-    }
-}
-
 static void test_rollback_dp_and_validation(void **state)
 {
     (void)state;
     zb_train_config_t c;
     tiny(&c, 4, 4);
-    inf_hook_t hook = {1, 3};
+    pt_inf_t hook = {1, 3};
     float ref_loss[4], loss[4];
     zb_gpt2_params_t ref, got;
     long skipped;
-    pt_reference(&c, ref_inject, &hook, ref_loss, &ref, &skipped);
+    pt_reference(&c, pt_inject_inf, &hook, ref_loss, &ref, &skipped);
     assert_int_equal(skipped, 1);
     zb_pipeline_opts_t o;
     opts(&o, 4, "zb-h1", true);

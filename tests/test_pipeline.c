@@ -10,29 +10,13 @@ enum { STEPS = 3 };
 
 static void tiny_config(zb_train_config_t *c, int M) { pt_tiny_config(c, 8, 8, M, STEPS); }
 
-/* Reference: the single-process trainer, losses of each step and the final parameters. The
- * gradient hook can inject an Inf like the pipeline's test hook. */
-typedef struct {
-    long inf_step;
-    int inf_unit;
-} ref_hook_t;
-
-static void ref_inject(zb_trainer_t *t, void *ctx)
-{
-    const ref_hook_t *h = ctx;
-    if (t->step == h->inf_step) {
-        size_t off[16], cnt[16];
-        zb_gpt2_unit_ranges(&t->params.cfg, h->inf_unit, off, cnt);
-        t->grads.g.data[off[0]] = INFINITY;
-        t->unit_sumsq[h->inf_unit] = zb_grad_unit_sumsq(&t->grads.g, h->inf_unit);
-    }
-}
-
-static void reference(const zb_train_config_t *c, const ref_hook_t *hook, float *losses,
+/* Reference: the single-process trainer, losses of each step and the final parameters; `hook`
+ * (may be NULL) injects an Inf like the pipeline's test hook. */
+static void reference(const zb_train_config_t *c, const pt_inf_t *hook, float *losses,
                       zb_gpt2_params_t *out, long *skipped)
 {
-    ref_hook_t h = hook ? *hook : (ref_hook_t){-1, -1};
-    pt_reference(c, ref_inject, &h, losses, out, skipped);
+    pt_inf_t h = hook ? *hook : (pt_inf_t){-1, -1};
+    pt_reference(c, pt_inject_inf, &h, losses, out, skipped);
 }
 
 static void test_every_family_bit_identical(void **state)
@@ -103,7 +87,7 @@ static void test_post_validation_rollback(void **state)
     tiny_config(&c, 4);
     c.steps = 4;
     c.grad_clip = 0.5f; /* the first steps' norms are above it: clipped */
-    ref_hook_t hook = {2, 3};
+    pt_inf_t hook = {2, 3};
     float ref_loss[4], pv_loss[4], bar_loss[4];
     zb_gpt2_params_t ref, pv, bar;
     long skipped;
@@ -134,7 +118,7 @@ static void test_post_validation_rollback(void **state)
 
     /* With a clip nobody reaches, post-validation never rolls back except for the Inf step. */
     c.grad_clip = 1e9f;
-    hook.inf_step = -1;
+    hook.step = -1;
     o.inject_inf_step = -1;
     o.opt_sync = ZB_OPT_SYNC_POST_VALIDATION;
     assert_int_equal(pt_run(&c, &o, pv_loss, &pv, &rep, &err), ZB_OK);

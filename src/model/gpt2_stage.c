@@ -262,59 +262,9 @@ zb_status_t zb_gpt2_stash_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
     return zb_gpt2_stash_new_keep(cfg, span, B, T, ZB_GPT2_KEEP_ALL, out, err);
 }
 
-zb_status_t zb_gpt2_stash_new_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
-                                   int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
-                                   zb_err_t *err)
-{
-    *out = NULL;
-    zb_status_t s = check_shape(cfg, span, B, T, err);
-    if (s != ZB_OK)
-        return s;
-    if (keep != ZB_GPT2_KEEP_ALL && keep != ZB_GPT2_KEEP_SELECTIVE)
-        return zb_err_set(err, ZB_EINVAL, "gpt2 stash: unknown keep mode %d", (int)keep);
-    int nl = span->layer_end - span->layer_begin;
-    zb_gpt2_stash_t *st = calloc(1, sizeof *st);
-    if (st) {
-        st->layers = calloc(nl > 0 ? (size_t)nl : 1, sizeof *st->layers);
-        st->xs = calloc((size_t)nl + 1, sizeof *st->xs);
-    }
-    layout_t lo = {0};
-    layout(&lo, NULL, cfg, span, B, T, keep);
-    if (st && st->layers && st->xs && posix_memalign(&st->mem, 64, lo.off ? lo.off : 64) != 0)
-        st->mem = NULL;
-    if (!st || !st->layers || !st->xs || !st->mem) {
-        zb_gpt2_stash_free(st);
-        return zb_err_set(err, ZB_ENOMEM, "cannot allocate the activation stash (%.1f MB)",
-                          lo.off / 1e6);
-    }
-    st->cfg = *cfg;
-    st->span = *span;
-    st->B = B;
-    st->T = T;
-    st->nl = nl;
-    st->keep = keep;
-    layout_t real = {.base = st->mem};
-    layout(&real, st, cfg, span, B, T, keep);
-    st->bytes_f = real.bytes_f;
-    st->bytes_b = real.bytes_b;
-    st->state = STATE_EMPTY;
-    *out = st;
-    return ZB_OK;
-}
-
-void zb_gpt2_stash_regions(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
-                           int T, zb_gpt2_keep_t keep, size_t bytes[ZB_GPT2_NUM_REGIONS])
-{
-    layout_t lo = {.split = true};
-    if (check_shape(cfg, span, B, T, NULL) == ZB_OK)
-        layout(&lo, NULL, cfg, span, B, T, keep);
-    for (int r = 0; r < ZB_GPT2_NUM_REGIONS; r++)
-        bytes[r] = lo.offs[r];
-}
-
-zb_status_t zb_gpt2_stash_new_split(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
-                                    int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
-                                    zb_err_t *err)
+/* A stash's shell for (cfg, span, B, T, keep): the checked shape and its tables, no buffers. */
+static zb_status_t stash_shell(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                               int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out, zb_err_t *err)
 {
     *out = NULL;
     zb_status_t s = check_shape(cfg, span, B, T, err);
@@ -338,12 +288,58 @@ zb_status_t zb_gpt2_stash_new_split(const zb_gpt2_config_t *cfg, const zb_gpt2_s
     st->T = T;
     st->nl = nl;
     st->keep = keep;
+    st->state = STATE_EMPTY;
+    *out = st;
+    return ZB_OK;
+}
+
+zb_status_t zb_gpt2_stash_new_keep(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                   int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
+                                   zb_err_t *err)
+{
+    zb_gpt2_stash_t *st;
+    zb_status_t s = stash_shell(cfg, span, B, T, keep, &st, err);
+    if (s != ZB_OK)
+        return s;
+    layout_t lo = {0};
+    layout(&lo, NULL, cfg, span, B, T, keep);
+    if (posix_memalign(&st->mem, 64, lo.off ? lo.off : 64) != 0) {
+        st->mem = NULL;
+        zb_gpt2_stash_free(st);
+        return zb_err_set(err, ZB_ENOMEM, "cannot allocate the activation stash (%.1f MB)",
+                          lo.off / 1e6);
+    }
+    layout_t real = {.base = st->mem};
+    layout(&real, st, cfg, span, B, T, keep);
+    st->bytes_f = real.bytes_f;
+    st->bytes_b = real.bytes_b;
+    *out = st;
+    return ZB_OK;
+}
+
+void zb_gpt2_stash_regions(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                           int T, zb_gpt2_keep_t keep, size_t bytes[ZB_GPT2_NUM_REGIONS])
+{
+    layout_t lo = {.split = true};
+    if (check_shape(cfg, span, B, T, NULL) == ZB_OK)
+        layout(&lo, NULL, cfg, span, B, T, keep);
+    for (int r = 0; r < ZB_GPT2_NUM_REGIONS; r++)
+        bytes[r] = lo.offs[r];
+}
+
+zb_status_t zb_gpt2_stash_new_split(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                    int B, int T, zb_gpt2_keep_t keep, zb_gpt2_stash_t **out,
+                                    zb_err_t *err)
+{
+    zb_gpt2_stash_t *st;
+    zb_status_t s = stash_shell(cfg, span, B, T, keep, &st, err);
+    if (s != ZB_OK)
+        return s;
     st->split = true;
     layout_t lo = {.split = true};
     layout(&lo, st, cfg, span, B, T, keep); /* every pointer NULL until bound */
     st->bytes_f = lo.bytes_f;
     st->bytes_b = lo.bytes_b;
-    st->state = STATE_EMPTY;
     *out = st;
     return ZB_OK;
 }

@@ -42,8 +42,8 @@ for cmd in train profile; do
   expect $cmd 2 "--tf32 needs --device cuda" "${A[@]}" --tf32
   expect $cmd 2 "--tf32 turns TF32 on in fp32 mode" "${A[@]}" --device cuda --tf32 --precision bf16
 done
-# --sm-per-rank K (issue 13): a positive integer, only with --device cuda, only for P > 1 ranks;
-# with them the run needs a device (none visible here); train only
+# --sm-per-rank K (issue 13): a positive integer, only with --device cuda (with one rank: that rank
+# in one K-SM partition); the run needs a device (none visible here); train only
 "$ZBPP" train --help | grep -q -- '--sm-per-rank K' || fail "train --help lacks --sm-per-rank"
 for k in 0 -8 x 8x ""; do
   expect train 2 "--sm-per-rank: '$k' is not a positive integer" "${TINY[@]}" --device cuda \
@@ -51,9 +51,6 @@ for k in 0 -8 x 8x ""; do
 done
 expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --ranks 2 --sm-per-rank 8
 expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --device cpu --sm-per-rank 8
-expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --sm-per-rank 8
-expect train 2 "with one rank there is nothing to split" "${TINY[@]}" --device cuda --ranks 1 \
-  --sm-per-rank 16
 # --gpu-messages host|device: only with --device cuda and --ranks > 1
 expect train 2 "--gpu-messages must be host or device (got 'peer')" "${TINY[@]}" --device cuda \
   --ranks 2 --gpu-messages peer
@@ -79,6 +76,8 @@ expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --sm-per-rank 8
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda:0 --ranks 4 --sm-per-rank 32 --precision bf16
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda --dp 2 --ranks 2 --schedule zb-h1
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --gpu-messages device
+# one rank in a partition of K SMs (the partitioned pipeline's reference): the same line
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda --sm-per-rank 16
 [ -e "$TMP/x.ckpt" ] || [ -e "$TMP/m.jsonl" ] && fail "a failed --device cuda run wrote a file"
 expect profile 1 "$no_dev" --layers 2 --reps 1 --device cuda
 # the explicit CPU defaults are the CPU trainer

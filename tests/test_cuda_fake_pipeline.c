@@ -259,6 +259,32 @@ static void test_every_family_same_bits(void **state)
     zb_gpt2_params_free(&pc), zb_gpt2_params_free(&pg);
 }
 
+/* --ranks 1 --sm-per-rank K: the one rank in a partition of K SMs (the reference a partitioned
+ * pipeline is compared with on a GPU): one partition made, said in the report, the same bits. */
+static void test_one_rank_in_a_partition(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 4, STEPS);
+    float ref_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t ref, got;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+    zb_cuda_train_opts_t part = GPU;
+    part.sm_per_rank = 16;
+    zb_pipeline_opts_t o;
+    opts(&o, 1, "1f1b", true);
+    o.cuda = &part;
+    zb_pipeline_report_t rep;
+    int before = partitions_made;
+    run_ok(&c, &o, loss, &got, &rep);
+    assert_int_equal(partitions_made, before + 1);
+    if (!strstr(rep.device, "1 rank x 16 SMs"))
+        fail_msg("no one-rank partition in '%s'", rep.device);
+    same_losses(loss, ref_loss, STEPS, "one rank in a 16-SM partition");
+    pt_assert_same_params(&got, &ref, "one rank in a 16-SM partition");
+    zb_gpt2_params_free(&got), zb_gpt2_params_free(&ref);
+}
+
 /* An Inf in unit 3's gradient at step 1: skipped on every rank, the optimistic step rolled back
  * (post-validation), the result the reference's that skips the step. */
 static void test_rollback_dp_and_validation(void **state)
@@ -482,6 +508,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_family_same_bits),
+        cmocka_unit_test(test_one_rank_in_a_partition),
         cmocka_unit_test(test_rollback_dp_and_validation),
         cmocka_unit_test(test_device_messages),
         cmocka_unit_test(test_trace_times_every_action),

@@ -427,7 +427,8 @@ int zb_cmd_train(int argc, char **argv)
     for (size_t k = 0; k < sizeof outputs / sizeof outputs[0] && !pipe.mpi; k++)
         if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
             return fail(st, &err);
-    bool piped = zb_cli_pipeline_wanted(&pipe, &c);
+    /* --sm-per-rank with one rank runs it as a one-rank pipeline in a partition of K SMs */
+    bool piped = zb_cli_pipeline_wanted(&pipe, &c) || (dev.cuda && dev.opts.sm_per_rank > 0);
     if (!piped && pipe.inert) /* a pipeline flag that a single process has no use for */
         fprintf(stderr, "zbpp train: warning: %s has no effect with one rank in one process "
                         "(give --ranks P > 1)\n", pipe.inert);

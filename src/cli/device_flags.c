@@ -120,11 +120,6 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
 
 int zb_cli_device_check_ranks(const zb_cli_device_t *d, const char *cmd, int ranks)
 {
-    if (d->sm_per_rank && ranks <= 1) {
-        fprintf(stderr, "zbpp %s: --sm-per-rank splits one GPU between pipeline ranks; with one "
-                        "rank there is nothing to split (give --ranks P > 1)\n", cmd);
-        return 2;
-    }
     if (d->gpu_messages && ranks <= 1) {
         fprintf(stderr, "zbpp %s: --gpu-messages is for messages between pipeline ranks; with one "
                         "rank there are none (give --ranks P > 1)\n", cmd);
@@ -146,7 +141,9 @@ void zb_cli_device_usage(FILE *out)
             "  --tf32               same as --precision tf32\n"
             "  --sm-per-rank K      (train) SMs of each rank's partition when pipeline ranks\n"
             "                       share a GPU (default: the even split; a multiple of the\n"
-            "                       GPU's granularity, 8 on Hopper); the run prints the split\n"
+            "                       GPU's granularity, 8 on Hopper); the run prints the split;\n"
+            "                       with one rank on a GPU: that rank in a partition of K SMs\n"
+            "                       (the reference a partitioned pipeline is compared with)\n"
             "  --gpu-messages host|device  (train, --ranks P on cuda) activations between ranks\n"
             "                       staged through host buffers (default), or device copies\n"
             "                       after the sender's event (no host round trip)\n");

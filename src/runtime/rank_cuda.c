@@ -65,12 +65,10 @@ zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
                                 world == 1 ? "" : "s", used, used == 1 ? "" : "s");
     for (int d = 0; d < used && st == ZB_OK; d++) {
         int k = ranks_on(world, ndev, d);
-        if (k < 2) {
-            if (o->sm_per_rank > 0)
-                st = zb_err_set(err, ZB_EINVAL, "--sm-per-rank: GPU %d runs one rank (%d GPUs for "
-                                "%d ranks): nothing to split", d, ndev, world);
-            continue;
-        }
+        if (k < 2 && o->sm_per_rank == 0)
+            continue; /* one rank: the whole GPU */
+        /* several ranks share the GPU: each its partition; one rank with --sm-per-rank K: a
+         * partition of K SMs (what a partitioned pipeline's ranks each get) */
         st = zb_cuda_partitions_new(d, k, o->sm_per_rank, &run->parts[d], err);
         if (st == ZB_EUNSUPPORTED && o->sm_per_rank == 0) {
             /* no green contexts here: the ranks share the whole GPU, said in the report */

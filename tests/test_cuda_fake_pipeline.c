@@ -249,10 +249,14 @@ static void test_every_family_same_bits(void **state)
     same_losses(lg, lc, STEPS, "cuda vs cpu pipeline");
     pt_assert_same_params(&pg, &pc, "cuda vs cpu pipeline");
     zb_gpt2_params_free(&pg);
-    /* --partition profile on cuda: the GPU profiler's costs plan the partition; same bits */
+    /* --partition profile on cuda: the GPU profiler's costs, timed in the partition a rank
+     * gets (a second split of the device: the profile's, then the run's), plan the partition;
+     * same bits */
     opts(&o, 2, "zb-h1", true);
     o.profile = true;
+    int before = partitions_made;
     run_ok(&c, &o, lg, &pg, &rep);
+    assert_int_equal(partitions_made, before + 2);
     assert_non_null(strstr(rep.note, "profile"));
     same_losses(lg, lc, STEPS, "cuda with a GPU profile");
     pt_assert_same_params(&pg, &pc, "cuda with a GPU profile");

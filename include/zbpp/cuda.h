@@ -171,6 +171,10 @@ typedef struct zb_cuda_train_opts {
     /* pipeline ranks (issue 13): false = messages staged through host buffers; true = device
      * messages (the receiver copies device to device after the sender's event; threads only) */
     bool device_messages;
+    /* zb_cuda_profile_measure: time in the partition one of `profile_ranks` ranks sharing the
+     * device gets (with sm_per_rank) — what a pipeline rank will run in; 0 or 1 with no
+     * sm_per_rank = the whole device */
+    int profile_ranks;
 } zb_cuda_train_opts_t;
 
 /* ZB_OK when `device` is a usable CUDA device; otherwise ZB_EUNSUPPORTED with one line saying

@@ -32,6 +32,21 @@ static int usable_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* On GPUs: time the stages in the partition a rank will get (the ranks sharing the first GPU,
+ * rank g on GPU g mod N: rank_cuda.c), so the plan's costs are those of the run's SMs. */
+static zb_status_t profile_on_gpu(const pl_t *pl, const zb_gpt2_params_t *params,
+                                  zb_profile_t *out, zb_err_t *err)
+{
+    int ndev = 0;
+    zb_status_t st = zb_cuda_device_count(&ndev, err);
+    if (st != ZB_OK)
+        return st;
+    int world = pl->P * pl->N;
+    zb_cuda_train_opts_t o = *pl->opts->cuda;
+    o.profile_ranks = ndev > 0 ? (world + ndev - 1) / ndev : 1;
+    return zb_cuda_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, &o, out, err);
+}
+
 zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
 {
     if (!pl->opts->profile)
@@ -55,8 +70,7 @@ zb_status_t pl_profile(pl_t *pl, const zb_gpt2_params_t *params, zb_err_t *err)
         threads = ZB_PROFILE_MAX_THREADS;
     /* ranks on GPUs: the stages' costs on the GPU (the whole device, not a partition yet) */
     zb_status_t st = pl->opts->cuda
-                         ? zb_cuda_profile_measure(params, &pl->mcfg, pl->mbB, pl->T,
-                                                   PROFILE_REPS, pl->opts->cuda, p, err)
+                         ? profile_on_gpu(pl, params, p, err)
                          : zb_profile_measure_ranks(params, &pl->mcfg, pl->mbB, pl->T,
                                                     PROFILE_REPS, threads, rank_threads,
                                                     pl->opts->pin, p, err);

@@ -22,6 +22,7 @@ typedef struct {
     zb_gpt2_config_t one;        /* the model's config with one layer */
     zb_gpt2_params_t host;       /* parameters of `one` (the block being timed) */
     zb_cuda_stage_t *stage[3];   /* embedding, block, head */
+    zb_cuda_partitions_t *parts; /* the rank-sized partition timed in (NULL: the whole GPU) */
     zb_cuda_stash_t *stash[3][ROUND];
     float *x_in, *x_out, *dx_out, *dx_in; /* device, B·T·C each */
     float *msg;                  /* host, B·T·C */
@@ -53,6 +54,7 @@ static void cp_free(cprof_t *p)
             zb_cuda_stash_free(p->stash[k][r]);
         zb_cuda_stage_free(p->stage[k]);
     }
+    zb_cuda_partitions_free(p->parts); /* after the stages that queued on its stream */
     zb_cuda_buffer_free(p->x_in);
     zb_cuda_buffer_free(p->x_out);
     zb_cuda_buffer_free(p->dx_out);
@@ -80,9 +82,19 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
         if (!p->msg || !p->tokens)
             st = zb_err_set(err, ZB_ENOMEM, "profile: out of memory for the inputs");
     }
+    /* the partition a pipeline rank will get: the same split of the same device (its first) */
+    int sharing = o->profile_ranks > 1 ? o->profile_ranks : 1;
+    if (st == ZB_OK && (sharing > 1 || o->sm_per_rank > 0)) {
+        st = zb_cuda_partitions_new(o->device, sharing, o->sm_per_rank, &p->parts, err);
+        if (st == ZB_EUNSUPPORTED && o->sm_per_rank == 0)
+            st = ZB_OK, p->parts = NULL; /* no green contexts: the ranks share the whole GPU */
+    }
     for (int k = 0; k < 3 && st == ZB_OK; k++) {
         st = zb_cuda_stage_new(&p->one, &spans[k], B, T, o->precision, o->device, &p->stage[k],
                                err);
+        if (st == ZB_OK && p->parts)
+            st = zb_cuda_stage_use_stream(p->stage[k], zb_cuda_partition_stream(p->parts, 0),
+                                          err);
         for (int r = 0; r < ROUND && st == ZB_OK; r++)
             st = zb_cuda_stash_new(p->stage[k], &p->stash[k][r], err);
     }

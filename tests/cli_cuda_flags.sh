@@ -3,7 +3,7 @@
 # combinations give one line "zbpp <cmd>: ..." and exit 2; --device cuda where no CUDA device is
 # visible (none here, or hidden with CUDA_VISIBLE_DEVICES=) or in a build without CUDA gives one
 # line and exit 1 before anything is trained or written, pipeline ranks (--ranks P) too;
-# --transport mpi with cuda: one line, exit 1 (not built yet); --sm-per-rank K is checked
+# --transport mpi --gpu-messages device: one line, exit 2; --sm-per-rank K is checked
 # (positive, --device cuda, --ranks > 1) and then meets the no-device line; --device cpu
 # --precision fp32 is the CPU trainer, bit for bit.
 # usage: cli_cuda_flags.sh <zbpp binary> <source dir>
@@ -57,8 +57,9 @@ expect train 2 "--gpu-messages must be host or device (got 'peer')" "${TINY[@]}"
 expect train 2 "--gpu-messages needs --device cuda" "${TINY[@]}" --ranks 2 --gpu-messages device
 expect train 2 "with one rank there are none" "${TINY[@]}" --device cuda --gpu-messages host
 expect profile 2 "unknown option --sm-per-rank" --layers 2 --reps 1 --device cuda --sm-per-rank 8
-expect train 1 "--device cuda with --transport mpi is not built yet" "${TINY[@]}" --device cuda \
-  --transport mpi
+# MPI ranks on GPUs stage messages through host buffers: device messages are refused there
+expect train 2 "--gpu-messages device needs thread ranks" "${TINY[@]}" --device cuda \
+  --transport mpi --ranks 2 --gpu-messages device
 # no device visible (or no CUDA in this build): one line, exit 1, nothing written
 no_dev="--device cuda: no CUDA device"
 "$ZBPP" train --help >/dev/null

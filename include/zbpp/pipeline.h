@@ -102,7 +102,8 @@ typedef struct {
     zb_gpt2_keep_t keep;
     /* --device cuda (issue 13; docs/cuda.md "Pipeline ranks on GPUs"): each rank's stages on GPU
      * (global rank) mod (visible GPUs), messages staged through host buffers; ranks sharing a
-     * GPU get SM partitions. NULL = the CPU. Threads only (not with a transport). */
+     * GPU get SM partitions. NULL = the CPU. With a transport (MPI): this process's rank on GPU
+     * rank mod N, messages staged through host buffers (device messages: threads only). */
     const struct zb_cuda_train_opts *cuda;
 } zb_pipeline_opts_t;
 

@@ -440,11 +440,11 @@ int zb_cmd_train(int argc, char **argv)
                 zb_workers_resolve(c.threads, local),
                 zb_workers_resolve(c.threads, local) == 1 ? "" : "s");
     }
-    if (dev.cuda && piped && pipe.mpi) {
-        fprintf(stderr, "zbpp train: --device cuda with --transport mpi is not built yet "
-                        "(issue 13): pipeline ranks on GPUs run as threads of one process "
-                        "(leave out --transport)\n");
-        return 1;
+    if (dev.cuda && piped && pipe.mpi && dev.opts.device_messages) {
+        fprintf(stderr, "zbpp train: --gpu-messages device needs thread ranks (device pointers "
+                        "and events do not cross processes): use --gpu-messages host with "
+                        "--transport mpi\n");
+        return 2;
     }
     if (dev.cuda && piped) { /* pipeline ranks on GPUs (rank_cuda.c): the device first */
         if ((st = zb_cuda_require_device(dev.opts.device, &err)) != ZB_OK)

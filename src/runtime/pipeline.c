@@ -11,6 +11,7 @@
 #include "runtime/rank_device.h"
 #include "runtime/train_loop.h"
 #include "zbpp/checkpoint_sharded.h"
+#include "zbpp/cuda.h"
 #include "zbpp/nn.h"
 #include "zbpp/schedule_io.h"
 #include "zbpp/transport_mpi.h"
@@ -134,6 +135,8 @@ static zb_status_t save(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
     if (pl->opts->transport) {
         zb_transport_t *net = pl->opts->transport;
         st = net->rank == 0 ? acquire_whole_model(pl, t, true, err) : ZB_OK;
+        if (st == ZB_OK) /* a GPU's state to its host mirror first (a no-op on the CPU) */
+            st = pl_ranks_state(pl, true, err);
         if (st != ZB_OK) /* the others would wait for rank 0 to receive */
             zb_transport_abort(net, err ? err->msg : zb_strerror(st));
         else
@@ -308,10 +311,10 @@ static zb_status_t check_options(const zb_train_config_t *cfg, const zb_pipeline
                         "--save-model is not available with --transport mpi (use --save)");
     else if (net && final_params)
         st = zb_err_set(err, ZB_EINVAL, "final_params needs every rank in this process");
-    else if (net && opts->cuda)
+    else if (net && opts->cuda && opts->cuda->device_messages)
         st = zb_err_set(err, ZB_EUNSUPPORTED,
-                        "--device cuda with --transport mpi is not built yet (issue 13): use "
-                        "thread ranks (the default transport)");
+                        "--gpu-messages device needs thread ranks (device pointers and events do "
+                        "not cross processes): use --gpu-messages host with --transport mpi");
     else if (cfg->keep_last > 0 && opts->sharded_checkpoint)
         st = zb_err_set(err, ZB_EINVAL,
                         "--keep-last is not available with --checkpoint-format sharded");

@@ -61,10 +61,20 @@ zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     pl->cuda = run;
     int world = pl->P * pl->N;
     int used = world < ndev ? world : ndev;
-    size_t n = (size_t)snprintf(rep->device, sizeof rep->device, "%d rank%s on %d GPU%s", world,
-                                world == 1 ? "" : "s", used, used == 1 ? "" : "s");
+    /* MPI: this process holds one rank, global rank g on GPU g mod N of ITS machine (N = the
+     * GPUs this process sees); green contexts are per process, so ranks of several processes
+     * on one GPU time-share it, and only --sm-per-rank K makes a partition (of K SMs, its own) */
+    const zb_transport_t *net = pl->opts->transport;
+    size_t n = net ? (size_t)snprintf(rep->device, sizeof rep->device,
+                                      "MPI rank %d of %d on GPU %d of %d (messages staged "
+                                      "through host buffers)",
+                                      net->rank, world, net->rank % ndev, ndev)
+                   : (size_t)snprintf(rep->device, sizeof rep->device, "%d rank%s on %d GPU%s",
+                                      world, world == 1 ? "" : "s", used, used == 1 ? "" : "s");
     for (int d = 0; d < used && st == ZB_OK; d++) {
-        int k = ranks_on(world, ndev, d);
+        if (net && d != net->rank % ndev)
+            continue;
+        int k = net ? 1 : ranks_on(world, ndev, d);
         if (k < 2 && o->sm_per_rank == 0)
             continue; /* one rank: the whole GPU */
         /* several ranks share the GPU: each its partition; one rank with --sm-per-rank K: a
@@ -318,7 +328,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
          * (x_in / dx_out) in stream order. The partition's, else the first stage's own. */
         if (st == ZB_OK && parts)
             st = zb_cuda_stage_use_stream(cs->stage,
-                                          zb_cuda_partition_stream(parts, R->global / run->ndev),
+                                          zb_cuda_partition_stream(
+                                              parts, pl->opts->transport ? 0 : R->global / run->ndev),
                                           err);
         else if (st == ZB_OK && i > 0)
             st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_stage_stream(C->st[0].stage), err);

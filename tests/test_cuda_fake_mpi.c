@@ -1,6 +1,7 @@
 /* MPI ranks on the CUDA rank (issue 13, `--transport mpi --device cuda`) on the fake device of
  * cuda_fake_device.inc (device memory in host memory, every op the CPU kernel): one process per
- * pipeline rank, messages staged through host buffers and moved by the MPI transport, the tied
+ * pipeline rank, messages staged through pinned host slots (the fake's cudaHostAlloc, counted)
+ * on each stage's copy stream and moved by the MPI transport, the tied
  * WTE exchange, the norm reduction, post-validation and the gathered checkpoint through the
  * transport. The losses and the checkpoint written by rank 0 must be the SAME BITS as the
  * single-process trainer's (rank 0 runs it and compares), for 1f1b (barrier), zb-h1
@@ -166,6 +167,10 @@ static int worker(const char *dir)
         }
         if (o.cuda && !strstr(rep.device, "MPI rank ")) {
             printf("FAIL: %s: the report's device line is '%s'\n", what, rep.device);
+            bad = 1;
+        }
+        if (o.cuda && fake_host_allocs == 0) { /* the messages went through pinned slots */
+            printf("FAIL: %s, rank %d: no pinned staging buffer was allocated\n", what, net->rank);
             bad = 1;
         }
         if (net->rank == 0)

@@ -155,6 +155,25 @@ zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_e
 zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
                                int src_device, size_t n, struct CUevent_st *after, zb_err_t *err);
 int zb_cuda_stage_device(const zb_cuda_stage_t *s);
+/* Messages staged through the host (MPI ranks on GPUs, issue 13). zb_cuda_host_alloc: a
+ * page-locked host buffer of n floats (cudaHostAlloc), freed with zb_cuda_host_free (NULL is
+ * fine). The stage's COPY STREAM (non-blocking, made on first use, freed with the stage) moves
+ * message bytes beside the compute stream, ordered by events (timing off, zb_cuda_event_new):
+ * zb_cuda_stage_download records `produced` on the compute stream (after the work queued so
+ * far), makes the copy stream wait for it, queues src_dev -> dst_host there and records `done`
+ * after it; zb_cuda_stage_upload queues src_host -> dst_dev on the copy stream and records
+ * `done`; zb_cuda_stage_wait queues a wait for ev on the compute stream (no host wait);
+ * zb_cuda_event_sync waits on the host until ev has happened. zb_cuda_sync waits for both
+ * streams. */
+zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err);
+void zb_cuda_host_free(float *host);
+zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
+                                   size_t n, struct CUevent_st *produced, struct CUevent_st *done,
+                                   zb_err_t *err);
+zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float *src_host,
+                                 size_t n, struct CUevent_st *done, zb_err_t *err);
+zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
+zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err);
 /* The stream the stage's work is queued on (its own or one given by zb_cuda_stage_use_stream). */
 struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s);
 /* Make the stage's device the calling thread's current one (each rank thread, before its

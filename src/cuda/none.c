@@ -67,6 +67,20 @@ STUB(zb_cuda_stage_bind, zb_cuda_stage_t *s)
 STUB(zb_cuda_event_record, zb_cuda_stage_t *s, struct CUevent_st *ev)
 STUB(zb_cuda_copy_after, zb_cuda_stage_t *s, float *dst_dev, const float *src_dev, int src_device,
      size_t n, struct CUevent_st *after)
+STUB(zb_cuda_stage_download, zb_cuda_stage_t *s, float *dst_host, const float *src_dev, size_t n,
+     struct CUevent_st *produced, struct CUevent_st *done)
+STUB(zb_cuda_stage_upload, zb_cuda_stage_t *s, float *dst_dev, const float *src_host, size_t n,
+     struct CUevent_st *done)
+STUB(zb_cuda_stage_wait, zb_cuda_stage_t *s, struct CUevent_st *ev)
+STUB(zb_cuda_event_sync, struct CUevent_st *ev)
+
+zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err)
+{
+    (void)n;
+    *out = NULL;
+    return NO_CUDA(err);
+}
+void zb_cuda_host_free(float *host) { (void)host; }
 
 zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err)
 {

@@ -33,6 +33,7 @@ struct zb_cuda_stage {
     float *losses_host;
     float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
     bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */
+    cudaStream_t copy_stream; /* message copies beside the compute (made on first use) */
 };
 
 struct zb_cuda_stash {
@@ -151,6 +152,10 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
     if (s->borrowed_stream) { /* the partition owns it: finish our work, leave it alive */
         cudaStreamSynchronize(s->ctx.stream);
         s->ctx.stream = NULL;
+    }
+    if (s->copy_stream) {
+        cudaStreamSynchronize(s->copy_stream);
+        cudaStreamDestroy(s->copy_stream);
     }
     zb_cu_ctx_destroy(&s->ctx);
     cudaFree(s->backup);
@@ -364,6 +369,86 @@ zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *
 
 int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return s ? s->ctx.device : -1; }
 
+/* ---- messages staged through page-locked host buffers, on the stage's copy stream ---- */
+
+zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err)
+{
+    void *p = NULL;
+    *out = NULL;
+    cudaError_t e = cudaHostAlloc(&p, (n ? n : 1) * sizeof(float), cudaHostAllocDefault);
+    if (e != cudaSuccess)
+        return cuda_err(e, "pinned host buffer", err);
+    *out = p;
+    return ZB_OK;
+}
+
+void zb_cuda_host_free(float *host)
+{
+    if (host)
+        cudaFreeHost(host);
+}
+
+static zb_status_t copy_stream(zb_cuda_stage_t *s, const char *what, zb_err_t *err)
+{
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, what, err);
+    if (st != ZB_OK || s->copy_stream)
+        return st;
+    cudaError_t e = cudaSetDevice(s->ctx.device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking);
+    return cuda_err(e, "copy stream", err);
+}
+
+zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
+                                   size_t n, struct CUevent_st *produced, struct CUevent_st *done,
+                                   zb_err_t *err)
+{
+    if (!s || !dst_host || !src_dev || !produced || !done)
+        return zb_err_set(err, ZB_EINVAL, "cuda download: stage, buffers and events are required");
+    zb_status_t st = copy_stream(s, "message download", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = cudaEventRecord(produced, s->ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(s->copy_stream, produced, 0);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dst_host, src_dev, n * sizeof(float), cudaMemcpyDeviceToHost,
+                            s->copy_stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(done, s->copy_stream);
+    return cuda_err(e, "message download", err);
+}
+
+zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float *src_host,
+                                 size_t n, struct CUevent_st *done, zb_err_t *err)
+{
+    if (!s || !dst_dev || !src_host || !done)
+        return zb_err_set(err, ZB_EINVAL, "cuda upload: stage, buffers and event are required");
+    zb_status_t st = copy_stream(s, "message upload", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = cudaMemcpyAsync(dst_dev, src_host, n * sizeof(float),
+                                    cudaMemcpyHostToDevice, s->copy_stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(done, s->copy_stream);
+    return cuda_err(e, "message upload", err);
+}
+
+zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err)
+{
+    if (!s || !ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda wait: stage and event are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "event wait", err);
+    return st != ZB_OK ? st : cuda_err(cudaStreamWaitEvent(s->ctx.stream, ev, 0), "event wait", err);
+}
+
+zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err)
+{
+    if (!ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda event sync: no event");
+    return cuda_err(cudaEventSynchronize(ev), "event sync", err);
+}
+
 struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s)
 {
     return s ? (struct CUstream_st *)s->ctx.stream : NULL;
@@ -462,6 +547,8 @@ zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err)
     if (!s)
         return zb_err_set(err, ZB_EINVAL, "cuda sync: stage is NULL");
     cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
+    if (e == cudaSuccess && s->copy_stream)
+        e = cudaStreamSynchronize(s->copy_stream);
     if (e != cudaSuccess)
         zb_cu_fail(&s->ctx, ZB_EIO, "CUDA: %s", cudaGetErrorString(e));
     return zb_cu_ctx_check(&s->ctx, "cuda sync", err);

@@ -129,6 +129,13 @@ typedef struct {
      * sent (out_*) and received (in_*), [M] each */
     struct CUevent_st **ev_x_out, **ev_dx_in;
     struct cu_msg *out_x, *out_dx, *in_x, *in_dx;
+    /* MPI staging (cu_rank_t.staged): pinned host slots [M·NC] of what the stage sends (pin_x_out,
+     * pin_dx_in) and receives (pin_x_in, pin_dx_out); events [2M] (k = m forward, M + m
+     * backward): the producing F/B done (ev_prod), its download done (ev_down), the upload done
+     * (ev_up); arrived[k]: 0 nothing, 1 the transport filled the pinned slot, 2 upload queued */
+    float *pin_x_out, *pin_dx_in, *pin_x_in, *pin_dx_out;
+    struct CUevent_st **ev_prod, **ev_down, **ev_up;
+    unsigned char *arrived;
 } cu_stage_t;
 
 /* A device message: where the sender's slot is and the event after which it may be read. */
@@ -141,6 +148,7 @@ typedef struct cu_msg {
 typedef struct {
     int device;
     bool device_messages;
+    bool staged; /* MPI: messages through pinned host slots on each stage's copy stream */
     zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
     double t_begin;         /* host time (since the step's t0) of the timer's step start */
     cu_stage_t *st; /* [n_local], as R->st */
@@ -292,6 +300,72 @@ static zb_status_t device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *
     return st;
 }
 
+/* MPI staging: the pinned slots this stage's messages need, and their events. */
+static zb_status_t staging_init(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_err_t *err)
+{
+    const size_t M = (size_t)R->pl->M, MNC = M * R->pl->NC;
+    zb_status_t st = ZB_OK;
+    if (cs->own_x_out)
+        st = zb_cuda_host_alloc(MNC, &cs->pin_x_out, err);
+    if (st == ZB_OK && cs->own_dx_in)
+        st = zb_cuda_host_alloc(MNC, &cs->pin_dx_in, err);
+    if (st == ZB_OK && !ls->span.embed && !cs->prev_here)
+        st = zb_cuda_host_alloc(MNC, &cs->pin_x_in, err);
+    if (st == ZB_OK && !ls->span.head && !cs->next_here)
+        st = zb_cuda_host_alloc(MNC, &cs->pin_dx_out, err);
+    if (st != ZB_OK)
+        return st;
+    if (!(cs->ev_prod = calloc(2 * M, sizeof *cs->ev_prod)) ||
+        !(cs->ev_down = calloc(2 * M, sizeof *cs->ev_down)) ||
+        !(cs->ev_up = calloc(2 * M, sizeof *cs->ev_up)) || !(cs->arrived = calloc(2 * M, 1)))
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for message staging", R->rank);
+    for (size_t k = 0; k < 2 * M && st == ZB_OK; k++) {
+        bool fwd = k < M;
+        if ((fwd ? cs->pin_x_out : cs->pin_dx_in) &&
+            (st = zb_cuda_event_new(cs->stage, &cs->ev_prod[k], err)) == ZB_OK)
+            st = zb_cuda_event_new(cs->stage, &cs->ev_down[k], err);
+        if (st == ZB_OK && (fwd ? cs->pin_x_in : cs->pin_dx_out))
+            st = zb_cuda_event_new(cs->stage, &cs->ev_up[k], err);
+    }
+    return st;
+}
+
+static void staging_free(const pl_rank_t *R, cu_stage_t *cs)
+{
+    zb_cuda_host_free(cs->pin_x_out), zb_cuda_host_free(cs->pin_dx_in);
+    zb_cuda_host_free(cs->pin_x_in), zb_cuda_host_free(cs->pin_dx_out);
+    for (int k = 0; k < 2 * R->pl->M; k++) {
+        zb_cuda_event_free(cs->ev_prod ? cs->ev_prod[k] : NULL);
+        zb_cuda_event_free(cs->ev_down ? cs->ev_down[k] : NULL);
+        zb_cuda_event_free(cs->ev_up ? cs->ev_up[k] : NULL);
+    }
+    free(cs->ev_prod), free(cs->ev_down), free(cs->ev_up), free(cs->arrived);
+}
+
+/* MPI staging: every message the transport has put in a pinned slot since the last call is
+ * queued for upload on its stage's copy stream (it overlaps the compute queued meanwhile; the
+ * consumer waits for its event, bring_in). */
+static zb_status_t upload_arrived(pl_rank_t *R, zb_err_t *err)
+{
+    const int M = R->pl->M;
+    const size_t NC = R->pl->NC;
+    zb_status_t st = ZB_OK;
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+        cu_stage_t *cs = &CU(R)->st[i];
+        for (int k = 0; cs->arrived && k < 2 * M && st == ZB_OK; k++) {
+            if (cs->arrived[k] != 1)
+                continue;
+            size_t at = (size_t)(k % M) * NC;
+            st = k < M ? zb_cuda_stage_upload(cs->stage, cs->x_in + at, cs->pin_x_in + at, NC,
+                                              cs->ev_up[k], err)
+                       : zb_cuda_stage_upload(cs->stage, cs->dx_out + at, cs->pin_dx_out + at,
+                                              NC, cs->ev_up[k], err);
+            cs->arrived[k] = 2;
+        }
+    }
+    return st;
+}
+
 static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
@@ -307,6 +381,7 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     C->device_messages = pl->opts->cuda->device_messages && !pl->opts->transport;
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
+    C->staged = pl->opts->transport != NULL;
     zb_gpt2_tensor_sizes(&pl->mcfg, C->sizes);
     size_t off = 0;
     for (int t = 0; t < ZB_GPT2_NUM_TENSORS; t++) {
@@ -348,6 +423,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
             st = zb_cuda_buffer_alloc(cs->stage, NC, &cs->r_out, err);
         if (st == ZB_OK && C->device_messages)
             st = device_messages_init(R, cs, err);
+        if (st == ZB_OK && C->staged)
+            st = staging_init(R, ls, cs, err);
     }
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         cu_stage_t *cs = &C->st[i];
@@ -402,7 +479,8 @@ static void cuda_close(pl_rank_t *R)
         }
         free(cs->ev_x_out), free(cs->ev_dx_in);
         free(cs->out_x), free(cs->out_dx), free(cs->in_x), free(cs->in_dx);
-        zb_cuda_stage_free(cs->stage);
+        zb_cuda_stage_free(cs->stage); /* its streams' work done before the pinned slots go */
+        staging_free(R, cs);
         free(cs->stash), free(cs->idle);
     }
     free(C->st);
@@ -423,6 +501,8 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
                 give_stash(cs, cs->stash[m]);
                 cs->stash[m] = NULL;
             }
+        if (cs->arrived) /* a message not received this time is seen as missing */
+            memset(cs->arrived, 0, 2 * (size_t)R->pl->M);
         if (cs->in_x) { /* a handle not received this time is seen as missing */
             memset(cs->in_x, 0, (size_t)R->pl->M * sizeof *cs->in_x);
             memset(cs->in_dx, 0, (size_t)R->pl->M * sizeof *cs->in_dx);
@@ -471,6 +551,16 @@ static zb_status_t bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool f
             return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s message for microbatch %d",
                               ls->stage, forward ? "forward" : "backward", m);
         return zb_cuda_copy_after(cs->stage, dst, h->src, h->device, NC, h->ev, err);
+    }
+    if (CU(R)->staged) { /* uploaded on the copy stream (upload_arrived): wait for it */
+        int k = forward ? m : R->pl->M + m;
+        zb_status_t st = cs->arrived[k] == 1 ? upload_arrived(R, err) : ZB_OK;
+        if (st != ZB_OK)
+            return st;
+        if (cs->arrived[k] != 2)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s for microbatch %d", ls->stage,
+                              forward ? "input" : "gradient", m);
+        return zb_cuda_stage_wait(cs->stage, cs->ev_up[k], err);
     }
     const float *h = pl_msgbuf_at(forward ? &ls->x_in : &ls->dx_out, m, NC);
     if (!h)
@@ -538,7 +628,9 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     const size_t NC = R->pl->NC;
     int m = a->mb;
     float *x_out = ls->span.head ? NULL : cs->x_out + (size_t)m * NC;
-    zb_status_t st;
+    zb_status_t st = CU(R)->staged ? upload_arrived(R, err) : ZB_OK;
+    if (st != ZB_OK)
+        return st;
     if (eval) { /* a stash for the F alone, given back at once */
         zb_cuda_stash_t *sh = take_stash(cs, err);
         if (!sh)
@@ -620,6 +712,47 @@ static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
     return st;
 }
 
+/* MPI staging. SEND: the download of slot m queued on the copy stream after the producing F/B
+ * (its event), and the host waits for that download alone before the transport sends the pinned
+ * slot; RECV: the pinned slot the transport fills, uploaded at the rank's next device call
+ * (upload_arrived) on the copy stream. */
+static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_t *a,
+                                  float **host, zb_err_t *err)
+{
+    const int M = R->pl->M;
+    const size_t at = (size_t)a->mb * R->pl->NC;
+    zb_status_t st = upload_arrived(R, err); /* what came in before this action */
+    *host = NULL;
+    if (st != ZB_OK)
+        return st;
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_SEND_F:
+    case ZB_ACT_SEND_B: {
+        bool fwd = a->type == ZB_ACT_SEND_F;
+        float *pin = fwd ? cs->pin_x_out : cs->pin_dx_in;
+        int k = fwd ? a->mb : M + a->mb;
+        if (!pin)
+            return ZB_OK;
+        st = zb_cuda_stage_download(cs->stage, pin + at, (fwd ? cs->x_out : cs->dx_in) + at,
+                                    R->pl->NC, cs->ev_prod[k], cs->ev_down[k], err);
+        if (st == ZB_OK && (st = zb_cuda_event_sync(cs->ev_down[k], err)) == ZB_OK)
+            *host = pin + at;
+        return st;
+    }
+    case ZB_ACT_RECV_F:
+    case ZB_ACT_RECV_B: {
+        bool fwd = a->type == ZB_ACT_RECV_F;
+        float *pin = fwd ? cs->pin_x_in : cs->pin_dx_out;
+        if (pin) {
+            *host = pin + at;
+            cs->arrived[fwd ? a->mb : M + a->mb] = 1; /* filled when this action returns */
+        }
+        return ZB_OK;
+    }
+    default: return ZB_OK;
+    }
+}
+
 /* SEND: the device output to the host message buffer; RECV: the host buffer (uploaded by the
  * compute that reads it). */
 static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
@@ -630,6 +763,8 @@ static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     int m = a->mb;
     if (cs->in_x) /* device messages: a handle (slot + event) instead of the bytes */
         return device_message(R, ls, cs, a, host, err);
+    if (CU(R)->staged)
+        return staged_message(R, cs, a, host, err);
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_SEND_F:
         *host = ls->x_out && cs->x_out ? pl_msgbuf_at(ls->x_out, m, NC) : NULL;

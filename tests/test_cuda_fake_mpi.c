@@ -5,7 +5,9 @@
  * WTE exchange, the norm reduction, post-validation and the gathered checkpoint through the
  * transport. The losses and the checkpoint written by rank 0 must be the SAME BITS as the
  * single-process trainer's (rank 0 runs it and compares), for 1f1b (barrier), zb-h1
- * (post-validation, validation through the pipeline) and zb-v (two stages per rank).
+ * (post-validation, validation through the pipeline) and zb-v (two stages per rank); at -np 4
+ * also --dp 2 x --ranks 2, against the same run on the CPU's MPI ranks (whose replica
+ * reduction order it shares).
  *
  * Run by ctest without arguments: it starts itself under
  * `mpirun --allow-run-as-root --oversubscribe -np 2` (and -np 4) with a scratch folder as its
@@ -46,13 +48,37 @@ typedef struct {
     const char *schedule;
     zb_opt_sync_t sync;
     bool validate;
+    int dp; /* > 1: --dp dp x --ranks P/dp, at -np 4 only, against the CPU's MPI ranks */
 } mpi_case_t;
 
 static const mpi_case_t CASES[] = {
-    {"1f1b", ZB_OPT_SYNC_BARRIER, false},
-    {"zb-h1", ZB_OPT_SYNC_POST_VALIDATION, true},
-    {"zb-v", ZB_OPT_SYNC_POST_VALIDATION, false},
+    {"1f1b", ZB_OPT_SYNC_BARRIER, false, 1},
+    {"zb-h1", ZB_OPT_SYNC_POST_VALIDATION, true, 1},
+    {"zb-v", ZB_OPT_SYNC_POST_VALIDATION, false, 1},
+    {"zb-h1", ZB_OPT_SYNC_POST_VALIDATION, false, 2},
 };
+
+/* One pipeline run of c over the MPI transport (every process), metrics and gathered checkpoint
+ * to the given paths. */
+static zb_status_t pipe_run(zb_transport_t *net, zb_train_config_t c, const mpi_case_t *cs,
+                            const zb_cuda_train_opts_t *cuda, const char *metrics,
+                            const char *ckpt, zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    zb_pipeline_opts_t o;
+    zb_pipeline_opts_defaults(&o);
+    o.dp = cs->dp;
+    o.ranks = net->size / cs->dp;
+    o.schedule = cs->schedule;
+    o.opt_sync = cs->sync;
+    o.pin = false;
+    o.timeout = 60;
+    o.transport = net;
+    o.cuda = cuda;
+    c.metrics_path = metrics;
+    c.save_path = ckpt;
+    zb_train_summary_t sum;
+    return zb_pipeline_train(&c, &o, NULL, &sum, rep, NULL, err);
+}
 
 /* The whole file, or NULL (*n = its size). */
 static unsigned char *slurp(const char *path, size_t *n)
@@ -83,7 +109,7 @@ static int compare(const char *what, const char *ref_m, const char *ref_c, const
     pt_read_losses(got_m, b, STEPS);
     for (int s = 0; s < STEPS; s++)
         if (memcmp(&a[s], &b[s], sizeof a[s]) != 0) {
-            printf("FAIL: %s: step %d loss %.9g, --ranks 1 %.9g\n", what, s, (double)b[s],
+            printf("FAIL: %s: step %d loss %.9g, reference %.9g\n", what, s, (double)b[s],
                    (double)a[s]);
             return 1;
         }
@@ -96,10 +122,10 @@ static int compare(const char *what, const char *ref_m, const char *ref_c, const
             break;
         }
     if (bad)
-        printf("FAIL: %s: checkpoint (%zu bytes) differs from --ranks 1's (%zu bytes)\n", what, nb,
+        printf("FAIL: %s: checkpoint (%zu bytes) differs from the reference's (%zu bytes)\n", what, nb,
                na);
     else
-        printf("ok: %s: losses and checkpoint (params + moments) bit-identical to --ranks 1\n",
+        printf("ok: %s: losses and checkpoint (params + moments) bit-identical to the reference\n",
                what);
     free(ca), free(cb);
     return bad;
@@ -123,53 +149,49 @@ static int worker(const char *dir)
     int P = net->size, bad = 0;
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         const mpi_case_t *cs = &CASES[k];
+        if (cs->dp > 1 && P != 4)
+            continue;
         char ref_m[512], ref_c[512], got_m[512], got_c[512], what[96];
-        snprintf(ref_m, sizeof ref_m, "%s/ref%d_%s.jsonl", dir, P, cs->schedule);
-        snprintf(ref_c, sizeof ref_c, "%s/ref%d_%s.ckpt", dir, P, cs->schedule);
-        snprintf(got_m, sizeof got_m, "%s/mpi%d_%s.jsonl", dir, P, cs->schedule);
-        snprintf(got_c, sizeof got_c, "%s/mpi%d_%s.ckpt", dir, P, cs->schedule);
-        snprintf(what, sizeof what, "-np %d %s on the fake GPU", P, cs->schedule);
+        snprintf(ref_m, sizeof ref_m, "%s/ref%d_%zu.jsonl", dir, P, k);
+        snprintf(ref_c, sizeof ref_c, "%s/ref%d_%zu.ckpt", dir, P, k);
+        snprintf(got_m, sizeof got_m, "%s/mpi%d_%zu.jsonl", dir, P, k);
+        snprintf(got_c, sizeof got_c, "%s/mpi%d_%zu.ckpt", dir, P, k);
+        snprintf(what, sizeof what, "-np %d %s%s on the fake GPU", P, cs->schedule,
+                 cs->dp > 1 ? " --dp 2" : "");
         zb_train_config_t c;
-        pt_tiny_config(&c, 8, 8, 2 * P, STEPS);
+        pt_tiny_config(&c, 8, 8, cs->dp > 1 ? 4 : 2 * P, STEPS);
         c.grad_clip = 0.0f;
         if (cs->validate) {
             c.val_text_path = c.text_path;
             c.val_every = 2;
             c.val_steps = 1;
         }
-        zb_train_summary_t sum;
-        if (net->rank == 0) { /* the single-process trainer: the reference */
+        zb_pipeline_report_t rep;
+        if (cs->dp > 1) { /* the replicas' reduction order is the pipeline's: its CPU ranks */
+            st = pipe_run(net, c, cs, NULL, ref_m, ref_c, &rep, &err);
+        } else if (net->rank == 0) { /* the single-process trainer */
             zb_train_config_t r = c;
+            zb_train_summary_t sum;
             r.metrics_path = ref_m;
             r.save_path = ref_c;
-            if (zb_train_run(&r, NULL, &sum, &err) != ZB_OK) {
-                printf("FAIL: reference: %s\n", err.msg);
-                zb_mpi_abort_job(net, 1);
-                return 1;
-            }
+            st = zb_train_run(&r, NULL, &sum, &err);
         }
-        zb_pipeline_opts_t o;
-        zb_pipeline_opts_defaults(&o);
-        o.ranks = P;
-        o.schedule = cs->schedule;
-        o.opt_sync = cs->sync;
-        o.pin = false;
-        o.timeout = 60;
-        o.transport = net;
-        o.cuda = getenv("ZB_FAKE_MPI_CPU") ? NULL : &GPU; /* debugging: the CPU's ranks */
-        c.metrics_path = got_m;
-        c.save_path = got_c;
-        zb_pipeline_report_t rep;
-        if ((st = zb_pipeline_train(&c, &o, NULL, &sum, &rep, NULL, &err)) != ZB_OK) {
+        if (st != ZB_OK) {
+            printf("FAIL: %s: reference: %s\n", what, err.msg);
+            zb_mpi_abort_job(net, 1);
+            return 1;
+        }
+        const zb_cuda_train_opts_t *cuda = getenv("ZB_FAKE_MPI_CPU") ? NULL : &GPU; /* debugging */
+        if ((st = pipe_run(net, c, cs, cuda, got_m, got_c, &rep, &err)) != ZB_OK) {
             printf("FAIL: %s, rank %d: %s\n", what, net->rank, err.msg);
             zb_mpi_abort_job(net, 1);
             return 1;
         }
-        if (o.cuda && !strstr(rep.device, "MPI rank ")) {
+        if (cuda && !strstr(rep.device, "MPI rank ")) {
             printf("FAIL: %s: the report's device line is '%s'\n", what, rep.device);
             bad = 1;
         }
-        if (o.cuda && fake_host_allocs == 0) { /* the messages went through pinned slots */
+        if (cuda && fake_host_allocs == 0) { /* the messages went through pinned slots */
             printf("FAIL: %s, rank %d: no pinned staging buffer was allocated\n", what, net->rank);
             bad = 1;
         }

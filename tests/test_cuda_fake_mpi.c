@@ -74,7 +74,7 @@ static zb_status_t pipe_run(zb_transport_t *net, zb_train_config_t c, const mpi_
     o.timeout = 60;
     o.transport = net;
     o.cuda = cuda;
-    c.metrics_path = metrics;
+    c.metrics_path = net->rank == 0 ? metrics : NULL; /* as the CLI: rank 0 writes them */
     c.save_path = ckpt;
     zb_train_summary_t sum;
     return zb_pipeline_train(&c, &o, NULL, &sum, rep, NULL, err);
@@ -241,6 +241,7 @@ static int launch(const char *self)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IONBF, 0); /* a failing assert exits: its lines go out first */
     if (getenv("OMPI_COMM_WORLD_SIZE") && argc == 2)
         return worker(argv[1]);
     char self[4096];

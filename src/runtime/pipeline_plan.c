@@ -44,6 +44,8 @@ static zb_status_t profile_on_gpu(const pl_t *pl, const zb_gpt2_params_t *params
     int world = pl->P * pl->N;
     zb_cuda_train_opts_t o = *pl->opts->cuda;
     o.profile_ranks = ndev > 0 ? (world + ndev - 1) / ndev : 1;
+    if (pl->opts->transport) /* MPI: a rank's process has its GPU whole (or K SMs), rank_cuda.c */
+        o.profile_ranks = 1;
     return zb_cuda_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, &o, out, err);
 }
 

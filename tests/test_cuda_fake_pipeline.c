@@ -289,6 +289,49 @@ static void test_one_rank_in_a_partition(void **state)
     zb_gpt2_params_free(&got), zb_gpt2_params_free(&ref);
 }
 
+/* --dp 2 x 2 ranks of `schedule`: the fake-GPU pipeline (options gpu) against the CPU pipeline's
+ * fixed-order sum of the replicas: the same losses and parameters; *rep: the GPU run's report. */
+static void dp2_same_as_cpu(const char *schedule, const zb_cuda_train_opts_t *gpu,
+                            const char *what, zb_pipeline_report_t *rep)
+{
+    zb_train_config_t c;
+    tiny(&c, 2, STEPS);
+    zb_pipeline_opts_t o;
+    float ref_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t ref, got;
+    opts(&o, 2, schedule, false);
+    o.dp = 2;
+    run_ok(&c, &o, ref_loss, &ref, rep);
+    opts(&o, 2, schedule, true);
+    o.cuda = gpu;
+    o.dp = 2;
+    run_ok(&c, &o, loss, &got, rep);
+    same_losses(loss, ref_loss, STEPS, what);
+    pt_assert_same_params(&got, &ref, what);
+    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+}
+
+/* Validation through the pipeline of `schedule` (2 ranks): on the CPU into *sc, on the fake GPU
+ * (options gpu) into *sg; the same loss, bit for bit. */
+static void val_same_as_cpu(const char *schedule, const zb_cuda_train_opts_t *gpu,
+                            const char *what, zb_train_summary_t *sc, zb_train_summary_t *sg)
+{
+    zb_train_config_t c;
+    tiny(&c, 4, 2);
+    c.val_text_path = c.text_path;
+    c.val_every = 1;
+    c.val_steps = 2;
+    zb_pipeline_opts_t o;
+    zb_err_t err;
+    opts(&o, 2, schedule, false);
+    assert_int_equal(zb_pipeline_train(&c, &o, NULL, sc, NULL, NULL, &err), ZB_OK);
+    opts(&o, 2, schedule, true);
+    o.cuda = gpu;
+    if (zb_pipeline_train(&c, &o, NULL, sg, NULL, NULL, &err) != ZB_OK)
+        fail_msg("%s: %s", what, err.msg);
+    assert_memory_equal(&sc->val_loss, &sg->val_loss, sizeof(float));
+}
+
 /* An Inf in unit 3's gradient at step 1: skipped on every rank, the optimistic step rolled back
  * (post-validation), the result the reference's that skips the step. */
 static void test_rollback_dp_and_validation(void **state)
@@ -314,33 +357,14 @@ static void test_rollback_dp_and_validation(void **state)
     zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
 
     /* two replicas of a 2-rank pipeline: the CPU pipeline's fixed-order sum of the replicas */
-    tiny(&c, 2, STEPS);
-    opts(&o, 2, "1f1b", false);
-    o.dp = 2;
-    run_ok(&c, &o, ref_loss, &ref, &rep);
-    opts(&o, 2, "1f1b", true);
-    o.dp = 2;
-    run_ok(&c, &o, loss, &got, &rep);
+    dp2_same_as_cpu("1f1b", &GPU, "cuda --dp 2", &rep);
     assert_true(rep.replicas_checked);
     assert_int_equal(rep.replicas_differ, 0);
-    same_losses(loss, ref_loss, STEPS, "cuda --dp 2");
-    pt_assert_same_params(&got, &ref, "cuda --dp 2");
-    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
 
     /* validation through the fake-GPU pipeline: the CPU pipeline's loss, bit for bit */
-    tiny(&c, 4, 2);
-    c.val_text_path = c.text_path;
-    c.val_every = 1;
-    c.val_steps = 2;
     zb_train_summary_t sc, sg;
-    zb_err_t err;
-    opts(&o, 2, "zb-v", false);
-    assert_int_equal(zb_pipeline_train(&c, &o, NULL, &sc, NULL, NULL, &err), ZB_OK);
-    opts(&o, 2, "zb-v", true);
-    if (zb_pipeline_train(&c, &o, NULL, &sg, NULL, NULL, &err) != ZB_OK)
-        fail_msg("cuda validation: %s", err.msg);
+    val_same_as_cpu("zb-v", &GPU, "cuda validation", &sc, &sg);
     assert_true(sc.has_val && sg.has_val);
-    assert_memory_equal(&sc.val_loss, &sg.val_loss, sizeof(float));
 }
 
 /* Device messages (opts.device_messages): the receiver copies from the sender's device slot
@@ -387,32 +411,10 @@ static void test_device_messages(void **state)
     zb_gpt2_params_free(&ref);
 
     /* --dp 2 and validation: as with host staging */
-    tiny(&c, 2, STEPS);
-    zb_pipeline_opts_t o;
     zb_pipeline_report_t rep;
-    opts(&o, 2, "zb-h2", false);
-    o.dp = 2;
-    run_ok(&c, &o, ref_loss, &ref, &rep);
-    opts(&o, 2, "zb-h2", true);
-    o.cuda = &GPU_D2D;
-    o.dp = 2;
-    run_ok(&c, &o, loss, &got, &rep);
-    same_losses(loss, ref_loss, STEPS, "device messages --dp 2");
-    pt_assert_same_params(&got, &ref, "device messages --dp 2");
-    zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
-    tiny(&c, 4, 2);
-    c.val_text_path = c.text_path;
-    c.val_every = 1;
-    c.val_steps = 2;
+    dp2_same_as_cpu("zb-h2", &GPU_D2D, "device messages --dp 2", &rep);
     zb_train_summary_t sc, sg;
-    zb_err_t err;
-    opts(&o, 2, "1f1b", false);
-    assert_int_equal(zb_pipeline_train(&c, &o, NULL, &sc, NULL, NULL, &err), ZB_OK);
-    opts(&o, 2, "1f1b", true);
-    o.cuda = &GPU_D2D;
-    if (zb_pipeline_train(&c, &o, NULL, &sg, NULL, NULL, &err) != ZB_OK)
-        fail_msg("device messages validation: %s", err.msg);
-    assert_memory_equal(&sc.val_loss, &sg.val_loss, sizeof(float));
+    val_same_as_cpu("1f1b", &GPU_D2D, "device messages validation", &sc, &sg);
 }
 
 /* --trace on the (fake) GPU: every action of every rank's program timed in program order on the

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime/pipeline_internal.h"
+#include "runtime/rank_device.h"
 #include "zbpp/cuda.h"
 #include "zbpp/plan.h"
 #include "zbpp/schedule_io.h"
@@ -41,11 +42,8 @@ static zb_status_t profile_on_gpu(const pl_t *pl, const zb_gpt2_params_t *params
     zb_status_t st = zb_cuda_device_count(&ndev, err);
     if (st != ZB_OK)
         return st;
-    int world = pl->P * pl->N;
     zb_cuda_train_opts_t o = *pl->opts->cuda;
-    o.profile_ranks = ndev > 0 ? (world + ndev - 1) / ndev : 1;
-    if (pl->opts->transport) /* MPI: a rank's process has its GPU whole (or K SMs), rank_cuda.c */
-        o.profile_ranks = 1;
+    o.profile_ranks = ndev > 0 ? pl_cuda_ranks_on(pl, ndev, 0) : 1; /* the first GPU's split */
     return zb_cuda_profile_measure(params, &pl->mcfg, pl->mbB, pl->T, PROFILE_REPS, &o, out, err);
 }
 

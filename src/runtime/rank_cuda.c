@@ -35,8 +35,11 @@ typedef struct {
     zb_cuda_partitions_t **parts; /* [ndev] NULL: the device's ranks use their own streams */
 } cu_run_t;
 
-static int ranks_on(int world, int ndev, int d)
+int pl_cuda_ranks_on(const pl_t *pl, int ndev, int d)
 {
+    if (pl->opts->transport) /* MPI: a process holds one rank, on a GPU of its own machine */
+        return 1;
+    int world = pl->P * pl->N;
     return world / ndev + (d < world % ndev);
 }
 
@@ -74,7 +77,7 @@ zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     for (int d = 0; d < used && st == ZB_OK; d++) {
         if (net && d != net->rank % ndev)
             continue;
-        int k = net ? 1 : ranks_on(world, ndev, d);
+        int k = pl_cuda_ranks_on(pl, ndev, d);
         if (k < 2 && o->sm_per_rank == 0)
             continue; /* one rank: the whole GPU */
         /* several ranks share the GPU: each its partition; one rank with --sm-per-rank K: a
@@ -780,17 +783,13 @@ static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     }
 }
 
-/* The local stage holding norm unit u in full (0: the embedding, L+1: the head). */
+/* The local stage holding norm unit u in full (0: the embedding, L+1: the head), -1: none. */
 static int unit_stage(const pl_rank_t *R, int u)
 {
-    int L = R->pl->mcfg.layers;
-    for (int i = 0; i < R->n_local; i++) {
-        const zb_gpt2_span_t *sp = &R->st[i].span;
-        if ((u == 0 && sp->embed) || (u == L + 1 && sp->head) ||
-            (u >= 1 && u <= L && u - 1 >= sp->layer_begin && u - 1 < sp->layer_end))
-            return i;
-    }
-    return -1;
+    const pl_t *pl = R->pl;
+    int S = pl->plan.S, L = pl->mcfg.layers;
+    int s = u == 0 ? 0 : u == L + 1 ? S - 1 : zb_partition_stage_of(pl->plan.first, S, u - 1);
+    return R->local_of_stage[s];
 }
 
 static zb_status_t cuda_unit_sumsq(pl_rank_t *R, int unit, double *out, zb_err_t *err)

@@ -3,7 +3,9 @@
  * pipeline rank, messages staged through pinned host slots (the fake's cudaHostAlloc, counted)
  * on each stage's copy stream and moved by the MPI transport, the tied
  * WTE exchange, the norm reduction, post-validation and the gathered checkpoint through the
- * transport. The losses and the checkpoint written by rank 0 must be the SAME BITS as the
+ * transport. The fake's copy stream finishes a download only when it is waited for or asked
+ * about twice, so a send handed to MPI before its download is done carries NaN: the deferred
+ * sends (executor send_ready) are checked for real. The losses and the checkpoint written by rank 0 must be the SAME BITS as the
  * single-process trainer's (rank 0 runs it and compares), for 1f1b (barrier), zb-h1
  * (post-validation, validation through the pipeline) and zb-v (two stages per rank); at -np 4
  * also --dp 2 x --ranks 2, against the same run on the CPU's MPI ranks (whose replica
@@ -193,6 +195,10 @@ static int worker(const char *dir)
         }
         if (cuda && fake_host_allocs == 0) { /* the messages went through pinned slots */
             printf("FAIL: %s, rank %d: no pinned staging buffer was allocated\n", what, net->rank);
+            bad = 1;
+        }
+        if (cuda && fake_event_not_ready == 0) { /* the fake's downloads finish late: deferred */
+            printf("FAIL: %s, rank %d: no send waited for its download\n", what, net->rank);
             bad = 1;
         }
         if (net->rank == 0)

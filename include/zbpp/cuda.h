@@ -163,8 +163,8 @@ int zb_cuda_stage_device(const zb_cuda_stage_t *s);
  * far), makes the copy stream wait for it, queues src_dev -> dst_host there and records `done`
  * after it; zb_cuda_stage_upload queues src_host -> dst_dev on the copy stream and records
  * `done`; zb_cuda_stage_wait queues a wait for ev on the compute stream (no host wait);
- * zb_cuda_event_sync waits on the host until ev has happened. zb_cuda_sync waits for both
- * streams. */
+ * zb_cuda_event_sync waits on the host until ev has happened; zb_cuda_event_query only asks
+ * (*done = it has; never blocks). zb_cuda_sync waits for both streams. */
 zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err);
 void zb_cuda_host_free(float *host);
 zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
@@ -174,6 +174,7 @@ zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float
                                  size_t n, struct CUevent_st *done, zb_err_t *err);
 zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
 zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err);
+zb_status_t zb_cuda_event_query(struct CUevent_st *ev, bool *done, zb_err_t *err);
 /* The stream the stage's work is queued on (its own or one given by zb_cuda_stage_use_stream). */
 struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s);
 /* Make the stage's device the calling thread's current one (each rank thread, before its

@@ -9,6 +9,7 @@
 #ifndef ZBPP_EXECUTOR_H
 #define ZBPP_EXECUTOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "zbpp/error.h"
@@ -31,6 +32,15 @@ typedef struct {
     /* Optional: size of the message of a RECV action, known before its buffer is, so the
      * executor can announce upcoming receives (zb_post_recv) `recv_lookahead` actions ahead. */
     size_t (*recv_bytes)(void *ctx, const zb_action_t *a);
+    /* Optional: for a send_payload that returns a buffer still being filled (a device's copy
+     * into host memory, queued): *ready = the buffer holds the message (wait: block until it
+     * does). With it the executor defers sends: it goes on with the program and hands each
+     * buffer to the transport once filled, at the latest before it would block in a receive
+     * whose message has not arrived and at the end of the program. So every send still leaves
+     * before any receive after it in the program can wait (no deadlock the plain order does
+     * not have). A deferred buffer must stay valid until it is handed over. */
+    zb_status_t (*send_ready)(void *ctx, const zb_action_t *a, bool wait, bool *ready,
+                              zb_err_t *err);
 } zb_exec_ops_t;
 
 typedef struct {

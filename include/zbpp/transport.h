@@ -17,6 +17,9 @@
  *  - post_recv() (optional, may be NULL) announces that a recv(peer, tag, bytes) will follow, so
  *    an MPI implementation can post an MPI_Irecv into a staging buffer now and overlap the
  *    transfer with compute. It never blocks. Calling recv() without post_recv() is always valid.
+ *  - arrived() (optional, may be NULL = "cannot tell") says whether a recv(peer, tag) would
+ *    return without waiting: the message is here (or, MPI, its announced receive completed). It
+ *    never blocks and takes nothing; a false answer is always allowed.
  *  - Collectives must be called by every rank, in the same order. Their results are identical
  *    on every rank and independent of message arrival order: allgather places rank r's values at
  *    [r*n, r*n+n); allreduce_sum sums in rank order 0..P-1 (never MPI_Allreduce, whose order is
@@ -29,6 +32,7 @@
 #ifndef ZBPP_TRANSPORT_H
 #define ZBPP_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +78,7 @@ typedef struct {
     /* optional (NULL = no-op) */
     zb_status_t (*post_recv)(zb_transport_t *t, size_t bytes, int peer, uint32_t tag,
                              zb_err_t *err);
+    zb_status_t (*arrived)(zb_transport_t *t, int peer, uint32_t tag, bool *yes, zb_err_t *err);
     /* Every rank's `bytes` bytes, laid out by rank: all + r·bytes holds rank r's. bytes may be 0
      * (then it is a barrier). The typed collectives below (doubles, 64-bit integers) are views
      * of this one: values travel as their bytes, exactly. */
@@ -107,6 +112,9 @@ zb_status_t zb_send(zb_transport_t *t, const void *buf, size_t bytes, int peer, 
 zb_status_t zb_recv(zb_transport_t *t, void *buf, size_t bytes, int peer, uint32_t tag,
                     zb_err_t *err);
 zb_status_t zb_post_recv(zb_transport_t *t, size_t bytes, int peer, uint32_t tag, zb_err_t *err);
+/* *yes = a zb_recv(t, ..., peer, tag) now would not wait (false where the transport cannot
+ * tell). Never blocks; reports an abort like the other calls. */
+zb_status_t zb_recv_arrived(zb_transport_t *t, int peer, uint32_t tag, bool *yes, zb_err_t *err);
 /* all[r*n + i] = value i of rank r: doubles, 64-bit integers (hashes, sizes, checksums,
  * statuses) or raw bytes, each exact on every transport. n <= 4096 values (bytes: any). */
 zb_status_t zb_allgather(zb_transport_t *t, const double *mine, int n, double *all,

@@ -73,6 +73,7 @@ STUB(zb_cuda_stage_upload, zb_cuda_stage_t *s, float *dst_dev, const float *src_
      struct CUevent_st *done)
 STUB(zb_cuda_stage_wait, zb_cuda_stage_t *s, struct CUevent_st *ev)
 STUB(zb_cuda_event_sync, struct CUevent_st *ev)
+STUB(zb_cuda_event_query, struct CUevent_st *ev, bool *done)
 
 zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err)
 {

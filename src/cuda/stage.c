@@ -449,6 +449,23 @@ zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err)
     return cuda_err(cudaEventSynchronize(ev), "event sync", err);
 }
 
+zb_status_t zb_cuda_event_query(struct CUevent_st *ev, bool *done, zb_err_t *err)
+{
+    *done = false;
+    if (!ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda event query: no event");
+    cudaError_t e = cudaEventQuery(ev);
+    if (e == cudaErrorNotReady) {
+        /* "not yet" is an answer, not an error: keep it from being seen as the last error by
+         * the next launch check (a real error stays: only this code is cleared) */
+        if (cudaPeekAtLastError() == cudaErrorNotReady)
+            (void)cudaGetLastError();
+        return ZB_OK;
+    }
+    *done = e == cudaSuccess;
+    return cuda_err(e, "event query", err);
+}
+
 struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s)
 {
     return s ? (struct CUstream_st *)s->ctx.stream : NULL;

@@ -63,8 +63,77 @@ static void locate(zb_err_t *err, int rank, const zb_action_t *a)
              zb_action_type_name((zb_action_type_t)a->type), a->stage, a->mb, inner);
 }
 
+/* Sends whose buffers a device is still filling (ops->send_ready): program indices, oldest
+ * first, with what the transport needs. */
+typedef struct {
+    int n;
+    int *at;
+    const void **buf;
+    size_t *bytes;
+} deferred_t;
+
+static zb_status_t deferred_alloc(deferred_t *d, int len, zb_err_t *err)
+{
+    size_t cap = len > 0 ? (size_t)len : 1;
+    d->n = 0;
+    d->at = malloc(cap * sizeof *d->at);
+    d->buf = malloc(cap * sizeof *d->buf);
+    d->bytes = malloc(cap * sizeof *d->bytes);
+    if (!d->at || !d->buf || !d->bytes)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the deferred sends");
+    return ZB_OK;
+}
+
+static void deferred_free(deferred_t *d)
+{
+    free(d->at), free(d->buf), free(d->bytes);
+}
+
+static zb_status_t transmit(const zb_schedule_t *s, zb_transport_t *t, const zb_action_t *a,
+                            const void *buf, size_t bytes, zb_err_t *err)
+{
+    int peer;
+    uint32_t tag;
+    zb_status_t st = zb_exec_route(s, a, &peer, &tag, err);
+    return st != ZB_OK ? st : zb_send(t, buf, bytes, peer, tag, err);
+}
+
+/* Hand every deferred send whose buffer is filled to the transport (wait: all of them, waiting
+ * for their buffers), keeping the others in order. On failure *failed = its program index. */
+static zb_status_t pump(const zb_schedule_t *s, zb_transport_t *t, const zb_exec_ops_t *ops,
+                        deferred_t *d, bool wait, int *failed, zb_err_t *err)
+{
+    const zb_action_t *acts = s->rank[t->rank].actions;
+    int kept = 0;
+    zb_status_t st = ZB_OK;
+    for (int k = 0; k < d->n; k++) {
+        bool ready = false;
+        if (st == ZB_OK && (st = ops->send_ready(ops->ctx, &acts[d->at[k]], wait, &ready, err)) ==
+                               ZB_OK && ready)
+            st = transmit(s, t, &acts[d->at[k]], d->buf[k], d->bytes[k], err);
+        if (st != ZB_OK) {
+            *failed = d->at[k];
+            return st;
+        }
+        if (!ready) {
+            d->at[kept] = d->at[k], d->buf[kept] = d->buf[k], d->bytes[kept] = d->bytes[k];
+            kept++;
+        }
+    }
+    d->n = kept;
+    return ZB_OK;
+}
+
+static bool is_recv(const zb_action_t *a)
+{
+    return a->type == ZB_ACT_RECV_F || a->type == ZB_ACT_RECV_B;
+}
+
+/* Action a; a send is deferred (queued in d) when d is given. Before a receive that would wait,
+ * every deferred send goes out first. */
 static zb_status_t run_action(const zb_schedule_t *s, zb_transport_t *t, const zb_exec_ops_t *ops,
-                              const zb_action_t *a, zb_err_t *err)
+                              const zb_action_t *a, int i, deferred_t *d, int *failed,
+                              zb_err_t *err)
 {
     zb_action_type_t type = (zb_action_type_t)a->type;
     if (zb_action_is_compute(type))
@@ -81,19 +150,43 @@ static zb_status_t run_action(const zb_schedule_t *s, zb_transport_t *t, const z
         const void *buf = NULL;
         size_t bytes = 0;
         st = ops->send_payload(ops->ctx, a, &buf, &bytes, err);
-        return st != ZB_OK ? st : zb_send(t, buf, bytes, peer, tag, err);
+        if (st != ZB_OK || !d)
+            return st != ZB_OK ? st : zb_send(t, buf, bytes, peer, tag, err);
+        d->at[d->n] = i, d->buf[d->n] = buf, d->bytes[d->n] = bytes;
+        d->n++;
+        return ZB_OK;
     }
     if (!ops->recv_payload)
         return zb_err_set(err, ZB_EINVAL, "no recv_payload op");
+    bool here = false;
+    if (d && d->n > 0 && (st = zb_recv_arrived(t, peer, tag, &here, err)) == ZB_OK)
+        st = pump(s, t, ops, d, !here, failed, err);
+    if (st != ZB_OK)
+        return st;
     void *buf = NULL;
     size_t bytes = 0;
     st = ops->recv_payload(ops->ctx, a, &buf, &bytes, err);
     return st != ZB_OK ? st : zb_recv(t, buf, bytes, peer, tag, err);
 }
 
-static bool is_recv(const zb_action_t *a)
+static zb_status_t check_run(const zb_schedule_t *s, zb_transport_t *t, const zb_exec_ops_t *ops,
+                             const zb_exec_timeline_t *tl, zb_err_t *err)
 {
-    return a->type == ZB_ACT_RECV_F || a->type == ZB_ACT_RECV_B;
+    if (!s || !t || !ops || !ops->compute)
+        return zb_err_set(err, ZB_EINVAL,
+                          "execute: schedule, transport and compute op are required");
+    if (s->ranks != t->size)
+        return zb_err_set(err, ZB_EMISMATCH, "rank %d: schedule has %d ranks, transport %d",
+                          t->rank, s->ranks, t->size);
+    if (s->ranks > 1 && !zb_schedule_has_comms(s))
+        return zb_err_set(err, ZB_EINVAL,
+                          "rank %d: schedule '%s' is not lowered (run zb_insert_comms first)",
+                          t->rank, s->name);
+    zb_status_t st = zb_transport_check_sizes(s->stages, s->microbatches, err);
+    if (st == ZB_OK && tl && tl->len != s->rank[t->rank].len)
+        st = zb_err_set(err, ZB_EINVAL, "rank %d: timeline holds %d actions, program has %d",
+                        t->rank, tl->len, s->rank[t->rank].len);
+    return st;
 }
 
 zb_status_t zb_execute(const zb_schedule_t *s, zb_transport_t *t, const zb_exec_ops_t *ops,
@@ -102,31 +195,22 @@ zb_status_t zb_execute(const zb_schedule_t *s, zb_transport_t *t, const zb_exec_
     static const zb_exec_opts_t defaults = {0};
     if (!opts)
         opts = &defaults;
-    zb_status_t st = ZB_OK;
-    if (!s || !t || !ops || !ops->compute)
-        st = zb_err_set(err, ZB_EINVAL, "execute: schedule, transport and compute op are required");
-    else if (s->ranks != t->size)
-        st = zb_err_set(err, ZB_EMISMATCH, "rank %d: schedule has %d ranks, transport %d", t->rank,
-                        s->ranks, t->size);
-    else if (s->ranks > 1 && !zb_schedule_has_comms(s))
-        st = zb_err_set(err, ZB_EINVAL,
-                        "rank %d: schedule '%s' is not lowered (run zb_insert_comms first)",
-                        t->rank, s->name);
-    else if ((st = zb_transport_check_sizes(s->stages, s->microbatches, err)) != ZB_OK)
-        ;
-    else if (tl && tl->len != s->rank[t->rank].len)
-        st = zb_err_set(err, ZB_EINVAL, "rank %d: timeline holds %d actions, program has %d",
-                        t->rank, tl->len, s->rank[t->rank].len);
+    zb_status_t st = check_run(s, t, ops, tl, err);
+    deferred_t defer = {0}, *d = NULL;
+    if (st == ZB_OK && ops->send_ready && (st = deferred_alloc(&defer, s->rank[t->rank].len,
+                                                               err)) == ZB_OK)
+        d = &defer;
     if (st != ZB_OK) {
+        deferred_free(&defer);
         if (t && st != ZB_EABORT)
             zb_transport_abort(t, err ? err->msg : zb_strerror(st));
         return st;
     }
 
     const zb_rank_program_t *prog = &s->rank[t->rank];
-    int next_post = 0, posted_ahead = 0;
+    int next_post = 0, posted_ahead = 0, failed = -1;
     bool lookahead = opts->recv_lookahead > 0 && ops->recv_bytes && t->ops->post_recv;
-    for (int i = 0; i < prog->len; i++) {
+    for (int i = 0; i < prog->len && st == ZB_OK; i++) {
         const zb_action_t *a = &prog->actions[i];
         if (lookahead) {
             if (next_post <= i) /* an action we already passed cannot be announced */
@@ -147,20 +231,25 @@ zb_status_t zb_execute(const zb_schedule_t *s, zb_transport_t *t, const zb_exec_
         }
         double t_start = zb_now() - opts->t0;
         if (st == ZB_OK)
-            st = run_action(s, t, ops, a, err);
+            st = run_action(s, t, ops, a, i, d, &failed, err);
         if (tl) {
             tl->start[i] = t_start;
             tl->end[i] = zb_now() - opts->t0;
         }
-        if (st != ZB_OK) {
-            if (st != ZB_EABORT) {
-                locate(err, t->rank, a);
-                zb_transport_abort(t, err ? err->msg : zb_strerror(st));
-            }
-            return st;
-        }
+        if (st == ZB_OK && d && d->n > 0) /* what is ready goes out as early as it can */
+            st = pump(s, t, ops, d, false, &failed, err);
+        if (st != ZB_OK && failed < 0)
+            failed = i;
     }
-    return ZB_OK;
+    if (st == ZB_OK && d)
+        st = pump(s, t, ops, d, true, &failed, err);
+    deferred_free(&defer);
+    if (st != ZB_OK && st != ZB_EABORT) {
+        if (failed >= 0)
+            locate(err, t->rank, &prog->actions[failed]);
+        zb_transport_abort(t, err ? err->msg : zb_strerror(st));
+    }
+    return st;
 }
 
 /* The arrays are laid out exactly as the simulator's, so its free serves. */

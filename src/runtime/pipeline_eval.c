@@ -58,7 +58,7 @@ static zb_status_t eval_send(void *ctx, const zb_action_t *a, const void **buf, 
     if (a->type != ZB_ACT_SEND_F)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send forward", a->stage);
     float *at = NULL;
-    zb_status_t st = pl_rank_payload(R, a, &at, err);
+    zb_status_t st = pl_rank_payload(R, a, false, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
     return st;
@@ -71,7 +71,7 @@ static zb_status_t eval_recv(void *ctx, const zb_action_t *a, void **buf, size_t
     if (a->type != ZB_ACT_RECV_F)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing forward", a->stage);
     float *at = NULL;
-    zb_status_t st = pl_rank_payload(R, a, &at, err);
+    zb_status_t st = pl_rank_payload(R, a, false, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
     return st;

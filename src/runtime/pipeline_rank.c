@@ -298,22 +298,36 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     return timed_end(R, st, err);
 }
 
-zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, float **at, zb_err_t *err)
+zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, float **at,
+                            zb_err_t *err)
 {
     pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
     if (!ls)
         return ZB_ESCHEDULE;
     if (a->mb < 0 || a->mb >= R->pl->M)
         return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", a->mb);
+    bool send = a->type == ZB_ACT_SEND_F || a->type == ZB_ACT_SEND_B;
     zb_status_t st = R->dev->message(R, ls, a, at, err);
     if (st == ZB_OK && !*at)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d %s that way", a->stage,
-                          a->type == ZB_ACT_SEND_F || a->type == ZB_ACT_SEND_B
-                              ? "has nothing to send"
-                              : "receives nothing");
+                          send ? "has nothing to send" : "receives nothing");
+    bool ready;
+    if (st == ZB_OK && send && !queue && R->dev->message_ready)
+        st = R->dev->message_ready(R, ls, a, true, &ready, err);
     return st;
 }
 
+zb_status_t pl_rank_send_ready(pl_rank_t *R, const zb_action_t *a, bool wait, bool *ready,
+                               zb_err_t *err)
+{
+    *ready = true;
+    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    return R->dev->message_ready ? R->dev->message_ready(R, ls, a, wait, ready, err) : ZB_OK;
+}
+
+/* A SEND is queued (the executor asks op_send_ready before it hands the bytes over). */
 static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, size_t *bytes,
                            zb_err_t *err)
 {
@@ -321,10 +335,16 @@ static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, si
     float *at = NULL;
     zb_status_t st = timed(R, true, err);
     if (st == ZB_OK)
-        st = pl_rank_payload(R, a, &at, err);
+        st = pl_rank_payload(R, a, true, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
     return timed_end(R, st, err);
+}
+
+static zb_status_t op_send_ready(void *ctx, const zb_action_t *a, bool wait, bool *ready,
+                                 zb_err_t *err)
+{
+    return pl_rank_send_ready(ctx, a, wait, ready, err);
 }
 
 static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *bytes,
@@ -334,7 +354,7 @@ static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *
     float *at = NULL;
     zb_status_t st = timed(R, true, err);
     if (st == ZB_OK)
-        st = pl_rank_payload(R, a, &at, err);
+        st = pl_rank_payload(R, a, false, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
     return timed_end(R, st, err);
@@ -457,9 +477,6 @@ static zb_status_t make_views(zb_transport_t *t, pl_rank_t *R, zb_transport_t **
 
 /* The replica's part of the step: execute the program, fold the tied embedding, and sum the
  * gradients over the replicas. */
-
-/* The replica's part of the step: execute the program, fold the tied embedding, and sum the
- * gradients over the replicas. */
 static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_rank_t *R,
                                 zb_err_t *err)
 {
@@ -468,7 +485,8 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .compute = op_compute,
                          .send_payload = op_send,
                          .recv_payload = op_recv,
-                         .recv_bytes = op_recv_bytes};
+                         .recv_bytes = op_recv_bytes,
+                         .send_ready = R->dev->message_ready ? op_send_ready : NULL};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
     zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
     if (st == ZB_OK && R->dev->finish)

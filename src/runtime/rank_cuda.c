@@ -716,9 +716,10 @@ static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
 }
 
 /* MPI staging. SEND: the download of slot m queued on the copy stream after the producing F/B
- * (its event), and the host waits for that download alone before the transport sends the pinned
- * slot; RECV: the pinned slot the transport fills, uploaded at the rank's next device call
- * (upload_arrived) on the copy stream. */
+ * (its event); the host does not wait: the executor defers the send until the download is done
+ * (cuda_message_ready), so the rank's next actions queue while it runs; RECV: the pinned slot
+ * the transport fills, uploaded at the rank's next device call (upload_arrived) on the copy
+ * stream. */
 static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_t *a,
                                   float **host, zb_err_t *err)
 {
@@ -738,7 +739,7 @@ static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_
             return ZB_OK;
         st = zb_cuda_stage_download(cs->stage, pin + at, (fwd ? cs->x_out : cs->dx_in) + at,
                                     R->pl->NC, cs->ev_prod[k], cs->ev_down[k], err);
-        if (st == ZB_OK && (st = zb_cuda_event_sync(cs->ev_down[k], err)) == ZB_OK)
+        if (st == ZB_OK)
             *host = pin + at;
         return st;
     }
@@ -754,6 +755,21 @@ static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_
     }
     default: return ZB_OK;
     }
+}
+
+/* A staged SEND's download done (wait: wait for it); every other message is ready when
+ * cuda_message returns. */
+static zb_status_t cuda_message_ready(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a,
+                                      bool wait, bool *ready, zb_err_t *err)
+{
+    const cu_stage_t *cs = &CU(R)->st[ls - R->st];
+    bool fwd = a->type == ZB_ACT_SEND_F;
+    *ready = true;
+    if (!CU(R)->staged || cs->in_x || (!fwd && a->type != ZB_ACT_SEND_B) ||
+        !(fwd ? cs->pin_x_out : cs->pin_dx_in))
+        return ZB_OK;
+    struct CUevent_st *done = cs->ev_down[fwd ? a->mb : R->pl->M + a->mb];
+    return wait ? zb_cuda_event_sync(done, err) : zb_cuda_event_query(done, ready, err);
 }
 
 /* SEND: the device output to the host message buffer; RECV: the host buffer (uploaded by the
@@ -872,6 +888,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .step_begin = cuda_step_begin,
                                     .compute = cuda_compute,
                                     .message = cuda_message,
+                                    .message_ready = cuda_message_ready,
                                     .grads = cuda_grads,
                                     .state = cuda_state,
                                     .finish = cuda_finish,

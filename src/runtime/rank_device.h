@@ -30,6 +30,11 @@ typedef struct pl_rank_dev {
      * a device's handle); RECV_F / RECV_B: where the transport writes them. */
     zb_status_t (*message)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
                            zb_err_t *err);
+    /* A SEND whose bytes `message` only queued (a copy into host memory): *ready = they are
+     * there (wait: block until they are). NULL: a SEND's bytes are there when `message`
+     * returns. The executor defers such sends (zb_exec_ops_t.send_ready). */
+    zb_status_t (*message_ready)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, bool wait,
+                                 bool *ready, zb_err_t *err);
     /* R->grads <-> the device (wte_only: the tied WTE's parts: the embedding's gradient and the
      * head's accumulator to the host, the folded gradient back). NULL: the host is the device. */
     zb_status_t (*grads)(pl_rank_t *R, bool wte_only, bool to_host, zb_err_t *err);
@@ -78,9 +83,13 @@ zb_status_t pl_tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err);
 zb_status_t pl_ranks_state(pl_t *pl, bool to_host, zb_err_t *err);
 
 /* pipeline_rank.c: the local stage of `stage` (ZB_ESCHEDULE naming it when not here); the first
- * token of microbatch m in the step's batch; the host bytes of message action a (checked). */
+ * token of microbatch m in the step's batch; the host bytes of message action a (checked): a
+ * SEND's are there when it returns unless `queue` (then pl_rank_send_ready says when). */
 pl_stage_t *pl_rank_stage(pl_rank_t *R, int stage, zb_err_t *err);
 size_t pl_rank_tok(const pl_rank_t *R, int m);
-zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, float **at, zb_err_t *err);
+zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, float **at,
+                            zb_err_t *err);
+zb_status_t pl_rank_send_ready(pl_rank_t *R, const zb_action_t *a, bool wait, bool *ready,
+                               zb_err_t *err);
 
 #endif

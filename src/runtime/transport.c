@@ -57,6 +57,15 @@ zb_status_t zb_post_recv(zb_transport_t *t, size_t bytes, int peer, uint32_t tag
     return t->ops->post_recv(t, bytes, peer, tag, err);
 }
 
+zb_status_t zb_recv_arrived(zb_transport_t *t, int peer, uint32_t tag, bool *yes, zb_err_t *err)
+{
+    *yes = false;
+    zb_status_t st = check_peer(t, peer, "arrived", err);
+    if (st != ZB_OK || !t->ops->arrived)
+        return st;
+    return t->ops->arrived(t, peer, tag, yes, err);
+}
+
 enum { ALLREDUCE_MAX = 4096 };
 
 zb_status_t zb_allgather_bytes(zb_transport_t *t, const void *mine, size_t bytes, void *all,

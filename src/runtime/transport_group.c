@@ -30,6 +30,13 @@ static zb_status_t gr_post_recv(zb_transport_t *t, size_t bytes, int peer, uint3
     return zb_post_recv(g->parent, bytes, parent_rank(g, peer), tag, err);
 }
 
+static zb_status_t gr_arrived(zb_transport_t *t, int peer, uint32_t tag, bool *yes,
+                              zb_err_t *err)
+{
+    zb_transport_group_t *g = as_group(t);
+    return zb_recv_arrived(g->parent, parent_rank(g, peer), tag, yes, err);
+}
+
 static zb_status_t gr_flush(zb_transport_t *t, zb_err_t *err)
 {
     return zb_flush(as_group(t)->parent, err);
@@ -49,6 +56,7 @@ static const zb_transport_ops_t group_ops = {
     .send = gr_send,
     .recv = gr_recv,
     .post_recv = gr_post_recv,
+    .arrived = gr_arrived,
     .allgather = zb_allgather_p2p,
     .exchange = zb_exchange_p2p,
     .flush = gr_flush,

@@ -35,6 +35,8 @@ typedef struct {
     uint32_t tag;
     long seq;        /* posting order: recv takes the oldest match (MPI matches in this order) */
     bool active;
+    bool done;         /* arrived() saw it complete: req is spent, status holds its count */
+    MPI_Status status;
     MPI_Request req;
 } post_slot_t;
 
@@ -314,6 +316,42 @@ static zb_status_t mpi_post_recv(zb_transport_t *t, size_t bytes, int peer, uint
     p->tag = tag;
     p->seq = m->next_seq++;
     p->active = true;
+    p->done = false;
+    return ZB_OK;
+}
+
+/* The announced receive recv(peer, tag) will take: the oldest active match, or NULL. */
+static post_slot_t *announced(mpi_t *m, int peer, uint32_t tag)
+{
+    post_slot_t *p = NULL;
+    for (int k = 0; k < m->n_posts; k++) {
+        post_slot_t *q = &m->posts[k];
+        if (q->active && q->peer == peer && q->tag == tag && (!p || q->seq < p->seq))
+            p = q;
+    }
+    return p;
+}
+
+static zb_status_t mpi_arrived(zb_transport_t *t, int peer, uint32_t tag, bool *yes,
+                               zb_err_t *err)
+{
+    mpi_t *m = (mpi_t *)t;
+    *yes = false;
+    if (poll_abort(m))
+        return aborted_error(m, err);
+    post_slot_t *p = announced(m, peer, tag);
+    int flag = 0, rc;
+    if (p && !p->done) {
+        rc = MPI_Test(&p->req, &flag, &p->status);
+        p->done = rc == MPI_SUCCESS && flag;
+    } else if (!p) {
+        rc = MPI_Iprobe(peer, (int)tag, m->comm, &flag, MPI_STATUS_IGNORE);
+    } else {
+        rc = MPI_SUCCESS;
+    }
+    if (rc != MPI_SUCCESS)
+        return mpi_error(err, rc, p ? "MPI_Test" : "MPI_Iprobe", t->rank);
+    *yes = p ? p->done : flag != 0;
     return ZB_OK;
 }
 
@@ -328,21 +366,18 @@ static zb_status_t mpi_recv(zb_transport_t *t, void *buf, size_t bytes, int peer
         return st;
     char what[128];
     describe(tag, peer, false, what, sizeof what);
-    post_slot_t *p = NULL;
-    for (int k = 0; k < m->n_posts; k++) {
-        post_slot_t *q = &m->posts[k];
-        if (q->active && q->peer == peer && q->tag == tag && (!p || q->seq < p->seq))
-            p = q;
-    }
+    post_slot_t *p = announced(m, peer, tag);
     MPI_Status status;
     if (p) { /* announced: it was posted with the announced size, may already be here */
-        st = wait_req(m, &p->req, &status, peer, what, err);
+        st = p->done ? ZB_OK : wait_req(m, &p->req, &status, peer, what, err);
         if (st != ZB_OK) {
             cancel_req(&p->req);
             p->active = false;
             return st;
         }
-        p->active = false;
+        if (p->done)
+            status = p->status;
+        p->active = p->done = false;
         if ((st = check_count(m, &status, bytes, peer, tag, err)) != ZB_OK)
             return st;
         if (bytes)
@@ -429,6 +464,7 @@ static const zb_transport_ops_t mpi_ops = {
     .send = mpi_send,
     .recv = mpi_recv,
     .post_recv = mpi_post_recv,
+    .arrived = mpi_arrived,
     .allgather = mpi_allgather,
     .exchange = mpi_exchange,
     .flush = mpi_flush,

@@ -208,6 +208,21 @@ static zb_status_t th_post_recv(zb_transport_t *t, size_t bytes, int peer, uint3
     return t->ops->flush(t, err);
 }
 
+static zb_status_t th_arrived(zb_transport_t *t, int peer, uint32_t tag, bool *yes,
+                              zb_err_t *err)
+{
+    zb_thread_world_t *w = ((rank_t *)t)->world;
+    zb_status_t st = ZB_OK;
+    *yes = false;
+    pthread_mutex_lock(&w->lock);
+    if (w->aborted)
+        st = aborted_error(w, t->rank, err);
+    for (const msg_t *m = w->box[t->rank].head; st == ZB_OK && m && !*yes; m = m->next)
+        *yes = m->src == peer && m->tag == tag;
+    pthread_mutex_unlock(&w->lock);
+    return st;
+}
+
 static zb_status_t th_flush(zb_transport_t *t, zb_err_t *err)
 {
     /* Sends are already copied into the receiver's mailbox; only report an abort. */
@@ -243,6 +258,7 @@ static const zb_transport_ops_t thread_ops = {
     .send = th_send,
     .recv = th_recv,
     .post_recv = th_post_recv,
+    .arrived = th_arrived,
     .allgather = zb_allgather_p2p,
     .exchange = zb_exchange_p2p,
     .flush = th_flush,

@@ -32,6 +32,7 @@ int main(void)
         cmocka_unit_test(test_partitions_same_bits),
         cmocka_unit_test(test_training_matches_cpu_and_repeats),
         cmocka_unit_test(test_reduced_precision_close),
+        cmocka_unit_test(test_stage_holds_only_its_span),
         cmocka_unit_test(test_stash_and_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

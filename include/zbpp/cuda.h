@@ -61,21 +61,26 @@ struct CUstream_st; /* a cudaStream_t / CUstream is a struct CUstream_st * */
 
 /* A stage on device `device` for microbatches of B sequences of T tokens. Allocates the
  * parameters, gradients (plus the tied head's WTE accumulator on a head stage) and AdamW moments
- * for the whole parameter buffer of cfg (zb_gpt2_params_alloc's layout; a stage touches only its
- * span), all zeroed, and the per-call scratch shared by its stashes. */
+ * of what its span reads and nothing else, all zeroed: the layout of zb_gpt2_params_alloc_part
+ * for that one span (WTE when it embeds or has the tied head, WPE when it embeds, its blocks,
+ * the final LayerNorm with the head; the whole model's buffer for the whole-model span), and the
+ * per-call scratch shared by its stashes. */
 zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_cuda_precision_t prec, int device, zb_cuda_stage_t **out,
                               zb_err_t *err);
 void zb_cuda_stage_free(zb_cuda_stage_t *s);
 
-/* Copy parameters / AdamW moments between the host and the stage (sizes must match cfg). */
+/* Copy parameters / AdamW moments between the host and the stage: the host buffer has the
+ * stage's cfg and holds every tensor of its span (a whole model, or a stage-local buffer of
+ * zb_gpt2_params_alloc_part); only the stage's slices are written, the others are left. */
 zb_status_t zb_cuda_params_upload(zb_cuda_stage_t *s, const zb_gpt2_params_t *host,
                                   zb_err_t *err);
 zb_status_t zb_cuda_params_download(zb_cuda_stage_t *s, zb_gpt2_params_t *host, zb_err_t *err);
 zb_status_t zb_cuda_adamw_upload(zb_cuda_stage_t *s, const zb_adamw_state_t *host,
                                  zb_err_t *err);
 zb_status_t zb_cuda_adamw_download(zb_cuda_stage_t *s, zb_adamw_state_t *host, zb_err_t *err);
-/* Copy the gradients (and wte_head) to the host, e.g. to compare with the CPU stage. */
+/* Copy the gradients (the stage's slices, as above; and wte_head, zeros on a stage without the
+ * head) to the host, e.g. to compare with the CPU stage. */
 zb_status_t zb_cuda_grads_download(zb_cuda_stage_t *s, zb_gpt2_grads_t *host, zb_err_t *err);
 /* Zero gradients and wte_head (start of a step). */
 zb_status_t zb_cuda_grads_zero(zb_cuda_stage_t *s, zb_err_t *err);
@@ -122,8 +127,13 @@ zb_status_t zb_cuda_copy_to_host(zb_cuda_stage_t *s, float *dst_host, const floa
 
 /* ---- a stage as one of a pipeline rank's (issue 13; src/runtime/rank_cuda.c) ---- */
 
-/* Which of the stage's buffers zb_cuda_state_copy moves (whole-model layout, element offsets
- * as in zb_gpt2_params_alloc's buffer; WTE_HEAD: the head stage's WTE accumulator). */
+/* Where tensor `tensor` of block `layer` (ignored for the non-block tensors) lies in the stage's
+ * buffers: *off, *n elements; false when the stage does not hold it. zb_cuda_stage_param_count:
+ * elements of each of its parameter-shaped buffers (params, grads, m, v). */
+bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t *off, size_t *n);
+size_t zb_cuda_stage_param_count(const zb_cuda_stage_t *s);
+/* Which of the stage's buffers zb_cuda_state_copy moves (element offsets in the stage's layout,
+ * as zb_cuda_stage_slice gives them; WTE_HEAD: the head stage's WTE accumulator). */
 typedef enum {
     ZB_CUDA_STATE_PARAMS,
     ZB_CUDA_STATE_GRADS,

@@ -100,3 +100,10 @@ size_t zb_cuda_stash_live_bytes(const zb_cuda_stash_t *st)
     return 0;
 }
 void zb_cuda_buffer_free(float *dev) { (void)dev; }
+
+bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t *off, size_t *n)
+{
+    return false;
+}
+
+size_t zb_cuda_stage_param_count(const zb_cuda_stage_t *s) { return 0; }

@@ -71,6 +71,46 @@ static int same_cfg(const zb_gpt2_config_t *a, const zb_gpt2_config_t *b)
 
 /* ---- stage ---- */
 
+static bool per_layer(int t) { return t >= ZB_LN1W && t <= ZB_FCPROJB; }
+
+/* The stage's buffers hold what its span reads and nothing else, in the tensor-major order of
+ * zb_gpt2_params_alloc_part for that one span: WTE (embedding or tied head), WPE (embedding),
+ * the span's blocks in order, the final LayerNorm (head). */
+static void stage_layout(zb_cuda_stage_t *s)
+{
+    size_t full[ZB_GPT2_NUM_TENSORS];
+    zb_gpt2_tensor_sizes(&s->cfg, full);
+    s->count = 0;
+    for (int t = 0; t < ZB_GPT2_NUM_TENSORS; t++) {
+        bool held = per_layer(t) ? s->nl > 0
+                    : t == ZB_WTE ? s->span.embed || s->span.head
+                    : t == ZB_WPE ? s->span.embed
+                                  : s->span.head;
+        s->sizes[t] = !held ? 0
+                      : per_layer(t) ? full[t] / (size_t)s->cfg.layers * (size_t)s->nl
+                                     : full[t];
+        s->offs[t] = s->count;
+        s->count += s->sizes[t];
+    }
+}
+
+bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t *off, size_t *n)
+{
+    if (!s || tensor < 0 || tensor >= ZB_GPT2_NUM_TENSORS || !s->sizes[tensor])
+        return false;
+    if (!per_layer(tensor)) {
+        *off = s->offs[tensor], *n = s->sizes[tensor];
+        return true;
+    }
+    if (layer < s->span.layer_begin || layer >= s->span.layer_end)
+        return false;
+    *n = s->sizes[tensor] / (size_t)s->nl;
+    *off = s->offs[tensor] + (size_t)(layer - s->span.layer_begin) * *n;
+    return true;
+}
+
+size_t zb_cuda_stage_param_count(const zb_cuda_stage_t *s) { return s ? s->count : 0; }
+
 zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_cuda_precision_t prec, int device, zb_cuda_stage_t **out,
                               zb_err_t *err)
@@ -98,11 +138,7 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
     s->B = B;
     s->T = T;
     s->nl = span->layer_end - span->layer_begin;
-    zb_gpt2_tensor_sizes(cfg, s->sizes);
-    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++) {
-        s->offs[i] = s->count;
-        s->count += s->sizes[i];
-    }
+    stage_layout(s);
     size_t N = (size_t)B * T, C = (size_t)cfg->channels;
     size_t scratch = 2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(T, cfg->heads) + N;
     size_t head = span->head ? s->sizes[ZB_WTE] : 0;
@@ -188,25 +224,47 @@ static zb_status_t check_host_params(const zb_cuda_stage_t *s, const zb_gpt2_par
 {
     if (!s || !h || !h->data)
         return zb_err_set(err, ZB_EINVAL, "cuda %s: stage and host buffer are required", what);
-    if (!same_cfg(&s->cfg, &h->cfg) || h->count != s->count)
-        return zb_err_set(err, ZB_EINVAL, "cuda %s: host buffer has a different config", what);
+    if (!same_cfg(&s->cfg, &h->cfg) || !zb_gpt2_holds_span(h, &s->span))
+        return zb_err_set(err, ZB_EINVAL,
+                          "cuda %s: host buffer has a different config or lacks the stage's "
+                          "tensors",
+                          what);
     return ZB_OK;
+}
+
+/* The stage's part of a host buffer (whole or stage-local, holding the span) to or from the
+ * device buffer `dev` of the stage's layout: one copy per tensor (the span's blocks are
+ * consecutive in both), then one synchronisation. Slices the stage does not hold are left. */
+static zb_status_t copy_params(zb_cuda_stage_t *s, float *dev, const zb_gpt2_params_t *h,
+                               bool to_host, const char *what, zb_err_t *err)
+{
+    cudaError_t e = cudaSuccess;
+    for (int t = 0; t < ZB_GPT2_NUM_TENSORS && e == cudaSuccess; t++) {
+        if (!s->sizes[t])
+            continue;
+        float *hp = zb_gpt2_slice(h, t, per_layer(t) ? s->span.layer_begin : 0, NULL);
+        size_t bytes = s->sizes[t] * sizeof(float);
+        e = to_host ? cudaMemcpyAsync(hp, dev + s->offs[t], bytes, cudaMemcpyDeviceToHost,
+                                      s->ctx.stream)
+                    : cudaMemcpyAsync(dev + s->offs[t], hp, bytes, cudaMemcpyHostToDevice,
+                                      s->ctx.stream);
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s->ctx.stream);
+    return cuda_err(e, what, err);
 }
 
 zb_status_t zb_cuda_params_upload(zb_cuda_stage_t *s, const zb_gpt2_params_t *host, zb_err_t *err)
 {
     zb_status_t st = check_host_params(s, host, "params upload", err);
     return st != ZB_OK ? st
-                       : copy(s, s->params, host->data, s->count * sizeof(float),
-                              cudaMemcpyHostToDevice, "params upload", err);
+                       : copy_params(s, s->params, host, false, "params upload", err);
 }
 
 zb_status_t zb_cuda_params_download(zb_cuda_stage_t *s, zb_gpt2_params_t *host, zb_err_t *err)
 {
     zb_status_t st = check_host_params(s, host, "params download", err);
-    return st != ZB_OK ? st
-                       : copy(s, host->data, s->params, s->count * sizeof(float),
-                              cudaMemcpyDeviceToHost, "params download", err);
+    return st != ZB_OK ? st : copy_params(s, s->params, host, true, "params download", err);
 }
 
 zb_status_t zb_cuda_adamw_upload(zb_cuda_stage_t *s, const zb_adamw_state_t *host, zb_err_t *err)
@@ -216,11 +274,9 @@ zb_status_t zb_cuda_adamw_upload(zb_cuda_stage_t *s, const zb_adamw_state_t *hos
     if (st == ZB_OK)
         st = check_host_params(s, &host->v, "adamw upload", err);
     if (st == ZB_OK)
-        st = copy(s, s->m, host->m.data, s->count * sizeof(float), cudaMemcpyHostToDevice,
-                  "adamw upload", err);
+        st = copy_params(s, s->m, &host->m, false, "adamw upload", err);
     if (st == ZB_OK)
-        st = copy(s, s->v, host->v.data, s->count * sizeof(float), cudaMemcpyHostToDevice,
-                  "adamw upload", err);
+        st = copy_params(s, s->v, &host->v, false, "adamw upload", err);
     return st;
 }
 
@@ -231,11 +287,9 @@ zb_status_t zb_cuda_adamw_download(zb_cuda_stage_t *s, zb_adamw_state_t *host, z
     if (st == ZB_OK)
         st = check_host_params(s, &host->v, "adamw download", err);
     if (st == ZB_OK)
-        st = copy(s, host->m.data, s->m, s->count * sizeof(float), cudaMemcpyDeviceToHost,
-                  "adamw download", err);
+        st = copy_params(s, s->m, &host->m, true, "adamw download", err);
     if (st == ZB_OK)
-        st = copy(s, host->v.data, s->v, s->count * sizeof(float), cudaMemcpyDeviceToHost,
-                  "adamw download", err);
+        st = copy_params(s, s->v, &host->v, true, "adamw download", err);
     return st;
 }
 
@@ -246,8 +300,7 @@ zb_status_t zb_cuda_grads_download(zb_cuda_stage_t *s, zb_gpt2_grads_t *host, zb
     if (st == ZB_OK && !host->wte_head)
         st = zb_err_set(err, ZB_EINVAL, "cuda grads download: wte_head is NULL");
     if (st == ZB_OK)
-        st = copy(s, host->g.data, s->grads, s->count * sizeof(float), cudaMemcpyDeviceToHost,
-                  "grads download", err);
+        st = copy_params(s, s->grads, &host->g, true, "grads download", err);
     if (st == ZB_OK && s->wte_head)
         st = copy(s, host->wte_head, s->wte_head, s->sizes[ZB_WTE] * sizeof(float),
                   cudaMemcpyDeviceToHost, "grads download", err);
@@ -501,6 +554,20 @@ zb_status_t zb_cuda_fold_tied(zb_cuda_stage_t *s, zb_err_t *err)
     return zb_cu_ctx_check(&s->ctx, "fold tied", err);
 }
 
+/* Norm unit `unit`'s slices the stage holds, as ranges of its buffers, with their tensors (the
+ * order of zb_gpt2_unit_ranges); 0 when it holds none of them. */
+static int stage_unit_ranges(const zb_cuda_stage_t *s, int unit, size_t off[16], size_t cnt[16],
+                             int tensor[16])
+{
+    int L = s->cfg.layers, n = 0;
+    int first = unit == 0 ? ZB_WTE : unit == L + 1 ? ZB_LNFW : ZB_LN1W;
+    int last = unit == 0 ? ZB_WPE : unit == L + 1 ? ZB_LNFB : ZB_FCPROJB;
+    for (int t = first; t <= last; t++)
+        if (zb_cuda_stage_slice(s, t, unit - 1, &off[n], &cnt[n]))
+            tensor[n++] = t;
+    return n;
+}
+
 zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, zb_err_t *err)
 {
     if (!s || !out)
@@ -509,7 +576,8 @@ zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, z
         return zb_err_set(err, ZB_EINVAL, "cuda grad sumsq: unit %d not in [0, %d)", unit,
                           zb_gpt2_num_units(&s->cfg));
     size_t off[16], cnt[16];
-    int n = zb_gpt2_unit_ranges(&s->cfg, unit, off, cnt);
+    int tensor[16];
+    int n = stage_unit_ranges(s, unit, off, cnt, tensor);
     /* every range's partials into its own slot, one copy back, summed in range order */
     double part[16 * ZB_CU_SUMSQ_BLOCKS], sum = 0.0;
     for (int r = 0; r < n; r++)
@@ -543,13 +611,10 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
             return zb_err_set(err, ZB_EINVAL, "cuda adamw: unit %d not in [0, %d)", units[u], nu);
     for (int u = 0; u < n_units; u++) {
         size_t off[16], cnt[16];
-        int n = zb_gpt2_unit_ranges(&s->cfg, units[u], off, cnt);
+        int tensor[16];
+        int n = stage_unit_ranges(s, units[u], off, cnt, tensor);
         for (int r = 0; r < n; r++) {
-            /* a unit range lies inside one tensor: find it for the decay */
-            int k = 0;
-            while (k + 1 < ZB_GPT2_NUM_TENSORS && s->offs[k + 1] <= off[r])
-                k++;
-            float wd = zb_adamw_decays((zb_gpt2_tensor_t)k) ? h->weight_decay : 0.0f;
+            float wd = zb_adamw_decays((zb_gpt2_tensor_t)tensor[r]) ? h->weight_decay : 0.0f;
             zb_cuk_adamw(s->ctx.stream, s->params + off[r], s->grads + off[r], s->m + off[r],
                          s->v + off[r], cnt[r], h->beta1, h->beta2, bc1, bc2, h->eps, wd, lr,
                          grad_scale);
@@ -749,6 +814,7 @@ typedef struct {
     const float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 } block_params_t;
 
+/* Block l of the span (0 = its first) in the stage's buffers. */
 static block_params_t block_params(const zb_cuda_stage_t *s, int l)
 {
     size_t C = (size_t)s->cfg.channels, L = (size_t)l;
@@ -841,7 +907,7 @@ zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *
     if (e != cudaSuccess)
         zb_cu_fail(c, ZB_EIO, "CUDA forward input copy: %s", cudaGetErrorString(e));
     for (int l = 0; l < nl; l++) {
-        block_params_t w = block_params(s, span->layer_begin + l);
+        block_params_t w = block_params(s, l);
         float *y = (l + 1 < nl || span->head) ? st->xs[l + 1] : x_out;
         block_forward(s, &w, &st->layers[l], st->xs[l], y);
     }
@@ -955,7 +1021,7 @@ zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, cons
         copy_f(c, dtop, dx_out, NC);
     }
     for (int l = nl - 1; l >= 0; l--) {
-        block_params_t w = block_params(s, span->layer_begin + l);
+        block_params_t w = block_params(s, l);
         float *dx = l > 0 ? st->layers[l - 1].dres3 : dx0;
         block_backward_input(s, &w, &st->layers[l], st->xs[l], dx);
     }
@@ -965,6 +1031,7 @@ zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, cons
     return ZB_OK;
 }
 
+/* W of block l of the span (0 = its first): += into the stage's gradients. */
 static void block_backward_weight(zb_cuda_stage_t *s, int l, const layer_acts_t *a,
                                   const float *x)
 {
@@ -1003,7 +1070,7 @@ zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_
                                      s->cfg.padded_vocab);
     }
     for (int l = nl - 1; l >= 0; l--)
-        block_backward_weight(s, s->span.layer_begin + l, &st->layers[l], st->xs[l]);
+        block_backward_weight(s, l, &st->layers[l], st->xs[l]);
     if (s->span.embed)
         zb_cu_encoder_backward_weight(c, G(s, ZB_WTE), G(s, ZB_WPE), st->dencoded,
                                       st->tokens_host, st->bucket, s->B, s->T, C, s->cfg.vocab);

@@ -155,7 +155,6 @@ typedef struct {
     zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
     double t_begin;         /* host time (since the step's t0) of the timer's step start */
     cu_stage_t *st; /* [n_local], as R->st */
-    size_t offs[ZB_GPT2_NUM_TENSORS], sizes[ZB_GPT2_NUM_TENSORS]; /* whole-model layout */
 } cu_rank_t;
 
 static cu_rank_t *CU(pl_rank_t *R) { return R->devst; }
@@ -181,7 +180,7 @@ static void give_stash(cu_stage_t *cs, zb_cuda_stash_t *sh)
 }
 
 /* Every (tensor, layer) slice stage `span` touches, as host pointer in `h` and element offset
- * in the whole-model layout; fn is called on each. WTE comes first. */
+ * in the stage's own buffers (zb_cuda_stage_slice); fn is called on each. WTE comes first. */
 typedef zb_status_t (*slice_fn)(pl_rank_t *R, cu_stage_t *cs, const zb_gpt2_span_t *sp, int t,
                                 float *host, size_t dev_off, size_t n, void *arg, zb_err_t *err);
 
@@ -189,29 +188,22 @@ static zb_status_t each_slice(pl_rank_t *R, cu_stage_t *cs, const zb_gpt2_span_t
                               const zb_gpt2_params_t *h, bool wte_only, slice_fn fn, void *arg,
                               zb_err_t *err)
 {
-    cu_rank_t *C = CU(R);
-    int L = R->pl->mcfg.layers;
     zb_status_t st = ZB_OK;
-    size_t n;
     for (int t = 0; t < ZB_GPT2_NUM_TENSORS && st == ZB_OK; t++) {
         bool layer = t >= ZB_LN1W && t <= ZB_FCPROJB;
-        bool take = t == ZB_WTE   ? sp->embed || sp->head
-                    : t == ZB_WPE ? sp->embed
-                    : !layer      ? sp->head
-                                  : true;
-        if (!take || (wte_only && t != ZB_WTE))
+        if (wte_only && t != ZB_WTE)
             continue;
-        if (!layer) {
-            float *p = zb_gpt2_slice(h, t, 0, &n);
-            if (p)
-                st = fn(R, cs, sp, t, p, C->offs[t], n, arg, err);
-            continue;
-        }
-        for (int l = sp->layer_begin; l < sp->layer_end && st == ZB_OK; l++) {
+        int from = layer ? sp->layer_begin : 0, to = layer ? sp->layer_end : 1;
+        for (int l = from; l < to && st == ZB_OK; l++) {
+            size_t n, off, dn;
             float *p = zb_gpt2_slice(h, t, l, &n);
-            if (p)
-                st = fn(R, cs, sp, t, p, C->offs[t] + (size_t)l * (C->sizes[t] / (size_t)L), n,
-                        arg, err);
+            if (!p || !zb_cuda_stage_slice(cs->stage, t, l, &off, &dn))
+                continue;
+            st = dn == n ? fn(R, cs, sp, t, p, off, n, arg, err)
+                         : zb_err_set(err, ZB_EINVAL,
+                                      "rank %d: tensor %d of block %d: %zu floats on the GPU, "
+                                      "%zu on the host",
+                                      R->rank, t, l, dn, n);
         }
     }
     return st;
@@ -272,10 +264,10 @@ static zb_status_t cuda_grads(pl_rank_t *R, bool wte_only, bool to_host, zb_err_
         for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
             const pl_stage_t *ls = &R->st[i];
             zb_cuda_stage_t *s = CU(R)->st[i].stage;
-            size_t n = R->grads.g.sizes[ZB_WTE];
-            if (ls->span.embed)
-                st = zb_cuda_state_copy(s, ZB_CUDA_STATE_GRADS, CU(R)->offs[ZB_WTE],
-                                        R->grads.g.t[ZB_WTE], n, true, err);
+            size_t n = R->grads.g.sizes[ZB_WTE], off, dn;
+            if (ls->span.embed && zb_cuda_stage_slice(s, ZB_WTE, 0, &off, &dn))
+                st = zb_cuda_state_copy(s, ZB_CUDA_STATE_GRADS, off, R->grads.g.t[ZB_WTE], n,
+                                        true, err);
             if (st == ZB_OK && ls->span.head && R->grads.wte_head)
                 st = zb_cuda_state_copy(s, ZB_CUDA_STATE_WTE_HEAD, 0, R->grads.wte_head, n, true,
                                         err);
@@ -385,12 +377,6 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
     C->staged = pl->opts->transport != NULL;
-    zb_gpt2_tensor_sizes(&pl->mcfg, C->sizes);
-    size_t off = 0;
-    for (int t = 0; t < ZB_GPT2_NUM_TENSORS; t++) {
-        C->offs[t] = off;
-        off += C->sizes[t];
-    }
     zb_cuda_partitions_t *parts = run->parts[C->device];
     const size_t NC = pl->NC, MNC = (size_t)pl->M * NC;
     zb_status_t st = ZB_OK;

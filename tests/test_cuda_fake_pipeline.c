@@ -13,6 +13,7 @@
  * No clipping (grad_clip 0): the fake sums the norm in the GPU's block order, so a clip factor
  * would differ from the CPU's in the last bits (test_cuda_fake_train says the same).
  * Skipped (77) without CUDA. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -510,6 +511,75 @@ static void test_checkpoints_cross_devices(void **state)
     cross_resume(true, false);
 }
 
+/* The memory table of GPU ranks is their device memory: predicted from the plan (the CUDA
+ * stage's layout figures) = measured from what the ranks allocated, field by field; each stage
+ * holds only its span's state (summed over the ranks: the model once, plus the head's WTE copy,
+ * and its accumulator). Post-validation with clipping off backs up on every step (3 x state). */
+static void device_memory_matches(const char *schedule, int P, zb_recompute_t recompute)
+{
+    zb_train_config_t c;
+    tiny(&c, 2 * P, 2);
+    zb_pipeline_opts_t o;
+    opts(&o, P, schedule, true);
+    o.recompute = recompute;
+    zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+    float loss[2];
+    run_ok(&c, &o, loss, NULL, rep);
+    assert_true(rep->mem_on_device && rep->mem_measured_ok);
+    double params = 0, grads = 0;
+    for (int r = 0; r < P; r++) {
+        const zb_rank_mem_t *w = &rep->mem_predicted[r], *x = &rep->mem_measured[r];
+        const double a[] = {w->params, w->grads, w->optimizer, w->backup, w->messages,
+                            w->activations, w->stash_alloc, w->total};
+        const double b[] = {x->params, x->grads, x->optimizer, x->backup, x->messages,
+                            x->activations, x->stash_alloc, x->total};
+        for (int i = 0; i < 8; i++)
+            if (a[i] != b[i] || !(a[i] >= 0))
+                fail_msg("%s P=%d rank %d field %d: predicted %.0f, measured %.0f", schedule, P,
+                         r, i, a[i], b[i]);
+        assert_true(x->backup == 3 * x->params && x->activations > 0);
+        params += x->params, grads += x->grads;
+    }
+    zb_trainer_t t; /* the model the run derived from c */
+    zb_err_t err;
+    assert_int_equal(zb_trainer_init(&t, &c, &err), ZB_OK);
+    double whole = (double)t.params.count * sizeof(float);
+    double wte = (double)t.params.sizes[ZB_WTE] * sizeof(float);
+    zb_trainer_free(&t);
+    if (params != whole + wte || grads != whole + 2 * wte)
+        fail_msg("%s P=%d: the ranks hold %.0f bytes of parameters and %.0f of gradients; the "
+                 "model is %.0f, its WTE %.0f",
+                 schedule, P, params, grads, whole, wte);
+    free(rep);
+}
+
+static void test_device_memory_predicted_is_measured(void **state)
+{
+    (void)state;
+    device_memory_matches("1f1b", 2, ZB_RECOMPUTE_NONE);
+    device_memory_matches("zb-h1", 4, ZB_RECOMPUTE_ALL); /* the R keeps all: no saving on GPU */
+    /* --mem-limit on GPU ranks is on their device totals: twice the largest fits; the largest
+     * rank's state alone (params, grads, moments, backup) leaves the activations nothing */
+    zb_train_config_t c;
+    tiny(&c, 4, 1);
+    zb_pipeline_opts_t o;
+    opts(&o, 2, "1f1b", true);
+    zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+    float loss[1];
+    run_ok(&c, &o, loss, NULL, rep);
+    const zb_rank_mem_t *m0 = &rep->mem_predicted[0], *m1 = &rep->mem_predicted[1];
+    double fixed = fmax(m0->params + m0->grads + m0->optimizer + m0->backup,
+                        m1->params + m1->grads + m1->optimizer + m1->backup);
+    o.mem_limit = 2 * fmax(m0->total, m1->total);
+    run_ok(&c, &o, loss, NULL, rep);
+    o.mem_limit = fixed;
+    zb_err_t err;
+    assert_int_not_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_OK);
+    print_message("    --mem-limit = the device state alone: %s\n", err.msg);
+    free(rep);
+    device_memory_matches("zb-v", 2, ZB_RECOMPUTE_NONE); /* two stages, two WTEs on rank 0 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +590,7 @@ int main(void)
         cmocka_unit_test(test_trace_times_every_action),
         cmocka_unit_test(test_failing_rank_stops_all),
         cmocka_unit_test(test_checkpoints_cross_devices),
+        cmocka_unit_test(test_device_memory_predicted_is_measured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,6 +95,19 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
                                        long t, float grad_scale, const int *units, int n_units,
                                        zb_err_t *err);
 
+/* A stage's device memory in bytes: each parameter-shaped buffer (params, grads, m, v: `state`
+ * each), the head's WTE accumulator, the per-call scratch, one stash as zb_cuda_stash_new
+ * allocates it, what a stash holds live after F and after B (zb_cuda_stash_live_bytes), and the
+ * post-validation backup (3 x state once zb_cuda_state_backup saved, else 0).
+ * zb_cuda_stage_memory computes them on the host for a stage not made (backup 0; ZB_EINVAL for
+ * a bad shape); zb_cuda_stage_allocated reads them off a stage. */
+typedef struct {
+    size_t state, wte_head, scratch, stash, after_f, after_b, backup;
+} zb_cuda_stage_mem_t;
+zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                                 int T, zb_cuda_stage_mem_t *out, zb_err_t *err);
+void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out);
+
 /* Activations of one microbatch (the device twin of zb_gpt2_stash_t); one per microbatch in
  * flight. Its logical sizes are those of zb_gpt2_stage_mem, plus 3·B·T + 1 ints of token
  * buckets on an embedding stage. */

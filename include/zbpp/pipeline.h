@@ -176,6 +176,7 @@ typedef struct {
      * rss_peak_bytes: this process's peak resident set (VmHWM), 0 if unknown */
     zb_rank_mem_t mem_predicted[1024], mem_measured[1024];
     bool mem_measured_ok;
+    bool mem_on_device; /* the figures are GPU memory (--device cuda; docs/cuda.md) */
     double rss_peak_bytes;
 } zb_pipeline_report_t;
 

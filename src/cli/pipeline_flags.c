@@ -195,8 +195,12 @@ static void mem_row(const char *what, const zb_rank_mem_t *m)
 
 void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit)
 {
-    printf("memory per rank, MiB (whole rank = params + grads + optimizer + backup + messages + "
-           "activation peak; docs/runtime.md)\n");
+    if (rep->mem_on_device)
+        printf("GPU memory per rank, MiB (device: params + grads + optimizer + backup + messages "
+               "+ activation peak; the host mirror is not counted; docs/cuda.md)\n");
+    else
+        printf("memory per rank, MiB (whole rank = params + grads + optimizer + backup + "
+               "messages + activation peak; docs/runtime.md)\n");
     printf("  %-9s %8s %8s %8s %8s %8s %8s %9s %9s\n", "", "params", "grads", "optim", "backup",
            "messages", "act.peak", "total", "act.alloc");
     for (int r = 0; r < ranks && r < 1024; r++) {

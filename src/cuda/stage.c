@@ -94,6 +94,14 @@ static void stage_layout(zb_cuda_stage_t *s)
     }
 }
 
+/* Floats of the per-call scratch: tmp and datty (N·C each), dfch_gelu (4·N·C), one sequence's
+ * attention scratch, the losses (N). */
+static size_t scratch_floats(const zb_cuda_stage_t *s)
+{
+    size_t N = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
+    return 2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(s->T, s->cfg.heads) + N;
+}
+
 bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t *off, size_t *n)
 {
     if (!s || tensor < 0 || tensor >= ZB_GPT2_NUM_TENSORS || !s->sizes[tensor])
@@ -140,7 +148,7 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
     s->nl = span->layer_end - span->layer_begin;
     stage_layout(s);
     size_t N = (size_t)B * T, C = (size_t)cfg->channels;
-    size_t scratch = 2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(T, cfg->heads) + N;
+    size_t scratch = scratch_floats(s);
     size_t head = span->head ? s->sizes[ZB_WTE] : 0;
     cudaError_t e = cudaMalloc((void **)&s->params, s->count * sizeof(float));
     if (e == cudaSuccess)
@@ -799,6 +807,41 @@ void zb_cuda_stash_free(zb_cuda_stash_t *st)
 }
 
 void zb_cuda_stash_reset(zb_cuda_stash_t *st) { st->state = STATE_EMPTY; }
+
+/* The figures of a stage shaped like s (allocated or not). */
+static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
+{
+    layout_t lo = {0};
+    layout(&lo, NULL, s);
+    m->state = s->count * sizeof(float);
+    m->wte_head = s->span.head ? s->sizes[ZB_WTE] * sizeof(float) : 0;
+    m->scratch = scratch_floats(s) * sizeof(float);
+    m->stash = lo.off ? lo.off : 256; /* what zb_cuda_stash_new allocates */
+    m->after_f = lo.bytes_f;
+    m->after_b = lo.bytes_b;
+    m->backup = s->backup ? 3 * m->state : 0;
+}
+
+zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                                 int T, zb_cuda_stage_mem_t *out, zb_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    zb_status_t st = zb_cuda_stage_check(cfg, span, B, T, ZB_CUDA_FP32, err);
+    if (st != ZB_OK)
+        return st;
+    zb_cuda_stage_t shape = {.cfg = *cfg, .span = *span, .B = B, .T = T,
+                             .nl = span->layer_end - span->layer_begin};
+    stage_layout(&shape);
+    stage_mem(&shape, out);
+    return ZB_OK;
+}
+
+void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s)
+        stage_mem(s, out);
+}
 
 size_t zb_cuda_stash_live_bytes(const zb_cuda_stash_t *st)
 {

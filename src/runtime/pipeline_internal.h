@@ -210,8 +210,11 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
 #define PL_WTE_CHUNK ((size_t)1 << 18)
 size_t pl_wte_chunk(size_t wte_elems);
 /* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (partition `first`
- * of S stages, mbB, T). */
-void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs);
+ * of S stages, mbB, T), and m_keep: 0 on the CPU (a non-saving F's input stays in its receive
+ * buffer, counted with the messages); on GPUs the device stash's figures, and a non-saving F
+ * keeps everything (m_keep = m_f: the CUDA stash recomputes into itself). */
+zb_status_t pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs,
+                            zb_err_t *err);
 
 /* stash_pool.c. pl_stash_plan: the FW, FB, BW slots `stage` needs in a rank's program (at least
  * one FW and FB: validation). pl_stash_stage_bytes: what its pool allocates (and its scratch
@@ -289,6 +292,17 @@ void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double acti
  * exact check of every rank's total follows them). */
 bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs);
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
+
+/* rank_memory_cuda.c: the same figures for a rank on a GPU, its device memory (pl->opts->cuda).
+ * pl_cuda_stage_memory: a device stash's live bytes after F and after B; pl_cuda_stage_static
+ * adds stage sp's state, backup and device message buffers to m; pl_cuda_stage_stash adds its
+ * stashes (one per microbatch in flight in `prog`) and scratch to m->stash_alloc. */
+void pl_cuda_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
+                          size_t *after_b);
+void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,
+                          bool next_here, zb_rank_mem_t *m);
+void pl_cuda_stage_stash(const pl_t *pl, const zb_rank_program_t *prog, int stage,
+                         const zb_gpt2_span_t *sp, zb_rank_mem_t *m);
 
 /* pipeline_dp.c: buffers for the replica reduction (dp > 1); the reduction of the gradients of
  * R's update ranges over the N replicas of its pipeline rank (group `dp`): every replica ends

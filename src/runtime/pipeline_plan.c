@@ -133,16 +133,27 @@ static zb_status_t flop_stage_costs(const zb_block_costs_t *bc, int S, const int
     return st;
 }
 /* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
-void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
+zb_status_t pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs,
+                            zb_err_t *err)
 {
+    bool gpu = pl->opts->cuda != NULL;
+    if (gpu && !costs->m_keep && !(costs->m_keep = malloc((size_t)S * sizeof *costs->m_keep)))
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the stage memory model");
     for (int s = 0; s < S; s++) {
         zb_gpt2_span_t span = zb_partition_span(first, S, s);
         size_t after_f, after_b;
-        zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f, &after_b);
+        if (gpu)
+            pl_cuda_stage_memory(pl, &span, &after_f, &after_b);
+        else
+            zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f,
+                                   &after_b);
         costs->m_f[s] = (double)after_f;
         costs->m_b[s] = (double)after_b - (double)after_f;
         costs->m_w[s] = -(double)after_b;
+        if (costs->m_keep)
+            costs->m_keep[s] = gpu ? costs->m_f[s] : 0.0;
     }
+    return ZB_OK;
 }
 
 /* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
@@ -169,10 +180,10 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
     free(block);
     if (st != ZB_OK)
         return st;
-    pl_stage_memory(pl, S, first, costs);
-    if (costs->m_keep) /* the runtime keeps a non-saving F's input in its receive buffer,
-                          counted with the messages: nothing in the stash */
-        memset(costs->m_keep, 0, (size_t)S * sizeof *costs->m_keep);
+    if ((st = pl_stage_memory(pl, S, first, costs, err)) != ZB_OK) {
+        zb_costs_free(costs);
+        return st;
+    }
     if (pl->opts->mem_limit > 0) {
         /* the limit is on the whole rank: the activations get what the rest leaves */
         double fixed = pl_static_bound(pl, S, first), limit = pl->opts->mem_limit;
@@ -490,6 +501,7 @@ static zb_status_t predict_and_lower(const pl_t *pl, const candidate_t *c, pl_pl
         st = zb_err_set(err, ZB_ENOMEM, "out of memory for the schedule");
     for (int r = 0; st == ZB_OK && r < pl->P && r < 1024; r++)
         pl_mem_predict(pl, plan, r, sim.peak_mem[r], &rep->mem_predicted[r]);
+    rep->mem_on_device = pl->opts->cuda != NULL;
     zb_sim_free(&sim);
     return st;
 }

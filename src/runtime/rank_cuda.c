@@ -123,7 +123,7 @@ typedef struct {
     zb_cuda_stage_t *stage;
     zb_cuda_stash_t **stash; /* [M] microbatch m's stash while it is in flight */
     zb_cuda_stash_t **idle;  /* [M] allocated stashes not in use */
-    int n_idle;
+    int n_idle, n_made;
     /* device message buffers, one NC slot per microbatch; r_out: an R's output */
     float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
     float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
@@ -170,7 +170,10 @@ static zb_cuda_stash_t *take_stash(cu_stage_t *cs, zb_err_t *err)
     if (cs->n_idle > 0)
         return cs->idle[--cs->n_idle];
     zb_cuda_stash_t *sh = NULL;
-    return zb_cuda_stash_new(cs->stage, &sh, err) == ZB_OK ? sh : NULL;
+    if (zb_cuda_stash_new(cs->stage, &sh, err) != ZB_OK)
+        return NULL;
+    cs->n_made++;
+    return sh;
 }
 
 static void give_stash(cu_stage_t *cs, zb_cuda_stash_t *sh)
@@ -566,6 +569,28 @@ static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
     return st;
 }
 
+/* The rank's device memory from what its stages allocated (rank_memory_cuda.c predicts it). */
+static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
+{
+    const cu_rank_t *C = R->devst;
+    const double slots = (double)R->pl->M * (double)R->pl->NC * sizeof(float);
+    for (int i = 0; i < R->n_local; i++) {
+        const cu_stage_t *cs = &C->st[i];
+        zb_cuda_stage_mem_t a;
+        zb_cuda_stage_allocated(cs->stage, &a);
+        m->params += (double)a.state;
+        m->grads += (double)(a.state + a.wte_head);
+        m->optimizer += 2.0 * (double)a.state;
+        m->backup += (double)a.backup;
+        m->messages += slots * (double)((cs->x_in != NULL) + (cs->dx_out != NULL) +
+                                        (cs->own_x_out != NULL) + (cs->own_dx_in != NULL));
+        if (cs->r_out)
+            m->messages += (double)R->pl->NC * sizeof(float);
+        m->stash_alloc += (double)cs->n_made * (double)a.stash + (double)a.scratch;
+    }
+    m->activations = (double)R->live_peak;
+}
+
 static void track_memory(pl_rank_t *R)
 {
     size_t live = 0;
@@ -875,6 +900,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .compute = cuda_compute,
                                     .message = cuda_message,
                                     .message_ready = cuda_message_ready,
+                                    .memory = cuda_memory,
                                     .grads = cuda_grads,
                                     .state = cuda_state,
                                     .finish = cuda_finish,

@@ -49,6 +49,9 @@ typedef struct pl_rank_dev {
      * replace the executor's host times in R->tl. NULL: the executor's times stand. */
     zb_status_t (*time_action)(pl_rank_t *R, int i, bool begin, zb_err_t *err);
     zb_status_t (*step_end)(pl_rank_t *R, zb_err_t *err);
+    /* The rank's memory on the device in zb_rank_mem_t's fields (all but total and rss_peak),
+     * from its allocations. NULL: the host figures (pl_mem_measure) are the device's. */
+    void (*memory)(const pl_rank_t *R, zb_rank_mem_t *m);
     /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
     zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
     /* The optimizer's parts; the policy (barrier, or post-validation with rollback) is the

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime/pipeline_internal.h"
+#include "runtime/rank_device.h"
 #include "zbpp/util.h"
 
 typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
@@ -54,11 +54,17 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
          * pass's placement; msg_buffers.c) */
         bool next_here = !sp.head && rank_of(pl, S, s + 1) == rank;
         bool prev_here = !sp.embed && rank_of(pl, S, s - 1) == rank;
+        if (pl->opts->cuda) { /* a GPU rank: its device memory, stage by stage */
+            pl_cuda_stage_static(pl, &sp, prev_here, next_here, m);
+            continue;
+        }
         msg_bufs += !sp.embed ? (double)pl->M : 0;
         msg_bufs += sp.head ? 0 : next_here ? (double)pl->M : 1;
         msg_bufs += !sp.head && !next_here;
         msg_bufs += !sp.embed && !prev_here;
     }
+    if (pl->opts->cuda)
+        return;
     const double F = sizeof(float);
     double count = (double)zb_gpt2_params_part_count(&pl->mcfg, spans, n);
     double wte_n = (double)pl->mcfg.padded_vocab * pl->mcfg.channels;
@@ -163,6 +169,17 @@ void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double act
     memset(m, 0, sizeof *m);
     static_part(pl, pl->plan.S, sched_rank, rank, m);
     m->activations = activations;
+    if (pl->opts->cuda) { /* device buffers as static_part counted them, a stash per in flight */
+        for (int s = 0; s < pl->plan.S; s++)
+            if (zb_stage_rank(pl->plan.sched, s) == rank) {
+                zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
+                pl_cuda_stage_stash(pl, &pl->plan.sched->rank[rank], s, &sp, m);
+                if (!sp.head && pl_stage_recomputes(&pl->plan.sched->rank[rank], s))
+                    m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
+            }
+        add_total(m);
+        return;
+    }
     /* static_part's message buffers are the bound for M in flight; the program says how many */
     double wte_chunk = 0;
     int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
@@ -223,12 +240,11 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
         zb_schedule_free(lowered);
         return st;
     }
-    pl_stage_memory(&pl, pl.plan.S, pl.plan.first, &c); /* the stash of this keep mode, in bytes */
-    if (c.m_keep)
-        memset(c.m_keep, 0, (size_t)pl.plan.S * sizeof *c.m_keep); /* input stays in x_in */
     c.mem_limit = INFINITY;
     zb_sim_t sim;
-    if ((st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {
+    /* the stash of this keep mode, in bytes */
+    if ((st = pl_stage_memory(&pl, pl.plan.S, pl.plan.first, &c, err)) == ZB_OK &&
+        (st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {
         for (int r = 0; r < pl.P; r++)
             pl_mem_predict(&pl, &pl.plan, r, sim.peak_mem[r], &out[r]);
         zb_sim_free(&sim);
@@ -243,6 +259,12 @@ void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
     const pl_t *pl = R->pl;
     const double F = sizeof(float);
     memset(m, 0, sizeof *m);
+    if (R->dev->memory) { /* a device's own figures (a GPU rank: its device memory) */
+        R->dev->memory(R, m);
+        add_total(m);
+        m->rss_peak = zb_rss_peak_bytes();
+        return;
+    }
     /* a shared WTE is counted on the embedding rank; the head's accumulator is then its
      * gradient's WTE part */
     double shared = R->wte_shared && R->has_head ? (double)R->params.sizes[ZB_WTE] : 0;

@@ -9,6 +9,14 @@
  * also --dp 2 x --ranks 2, against the same run on the CPU's MPI ranks (whose replica
  * reduction order it shares).
  *
+ * Also under MPI on the fake GPU: --trace (every action of each process's program timed on its
+ * timer, stubbed by cuda_fake_timer.inc; rank 0's gathered trace has every rank's compute; the
+ * bits are the untraced run's), --partition profile (rank 0 profiles on the fake GPU; the same
+ * bits), sharded checkpoints (save after 2 steps, resume to 4: the straight run's losses and
+ * checkpoint bytes; written by fake-GPU ranks and resumed by CPU ranks, and the other way), and a
+ * rank that fails: every process returns an error naming it, nothing waits (the timeout is only a
+ * backstop).
+ *
  * Run by ctest without arguments: it starts itself under
  * `mpirun --allow-run-as-root --oversubscribe -np 2` (and -np 4) with a scratch folder as its
  * argument. Skipped (77) without CUDA, without mpirun, or in a build without MPI. No clipping
@@ -36,6 +44,7 @@ int main(void)
 #else
 
 #include "cuda_fake_device.inc"
+#include "cuda_fake_timer.inc"
 #include "pipeline_testutil.h"
 #include "zbpp/pipeline.h"
 #include "zbpp/transport_mpi.h"
@@ -48,36 +57,58 @@ typedef struct {
     const char *schedule;
     zb_opt_sync_t sync;
     bool validate;
-    int dp; /* > 1: --dp dp x --ranks P/dp, at -np 4 only, against the CPU's MPI ranks */
+    int dp;       /* > 1: --dp dp x --ranks P/dp, at -np 4 only, against the CPU's MPI ranks */
+    bool trace;   /* --trace; its losses and checkpoint also compared with CASES[twin]'s */
+    int twin;     /* with trace: the same run untraced */
+    bool profile; /* --partition profile (rank 0 profiles on the fake GPU) */
 } mpi_case_t;
 
 static const mpi_case_t CASES[] = {
-    {"1f1b", ZB_OPT_SYNC_BARRIER, false, 1},
-    {"zb-h1", ZB_OPT_SYNC_POST_VALIDATION, true, 1},
-    {"zb-v", ZB_OPT_SYNC_POST_VALIDATION, false, 1},
-    {"zb-h1", ZB_OPT_SYNC_POST_VALIDATION, false, 2},
+    {.schedule = "1f1b", .sync = ZB_OPT_SYNC_BARRIER, .dp = 1},
+    {.schedule = "zb-h1", .sync = ZB_OPT_SYNC_POST_VALIDATION, .validate = true, .dp = 1},
+    {.schedule = "zb-v", .sync = ZB_OPT_SYNC_POST_VALIDATION, .dp = 1},
+    {.schedule = "zb-h1", .sync = ZB_OPT_SYNC_POST_VALIDATION, .dp = 2},
+    {.schedule = "zb-v", .sync = ZB_OPT_SYNC_POST_VALIDATION, .dp = 1, .trace = true, .twin = 2},
+    {.schedule = "zb-h1", .sync = ZB_OPT_SYNC_BARRIER, .dp = 1, .profile = true},
 };
 
-/* One pipeline run of c over the MPI transport (every process), metrics and gathered checkpoint
- * to the given paths. */
-static zb_status_t pipe_run(zb_transport_t *net, zb_train_config_t c, const mpi_case_t *cs,
-                            const zb_cuda_train_opts_t *cuda, const char *metrics,
+/* The pipeline options of a run of `schedule` over the MPI transport (every process). */
+static void base_opts(zb_pipeline_opts_t *o, zb_transport_t *net, const char *schedule, int dp,
+                      const zb_cuda_train_opts_t *cuda)
+{
+    zb_pipeline_opts_defaults(o);
+    o->dp = dp;
+    o->ranks = net->size / dp;
+    o->schedule = schedule;
+    o->pin = false;
+    o->timeout = 60;
+    o->transport = net;
+    o->cuda = cuda;
+}
+
+/* One pipeline run of c with options o, metrics (written by rank 0, as the CLI) and checkpoint
+ * to the given paths (NULL: none). */
+static zb_status_t run_opts(zb_train_config_t c, const zb_pipeline_opts_t *o, const char *metrics,
                             const char *ckpt, zb_pipeline_report_t *rep, zb_err_t *err)
 {
-    zb_pipeline_opts_t o;
-    zb_pipeline_opts_defaults(&o);
-    o.dp = cs->dp;
-    o.ranks = net->size / cs->dp;
-    o.schedule = cs->schedule;
-    o.opt_sync = cs->sync;
-    o.pin = false;
-    o.timeout = 60;
-    o.transport = net;
-    o.cuda = cuda;
-    c.metrics_path = net->rank == 0 ? metrics : NULL; /* as the CLI: rank 0 writes them */
+    c.metrics_path = o->transport->rank == 0 ? metrics : NULL;
     c.save_path = ckpt;
     zb_train_summary_t sum;
-    return zb_pipeline_train(&c, &o, NULL, &sum, rep, NULL, err);
+    return zb_pipeline_train(&c, o, NULL, &sum, rep, NULL, err);
+}
+
+/* One run of case cs over the MPI transport (every process). */
+static zb_status_t pipe_run(zb_transport_t *net, zb_train_config_t c, const mpi_case_t *cs,
+                            const zb_cuda_train_opts_t *cuda, const char *metrics,
+                            const char *ckpt, const char *trace, zb_pipeline_report_t *rep,
+                            zb_err_t *err)
+{
+    zb_pipeline_opts_t o;
+    base_opts(&o, net, cs->schedule, cs->dp, cuda);
+    o.opt_sync = cs->sync;
+    o.trace_path = cs->trace ? trace : NULL;
+    o.profile = cs->profile;
+    return run_opts(c, &o, metrics, ckpt, rep, err);
 }
 
 /* The whole file, or NULL (*n = its size). */
@@ -100,19 +131,26 @@ static unsigned char *slurp(const char *path, size_t *n)
     return b;
 }
 
-/* Rank 0: the losses and the checkpoint of the MPI run equal the reference's bit for bit. */
-static int compare(const char *what, const char *ref_m, const char *ref_c, const char *got_m,
-                   const char *got_c)
+enum { MAX_STEPS = 8 };
+
+/* Rank 0: losses [0, n) of got_m are losses [off, off + n) of ref_m, bit for bit. */
+static int same_losses(const char *what, const char *ref_m, int off, const char *got_m, int n)
 {
-    float a[STEPS], b[STEPS];
-    pt_read_losses(ref_m, a, STEPS);
-    pt_read_losses(got_m, b, STEPS);
-    for (int s = 0; s < STEPS; s++)
-        if (memcmp(&a[s], &b[s], sizeof a[s]) != 0) {
-            printf("FAIL: %s: step %d loss %.9g, reference %.9g\n", what, s, (double)b[s],
-                   (double)a[s]);
+    float a[MAX_STEPS], b[MAX_STEPS];
+    pt_read_losses(ref_m, a, off + n);
+    pt_read_losses(got_m, b, n);
+    for (int s = 0; s < n; s++)
+        if (memcmp(&a[off + s], &b[s], sizeof b[s]) != 0) {
+            printf("FAIL: %s: step %d loss %.9g, reference %.9g\n", what, off + s, (double)b[s],
+                   (double)a[off + s]);
             return 1;
         }
+    return 0;
+}
+
+/* Rank 0: the two checkpoint files are the same bytes. */
+static int same_file(const char *what, const char *ref_c, const char *got_c)
+{
     size_t na = 0, nb = 0;
     unsigned char *ca = slurp(ref_c, &na), *cb = slurp(got_c, &nb);
     int bad = !ca || !cb || na != nb || memcmp(ca, cb, na) != 0;
@@ -124,11 +162,179 @@ static int compare(const char *what, const char *ref_m, const char *ref_c, const
     if (bad)
         printf("FAIL: %s: checkpoint (%zu bytes) differs from the reference's (%zu bytes)\n", what, nb,
                na);
-    else
-        printf("ok: %s: losses and checkpoint (params + moments) bit-identical to the reference\n",
-               what);
     free(ca), free(cb);
     return bad;
+}
+
+/* Rank 0: the losses and the checkpoint of the MPI run equal the reference's bit for bit. */
+static int compare(const char *what, const char *ref_m, const char *ref_c, const char *got_m,
+                   const char *got_c)
+{
+    int bad = same_losses(what, ref_m, 0, got_m, STEPS) || same_file(what, ref_c, got_c);
+    if (!bad)
+        printf("ok: %s: losses and checkpoint (params + moments) bit-identical to the reference\n",
+               what);
+    return bad;
+}
+
+/* Rank 0: the measured Chrome trace has compute events of each of the P ranks (at least
+ * min_each), each with a duration >= 0 (start <= end). */
+static int check_trace(const char *what, const char *path, int P, int min_each)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        printf("FAIL: %s: rank 0 wrote no trace at %s\n", what, path);
+        return 1;
+    }
+    int count[16] = {0}, bad = P > 16;
+    char line[1024];
+    while (!bad && fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"cat\": \"compute\""))
+            continue;
+        const char *t = strstr(line, "\"tid\": "), *d = strstr(line, "\"dur\": ");
+        int tid = t ? atoi(t + 7) : -1;
+        double dur = d ? strtod(d + 7, NULL) : -1.0;
+        if (tid < 0 || tid >= P || !(dur >= 0.0)) {
+            printf("FAIL: %s: trace event with rank %d, duration %g: %s", what, tid, dur, line);
+            bad = 1;
+        } else {
+            count[tid]++;
+        }
+    }
+    fclose(f);
+    for (int r = 0; r < P && !bad; r++)
+        if (count[r] < min_each) {
+            printf("FAIL: %s: the trace has %d compute actions of rank %d (expected >= %d)\n", what,
+                   count[r], r, min_each);
+            bad = 1;
+        }
+    if (!bad)
+        printf("ok: %s: the gathered trace times every rank's compute (start <= end)\n", what);
+    return bad;
+}
+
+/* Every process: after case cs with --trace, its own rank's timer resolved once per step with
+ * every action of its program timed (the fake timer refuses to resolve otherwise), at least
+ * F, B and W of every microbatch of its v stages. */
+static int check_timed(const char *what, int rank, long resolved, long timed, int M, int v)
+{
+    if (resolved != STEPS || timed < (long)STEPS * 3 * M * v) {
+        printf("FAIL: %s, rank %d: %ld timers resolved (expected %d), %ld actions timed\n", what,
+               rank, resolved, STEPS, timed);
+        return 1;
+    }
+    return 0;
+}
+
+/* Sharded checkpoints on MPI ranks: 2 steps of zb-h1 saved as shards, resumed to 4 (gathered
+ * file), fake GPU -> fake GPU, fake GPU -> CPU, CPU -> fake GPU; rank 0 compares the first run's
+ * losses, the continuation's and its checkpoint with the straight 4-step run of the
+ * single-process trainer (constant lr: the same whatever --steps the first run had). */
+static int sharded_resumes(zb_transport_t *net, const char *dir)
+{
+    enum { N = 4, K = 2 };
+    const int P = net->size;
+    zb_train_config_t c;
+    pt_tiny_config(&c, 8, 8, 2 * P, N);
+    c.grad_clip = 0.0f;
+    c.lr_schedule = ZB_LR_CONSTANT;
+    char ref_m[512], ref_c[512];
+    snprintf(ref_m, sizeof ref_m, "%s/shref%d.jsonl", dir, P);
+    snprintf(ref_c, sizeof ref_c, "%s/shref%d.ckpt", dir, P);
+    zb_err_t err;
+    zb_err_clear(&err);
+    zb_status_t st = ZB_OK;
+    if (net->rank == 0) {
+        zb_train_config_t r = c;
+        zb_train_summary_t sum;
+        r.metrics_path = ref_m;
+        r.save_path = ref_c;
+        st = zb_train_run(&r, NULL, &sum, &err);
+    }
+    if (st != ZB_OK) {
+        printf("FAIL: sharded: reference: %s\n", err.msg);
+        zb_mpi_abort_job(net, 1);
+        return 1;
+    }
+    static const struct {
+        bool first_gpu, second_gpu;
+    } ways[] = {{true, true}, {true, false}, {false, true}};
+    int bad = 0;
+    for (int w = 0; w < 3; w++) {
+        char what[96], shard[512], m1[512], m2[512], out[512];
+        snprintf(what, sizeof what, "-np %d sharded checkpoint, %s ranks -> %s ranks", P,
+                 ways[w].first_gpu ? "fake-GPU" : "CPU", ways[w].second_gpu ? "fake-GPU" : "CPU");
+        snprintf(shard, sizeof shard, "%s/shard%d_%d", dir, P, w);
+        snprintf(m1, sizeof m1, "%s/sh%d_%d_first.jsonl", dir, P, w);
+        snprintf(m2, sizeof m2, "%s/sh%d_%d_second.jsonl", dir, P, w);
+        snprintf(out, sizeof out, "%s/sh%d_%d_final.ckpt", dir, P, w);
+        zb_pipeline_opts_t o;
+        zb_pipeline_report_t rep;
+        zb_train_config_t first = c;
+        first.steps = K;
+        base_opts(&o, net, "zb-h1", 1, ways[w].first_gpu ? &GPU : NULL);
+        o.sharded_checkpoint = true;
+        st = run_opts(first, &o, m1, shard, &rep, &err);
+        zb_train_config_t second = c;
+        second.resume_path = shard;
+        base_opts(&o, net, "zb-h1", 1, ways[w].second_gpu ? &GPU : NULL);
+        if (st == ZB_OK)
+            st = run_opts(second, &o, m2, out, &rep, &err);
+        if (st != ZB_OK) {
+            printf("FAIL: %s, rank %d: %s\n", what, net->rank, err.msg);
+            zb_mpi_abort_job(net, 1);
+            return 1;
+        }
+        if (net->rank == 0) {
+            size_t n = 0;
+            unsigned char *man = slurp(shard, &n); /* a manifest, not a gathered file */
+            int b = !man || n < 23 || memcmp(man, "zbpp-sharded-checkpoint", 23) != 0;
+            free(man);
+            if (b)
+                printf("FAIL: %s: %s is not a sharded checkpoint's manifest\n", what, shard);
+            b = b || same_losses(what, ref_m, 0, m1, K) || same_losses(what, ref_m, K, m2, N - K) ||
+                    same_file(what, ref_c, out);
+            if (!b)
+                printf("ok: %s: losses and final checkpoint bit-identical to the straight run\n",
+                       what);
+            bad |= b;
+        }
+    }
+    return bad;
+}
+
+/* A rank that fails (the test hook: its 4th compute of step 1) on the fake GPU: every process
+ * returns an error naming that rank and the fault, without waiting for the timeout (30 s, a
+ * backstop). The transport is aborted afterwards: the job's last case. */
+static int fault_stops_all(zb_transport_t *net)
+{
+    const int P = net->size, failing = 1;
+    zb_train_config_t c;
+    pt_tiny_config(&c, 8, 8, 2 * P, 4);
+    c.grad_clip = 0.0f;
+    zb_pipeline_opts_t o;
+    base_opts(&o, net, "zb-h2", 1, &GPU);
+    o.timeout = 30;
+    o.fail_step = 1;
+    o.fail_rank = failing;
+    o.fail_action = 3;
+    zb_pipeline_report_t rep;
+    zb_err_t err;
+    zb_err_clear(&err);
+    double t0 = zb_now();
+    zb_status_t st = run_opts(c, &o, NULL, NULL, &rep, &err);
+    char name[32];
+    snprintf(name, sizeof name, "rank %d", failing);
+    const char *at = strstr(err.msg, name);
+    bool named = at && (at[strlen(name)] < '0' || at[strlen(name)] > '9');
+    if (st == ZB_OK || !named || !strstr(err.msg, "injected fault")) {
+        printf("FAIL: -np %d failing rank %d: rank %d returned %s: '%s'\n", P, failing, net->rank,
+               zb_strerror(st), err.msg);
+        return 1;
+    }
+    printf("ok: -np %d failing rank %d: rank %d stopped after %.2f s: %s\n", P, failing, net->rank,
+           zb_now() - t0, err.msg);
+    return 0;
 }
 
 /* One process of the MPI job: every case through the pipeline on the fake GPU. */
@@ -151,13 +357,15 @@ static int worker(const char *dir)
         const mpi_case_t *cs = &CASES[k];
         if (cs->dp > 1 && P != 4)
             continue;
-        char ref_m[512], ref_c[512], got_m[512], got_c[512], what[96];
+        char ref_m[512], ref_c[512], got_m[512], got_c[512], trace[512], what[96];
         snprintf(ref_m, sizeof ref_m, "%s/ref%d_%zu.jsonl", dir, P, k);
         snprintf(ref_c, sizeof ref_c, "%s/ref%d_%zu.ckpt", dir, P, k);
         snprintf(got_m, sizeof got_m, "%s/mpi%d_%zu.jsonl", dir, P, k);
         snprintf(got_c, sizeof got_c, "%s/mpi%d_%zu.ckpt", dir, P, k);
-        snprintf(what, sizeof what, "-np %d %s%s on the fake GPU", P, cs->schedule,
-                 cs->dp > 1 ? " --dp 2" : "");
+        snprintf(trace, sizeof trace, "%s/trace%d_%zu.json", dir, P, k);
+        snprintf(what, sizeof what, "-np %d %s%s%s%s on the fake GPU", P, cs->schedule,
+                 cs->dp > 1 ? " --dp 2" : "", cs->trace ? " --trace" : "",
+                 cs->profile ? " --partition profile" : "");
         zb_train_config_t c;
         pt_tiny_config(&c, 8, 8, cs->dp > 1 ? 4 : 2 * P, STEPS);
         c.grad_clip = 0.0f;
@@ -168,7 +376,7 @@ static int worker(const char *dir)
         }
         zb_pipeline_report_t rep;
         if (cs->dp > 1) { /* the replicas' reduction order is the pipeline's: its CPU ranks */
-            st = pipe_run(net, c, cs, NULL, ref_m, ref_c, &rep, &err);
+            st = pipe_run(net, c, cs, NULL, ref_m, ref_c, NULL, &rep, &err);
         } else if (net->rank == 0) { /* the single-process trainer */
             zb_train_config_t r = c;
             zb_train_summary_t sum;
@@ -182,7 +390,8 @@ static int worker(const char *dir)
             return 1;
         }
         const zb_cuda_train_opts_t *cuda = getenv("ZB_FAKE_MPI_CPU") ? NULL : &GPU; /* debugging */
-        if ((st = pipe_run(net, c, cs, cuda, got_m, got_c, &rep, &err)) != ZB_OK) {
+        long resolved = timers_resolved, timed = timed_actions;
+        if ((st = pipe_run(net, c, cs, cuda, got_m, got_c, trace, &rep, &err)) != ZB_OK) {
             printf("FAIL: %s, rank %d: %s\n", what, net->rank, err.msg);
             zb_mpi_abort_job(net, 1);
             return 1;
@@ -195,9 +404,34 @@ static int worker(const char *dir)
             printf("FAIL: %s, rank %d: no pinned staging buffer was allocated\n", what, net->rank);
             bad = 1;
         }
-        if (net->rank == 0)
-            bad |= compare(what, ref_m, ref_c, got_m, got_c);
+        if (cs->profile && !strstr(rep.note, "measured on rank 0")) {
+            printf("FAIL: %s, rank %d: not planned from rank 0's profile: '%s'\n", what,
+                   net->rank, rep.note);
+            bad = 1;
+        }
+        if (cs->trace && cuda) /* zb-v: two stages a rank, 2P microbatches */
+            bad |= check_timed(what, net->rank, timers_resolved - resolved,
+                               timed_actions - timed, 2 * P, 2);
+        if (net->rank != 0)
+            continue;
+        bad |= compare(what, ref_m, ref_c, got_m, got_c);
+        if (cs->trace) {
+            char twin_m[512], twin_c[512];
+            snprintf(twin_m, sizeof twin_m, "%s/mpi%d_%d.jsonl", dir, P, cs->twin);
+            snprintf(twin_c, sizeof twin_c, "%s/mpi%d_%d.ckpt", dir, P, cs->twin);
+            int b = same_losses(what, twin_m, 0, got_m, STEPS) || same_file(what, twin_c, got_c);
+            if (!b)
+                printf("ok: %s: the same bits as the untraced run\n", what);
+            bad |= b;
+            if (!rep.measured || !(rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0)) {
+                printf("FAIL: %s: no measured bubble (%g)\n", what, rep.bubble_measured);
+                bad = 1;
+            }
+            bad |= check_trace(what, trace, P, 3 * 2 * 2 * P);
+        }
     }
+    bad |= sharded_resumes(net, dir);
+    bad |= fault_stops_all(net); /* last: it leaves the transport aborted */
     zb_transport_destroy(net);
     zb_mpi_finalize();
     return bad;

@@ -131,6 +131,16 @@ static unsigned char *slurp(const char *path, size_t *n)
     return b;
 }
 
+/* Rank 0: the single-process trainer on c, metrics and checkpoint to the given paths. */
+static zb_status_t reference(zb_train_config_t c, const char *metrics, const char *ckpt,
+                             zb_err_t *err)
+{
+    zb_train_summary_t sum;
+    c.metrics_path = metrics;
+    c.save_path = ckpt;
+    return zb_train_run(&c, NULL, &sum, err);
+}
+
 enum { MAX_STEPS = 8 };
 
 /* Rank 0: losses [0, n) of got_m are losses [off, off + n) of ref_m, bit for bit. */
@@ -160,8 +170,8 @@ static int same_file(const char *what, const char *ref_c, const char *got_c)
             break;
         }
     if (bad)
-        printf("FAIL: %s: checkpoint (%zu bytes) differs from the reference's (%zu bytes)\n", what, nb,
-               na);
+        printf("FAIL: %s: checkpoint (%zu bytes) differs from the reference's (%zu bytes)\n",
+               what, nb, na);
     free(ca), free(cb);
     return bad;
 }
@@ -178,7 +188,8 @@ static int compare(const char *what, const char *ref_m, const char *ref_c, const
 }
 
 /* Rank 0: the measured Chrome trace has compute events of each of the P ranks (at least
- * min_each), each with a duration >= 0 (start <= end). */
+ * min_each), each with a duration >= 0 (start <= end), and each rank's actions (compute and
+ * communication, written in program order) start in program order. */
 static int check_trace(const char *what, const char *path, int P, int min_each)
 {
     FILE *f = fopen(path, "r");
@@ -187,18 +198,26 @@ static int check_trace(const char *what, const char *path, int P, int min_each)
         return 1;
     }
     int count[16] = {0}, bad = P > 16;
+    double last[16];
+    for (int r = 0; r < 16; r++)
+        last[r] = -1e300;
     char line[1024];
     while (!bad && fgets(line, sizeof line, f)) {
-        if (!strstr(line, "\"cat\": \"compute\""))
+        bool compute = strstr(line, "\"cat\": \"compute\"");
+        if (!compute && !strstr(line, "\"cat\": \"comm\""))
             continue;
-        const char *t = strstr(line, "\"tid\": "), *d = strstr(line, "\"dur\": ");
+        const char *t = strstr(line, "\"tid\": "), *ts = strstr(line, "\"ts\": "),
+                   *d = strstr(line, "\"dur\": ");
         int tid = t ? atoi(t + 7) : -1;
-        double dur = d ? strtod(d + 7, NULL) : -1.0;
-        if (tid < 0 || tid >= P || !(dur >= 0.0)) {
-            printf("FAIL: %s: trace event with rank %d, duration %g: %s", what, tid, dur, line);
+        double start = ts ? strtod(ts + 6, NULL) : -1.0;
+        double dur = !compute ? 0.0 : d ? strtod(d + 7, NULL) : -1.0;
+        if (tid < 0 || tid >= P || !(dur >= 0.0) || !(start >= last[tid])) {
+            printf("FAIL: %s: trace event of rank %d at %g (its previous at %g), duration %g: %s",
+                   what, tid, start, tid >= 0 && tid < P ? last[tid] : 0.0, dur, line);
             bad = 1;
         } else {
-            count[tid]++;
+            last[tid] = start;
+            count[tid] += compute;
         }
     }
     fclose(f);
@@ -213,21 +232,9 @@ static int check_trace(const char *what, const char *path, int P, int min_each)
     return bad;
 }
 
-/* Every process: after case cs with --trace, its own rank's timer resolved once per step with
- * every action of its program timed (the fake timer refuses to resolve otherwise), at least
- * F, B and W of every microbatch of its v stages. */
-static int check_timed(const char *what, int rank, long resolved, long timed, int M, int v)
-{
-    if (resolved != STEPS || timed < (long)STEPS * 3 * M * v) {
-        printf("FAIL: %s, rank %d: %ld timers resolved (expected %d), %ld actions timed\n", what,
-               rank, resolved, STEPS, timed);
-        return 1;
-    }
-    return 0;
-}
-
 /* Sharded checkpoints on MPI ranks: 2 steps of zb-h1 saved as shards, resumed to 4 (gathered
- * file), fake GPU -> fake GPU, fake GPU -> CPU, CPU -> fake GPU; rank 0 compares the first run's
+ * file), fake GPU -> fake GPU, fake GPU -> CPU, CPU -> fake GPU, and fake GPU -> fake GPU zb-v
+ * (every rank assembles its stages from all shards); rank 0 compares the first run's
  * losses, the continuation's and its checkpoint with the straight 4-step run of the
  * single-process trainer (constant lr: the same whatever --steps the first run had). */
 static int sharded_resumes(zb_transport_t *net, const char *dir)
@@ -243,14 +250,7 @@ static int sharded_resumes(zb_transport_t *net, const char *dir)
     snprintf(ref_c, sizeof ref_c, "%s/shref%d.ckpt", dir, P);
     zb_err_t err;
     zb_err_clear(&err);
-    zb_status_t st = ZB_OK;
-    if (net->rank == 0) {
-        zb_train_config_t r = c;
-        zb_train_summary_t sum;
-        r.metrics_path = ref_m;
-        r.save_path = ref_c;
-        st = zb_train_run(&r, NULL, &sum, &err);
-    }
+    zb_status_t st = net->rank == 0 ? reference(c, ref_m, ref_c, &err) : ZB_OK;
     if (st != ZB_OK) {
         printf("FAIL: sharded: reference: %s\n", err.msg);
         zb_mpi_abort_job(net, 1);
@@ -258,12 +258,15 @@ static int sharded_resumes(zb_transport_t *net, const char *dir)
     }
     static const struct {
         bool first_gpu, second_gpu;
-    } ways[] = {{true, true}, {true, false}, {false, true}};
+        const char *second; /* the resumed run's schedule: zb-v re-shards (other stage map) */
+    } ways[] = {{true, true, "zb-h1"}, {true, false, "zb-h1"}, {false, true, "zb-h1"},
+                {true, true, "zb-v"}};
     int bad = 0;
-    for (int w = 0; w < 3; w++) {
+    for (int w = 0; w < 4; w++) {
         char what[96], shard[512], m1[512], m2[512], out[512];
-        snprintf(what, sizeof what, "-np %d sharded checkpoint, %s ranks -> %s ranks", P,
-                 ways[w].first_gpu ? "fake-GPU" : "CPU", ways[w].second_gpu ? "fake-GPU" : "CPU");
+        snprintf(what, sizeof what, "-np %d sharded checkpoint, zb-h1 %s ranks -> %s %s ranks", P,
+                 ways[w].first_gpu ? "fake-GPU" : "CPU", ways[w].second,
+                 ways[w].second_gpu ? "fake-GPU" : "CPU");
         snprintf(shard, sizeof shard, "%s/shard%d_%d", dir, P, w);
         snprintf(m1, sizeof m1, "%s/sh%d_%d_first.jsonl", dir, P, w);
         snprintf(m2, sizeof m2, "%s/sh%d_%d_second.jsonl", dir, P, w);
@@ -277,7 +280,7 @@ static int sharded_resumes(zb_transport_t *net, const char *dir)
         st = run_opts(first, &o, m1, shard, &rep, &err);
         zb_train_config_t second = c;
         second.resume_path = shard;
-        base_opts(&o, net, "zb-h1", 1, ways[w].second_gpu ? &GPU : NULL);
+        base_opts(&o, net, ways[w].second, 1, ways[w].second_gpu ? &GPU : NULL);
         if (st == ZB_OK)
             st = run_opts(second, &o, m2, out, &rep, &err);
         if (st != ZB_OK) {
@@ -314,7 +317,7 @@ static int fault_stops_all(zb_transport_t *net)
     c.grad_clip = 0.0f;
     zb_pipeline_opts_t o;
     base_opts(&o, net, "zb-h2", 1, &GPU);
-    o.timeout = 30;
+    net->timeout = 30; /* the MPI transport's own wait limit (o.timeout is the threads') */
     o.fail_step = 1;
     o.fail_rank = failing;
     o.fail_action = 3;
@@ -377,12 +380,8 @@ static int worker(const char *dir)
         zb_pipeline_report_t rep;
         if (cs->dp > 1) { /* the replicas' reduction order is the pipeline's: its CPU ranks */
             st = pipe_run(net, c, cs, NULL, ref_m, ref_c, NULL, &rep, &err);
-        } else if (net->rank == 0) { /* the single-process trainer */
-            zb_train_config_t r = c;
-            zb_train_summary_t sum;
-            r.metrics_path = ref_m;
-            r.save_path = ref_c;
-            st = zb_train_run(&r, NULL, &sum, &err);
+        } else if (net->rank == 0) {
+            st = reference(c, ref_m, ref_c, &err);
         }
         if (st != ZB_OK) {
             printf("FAIL: %s: reference: %s\n", what, err.msg);
@@ -409,9 +408,14 @@ static int worker(const char *dir)
                    net->rank, rep.note);
             bad = 1;
         }
-        if (cs->trace && cuda) /* zb-v: two stages a rank, 2P microbatches */
-            bad |= check_timed(what, net->rank, timers_resolved - resolved,
-                               timed_actions - timed, 2 * P, 2);
+        /* --trace: this process's timer resolved every step, which the fake refuses unless
+         * every action of the rank's program was timed; zb-v: F, B, W of 2P mbs x 2 stages */
+        resolved = timers_resolved - resolved, timed = timed_actions - timed;
+        if (cs->trace && cuda && (resolved != STEPS || timed < (long)STEPS * 3 * 2 * 2 * P)) {
+            printf("FAIL: %s, rank %d: %ld timers resolved (expected %d), %ld actions timed\n",
+                   what, net->rank, resolved, STEPS, timed);
+            bad = 1;
+        }
         if (net->rank != 0)
             continue;
         bad |= compare(what, ref_m, ref_c, got_m, got_c);

@@ -98,6 +98,7 @@ if(ZB_TESTS)
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_pipeline PROPERTIES SKIP_RETURN_CODE 77)
   # MPI ranks on the fake device (issue 13): skipped without CUDA, mpirun or MPI
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_mpi PROPERTIES SKIP_RETURN_CODE 77)
+  cmake_language(DEFER CALL set_tests_properties test_cuda_fake_mpi_recovery PROPERTIES SKIP_RETURN_CODE 77)
   cmake_language(DEFER CALL set_tests_properties test_cuda_lazy PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage PROPERTIES SKIP_RETURN_CODE 77)

@@ -78,71 +78,7 @@ int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r)
     return r >= 0 && r < p->plan.ranks ? p->plan.sm_per_rank : -1;
 }
 
-/* ---- action timing without a GPU: host clock readings with timing.c's order rules ---- */
-
-struct zb_cuda_timer {
-    int n, last, open, timed;
-    double start, *t; /* [2n] */
-};
-static long timed_actions, timers_resolved;
-
-zb_status_t zb_cuda_timer_new(struct CUstream_st *stream, int n, zb_cuda_timer_t **out,
-                              zb_err_t *err)
-{
-    (void)stream;
-    zb_cuda_timer_t *t = calloc(1, sizeof *t);
-    if (!t || !(t->t = calloc(2 * (size_t)n, sizeof *t->t))) {
-        free(t);
-        return zb_err_set(err, ZB_ENOMEM, "fake timer");
-    }
-    t->n = n;
-    *out = t;
-    return ZB_OK;
-}
-void zb_cuda_timer_free(zb_cuda_timer_t *t)
-{
-    if (t)
-        free(t->t);
-    free(t);
-}
-zb_status_t zb_cuda_timer_step_begin(zb_cuda_timer_t *t, zb_err_t *err)
-{
-    (void)err;
-    t->start = zb_now();
-    t->last = t->open = -1;
-    t->timed = 0;
-    return ZB_OK;
-}
-zb_status_t zb_cuda_timer_begin(zb_cuda_timer_t *t, int i, zb_err_t *err)
-{
-    if (i <= t->last || t->open >= 0 || i >= t->n)
-        return zb_err_set(err, ZB_EINVAL, "fake timer: begin(%d) out of order", i);
-    t->t[2 * i] = zb_now();
-    t->last = t->open = i;
-    return ZB_OK;
-}
-zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err)
-{
-    if (t->open != i)
-        return zb_err_set(err, ZB_EINVAL, "fake timer: end(%d) without its begin", i);
-    t->t[2 * i + 1] = zb_now();
-    t->open = -1;
-    t->timed++;
-    __atomic_add_fetch(&timed_actions, 1, __ATOMIC_RELAXED);
-    return ZB_OK;
-}
-zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
-                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err)
-{
-    if (t->timed != t->n || tl->len != t->n)
-        return zb_err_set(err, ZB_EINVAL, "fake timer: %d of %d actions timed", t->timed, t->n);
-    for (int i = 0; i < t->n; i++) {
-        tl->start[i] = origin_s + (t->t[2 * i] - origin->start);
-        tl->end[i] = origin_s + (t->t[2 * i + 1] - origin->start);
-    }
-    __atomic_add_fetch(&timers_resolved, 1, __ATOMIC_RELAXED);
-    return ZB_OK;
-}
+#include "cuda_fake_timer.inc" /* --trace: action timing on host clock readings */
 
 /* ---- helpers ---- */
 
@@ -474,8 +410,8 @@ static void cross_resume(bool sharded, bool first_cuda)
 {
     char ckpt[256];
     pt_tmp_path(ckpt, sizeof ckpt, sharded ? "ckpt_sharded" : "ckpt.bin");
-    char rm[300];
-    snprintf(rm, sizeof rm, "rm -rf %s", ckpt);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf %s %s.*", ckpt, ckpt); /* a sharded save's shards too */
     assert_int_equal(system(rm), 0);
     zb_train_config_t c;
     tiny(&c, 4, 4);

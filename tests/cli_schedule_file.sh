@@ -8,6 +8,7 @@ set -euo pipefail
 Z=$(readlink -f "$1")
 SRC=$(readlink -f "$2")
 tmp=$(mktemp -d)
+export OMPI_MCA_orte_tmpdir_base="$tmp" # own Open MPI session dir: concurrent mpiruns race on /tmp's
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 common=(--text "$SRC/data/demo_corpus.txt" --layers 4 --channels 32 --heads 2 --seq 16

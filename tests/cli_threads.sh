@@ -10,6 +10,7 @@ set -u
 ZBPP=$(readlink -f "$1")
 SRC=$(readlink -f "$2")
 TMP=$(mktemp -d /tmp/zbpp_cli_threads.XXXXXX)
+export OMPI_MCA_orte_tmpdir_base="$TMP" # own Open MPI session dir: concurrent mpiruns race on /tmp's
 trap 'rm -rf "$TMP"' EXIT
 fails=0
 MODEL=(--layers 2 --heads 4 --channels 128 --seq 32 --batch 4 --steps 3 --quiet

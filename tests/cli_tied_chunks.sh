@@ -9,6 +9,7 @@ set -euo pipefail
 Z=$(readlink -f "$1")
 SRC=$(readlink -f "$2")
 tmp=$(mktemp -d)
+export OMPI_MCA_orte_tmpdir_base="$tmp" # own Open MPI session dir: concurrent mpiruns race on /tmp's
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 fail() { echo "FAIL: $*"; exit 1; }

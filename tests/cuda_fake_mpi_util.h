@@ -133,6 +133,9 @@ static inline int fm_launch(const char *self, const char *what)
         printf("FAIL: cannot make %s\n", dir);
         return 1;
     }
+    /* Open MPI's session directory in the scratch folder: two mpiruns starting at once (ctest
+     * -j) can race creating the shared one in /tmp ("orte_session_dir failed") */
+    setenv("OMPI_MCA_orte_tmpdir_base", dir, 1);
     int rc = 0;
     static const int nps[] = {2, 4};
     for (int i = 0; i < 2 && rc == 0; i++) {

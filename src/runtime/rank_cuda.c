@@ -455,6 +455,13 @@ static void cuda_close(pl_rank_t *R)
     cu_rank_t *C = CU(R);
     if (!C)
         return;
+    /* the queued work first (a failed step may leave copies and kernels queued): nothing it
+     * reads or writes may be freed under it */
+    for (int i = 0; C->st && i < R->n_local; i++) {
+        zb_err_t ignored;
+        if (C->st[i].stage)
+            (void)zb_cuda_sync(C->st[i].stage, &ignored);
+    }
     zb_cuda_timer_free(C->timer);
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];

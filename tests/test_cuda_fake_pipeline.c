@@ -450,7 +450,8 @@ static void test_checkpoints_cross_devices(void **state)
 /* The memory table of GPU ranks is their device memory: predicted from the plan (the CUDA
  * stage's layout figures) = measured from what the ranks allocated, field by field; each stage
  * holds only its span's state (summed over the ranks: the model once, plus the head's WTE copy,
- * and its accumulator). Post-validation with clipping off backs up on every step (3 x state). */
+ * and its accumulator). Post-validation with clipping off backs up on every step (3 x state).
+ * --mem-limit is on each rank's device total. */
 static void device_memory_matches(const char *schedule, int P, zb_recompute_t recompute)
 {
     zb_train_config_t c;
@@ -494,8 +495,8 @@ static void test_device_memory_predicted_is_measured(void **state)
     (void)state;
     device_memory_matches("1f1b", 2, ZB_RECOMPUTE_NONE);
     device_memory_matches("zb-h1", 4, ZB_RECOMPUTE_ALL); /* the R keeps all: no saving on GPU */
-    /* --mem-limit on GPU ranks is on their device totals: twice the largest fits; the largest
-     * rank's state alone (params, grads, moments, backup) leaves the activations nothing */
+    /* --mem-limit on GPU ranks is on each rank's device total: the largest fits, a byte less
+     * does not */
     zb_train_config_t c;
     tiny(&c, 4, 1);
     zb_pipeline_opts_t o;
@@ -503,15 +504,12 @@ static void test_device_memory_predicted_is_measured(void **state)
     zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
     float loss[1];
     run_ok(&c, &o, loss, NULL, rep);
-    const zb_rank_mem_t *m0 = &rep->mem_predicted[0], *m1 = &rep->mem_predicted[1];
-    double fixed = fmax(m0->params + m0->grads + m0->optimizer + m0->backup,
-                        m1->params + m1->grads + m1->optimizer + m1->backup);
-    o.mem_limit = 2 * fmax(m0->total, m1->total);
+    o.mem_limit = fmax(rep->mem_predicted[0].total, rep->mem_predicted[1].total);
     run_ok(&c, &o, loss, NULL, rep);
-    o.mem_limit = fixed;
+    o.mem_limit -= 1;
     zb_err_t err;
-    assert_int_not_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_OK);
-    print_message("    --mem-limit = the device state alone: %s\n", err.msg);
+    assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_EMEMLIMIT);
+    print_message("    --mem-limit a byte under the largest device total: %s\n", err.msg);
     free(rep);
     device_memory_matches("zb-v", 2, ZB_RECOMPUTE_NONE); /* two stages, two WTEs on rank 0 */
 }

@@ -189,6 +189,36 @@ static void test_rejected_before_training(void **state)
     assert_int_equal(pt_run(&c, &o, loss, NULL, &rep, &err), ZB_EMEMLIMIT);
 }
 
+/* --mem-limit is on each rank's own whole footprint: the largest predicted total is enough
+ * (the ranks differ: the head's WTE, message buffers), a byte less is not. */
+static void test_mem_limit_is_per_rank(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    pt_tiny_config(&c, 8, 8, 4, 1);
+    static const char *families[] = {"1f1b", "zb-v"};
+    for (int k = 0; k < 2; k++) {
+        zb_pipeline_opts_t o;
+        zb_pipeline_opts_defaults(&o);
+        o.ranks = 2;
+        o.schedule = families[k];
+        o.pin = false;
+        zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+        float loss[1];
+        zb_err_t err;
+        assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_OK);
+        double most = fmax(rep->mem_predicted[0].total, rep->mem_predicted[1].total);
+        assert_true(rep->mem_predicted[0].total != rep->mem_predicted[1].total);
+        o.mem_limit = most;
+        if (pt_run(&c, &o, loss, NULL, rep, &err) != ZB_OK)
+            fail_msg("%s at the largest rank's total (%.0f bytes): %s", families[k], most,
+                     err.msg);
+        o.mem_limit = most - 1;
+        assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_EMEMLIMIT);
+        free(rep);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_post_validation_rollback),
         cmocka_unit_test(test_failing_rank_stops_all),
         cmocka_unit_test(test_rejected_before_training),
+        cmocka_unit_test(test_mem_limit_is_per_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -291,6 +291,8 @@ void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double acti
  * raised to the schedule's largest peak, so the scalar checks after planning accept it (the
  * exact check of every rank's total follows them). */
 bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs);
+/* What rank `rank` of the compute-only schedule s holds besides its activations (bytes). */
+double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank);
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
 
 /* rank_memory_cuda.c: the same figures for a rank on a GPU, its device memory (pl->opts->cuda).

@@ -130,13 +130,21 @@ static int stage_msg_slots(const pl_t *pl, int rank, int s, const zb_gpt2_span_t
     return n;
 }
 
+double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank)
+{
+    pl_t at = *pl; /* the candidate's placement and programs (read only) */
+    at.plan.sched = (zb_schedule_t *)s;
+    at.plan.S = s->stages;
+    zb_rank_mem_t m = {0};
+    static_part(&at, s->stages, sched_rank, rank, &m);
+    add_total(&m);
+    return m.total;
+}
+
 bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs)
 {
     if (pl->opts->mem_limit <= 0)
         return true;
-    pl_t at = *pl; /* the candidate's placement and programs (read only) */
-    at.plan.sched = (zb_schedule_t *)s;
-    at.plan.S = s->stages;
     zb_costs_t c;
     zb_sim_t sim;
     if (zb_costs_clone(&c, costs, NULL) != ZB_OK)
@@ -146,11 +154,7 @@ bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs
     double peak = 0;
     for (int r = 0; fits && r < s->ranks; r++) {
         peak = fmax(peak, sim.peak_mem[r]);
-        zb_rank_mem_t m = {0};
-        static_part(&at, s->stages, sched_rank, r, &m);
-        m.activations = sim.peak_mem[r];
-        add_total(&m);
-        fits = m.total <= pl->opts->mem_limit;
+        fits = pl_rank_fixed_bytes(pl, s, r) + sim.peak_mem[r] <= pl->opts->mem_limit;
     }
     if (ok)
         zb_sim_free(&sim);

@@ -184,6 +184,21 @@ static int worker(zb_transport_t *net, const char *dir)
             zb_mpi_abort_job(net, 1);
             return 1;
         }
+        int local = -1, local_size = -1; /* one machine: its place is its rank */
+        zb_mpi_local_rank(net, &local, &local_size);
+        if (local != net->rank || local_size != net->size) {
+            printf("FAIL: rank %d of %d: local rank %d of %d on one machine\n", net->rank,
+                   net->size, local, local_size);
+            bad = 1;
+        }
+        char where[96];
+        snprintf(where, sizeof where, "(process %d of %d on its machine) on GPU 0 of 1", local,
+                 local_size);
+        if (cuda && !strstr(rep.device, where)) {
+            printf("FAIL: %s: the report's device line is '%s', not '... %s'\n", what, rep.device,
+                   where);
+            bad = 1;
+        }
         if (cuda && !strstr(rep.device, "MPI rank ")) {
             printf("FAIL: %s: the report's device line is '%s'\n", what, rep.device);
             bad = 1;

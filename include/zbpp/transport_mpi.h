@@ -33,6 +33,11 @@ typedef struct {
 /* Fill *s for an MPI transport (all zero for any other transport). */
 void zb_mpi_transport_stats(const zb_transport_t *t, zb_mpi_stats_t *s);
 
+/* This process's place among the processes of its machine (MPI_COMM_TYPE_SHARED, in world
+ * order) and how many there are; for any other transport, or without MPI, its rank and size. A
+ * process on a machine with N GPUs takes GPU local_rank mod N. */
+void zb_mpi_local_rank(const zb_transport_t *t, int *local_rank, int *local_size);
+
 /* Clean shutdown (MPI_Finalize) after a run every rank finished normally. No-op if MPI was not
  * initialised or is already finalised. */
 void zb_mpi_finalize(void);

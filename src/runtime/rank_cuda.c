@@ -1,5 +1,6 @@
 /* zbpp — a pipeline rank on a GPU (rank_device.h; docs/cuda.md "Pipeline ranks on GPUs"): one
- * CUDA stage (zbpp/cuda.h) per local pipeline stage, global rank g on GPU g mod N, ranks that
+ * CUDA stage (zbpp/cuda.h) per local pipeline stage, global rank g on GPU g mod N (MPI: the
+ * process's place on its machine mod N), ranks that
  * share a GPU each on their own SM partition's stream (green contexts, zb_cuda_partitions_new);
  * all stages of a rank queue on one stream, so a stage reading its neighbour's output on the
  * same rank is ordered after it.
@@ -26,6 +27,7 @@
 #include "model/gpt2_internal.h"
 #include "runtime/rank_device.h"
 #include "zbpp/cuda.h"
+#include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"
 
 /* ---- the run's GPUs ---- */
@@ -34,6 +36,16 @@ typedef struct {
     int ndev;
     zb_cuda_partitions_t **parts; /* [ndev] NULL: the device's ranks use their own streams */
 } cu_run_t;
+
+/* The GPU of global rank g: g mod N with thread ranks; under MPI, the process's place among
+ * its machine's processes mod N (zb_mpi_local_rank), N = the GPUs the process sees. */
+static int gpu_of(const pl_t *pl, int g, int ndev)
+{
+    int local = g, local_size;
+    if (pl->opts->transport)
+        zb_mpi_local_rank(pl->opts->transport, &local, &local_size);
+    return local % ndev;
+}
 
 int pl_cuda_ranks_on(const pl_t *pl, int ndev, int d)
 {
@@ -64,18 +76,21 @@ zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     pl->cuda = run;
     int world = pl->P * pl->N;
     int used = world < ndev ? world : ndev;
-    /* MPI: this process holds one rank, global rank g on GPU g mod N of ITS machine (N = the
-     * GPUs this process sees); green contexts are per process, so ranks of several processes
-     * on one GPU time-share it, and only --sm-per-rank K makes a partition (of K SMs, its own) */
+    /* MPI: this process holds one rank, on GPU (its place on its machine) mod N (N = the GPUs
+     * this process sees); green contexts are per process, so ranks of several processes on one
+     * GPU time-share it, and only --sm-per-rank K makes a partition (of K SMs, its own) */
     const zb_transport_t *net = pl->opts->transport;
+    int local = 0, local_size = 1;
+    zb_mpi_local_rank(net, &local, &local_size);
     size_t n = net ? (size_t)snprintf(rep->device, sizeof rep->device,
-                                      "MPI rank %d of %d on GPU %d of %d (messages staged "
-                                      "through host buffers)",
-                                      net->rank, world, net->rank % ndev, ndev)
+                                      "MPI rank %d of %d (process %d of %d on its machine) on "
+                                      "GPU %d of %d (messages staged through host buffers)",
+                                      net->rank, world, local, local_size,
+                                      gpu_of(pl, net->rank, ndev), ndev)
                    : (size_t)snprintf(rep->device, sizeof rep->device, "%d rank%s on %d GPU%s",
                                       world, world == 1 ? "" : "s", used, used == 1 ? "" : "s");
     for (int d = 0; d < used && st == ZB_OK; d++) {
-        if (net && d != net->rank % ndev)
+        if (net && d != gpu_of(pl, net->rank, ndev))
             continue;
         int k = pl_cuda_ranks_on(pl, ndev, d);
         if (k < 2 && o->sm_per_rank == 0)
@@ -374,7 +389,7 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its GPU state", R->rank);
     }
     R->devst = C;
-    C->device = R->global % run->ndev;
+    C->device = gpu_of(pl, R->global, run->ndev);
     /* device messages need the sender's memory in this process: thread ranks */
     C->device_messages = pl->opts->cuda->device_messages && !pl->opts->transport;
     if (C->device_messages)
@@ -524,15 +539,16 @@ static zb_status_t cuda_time_action(pl_rank_t *R, int i, bool begin, zb_err_t *e
     return begin ? zb_cuda_timer_begin(t, i, err) : zb_cuda_timer_end(t, i, err);
 }
 
-/* The step's GPU times into R->tl, on the clock of the first rank on this GPU (global rank
- * `device`: every rank of a GPU shares its step-start event; across GPUs each clock starts at
- * its first rank's host time of the step start). */
+/* The step's GPU times into R->tl, on the clock of the first rank on this GPU (thread ranks:
+ * global rank `device`; every rank of a GPU shares its step-start event; across GPUs, and for
+ * an MPI process's one rank, each clock starts at its first rank's host time of the step
+ * start). */
 static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
 {
     cu_rank_t *C = CU(R);
     if (!C->timer)
         return ZB_OK;
-    const cu_rank_t *O = R->pl->ranks[C->device].devst;
+    const cu_rank_t *O = R->pl->opts->transport ? C : R->pl->ranks[C->device].devst;
     const zb_cuda_timer_t *origin = O && O->timer ? O->timer : C->timer;
     return zb_cuda_timer_resolve(C->timer, origin, origin == C->timer ? C->t_begin : O->t_begin,
                                  &R->tl, err);

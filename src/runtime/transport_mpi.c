@@ -53,6 +53,7 @@ typedef struct {
     char abort_out[480];     /* our own reason, kept alive for the Isends */
     MPI_Request *abort_reqs; /* [size] */
     zb_mpi_stats_t stats;
+    int local_rank, local_size; /* among the processes of this machine */
 } mpi_t;
 
 static const zb_transport_ops_t mpi_ops;
@@ -507,6 +508,17 @@ zb_status_t zb_mpi_transport_new(int *argc, char ***argv, double timeout, zb_tra
     }
     for (int r = 0; r < m->base.size; r++)
         m->abort_reqs[r] = MPI_REQUEST_NULL;
+    /* this machine's processes (shared memory), numbered in world order: a process picks its
+     * GPU by its place here, so ranks need not be laid out machine by machine */
+    MPI_Comm node = MPI_COMM_NULL;
+    m->local_rank = m->base.rank, m->local_size = m->base.size;
+    if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, m->base.rank, MPI_INFO_NULL, &node) ==
+            MPI_SUCCESS &&
+        node != MPI_COMM_NULL) {
+        MPI_Comm_rank(node, &m->local_rank);
+        MPI_Comm_size(node, &m->local_size);
+        MPI_Comm_free(&node);
+    }
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     if (!flag || !ub || (unsigned)*ub < (unsigned)ABORT_TAG) {
@@ -526,6 +538,16 @@ void zb_mpi_transport_stats(const zb_transport_t *t, zb_mpi_stats_t *s)
     memset(s, 0, sizeof *s);
     if (t && t->ops == &mpi_ops)
         *s = ((const mpi_t *)t)->stats;
+}
+
+void zb_mpi_local_rank(const zb_transport_t *t, int *local_rank, int *local_size)
+{
+    *local_rank = t ? t->rank : 0;
+    *local_size = t ? t->size : 1;
+    if (t && t->ops == &mpi_ops) {
+        *local_rank = ((const mpi_t *)t)->local_rank;
+        *local_size = ((const mpi_t *)t)->local_size;
+    }
 }
 
 void zb_mpi_finalize(void)

@@ -21,6 +21,12 @@ void zb_mpi_transport_stats(const zb_transport_t *t, zb_mpi_stats_t *s)
     memset(s, 0, sizeof *s);
 }
 
+void zb_mpi_local_rank(const zb_transport_t *t, int *local_rank, int *local_size)
+{
+    *local_rank = t ? t->rank : 0;
+    *local_size = t ? t->size : 1;
+}
+
 void zb_mpi_finalize(void) {}
 
 void zb_mpi_abort_job(zb_transport_t *t, int code) { (void)t, (void)code; }

@@ -451,7 +451,7 @@ static void test_checkpoints_cross_devices(void **state)
  * stage's layout figures) = measured from what the ranks allocated, field by field; each stage
  * holds only its span's state (summed over the ranks: the model once, plus the head's WTE copy,
  * and its accumulator). Post-validation with clipping off backs up on every step (3 x state).
- * --mem-limit is on each rank's device total. */
+ * --mem-limit is on each rank's device total; --recompute saves device memory, same bits. */
 static void device_memory_matches(const char *schedule, int P, zb_recompute_t recompute)
 {
     zb_train_config_t c;
@@ -490,11 +490,41 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     free(rep);
 }
 
+/* --recompute on GPU ranks: a non-saving F gives its stash back, the R takes one again: the
+ * same bits as without, and less activation memory on every rank that recomputes. */
+static void recompute_saves_gpu_memory(const char *schedule, int P)
+{
+    zb_train_config_t c;
+    tiny(&c, 2 * P, 2);
+    zb_pipeline_report_t *rep[2] = {calloc(1, sizeof **rep), calloc(1, sizeof **rep)};
+    float loss[2][2];
+    zb_gpt2_params_t out[2];
+    for (int k = 0; k < 2; k++) {
+        zb_pipeline_opts_t o;
+        opts(&o, P, schedule, true);
+        o.recompute = k ? ZB_RECOMPUTE_ALL : ZB_RECOMPUTE_NONE;
+        run_ok(&c, &o, loss[k], &out[k], rep[k]);
+    }
+    same_losses(loss[1], loss[0], 2, "cuda --recompute all");
+    pt_assert_same_params(&out[1], &out[0], "cuda --recompute all");
+    bool less = false;
+    for (int r = 0; r < P; r++) {
+        double none = rep[0]->mem_measured[r].activations, all = rep[1]->mem_measured[r].activations;
+        assert_true(all <= none);
+        less |= all < none;
+    }
+    assert_true(less);
+    zb_gpt2_params_free(&out[0]), zb_gpt2_params_free(&out[1]);
+    free(rep[0]), free(rep[1]);
+}
+
 static void test_device_memory_predicted_is_measured(void **state)
 {
     (void)state;
     device_memory_matches("1f1b", 2, ZB_RECOMPUTE_NONE);
-    device_memory_matches("zb-h1", 4, ZB_RECOMPUTE_ALL); /* the R keeps all: no saving on GPU */
+    device_memory_matches("zb-h1", 4, ZB_RECOMPUTE_ALL);
+    recompute_saves_gpu_memory("1f1b", 4);
+    recompute_saves_gpu_memory("zb-v", 2);
     /* --mem-limit on GPU ranks is on each rank's device total: the largest fits, a byte less
      * does not */
     zb_train_config_t c;

@@ -210,11 +210,9 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);
 #define PL_WTE_CHUNK ((size_t)1 << 18)
 size_t pl_wte_chunk(size_t wte_elems);
 /* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (partition `first`
- * of S stages, mbB, T), and m_keep: 0 on the CPU (a non-saving F's input stays in its receive
- * buffer, counted with the messages); on GPUs the device stash's figures, and a non-saving F
- * keeps everything (m_keep = m_f: the CUDA stash recomputes into itself). */
-zb_status_t pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs,
-                            zb_err_t *err);
+ * of S stages, mbB, T; on GPUs the device stash's), and m_keep 0: a non-saving F's input stays
+ * in its receive buffer (or the batch), counted with the messages. */
+void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs);
 
 /* stash_pool.c. pl_stash_plan: the FW, FB, BW slots `stage` needs in a rank's program (at least
  * one FW and FB: validation). pl_stash_stage_bytes: what its pool allocates (and its scratch

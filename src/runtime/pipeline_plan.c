@@ -133,12 +133,9 @@ static zb_status_t flop_stage_costs(const zb_block_costs_t *bc, int S, const int
     return st;
 }
 /* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
-zb_status_t pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs,
-                            zb_err_t *err)
+void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
 {
     bool gpu = pl->opts->cuda != NULL;
-    if (gpu && !costs->m_keep && !(costs->m_keep = malloc((size_t)S * sizeof *costs->m_keep)))
-        return zb_err_set(err, ZB_ENOMEM, "out of memory for the stage memory model");
     for (int s = 0; s < S; s++) {
         zb_gpt2_span_t span = zb_partition_span(first, S, s);
         size_t after_f, after_b;
@@ -151,9 +148,8 @@ zb_status_t pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t 
         costs->m_b[s] = (double)after_b - (double)after_f;
         costs->m_w[s] = -(double)after_b;
         if (costs->m_keep)
-            costs->m_keep[s] = gpu ? costs->m_f[s] : 0.0;
+            costs->m_keep[s] = 0.0;
     }
-    return ZB_OK;
 }
 
 /* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
@@ -180,10 +176,7 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
     free(block);
     if (st != ZB_OK)
         return st;
-    if ((st = pl_stage_memory(pl, S, first, costs, err)) != ZB_OK) {
-        zb_costs_free(costs);
-        return st;
-    }
+    pl_stage_memory(pl, S, first, costs);
     if (pl->opts->mem_limit > 0) {
         /* the limit is on the whole rank: the activations get what the rest leaves */
         double fixed = pl_static_bound(pl, S, first), limit = pl->opts->mem_limit;

@@ -11,8 +11,8 @@
  *   when its F (or B) needs them; a neighbouring stage on the same rank reads the device buffer
  *   directly;
  * - one device buffer slot per microbatch for each message buffer, a plain stash per microbatch
- *   in flight (taken at F, given back after W), every F keeps its activations (an R recomputes
- *   into the same stash); no shared WTE (each stage holding WTE has its own copy, stepped with
+ *   in flight (taken at F, given back after W; a non-saving F gives it back when it ends and its
+ *   R takes one again, recomputing from the kept input); no shared WTE (each stage holding WTE has its own copy, stepped with
  *   the same gradient and moments, so the copies stay the same bits);
  * - the tied fold, the replica reduction and checkpoints reuse the CPU's host paths on the
  *   rank's host mirror (pl_rank_t params / grads / opt), through slice copies;
@@ -139,6 +139,7 @@ typedef struct {
     zb_cuda_stash_t **stash; /* [M] microbatch m's stash while it is in flight */
     zb_cuda_stash_t **idle;  /* [M] allocated stashes not in use */
     int n_idle, n_made;
+    unsigned char *forgot; /* [M] a non-saving F ran, its R has not: nothing kept but the input */
     /* device message buffers, one NC slot per microbatch; r_out: an R's output */
     float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
     float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
@@ -416,7 +417,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         else if (st == ZB_OK && i > 0)
             st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_stage_stream(C->st[0].stage), err);
         if (st == ZB_OK && (!(cs->stash = calloc((size_t)pl->M, sizeof *cs->stash)) ||
-                            !(cs->idle = calloc((size_t)pl->M, sizeof *cs->idle))))
+                            !(cs->idle = calloc((size_t)pl->M, sizeof *cs->idle)) ||
+                            !(cs->forgot = calloc((size_t)pl->M, 1))))
             st = zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its stashes", R->rank);
         if (st == ZB_OK && !ls->span.embed)
             st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->x_in, err);
@@ -495,7 +497,7 @@ static void cuda_close(pl_rank_t *R)
         free(cs->out_x), free(cs->out_dx), free(cs->in_x), free(cs->in_dx);
         zb_cuda_stage_free(cs->stage); /* its streams' work done before the pinned slots go */
         staging_free(R, cs);
-        free(cs->stash), free(cs->idle);
+        free(cs->stash), free(cs->idle), free(cs->forgot);
     }
     free(C->st);
     free(C);
@@ -515,6 +517,7 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
                 give_stash(cs, cs->stash[m]);
                 cs->stash[m] = NULL;
             }
+        memset(cs->forgot, 0, (size_t)R->pl->M);
         if (cs->arrived) /* a message not received this time is seen as missing */
             memset(cs->arrived, 0, 2 * (size_t)R->pl->M);
         if (cs->in_x) { /* a handle not received this time is seen as missing */
@@ -680,18 +683,30 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     float recomputed_loss;
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_F:
-        if (sh)
+        if (sh || cs->forgot[m])
             return zb_err_set(err, ZB_ESCHEDULE, "stage %d: F of microbatch %d twice in a step",
+                              ls->stage, m);
+        if (!(sh = take_stash(cs, err)))
+            return no_slot(R, m, err);
+        st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err);
+        if (a->flags & ZB_ACT_NOSAVE) { /* keeps only its input (the x_in slot, or the tokens):
+                                         * the stash goes back at once (the stream orders its
+                                         * next user after this forward) */
+            give_stash(cs, sh);
+            cs->forgot[m] = 1;
+        } else {
+            cs->stash[m] = sh;
+        }
+        break;
+    case ZB_ACT_R: /* the forward again from the kept input, into a stash; its output goes to
+                    * r_out, not over what was sent; same bits as the first time */
+        if (sh || !cs->forgot[m])
+            return zb_err_set(err, ZB_ESCHEDULE,
+                              "stage %d: R of microbatch %d without a non-saving F before it",
                               ls->stage, m);
         if (!(sh = cs->stash[m] = take_stash(cs, err)))
             return no_slot(R, m, err);
-        st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err);
-        break;
-    case ZB_ACT_R: /* every F here keeps everything: recompute into the same stash, same bits */
-        if (!sh)
-            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: R of microbatch %d before its F",
-                              ls->stage, m);
-        zb_cuda_stash_reset(sh);
+        cs->forgot[m] = 0;
         st = cu_forward(R, ls, cs, sh, m, tok, cs->r_out, &recomputed_loss, false, err);
         break;
     case ZB_ACT_B:

@@ -244,11 +244,10 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
         zb_schedule_free(lowered);
         return st;
     }
+    pl_stage_memory(&pl, pl.plan.S, pl.plan.first, &c); /* the stash of this keep mode, bytes */
     c.mem_limit = INFINITY;
     zb_sim_t sim;
-    /* the stash of this keep mode, in bytes */
-    if ((st = pl_stage_memory(&pl, pl.plan.S, pl.plan.first, &c, err)) == ZB_OK &&
-        (st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {
+    if ((st = zb_simulate(sched, &c, &sim, err)) == ZB_OK) {
         for (int r = 0; r < pl.P; r++)
             pl_mem_predict(&pl, &pl.plan, r, sim.peak_mem[r], &out[r]);
         zb_sim_free(&sim);

@@ -4,7 +4,8 @@
  * the same figures the allocations give when measured. Where it differs from the CPU model: each
  * stage holds its own state (two stages of a rank, or the embedding and the head, each their
  * WTE), message buffers have a slot per microbatch, a stash is a whole stash per microbatch in
- * flight (taken at F, given back after W), and a post-validation backup is 3 x the state. */
+ * flight (taken at F or R, given back after W; a non-saving F gives it back when it ends), and a
+ * post-validation backup is 3 x the state. */
 #include "runtime/pipeline_internal.h"
 #include "zbpp/cuda.h"
 
@@ -40,8 +41,9 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
     m->messages += (double)buffers * (double)pl->M * (double)pl->NC * sizeof(float);
 }
 
-/* The most microbatches of `stage` between their F and their W (or BW) in the program: the
- * stashes the stage allocates. At least one (validation takes one for an F). */
+/* The most stashes `stage` holds at once in the program: one from each saving F (or R) to its
+ * W (or BW), and one during a non-saving F (given back when it ends). At least one (validation
+ * takes one for an F). */
 static int stashes_needed(const zb_rank_program_t *prog, int stage)
 {
     int live = 0, most = 1;
@@ -49,11 +51,13 @@ static int stashes_needed(const zb_rank_program_t *prog, int stage)
         const zb_action_t *a = &prog->actions[i];
         if (a->stage != stage)
             continue;
-        if (a->type == ZB_ACT_F)
+        bool forgets = a->type == ZB_ACT_F && (a->flags & ZB_ACT_NOSAVE);
+        if ((a->type == ZB_ACT_F && !forgets) || a->type == ZB_ACT_R)
             live++;
         else if (a->type == ZB_ACT_W || a->type == ZB_ACT_BW)
             live--;
-        most = live > most ? live : most;
+        int now = live + forgets;
+        most = now > most ? now : most;
     }
     return most;
 }

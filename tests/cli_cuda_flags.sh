@@ -51,8 +51,8 @@ for k in 0 -8 x 8x ""; do
 done
 expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --ranks 2 --sm-per-rank 8
 expect train 2 "--sm-per-rank needs --device cuda" "${TINY[@]}" --device cpu --sm-per-rank 8
-# --gpu-messages host|device: only with --device cuda and --ranks > 1
-expect train 2 "--gpu-messages must be host or device (got 'peer')" "${TINY[@]}" --device cuda \
+# --gpu-messages host|device|none: only with --device cuda and --ranks > 1
+expect train 2 "--gpu-messages must be host, device or none (got 'peer')" "${TINY[@]}" --device cuda \
   --ranks 2 --gpu-messages peer
 expect train 2 "--gpu-messages needs --device cuda" "${TINY[@]}" --ranks 2 --gpu-messages device
 expect train 2 "with one rank there are none" "${TINY[@]}" --device cuda --gpu-messages host
@@ -60,6 +60,8 @@ expect profile 2 "unknown option --sm-per-rank" --layers 2 --reps 1 --device cud
 # MPI ranks on GPUs stage messages through host buffers: device messages are refused there
 expect train 2 "--gpu-messages device needs thread ranks" "${TINY[@]}" --device cuda \
   --transport mpi --ranks 2 --gpu-messages device
+expect train 2 "--gpu-messages none needs thread ranks" "${TINY[@]}" --device cuda \
+  --transport mpi --ranks 2 --gpu-messages none
 # no device visible (or no CUDA in this build): one line, exit 1, nothing written
 no_dev="--device cuda: no CUDA device"
 "$ZBPP" train --help >/dev/null

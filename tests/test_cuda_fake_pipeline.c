@@ -347,6 +347,32 @@ static void test_device_messages(void **state)
     assert_true(ran >= 8);
     zb_gpt2_params_free(&ref);
 
+    /* --gpu-messages none (the benchmark's no-op transfers): the first step moves the data
+     * (its losses are the real ones), later steps wait on the same events but copy nothing */
+    static const zb_cuda_train_opts_t GPU_NULL = {.device = 0, .precision = ZB_CUDA_FP32,
+                                                  .device_messages = true,
+                                                  .null_messages = true};
+    const zb_cuda_train_opts_t *modes[3] = {&GPU, &GPU_D2D, &GPU_NULL}; /* host, device, none */
+    long copies[3], waits[3];
+    float nloss[3][STEPS];
+    for (int k = 0; k < 3; k++) {
+        zb_pipeline_opts_t o;
+        opts(&o, 4, "zb-h1", true);
+        o.cuda = modes[k];
+        long c0 = fake_d2d_copies, w0 = fake_event_waits;
+        zb_pipeline_report_t rep;
+        run_ok(&c, &o, nloss[k], NULL, &rep);
+        copies[k] = fake_d2d_copies - c0, waits[k] = fake_event_waits - w0;
+        assert_true((k == 2) == (strstr(rep.device, "no-op messages after step 1") != NULL));
+    }
+    /* the device-to-device copies of the messages: what the device run adds to the staged one */
+    long msg_copies = copies[1] - copies[0];
+    assert_true(msg_copies > 0 && msg_copies % STEPS == 0);
+    assert_int_equal(copies[2] - copies[0], msg_copies / STEPS);
+    assert_int_equal(waits[2], waits[1]);
+    assert_memory_equal(&nloss[2][0], &nloss[1][0], sizeof(float));
+    assert_true(memcmp(&nloss[2][STEPS - 1], &nloss[1][STEPS - 1], sizeof(float)) != 0);
+
     /* --dp 2 and validation: as with host staging */
     zb_pipeline_report_t rep;
     dp2_same_as_cpu("zb-h2", &GPU_D2D, "device messages --dp 2", &rep);

@@ -214,6 +214,11 @@ typedef struct zb_cuda_train_opts {
     /* pipeline ranks (issue 13): false = messages staged through host buffers; true = device
      * messages (the receiver copies device to device after the sender's event; threads only) */
     bool device_messages;
+    /* with device_messages, a benchmark's no-op transfers (--gpu-messages none): after the first
+     * training step the receiver still waits for the sender's event, so the schedule's
+     * dependencies stay, but copies nothing; its slots keep the first step's activations, so
+     * the arithmetic is real but the losses after step 1 are not meaningful */
+    bool null_messages;
     /* zb_cuda_profile_measure: time in the partition one of `profile_ranks` ranks sharing the
      * device gets (with sm_per_rank) — what a pipeline rank will run in; 0 or 1 with no
      * sm_per_rank = the whole device */

@@ -441,9 +441,10 @@ int zb_cmd_train(int argc, char **argv)
                 zb_workers_resolve(c.threads, local) == 1 ? "" : "s");
     }
     if (dev.cuda && piped && pipe.mpi && dev.opts.device_messages) {
-        fprintf(stderr, "zbpp train: --gpu-messages device needs thread ranks (device pointers "
+        fprintf(stderr, "zbpp train: --gpu-messages %s needs thread ranks (device pointers "
                         "and events do not cross processes): use --gpu-messages host with "
-                        "--transport mpi\n");
+                        "--transport mpi\n",
+                dev.gpu_messages);
         return 2;
     }
     if (dev.cuda && piped) { /* pipeline ranks on GPUs (rank_cuda.c): the device first */

@@ -95,11 +95,12 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
         }
         d->opts.sm_per_rank = (int)k;
     }
-    d->opts.device_messages = false;
+    d->opts.device_messages = d->opts.null_messages = false;
     if (d->gpu_messages) {
-        if (strcmp(d->gpu_messages, "host") && strcmp(d->gpu_messages, "device")) {
-            fprintf(stderr, "zbpp %s: --gpu-messages must be host or device (got '%s')\n", cmd,
-                    d->gpu_messages);
+        if (strcmp(d->gpu_messages, "host") && strcmp(d->gpu_messages, "device") &&
+            strcmp(d->gpu_messages, "none")) {
+            fprintf(stderr, "zbpp %s: --gpu-messages must be host, device or none (got '%s')\n",
+                    cmd, d->gpu_messages);
             return 2;
         }
         if (!d->cuda) {
@@ -107,7 +108,8 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
                             "ranks on GPUs pass activations)\n", cmd);
             return 2;
         }
-        d->opts.device_messages = !strcmp(d->gpu_messages, "device");
+        d->opts.null_messages = !strcmp(d->gpu_messages, "none");
+        d->opts.device_messages = d->opts.null_messages || !strcmp(d->gpu_messages, "device");
     }
     if (!d->cuda && d->opts.precision != ZB_CUDA_FP32) {
         fprintf(stderr, "zbpp %s: %s needs --device cuda (the CPU computes in fp32)\n", cmd,
@@ -144,7 +146,9 @@ void zb_cli_device_usage(FILE *out)
             "                       GPU's granularity, 8 on Hopper); the run prints the split;\n"
             "                       with one rank on a GPU: that rank in a partition of K SMs\n"
             "                       (the reference a partitioned pipeline is compared with)\n"
-            "  --gpu-messages host|device  (train, --ranks P on cuda) activations between ranks\n"
-            "                       staged through host buffers (default), or device copies\n"
-            "                       after the sender's event (no host round trip)\n");
+            "  --gpu-messages host|device|none  (train, --ranks P on cuda) activations between\n"
+            "                       ranks staged through host buffers (default), or device\n"
+            "                       copies after the sender's event (no host round trip); none:\n"
+            "                       a benchmark baseline, the waits without the copies after\n"
+            "                       step 1 (losses then not meaningful)\n");
 }

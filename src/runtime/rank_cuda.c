@@ -89,6 +89,10 @@ zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
                                       gpu_of(pl, net->rank, ndev), ndev)
                    : (size_t)snprintf(rep->device, sizeof rep->device, "%d rank%s on %d GPU%s",
                                       world, world == 1 ? "" : "s", used, used == 1 ? "" : "s");
+    if (!net && o->device_messages && o->null_messages && n < sizeof rep->device)
+        n += (size_t)snprintf(rep->device + n, sizeof rep->device - n,
+                              "; no-op messages after step 1 (a timing baseline: the losses are "
+                              "not meaningful)");
     for (int d = 0; d < used && st == ZB_OK; d++) {
         if (net && d != gpu_of(pl, net->rank, ndev))
             continue;
@@ -167,6 +171,9 @@ typedef struct cu_msg {
 typedef struct {
     int device;
     bool device_messages;
+    bool null_messages; /* --gpu-messages none: skip_copies from the second training step */
+    bool skip_copies;
+    long first_step;    /* the run's first training step (-1 before it) */
     bool staged; /* MPI: messages through pinned host slots on each stage's copy stream */
     zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
     double t_begin;         /* host time (since the step's t0) of the timer's step start */
@@ -393,6 +400,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     C->device = gpu_of(pl, R->global, run->ndev);
     /* device messages need the sender's memory in this process: thread ranks */
     C->device_messages = pl->opts->cuda->device_messages && !pl->opts->transport;
+    C->null_messages = C->device_messages && pl->opts->cuda->null_messages;
+    C->first_step = -1;
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
     C->staged = pl->opts->transport != NULL;
@@ -508,6 +517,10 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
 {
     cu_rank_t *C = CU(R);
     zb_status_t st = ZB_OK;
+    if (training && C->first_step < 0)
+        C->first_step = R->in->step;
+    /* no-op transfers once the first step filled the slots with real activations */
+    C->skip_copies = C->null_messages && training && R->in->step > C->first_step;
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         cu_stage_t *cs = &C->st[i];
         if ((st = zb_cuda_stage_bind(cs->stage, err)) != ZB_OK)
@@ -568,7 +581,9 @@ static zb_status_t bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool f
         if (!h->src)
             return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s message for microbatch %d",
                               ls->stage, forward ? "forward" : "backward", m);
-        return zb_cuda_copy_after(cs->stage, dst, h->src, h->device, NC, h->ev, err);
+        return CU(R)->skip_copies ? zb_cuda_stage_wait(cs->stage, h->ev, err)
+                                  : zb_cuda_copy_after(cs->stage, dst, h->src, h->device, NC,
+                                                       h->ev, err);
     }
     if (CU(R)->staged) { /* uploaded on the copy stream (upload_arrived): wait for it */
         int k = forward ? m : R->pl->M + m;

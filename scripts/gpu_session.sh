@@ -10,12 +10,14 @@
 #                                   (issue 13), verbose, plus compute-sanitizer memcheck on them
 #   scripts/gpu_session.sh pipeline build, then the pipeline-rank tests on the GPU (issue 13) and
 #                                   zbpp train --device cuda --ranks 2|4 (partition line, bubble)
+#   scripts/gpu_session.sh goals    build, then issue 13's goals (bench/bench_gpu_pipeline.sh:
+#                                   bubble vs simulator, ZB/1F1B ratios, communication hidden)
 # The build is skipped when build-gpu already holds one (a warm machine keeps it).
 set -uo pipefail
 case "${1:-}" in
-test | bench | compile | sanitize | partitions | pipeline) ;;
+test | bench | compile | sanitize | partitions | pipeline | goals) ;;
 *)
-    sed -n '2,13p' "$0" >&2
+    sed -n '2,15p' "$0" >&2
     exit 2
     ;;
 esac
@@ -97,6 +99,11 @@ pipeline)
             done
         done
     done
+    ;;
+goals)
+    build
+    eval "$(bash scripts/gpu_deps.sh env)"
+    bash bench/bench_gpu_pipeline.sh build-gpu 8 16 1024 bf16 4 2>&1 | tee "$out/goals.log"
     ;;
 compile)
     python3 bench/torch_gpt2.py --mode compile --steps 10 2>&1 | tee "$out/torch_compile.log" |

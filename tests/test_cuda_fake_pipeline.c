@@ -146,6 +146,7 @@ static void test_every_family_same_bits(void **state)
                 zb_pipeline_report_t rep;
                 zb_err_t err;
                 int before = partitions_made;
+                long not_ready = fake_event_not_ready, pinned = fake_host_allocs;
                 zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
                 if (st == ZB_EINVAL) { /* the family refuses (P, M), as on the CPU */
                     print_message("    %-18s P=%d M=%d rejected: %s\n", gens[g].name, P, M,
@@ -160,6 +161,9 @@ static void test_every_family_same_bits(void **state)
                 pt_assert_same_params(&got, &ref, what);
                 /* P ranks on the one fake GPU: one set of partitions, said in the report */
                 assert_int_equal(partitions_made, before + 1);
+                /* host staging through pinned slots, the sends deferred until their downloads
+                 * (the fake's copy stream finishes them late: a slot sent early carries NaN) */
+                assert_true(fake_host_allocs > pinned && fake_event_not_ready > not_ready);
                 if (!strstr(rep.device, "SM partitions: "))
                     fail_msg("%s: no partition line in '%s'", what, rep.device);
                 zb_gpt2_params_free(&got);

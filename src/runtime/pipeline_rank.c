@@ -37,20 +37,22 @@ static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage,
     if (ls->pool.bytes[ZB_GPT2_REGION_SCRATCH] > R->stash_scratch_bytes)
         R->stash_scratch_bytes = ls->pool.bytes[ZB_GPT2_REGION_SCRATCH];
     /* x_in is written by the previous stage's F when that stage is here, else by RECV_F;
-     * dx_out by the next stage's B when it is here, else by RECV_B (msg_buffers.c) */
+     * dx_out by the next stage's B when it is here, else by RECV_B (msg_buffers.c). A GPU
+     * stages its messages in pinned slots of its own (rank_cuda.c): no host buffers */
     const zb_rank_program_t *prog = &pl->plan.sched->rank[R->rank];
     bool prev_here = stage > 0 && zb_stage_rank(pl->plan.sched, stage - 1) == R->rank;
     bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(pl->plan.sched, stage + 1) == R->rank;
-    if (!ls->span.embed &&
+    bool host_msgs = R->dev == &pl_rank_cpu;
+    if (host_msgs && !ls->span.embed &&
         pl_msgbuf_init(&ls->x_in, prog, stage, PL_BUF_X_IN, prev_here, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
-    if (!ls->span.head &&
+    if (host_msgs && !ls->span.head &&
         pl_msgbuf_init(&ls->dx_out, prog, stage, PL_BUF_DX_OUT, next_here, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
-    if (!ls->span.head && !next_here &&
+    if (host_msgs && !ls->span.head && !next_here &&
         pl_msgbuf_init(&ls->own_x_out, prog, stage, PL_BUF_X_OUT, false, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
-    if (!ls->span.embed && !prev_here &&
+    if (host_msgs && !ls->span.embed && !prev_here &&
         pl_msgbuf_init(&ls->own_dx_in, prog, stage, PL_BUF_DX_IN, false, pl->M, pl->NC) != ZB_OK)
         return oom(err, R->rank);
     /* an R recomputes the stage's output: it goes here, not over what was already sent */

@@ -6,10 +6,12 @@
  * same rank is ordered after it.
  *
  * First version, kept simple and exact:
- * - messages are staged through the host: a SEND downloads the device output into the rank's
- *   host message buffer, the transport moves the bytes, and the receiving stage uploads them
- *   when its F (or B) needs them; a neighbouring stage on the same rank reads the device buffer
- *   directly;
+ * - messages are staged through pinned host slots on each stage's copy stream (thread ranks
+ *   and MPI alike): a SEND queues the download after its producer and the executor hands the
+ *   slot to the transport once it is done (a deferred send), a RECV's slot is uploaded at the
+ *   rank's next device call and the consumer's stream waits for it; or, with device messages
+ *   (thread ranks), a handle and an event; a neighbouring stage on the same rank reads the
+ *   device buffer directly;
  * - one device buffer slot per microbatch for each message buffer, a plain stash per microbatch
  *   in flight (taken at F, given back after W; a non-saving F gives it back when it ends and its
  *   R takes one again, recomputing from the kept input); no shared WTE (each stage holding WTE has its own copy, stepped with
@@ -152,7 +154,7 @@ typedef struct {
      * sent (out_*) and received (in_*), [M] each */
     struct CUevent_st **ev_x_out, **ev_dx_in;
     struct cu_msg *out_x, *out_dx, *in_x, *in_dx;
-    /* MPI staging (cu_rank_t.staged): pinned host slots [M·NC] of what the stage sends (pin_x_out,
+    /* staging (cu_rank_t.staged): pinned host slots [M·NC] of what the stage sends (pin_x_out,
      * pin_dx_in) and receives (pin_x_in, pin_dx_out); events [2M] (k = m forward, M + m
      * backward): the producing F/B done (ev_prod), its download done (ev_down), the upload done
      * (ev_up); arrived[k]: 0 nothing, 1 the transport filled the pinned slot, 2 upload queued */
@@ -174,7 +176,7 @@ typedef struct {
     bool null_messages; /* --gpu-messages none: skip_copies from the second training step */
     bool skip_copies;
     long first_step;    /* the run's first training step (-1 before it) */
-    bool staged; /* MPI: messages through pinned host slots on each stage's copy stream */
+    bool staged; /* messages through pinned host slots on each stage's copy stream */
     zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
     double t_begin;         /* host time (since the step's t0) of the timer's step start */
     cu_stage_t *st; /* [n_local], as R->st */
@@ -321,7 +323,7 @@ static zb_status_t device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *
     return st;
 }
 
-/* MPI staging: the pinned slots this stage's messages need, and their events. */
+/* Staging: the pinned slots this stage's messages need, and their events. */
 static zb_status_t staging_init(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_err_t *err)
 {
     const size_t M = (size_t)R->pl->M, MNC = M * R->pl->NC;
@@ -363,7 +365,7 @@ static void staging_free(const pl_rank_t *R, cu_stage_t *cs)
     free(cs->ev_prod), free(cs->ev_down), free(cs->ev_up), free(cs->arrived);
 }
 
-/* MPI staging: every message the transport has put in a pinned slot since the last call is
+/* Staging: every message the transport has put in a pinned slot since the last call is
  * queued for upload on its stage's copy stream (it overlaps the compute queued meanwhile; the
  * consumer waits for its event, bring_in). */
 static zb_status_t upload_arrived(pl_rank_t *R, zb_err_t *err)
@@ -404,7 +406,7 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     C->first_step = -1;
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
-    C->staged = pl->opts->transport != NULL;
+    C->staged = !C->device_messages; /* pinned slots on a copy stream, for threads and MPI */
     zb_cuda_partitions_t *parts = run->parts[C->device];
     const size_t NC = pl->NC, MNC = (size_t)pl->M * NC;
     zb_status_t st = ZB_OK;
@@ -595,11 +597,8 @@ static zb_status_t bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool f
                               forward ? "input" : "gradient", m);
         return zb_cuda_stage_wait(cs->stage, cs->ev_up[k], err);
     }
-    const float *h = pl_msgbuf_at(forward ? &ls->x_in : &ls->dx_out, m, NC);
-    if (!h)
-        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s for microbatch %d", ls->stage,
-                          forward ? "input" : "gradient", m);
-    return zb_cuda_copy_to_device(cs->stage, dst, h, NC, err);
+    return zb_err_set(err, ZB_EINVAL, "stage %d: messages neither staged nor on the device",
+                      ls->stage);
 }
 
 static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
@@ -779,7 +778,7 @@ static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
     return st;
 }
 
-/* MPI staging. SEND: the download of slot m queued on the copy stream after the producing F/B
+/* Staging. SEND: the download of slot m queued on the copy stream after the producing F/B
  * (its event); the host does not wait: the executor defers the send until the download is done
  * (cuda_message_ready), so the rank's next actions queue while it runs; RECV: the pinned slot
  * the transport fills, uploaded at the rank's next device call (upload_arrived) on the copy
@@ -836,31 +835,14 @@ static zb_status_t cuda_message_ready(pl_rank_t *R, pl_stage_t *ls, const zb_act
     return wait ? zb_cuda_event_sync(done, err) : zb_cuda_event_query(done, ready, err);
 }
 
-/* SEND: the device output to the host message buffer; RECV: the host buffer (uploaded by the
- * compute that reads it). */
+/* A message: a handle (device messages) or a pinned host slot (staging). */
 static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
                                 zb_err_t *err)
 {
     cu_stage_t *cs = &CU(R)->st[ls - R->st];
-    const size_t NC = R->pl->NC;
-    int m = a->mb;
     if (cs->in_x) /* device messages: a handle (slot + event) instead of the bytes */
         return device_message(R, ls, cs, a, host, err);
-    if (CU(R)->staged)
-        return staged_message(R, cs, a, host, err);
-    switch ((zb_action_type_t)a->type) {
-    case ZB_ACT_SEND_F:
-        *host = ls->x_out && cs->x_out ? pl_msgbuf_at(ls->x_out, m, NC) : NULL;
-        return *host ? zb_cuda_copy_to_host(cs->stage, *host, cs->x_out + (size_t)m * NC, NC, err)
-                     : ZB_OK;
-    case ZB_ACT_SEND_B:
-        *host = ls->dx_in && cs->dx_in ? pl_msgbuf_at(ls->dx_in, m, NC) : NULL;
-        return *host ? zb_cuda_copy_to_host(cs->stage, *host, cs->dx_in + (size_t)m * NC, NC, err)
-                     : ZB_OK;
-    case ZB_ACT_RECV_F: *host = ls->span.embed ? NULL : pl_msgbuf_at(&ls->x_in, m, NC); return ZB_OK;
-    case ZB_ACT_RECV_B: *host = ls->span.head ? NULL : pl_msgbuf_at(&ls->dx_out, m, NC); return ZB_OK;
-    default: *host = NULL; return ZB_OK;
-    }
+    return staged_message(R, cs, a, host, err);
 }
 
 /* The local stage holding norm unit u in full (0: the embedding, L+1: the head), -1: none. */

@@ -450,9 +450,14 @@ static void plan_note(const pl_t *pl, const zb_schedule_t *plain, zb_pipeline_re
                  plain->stages * pl->M);
     snprintf(rep->note, sizeof rep->note, "%s, P=%d v=%d M=%d%s%s, stage costs %s", plain->name,
              pl->P, plain->chunks, pl->M, dp_note, rc_note,
-             !pl->prof                ? "from the FLOP model"
-             : pl->opts->transport ? "measured on rank 0 (zbpp profile, one core), shared with every rank"
-                                   : "measured (zbpp profile, one core)");
+             !pl->prof ? "from the FLOP model"
+             : pl->opts->transport
+                 ? (pl->opts->cuda ? "measured on rank 0 (zbpp profile on its GPU), shared with "
+                                     "every rank"
+                                   : "measured on rank 0 (zbpp profile, one core), shared with "
+                                     "every rank")
+             : pl->opts->cuda ? "measured (zbpp profile on the GPU, on the SMs a rank gets)"
+                              : "measured (zbpp profile, one core)");
 }
 
 /* Who updates each norm unit: the embedding's rank, the head's, and each block's stage's. */

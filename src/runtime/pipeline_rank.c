@@ -319,16 +319,6 @@ zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, floa
     return st;
 }
 
-zb_status_t pl_rank_send_ready(pl_rank_t *R, const zb_action_t *a, bool wait, bool *ready,
-                               zb_err_t *err)
-{
-    *ready = true;
-    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
-    if (!ls)
-        return ZB_ESCHEDULE;
-    return R->dev->message_ready ? R->dev->message_ready(R, ls, a, wait, ready, err) : ZB_OK;
-}
-
 /* A SEND is queued (the executor asks op_send_ready before it hands the bytes over). */
 static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, size_t *bytes,
                            zb_err_t *err)
@@ -343,10 +333,14 @@ static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, si
     return timed_end(R, st, err);
 }
 
+/* The executor's send_ready: the device's message_ready for the SEND's stage. */
 static zb_status_t op_send_ready(void *ctx, const zb_action_t *a, bool wait, bool *ready,
                                  zb_err_t *err)
 {
-    return pl_rank_send_ready(ctx, a, wait, ready, err);
+    pl_rank_t *R = ctx;
+    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
+    *ready = true;
+    return ls ? R->dev->message_ready(R, ls, a, wait, ready, err) : ZB_ESCHEDULE;
 }
 
 static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *bytes,

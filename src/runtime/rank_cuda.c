@@ -154,7 +154,7 @@ typedef struct {
      * sent (out_*) and received (in_*), [M] each */
     struct CUevent_st **ev_x_out, **ev_dx_in;
     struct cu_msg *out_x, *out_dx, *in_x, *in_dx;
-    /* staging (cu_rank_t.staged): pinned host slots [M·NC] of what the stage sends (pin_x_out,
+    /* staging (all but device messages): pinned host slots [M·NC] of what the stage sends (pin_x_out,
      * pin_dx_in) and receives (pin_x_in, pin_dx_out); events [2M] (k = m forward, M + m
      * backward): the producing F/B done (ev_prod), its download done (ev_down), the upload done
      * (ev_up); arrived[k]: 0 nothing, 1 the transport filled the pinned slot, 2 upload queued */
@@ -176,7 +176,6 @@ typedef struct {
     bool null_messages; /* --gpu-messages none: skip_copies from the second training step */
     bool skip_copies;
     long first_step;    /* the run's first training step (-1 before it) */
-    bool staged; /* messages through pinned host slots on each stage's copy stream */
     zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
     double t_begin;         /* host time (since the step's t0) of the timer's step start */
     cu_stage_t *st; /* [n_local], as R->st */
@@ -406,7 +405,6 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     C->first_step = -1;
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
-    C->staged = !C->device_messages; /* pinned slots on a copy stream, for threads and MPI */
     zb_cuda_partitions_t *parts = run->parts[C->device];
     const size_t NC = pl->NC, MNC = (size_t)pl->M * NC;
     zb_status_t st = ZB_OK;
@@ -443,7 +441,7 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
             st = zb_cuda_buffer_alloc(cs->stage, NC, &cs->r_out, err);
         if (st == ZB_OK && C->device_messages)
             st = device_messages_init(R, cs, err);
-        if (st == ZB_OK && C->staged)
+        else if (st == ZB_OK) /* pinned slots on a copy stream, for threads and MPI */
             st = staging_init(R, ls, cs, err);
     }
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
@@ -587,18 +585,15 @@ static zb_status_t bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool f
                                   : zb_cuda_copy_after(cs->stage, dst, h->src, h->device, NC,
                                                        h->ev, err);
     }
-    if (CU(R)->staged) { /* uploaded on the copy stream (upload_arrived): wait for it */
-        int k = forward ? m : R->pl->M + m;
-        zb_status_t st = cs->arrived[k] == 1 ? upload_arrived(R, err) : ZB_OK;
-        if (st != ZB_OK)
-            return st;
-        if (cs->arrived[k] != 2)
-            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s for microbatch %d", ls->stage,
-                              forward ? "input" : "gradient", m);
-        return zb_cuda_stage_wait(cs->stage, cs->ev_up[k], err);
-    }
-    return zb_err_set(err, ZB_EINVAL, "stage %d: messages neither staged nor on the device",
-                      ls->stage);
+    /* staged: uploaded on the copy stream (upload_arrived), the stream waits for it */
+    int k = forward ? m : R->pl->M + m;
+    zb_status_t st = cs->arrived[k] == 1 ? upload_arrived(R, err) : ZB_OK;
+    if (st != ZB_OK)
+        return st;
+    if (cs->arrived[k] != 2)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s for microbatch %d", ls->stage,
+                          forward ? "input" : "gradient", m);
+    return zb_cuda_stage_wait(cs->stage, cs->ev_up[k], err);
 }
 
 static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
@@ -682,7 +677,7 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     const size_t NC = R->pl->NC;
     int m = a->mb;
     float *x_out = ls->span.head ? NULL : cs->x_out + (size_t)m * NC;
-    zb_status_t st = CU(R)->staged ? upload_arrived(R, err) : ZB_OK;
+    zb_status_t st = CU(R)->device_messages ? ZB_OK : upload_arrived(R, err);
     if (st != ZB_OK)
         return st;
     if (eval) { /* a stash for the F alone, given back at once */
@@ -828,7 +823,7 @@ static zb_status_t cuda_message_ready(pl_rank_t *R, pl_stage_t *ls, const zb_act
     const cu_stage_t *cs = &CU(R)->st[ls - R->st];
     bool fwd = a->type == ZB_ACT_SEND_F;
     *ready = true;
-    if (!CU(R)->staged || cs->in_x || (!fwd && a->type != ZB_ACT_SEND_B) ||
+    if (cs->in_x || (!fwd && a->type != ZB_ACT_SEND_B) ||
         !(fwd ? cs->pin_x_out : cs->pin_dx_in))
         return ZB_OK;
     struct CUevent_st *done = cs->ev_down[fwd ? a->mb : R->pl->M + a->mb];

@@ -87,12 +87,11 @@ zb_status_t pl_ranks_state(pl_t *pl, bool to_host, zb_err_t *err);
 
 /* pipeline_rank.c: the local stage of `stage` (ZB_ESCHEDULE naming it when not here); the first
  * token of microbatch m in the step's batch; the host bytes of message action a (checked): a
- * SEND's are there when it returns unless `queue` (then pl_rank_send_ready says when). */
+ * SEND's are there when it returns unless `queue` (then the device's message_ready says
+ * when). */
 pl_stage_t *pl_rank_stage(pl_rank_t *R, int stage, zb_err_t *err);
 size_t pl_rank_tok(const pl_rank_t *R, int m);
 zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, float **at,
                             zb_err_t *err);
-zb_status_t pl_rank_send_ready(pl_rank_t *R, const zb_action_t *a, bool wait, bool *ready,
-                               zb_err_t *err);
 
 #endif

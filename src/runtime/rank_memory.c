@@ -173,35 +173,31 @@ void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double act
     memset(m, 0, sizeof *m);
     static_part(pl, pl->plan.S, sched_rank, rank, m);
     m->activations = activations;
-    if (pl->opts->cuda) { /* device buffers as static_part counted them, a stash per in flight */
-        for (int s = 0; s < pl->plan.S; s++)
-            if (zb_stage_rank(pl->plan.sched, s) == rank) {
-                zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
-                pl_cuda_stage_stash(pl, &pl->plan.sched->rank[rank], s, &sp, m);
-                if (!sp.head && pl_stage_recomputes(&pl->plan.sched->rank[rank], s))
-                    m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
-            }
-        add_total(m);
-        return;
+    const bool gpu = pl->opts->cuda != NULL;
+    const zb_rank_program_t *prog = &pl->plan.sched->rank[rank];
+    if (!gpu) { /* static_part's message buffers bound M in flight; the program says how many */
+        int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
+        m->messages = e == rank && h != rank && !pl_wte_shared(pl, e, h)
+                          ? (double)pl_wte_chunk((size_t)pl->mcfg.padded_vocab *
+                                                 pl->mcfg.channels) * sizeof(float)
+                          : 0;
     }
-    /* static_part's message buffers are the bound for M in flight; the program says how many */
-    double wte_chunk = 0;
-    int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
-    if (e == rank && h != rank && !pl_wte_shared(pl, e, h))
-        wte_chunk = (double)pl_wte_chunk((size_t)pl->mcfg.padded_vocab * pl->mcfg.channels) *
-                    sizeof(float);
-    m->messages = wte_chunk;
-    size_t scratch_most = 0; /* one scratch serves all the rank's stashes */
-    for (int s = 0; s < pl->plan.S; s++)
-        if (zb_stage_rank(pl->plan.sched, s) == rank) {
-            zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
+    size_t scratch_most = 0; /* on the CPU one scratch serves all the rank's stashes */
+    for (int s = 0; s < pl->plan.S; s++) {
+        if (zb_stage_rank(pl->plan.sched, s) != rank)
+            continue;
+        zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
+        if (gpu) { /* device buffers as static_part counted them, a stash per in flight */
+            pl_cuda_stage_stash(pl, prog, s, &sp, m);
+        } else {
             m->messages += (double)stage_msg_slots(pl, rank, s, &sp) * (double)pl->NC * sizeof(float);
             size_t scratch = 0;
-            m->stash_alloc += (double)pl_stash_stage_bytes(pl, &pl->plan.sched->rank[rank], s, &scratch);
+            m->stash_alloc += (double)pl_stash_stage_bytes(pl, prog, s, &scratch);
             scratch_most = scratch > scratch_most ? scratch : scratch_most;
-            if (!sp.head && pl_stage_recomputes(&pl->plan.sched->rank[rank], s))
-                m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
         }
+        if (!sp.head && pl_stage_recomputes(prog, s))
+            m->messages += (double)pl->NC * sizeof(float); /* the R's output buffer */
+    }
     m->stash_alloc += (double)scratch_most;
     add_total(m);
 }

@@ -11,38 +11,11 @@
 set -u
 ZBPP=$1
 SRC=$2
-TMP=$(mktemp -d /tmp/zbpp_cli_cuda_gpu_pipe.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 SHAPE=(--layers 4 --heads 4 --channels 64)
 RUN=(--seq 32 --batch 8 --microbatches 4 --lr 1e-3 --lr-schedule constant --text "$SRC/data/demo_corpus.txt")
 
-if ! "$ZBPP" train "${SHAPE[@]}" "${RUN[@]}" --steps 0 --device cuda --ranks 2 >"$TMP/probe" 2>&1; then
-  if grep -qE "no CUDA device|built without CUDA" "$TMP/probe"; then
-    echo "skipped: no CUDA device ($(cat "$TMP/probe"))"
-    exit 77
-  fi
-  cat "$TMP/probe"
-  exit 1
-fi
-
-# train <name> <args...>: metrics in $TMP/<name>.jsonl, stderr in $TMP/<name>.err
-train() {
-  local name=$1 shape=("${SHAPE[@]}")
-  shift
-  case " $* " in *" --resume "*) shape=() ;; esac
-  "$ZBPP" train "${shape[@]}" "${RUN[@]}" --metrics "$TMP/$name.jsonl" "$@" >"$TMP/$name.out" \
-    2>"$TMP/$name.err" || { fail "run $name failed: $(tail -1 "$TMP/$name.err")"; return 1; }
-}
-losses() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$TMP/$1.jsonl"; }
-compare() {
-  paste <(losses "$1") <(losses "$2") | awk -v tol="$3" -v label="$4" '
-    { d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > worst) worst = r; n++
-      if (!(r <= tol)) bad++ }
-    END { printf "%s: %d steps, worst rel diff %.3g (tolerance %g)%s\n", label, n, worst, tol,
-          bad ? " FAIL" : ""; exit (bad || n == 0) }' || fail "$4"
-}
+PROBE=(--device cuda --ranks 2)
+source "$(dirname "$0")/cuda_gpu_common.inc"
 
 train p2 --steps 4 --device cuda --ranks 2 --schedule 1f1b --save "$TMP/p2.ckpt"
 grep -m1 "pipeline on cuda:" "$TMP/p2.err" && grep -q "SM partitions: 2 ranks x" "$TMP/p2.err" ||
@@ -62,9 +35,9 @@ train g2 --steps 2 --device cuda --ranks 2 --schedule zb-h1 --save "$TMP/g2.ckpt
 train c2 --steps 2 --ranks 2 --schedule zb-h1 --save "$TMP/c2.ckpt"
 train c4 --steps 4 --ranks 2 --schedule zb-h1
 cp "$TMP/g2.jsonl" "$TMP/gc.jsonl" && train gc --steps 4 --ranks 2 --schedule zb-h1 --resume "$TMP/g2.ckpt"
-compare gc p2 1e-4 "2 steps GPU pipeline + 2 CPU pipeline vs 4 GPU"
+compare gc p2 rel 1e-4 "2 steps GPU pipeline + 2 CPU pipeline vs 4 GPU"
 cp "$TMP/c2.jsonl" "$TMP/cg.jsonl" && train cg --steps 4 --device cuda --ranks 2 --schedule zb-h1 --resume "$TMP/c2.ckpt"
-compare cg c4 1e-4 "2 steps CPU pipeline + 2 GPU pipeline vs 4 CPU"
+compare cg c4 rel 1e-4 "2 steps CPU pipeline + 2 GPU pipeline vs 4 CPU"
 train tr --steps 2 --device cuda --ranks 2 --schedule zb-h1 --trace "$TMP/tr.json"
 ls "$TMP"/tr* >/dev/null 2>&1 && grep -E "bubble" "$TMP/tr.out" || fail "--trace wrote nothing"
 [ "$fails" -eq 0 ] || exit 1

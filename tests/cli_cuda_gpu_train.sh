@@ -14,40 +14,11 @@
 set -u
 ZBPP=$1
 SRC=$2
-TMP=$(mktemp -d /tmp/zbpp_cli_cuda_gpu.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 SHAPE=(--layers 2 --heads 4 --channels 64)
 RUN=(--seq 32 --batch 8 --microbatches 2 --lr 1e-3 --lr-schedule constant --text "$SRC/data/demo_corpus.txt" --quiet)
 
-if ! "$ZBPP" train "${SHAPE[@]}" "${RUN[@]}" --steps 0 --device cuda >"$TMP/probe" 2>&1; then
-  if grep -qE "no CUDA device|built without CUDA" "$TMP/probe"; then
-    echo "skipped: no CUDA device ($(cat "$TMP/probe"))"
-    exit 77
-  fi
-  cat "$TMP/probe"
-  exit 1
-fi
-
-# train <name> <args...>: metrics in $TMP/<name>.jsonl (the model shape unless resumed/loaded)
-train() {
-  local name=$1 shape=("${SHAPE[@]}")
-  shift
-  case " $* " in *" --resume "* | *" --init-from "*) shape=() ;; esac
-  "$ZBPP" train "${shape[@]}" "${RUN[@]}" --metrics "$TMP/$name.jsonl" "$@" 2>"$TMP/$name.err" ||
-    { fail "run $name failed: $(tail -1 "$TMP/$name.err")"; return 1; }
-}
-# losses <name>: one loss per line
-losses() { sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$TMP/$1.jsonl"; }
-# compare <a> <b> <kind: rel|abs> <tol> <label>: every step
-compare() {
-  paste <(losses "$1") <(losses "$2") | awk -v kind="$3" -v tol="$4" -v label="$5" '
-    { d = $1 - $2; if (d < 0) d = -d; r = d; if (kind == "rel") r = d / ($2 < 0 ? -$2 : $2)
-      if (r > worst) worst = r; n++; if (!(r <= tol)) bad++ }
-    END { printf "%s: %d steps, worst %s diff %.3g (tolerance %g)%s\n", label, n, kind, worst,
-          tol, bad ? " FAIL" : ""; exit (bad || n == 0) }' || fail "$5"
-}
+PROBE=(--device cuda)
+source "$(dirname "$0")/cuda_gpu_common.inc"
 
 train cpu --steps 10 --save "$TMP/cpu10.ckpt"
 train fp32 --steps 10 --device cuda --save "$TMP/fp32.ckpt" --save-model "$TMP/fp32.bin"

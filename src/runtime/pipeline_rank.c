@@ -414,18 +414,20 @@ zb_status_t pl_tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 }
 
 
-/* The tied fold on the host: a device's WTE parts come to the host and the folded gradient goes
- * back (rank_device.h). */
-static zb_status_t tied_fold(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+/* A host step on R's gradients: fn(t, R, err). */
+typedef zb_status_t (*host_grads_fn)(zb_transport_t *t, pl_rank_t *R, zb_err_t *err);
+
+/* fn on the host copy of R's gradients (wte_only: the tied WTE parts, which only the embedding
+ * and head ranks hold): a device's gradients come to the host and go back (rank_device.h). */
+static zb_status_t on_host_grads(zb_transport_t *t, pl_rank_t *R, bool wte_only,
+                                 host_grads_fn fn, zb_err_t *err)
 {
-    zb_status_t st = ZB_OK;
-    bool moves = R->dev->grads && (R->has_embed || R->has_head);
-    if (moves)
-        st = R->dev->grads(R, true, true, err);
+    bool moves = R->dev->grads && (!wte_only || R->has_embed || R->has_head);
+    zb_status_t st = moves ? R->dev->grads(R, wte_only, true, err) : ZB_OK;
     if (st == ZB_OK)
-        st = pl_tied_embedding(t, R, err);
+        st = fn(t, R, err);
     if (st == ZB_OK && moves)
-        st = R->dev->grads(R, true, false, err);
+        st = R->dev->grads(R, wte_only, false, err);
     return st;
 }
 
@@ -440,15 +442,14 @@ zb_status_t pl_ranks_state(pl_t *pl, bool to_host, zb_err_t *err)
     return st;
 }
 
-static void inject_inf(pl_rank_t *R)
+/* The test hook's +Inf (host_grads_fn; t unused): the first element of its unit. */
+static zb_status_t inject_inf(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
-    const zb_pipeline_opts_t *o = R->pl->opts;
-    if (R->in->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
-        o->inject_inf_unit >= R->pl->plan.n_units || R->pl->plan.unit_owner[o->inject_inf_unit] != R->rank)
-        return;
+    (void)t, (void)err;
     size_t off[16], cnt[16];
-    if (zb_gpt2_params_unit_ranges(&R->grads.g, o->inject_inf_unit, off, cnt) > 0)
+    if (zb_gpt2_params_unit_ranges(&R->grads.g, R->pl->opts->inject_inf_unit, off, cnt) > 0)
         R->grads.g.data[off[0]] = INFINITY;
+    return ZB_OK;
 }
 
 /* This step's views of the world transport `t`: the replica's pipeline and the replicas of this
@@ -488,16 +489,9 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
     if (st == ZB_OK && R->dev->finish)
         st = R->dev->finish(R, err);
     if (st == ZB_OK)
-        st = tied_fold(pipe, R, err);
-    if (st == ZB_OK && dp) {
-        bool moves = R->dev->grads != NULL;
-        if (moves)
-            st = R->dev->grads(R, false, true, err);
-        if (st == ZB_OK)
-            st = pl_dp_reduce(dp, R, err);
-        if (st == ZB_OK && moves)
-            st = R->dev->grads(R, false, false, err);
-    }
+        st = on_host_grads(pipe, R, true, pl_tied_embedding, err);
+    if (st == ZB_OK && dp)
+        st = on_host_grads(dp, R, false, pl_dp_reduce, err);
     return st;
 }
 
@@ -509,12 +503,7 @@ static zb_status_t poke_inf(pl_rank_t *R, zb_err_t *err)
         o->inject_inf_unit >= R->pl->plan.n_units ||
         R->pl->plan.unit_owner[o->inject_inf_unit] != R->rank)
         return ZB_OK;
-    zb_status_t st = R->dev->grads ? R->dev->grads(R, false, true, err) : ZB_OK;
-    if (st == ZB_OK)
-        inject_inf(R);
-    if (st == ZB_OK && R->dev->grads)
-        st = R->dev->grads(R, false, false, err);
-    return st;
+    return on_host_grads(NULL, R, false, inject_inf, err);
 }
 
 /* The optimizer step with the unit partials in R->vec (loss last), over the pipeline `t`.

@@ -8,7 +8,8 @@
 #   scripts/gpu_session.sh sanitize build, then compute-sanitizer (memcheck, racecheck, initcheck)
 #   scripts/gpu_session.sh partitions  build, then only the SM-partition and event-timing tests
 #                                   (issue 13), verbose, plus compute-sanitizer memcheck on them
-#   scripts/gpu_session.sh pipeline build, then the pipeline-rank tests on the GPU (issue 13) and
+#   scripts/gpu_session.sh pipeline build, then the pipeline-rank tests on the GPU (issue 13: thread
+#                                   ranks, MPI ranks through the carried Open MPI) and
 #                                   zbpp train --device cuda --ranks 2|4 (partition line, bubble)
 #   scripts/gpu_session.sh goals    build, then issue 13's goals (bench/bench_gpu_pipeline.sh:
 #                                   bubble vs simulator, ZB/1F1B ratios, communication hidden)
@@ -17,7 +18,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals) ;;
 *)
-    sed -n '2,15p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
     ;;
 esac
@@ -41,7 +42,7 @@ test)
     build
     eval "$(bash scripts/gpu_deps.sh env)"
     (cd build-gpu && ctest -L gpu -V 2>&1 | tee "$out/ctest_gpu.log" |
-        grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|partition|distinct SMs|refused|action [0-9]|GPU pipeline|P=[24] M=|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
+        grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|partition|distinct SMs|refused|action [0-9]|GPU pipeline|P=[24] M=|-np|without a GPU|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
     (cd build-gpu && ctest -R "test_cuda_host|test_cuda_fake|test_cuda_green|test_cuda_timing|cli_cuda_flags|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
         --output-on-failure 2>&1 | tail -4)
     # the machine has PyTorch: zbpp's CSVs through torch's own _Action.from_str (issue 14)
@@ -84,9 +85,9 @@ pipeline)
     # then the CLI with the partition line and the measured vs predicted bubble
     build
     eval "$(bash scripts/gpu_deps.sh env)"
-    (cd build-gpu && ctest -R "test_cuda_gpu_pipeline|test_cuda_fake_pipeline|cli_cuda_gpu_pipeline" -V 2>&1 |
+    (cd build-gpu && ctest -R "test_cuda_gpu_pipeline|test_cuda_fake_pipeline|cli_cuda_gpu_pipeline|cli_cuda_gpu_mpi" -V 2>&1 |
         tee "$out/ctest_pipeline.log" |
-        grep -E "device|P=|GPU pipeline|failing|checkpoint|steps|bubble|Passed|Failed|Skipped|FAIL|\[  ")
+        grep -E "device|P=|-np|GPU pipeline|failing|without a GPU|checkpoint|steps|bubble|skipped|Passed|Failed|Skipped|FAIL|\[  ")
     for P in 2 4; do
         for sched in 1f1b zb-h1 zb-h2; do
             for msg in host device; do

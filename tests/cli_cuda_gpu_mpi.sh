@@ -2,7 +2,8 @@
 # MPI ranks on a GPU: `mpirun -np P zbpp train --transport mpi --device cuda` (label gpu; issue
 # 13). Exit 77 "skipped" without a CUDA device, mpirun or an MPI build. On the GPU machine
 # scripts/gpu_deps.sh brings Open MPI. The processes share the one GPU; each puts its rank in a
-# partition of K SMs (--sm-per-rank), as the thread ranks it is compared with do. A small GPT-2
+# partition of K SMs (--sm-per-rank; each process splits the GPU alone, so the partitions are the
+# same SMs), as the thread ranks it is compared with do. A small GPT-2
 # (as cli_cuda_gpu_pipeline.sh):
 #  - each process's device line names its MPI rank and the host staging of its messages;
 #  - 1f1b, zb-h1 and zb-v at -np 2 and zb-h2 at -np 4 write the same checkpoint bytes and losses

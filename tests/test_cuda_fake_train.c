@@ -250,6 +250,30 @@ static void test_profile(void **state)
     assert_int_equal(zb_cuda_profile_measure(NULL, &cfg, 2, 17, 2, &GPU, &p, &e), ZB_EINVAL);
 }
 
+/* The message cost is measured on the path the run will use: device-message runs with one
+ * device-to-device copy per message (the warm-up and PINGPONGS timed ones, beyond the copies F
+ * makes in both runs), staged runs through the page-locked host slot. */
+static void test_profile_message_path(void **state)
+{
+    (void)state;
+    zb_gpt2_config_t cfg = {.max_seq = 16, .vocab = 67, .padded_vocab = 128, .layers = 1,
+                            .heads = 2, .channels = 16};
+    zb_profile_t p;
+    zb_err_t e;
+    zb_cuda_train_opts_t dev = GPU;
+    dev.device_messages = true;
+    long d2d[2];
+    for (int k = 0; k < 2; k++) {
+        long before = fake_d2d_copies;
+        if (zb_cuda_profile_measure(NULL, &cfg, 2, 16, 2, k ? &dev : &GPU, &p, &e) != ZB_OK)
+            fail_msg("profile: %s", e.msg);
+        d2d[k] = fake_d2d_copies - before;
+        assert_true(p.comm > 0 && p.msg_bytes == 2 * 16 * 16 * sizeof(float));
+        zb_profile_free(&p);
+    }
+    assert_int_equal(d2d[1] - d2d[0], PINGPONGS + 1);
+}
+
 /* The shared loop's features on the GPU path: validation after every 2 steps (on the host copy,
  * downloaded first) gives the CPU trainer's val loss bit for bit, and --keep-last keeps the same
  * rotated checkpoints. */
@@ -289,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_divergence_same_as_cpu),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_profile_message_path),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

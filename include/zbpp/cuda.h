@@ -163,8 +163,9 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
 zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err);
 /* Run the stage's work on `stream` from now on (e.g. an SM partition's,
  * zb_cuda_partition_stream) instead of its own, which is destroyed; the stage does not destroy
- * a stream given here (free the stage before its owner). */
-zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream,
+ * a stream given here (free the stage before its owner). `sms`: the SMs that stream runs on
+ * (zb_cuda_partition_sms), which cuBLASLt's algorithm choice then targets; 0 = the device's. */
+zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream, int sms,
                                      zb_err_t *err);
 /* Device messages between stages (thread ranks, no host round trip): an event (cudaEvent_t,
  * timing off) on the stage's device; record it on the stage's stream after the work that

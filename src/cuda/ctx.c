@@ -42,6 +42,11 @@ int zb_cu_part_reserve(zb_cu_ctx_t *c, size_t n)
         return 0;
     if (n <= c->part_cap)
         return 1;
+    /* kernels queued on the stream may still read the old buffer: cudaFree's implicit device
+     * synchronisation is not documented for green-context streams, so wait (it grows only a
+     * few times, in the first W) */
+    if (c->part)
+        cudaStreamSynchronize(c->stream);
     cudaFree(c->part);
     c->part = NULL;
     c->part_cap = 0;
@@ -86,6 +91,8 @@ void zb_cu_ctx_destroy(zb_cu_ctx_t *c)
 {
     for (int i = 0; i < c->nplans; i++) {
         zb_cu_gemm_plan_t *p = &c->plans[i];
+        if (!p->desc)
+            continue; /* a cached "no algorithm" entry holds nothing */
         cublasLtMatrixLayoutDestroy(p->la);
         cublasLtMatrixLayoutDestroy(p->lb);
         cublasLtMatrixLayoutDestroy(p->lc);
@@ -125,11 +132,13 @@ static int layout_new(cublasLtMatrixLayout_t *l, int rows, int cols, int ld, int
         CUBLAS_STATUS_SUCCESS)
         return 0;
     if (batch > 1) {
+        /* unchecked, a failed set would silently compute batch 0 only */
         int32_t b = batch;
         int64_t s = stride;
-        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
-        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s,
-                                         sizeof s);
+        return cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b,
+                                                sizeof b) == CUBLAS_STATUS_SUCCESS &&
+               cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &s, sizeof s) == CUBLAS_STATUS_SUCCESS;
     }
     return 1;
 }
@@ -137,11 +146,15 @@ static int layout_new(cublasLtMatrixLayout_t *l, int rows, int cols, int ld, int
 /* Column-major view: row-major C[M,N] = op(A)·op(B) is column-major C'[N,M] = op(B)'·op(A)'.
  * So cuBLASLt's "A" is our B (N×K after op), its "B" our A. */
 /* The alignment cuBLASLt may assume for an operand: of its pointer, of every column (ld) and of
- * every batch (stride), capped at the 256 bytes it asks for by default. Part of the plan's key,
- * so a plan chosen for aligned pointers is never run on less aligned ones. */
+ * every batch (stride), capped at 16 bytes. Part of the plan's key, so a plan chosen for aligned
+ * pointers is never run on less aligned ones. The cap is 16, not cuBLASLt's default 256: 16 is
+ * what its vector loads and Hopper's tensor-memory copies need, and a larger cap would make the
+ * key (and so possibly the algorithm and the bits) depend on where a tensor happens to start:
+ * a stage's parameters are packed, so a weight's offset depends on how many layers the stage
+ * holds, and a 1-stage and a 2-stage split must give the same bits. */
 static unsigned align_of(const void *p, int ld, long long stride, int batch)
 {
-    uintptr_t a = (uintptr_t)p | 256u | ((uintptr_t)ld * sizeof(float));
+    uintptr_t a = (uintptr_t)p | 16u | ((uintptr_t)ld * sizeof(float));
     if (batch > 1)
         a |= (uintptr_t)stride * sizeof(float);
     return (unsigned)(a & (~a + 1));
@@ -159,8 +172,8 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
         if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
             p->ldb == ldb && p->ldc == ldc && p->batch == batch && p->sa == sa && p->sb == sb &&
             p->sc == sc && p->beta_zero == beta_zero && p->align_a == al_a &&
-            p->align_b == al_b && p->align_c == al_c)
-            return p;
+            p->align_b == al_b && p->align_c == al_c && p->sm_target == c->sm_target)
+            return p->desc ? p : NULL; /* NULL: cached "no algorithm" (quiet callers only) */
     }
     if (c->nplans == ZB_CU_GEMM_CACHE) {
         zb_cu_fail(c, ZB_EUNSUPPORTED, "more than %d matrix-product shapes", ZB_CU_GEMM_CACHE);
@@ -171,15 +184,23 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
     *p = (zb_cu_gemm_plan_t){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
                              .ldc = ldc, .batch = batch, .sa = sa, .sb = sb, .sc = sc,
                              .beta_zero = beta_zero, .align_a = al_a, .align_b = al_b,
-                             .align_c = al_c};
+                             .align_c = al_c, .sm_target = c->sm_target};
     cublasComputeType_t ct = compute_type(c->prec);
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
     cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ok = cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
-    if (ok) {
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
-    }
+    ok = ok &&
+         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) ==
+             CUBLAS_STATUS_SUCCESS;
+    /* in an SM partition the heuristic must plan for its SMs, not the whole device's (wave
+     * count, split-K); part of the key, so the same partition size gives the same algorithm */
+    int32_t sms = c->sm_target;
+    ok = ok && (sms == 0 || cublasLtMatmulDescSetAttribute(p->desc,
+                                                           CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                                           &sms, sizeof sms) ==
+                                CUBLAS_STATUS_SUCCESS);
     /* stored shapes (before op), column-major */
     ok = ok && layout_new(&p->la, tb ? K : N, tb ? N : K, ldb, batch, sb);
     ok = ok && layout_new(&p->lb, ta ? M : K, ta ? K : M, lda, batch, sa);
@@ -190,20 +211,24 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
     int found = 0;
     if (ok) {
         uint64_t ws = c->ws_bytes;
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                             sizeof ws);
         /* cuBLASLt's A is our B and its B our A (see above) */
         uint32_t la = al_b, lb = al_a, lc = al_c;
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &la,
-                                             sizeof la);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &lb,
-                                             sizeof lb);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &lc,
-                                             sizeof lc);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &lc,
-                                             sizeof lc);
-        cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
-                                       &found);
+        const struct {
+            cublasLtMatmulPreferenceAttributes_t what;
+            const void *value;
+            size_t size;
+        } prefs[] = {{CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws},
+                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &la, sizeof la},
+                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &lb, sizeof lb},
+                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &lc, sizeof lc},
+                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &lc, sizeof lc}};
+        /* a preference not set could let the heuristic pick an algorithm our pointers break */
+        for (size_t i = 0; ok && i < sizeof prefs / sizeof prefs[0]; i++)
+            ok = cublasLtMatmulPreferenceSetAttribute(pref, prefs[i].what, prefs[i].value,
+                                                      prefs[i].size) == CUBLAS_STATUS_SUCCESS;
+        if (ok)
+            cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                           &res, &found);
     }
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
@@ -218,8 +243,12 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
             cublasLtMatmulDescDestroy(p->desc);
         p->la = p->lb = p->lc = NULL;
         p->desc = NULL;
-        if (quiet)
+        if (quiet) {
+            /* remembered: the caller's fallback runs on every call, the heuristic only once */
+            if (ok)
+                c->nplans++;
             return NULL;
+        }
         zb_cu_fail(c, ZB_EUNSUPPORTED,
                    "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d, %s)", M, N, K,
                    batch, zb_cuda_precision_name(c->prec));

@@ -19,7 +19,7 @@
 #define ZB_CU_GEMM_CACHE 128
 
 typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, batch, beta_zero;
+    int ta, tb, M, N, K, lda, ldb, ldc, batch, beta_zero, sm_target;
     unsigned align_a, align_b, align_c; /* bytes: the plan is valid for pointers this aligned */
     long long sa, sb, sc;
     cublasLtMatmulDesc_t desc;
@@ -37,6 +37,7 @@ typedef struct {
     float *part; /* column-sum partials */
     size_t part_cap;
     double *sumsq; /* [16 ranges][ZB_CU_SUMSQ_BLOCKS] */
+    int sm_target; /* SMs the stream runs on (a partition), 0 = all: cuBLASLt plans target it */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
     int nplans;
     zb_status_t status;

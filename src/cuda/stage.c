@@ -161,16 +161,22 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
         e = cudaMalloc((void **)&s->v, s->count * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&s->scratch_mem, scratch * sizeof(float));
+    /* zeroed on the stage's stream and waited for: a plain cudaMemset goes to the legacy
+     * stream, which a non-blocking partition or copy stream does not wait for, so an upload
+     * queued there next could land before the zeros */
+    size_t bytes = s->count * sizeof(float);
     if (e == cudaSuccess)
-        e = cudaMemset(s->params, 0, s->count * sizeof(float));
+        e = cudaMemsetAsync(s->params, 0, bytes, s->ctx.stream);
     if (e == cudaSuccess)
-        e = cudaMemset(s->grads, 0, s->count * sizeof(float));
+        e = cudaMemsetAsync(s->grads, 0, bytes, s->ctx.stream);
     if (e == cudaSuccess && head)
-        e = cudaMemset(s->wte_head, 0, head * sizeof(float));
+        e = cudaMemsetAsync(s->wte_head, 0, head * sizeof(float), s->ctx.stream);
     if (e == cudaSuccess)
-        e = cudaMemset(s->m, 0, s->count * sizeof(float));
+        e = cudaMemsetAsync(s->m, 0, bytes, s->ctx.stream);
     if (e == cudaSuccess)
-        e = cudaMemset(s->v, 0, s->count * sizeof(float));
+        e = cudaMemsetAsync(s->v, 0, bytes, s->ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s->ctx.stream);
     s->losses_host = malloc(N * sizeof(float));
     if (e != cudaSuccess || !s->losses_host) {
         zb_cuda_stage_free(s);
@@ -366,7 +372,7 @@ zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
     return st;
 }
 
-zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream,
+zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream, int sms,
                                      zb_err_t *err)
 {
     if (!s)
@@ -377,6 +383,7 @@ zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *str
     if (!s->borrowed_stream && s->ctx.stream)
         cudaStreamDestroy(s->ctx.stream);
     s->ctx.stream = (cudaStream_t)stream;
+    s->ctx.sm_target = sms > 0 ? sms : 0;
     s->borrowed_stream = true;
     return ZB_OK;
 }
@@ -652,8 +659,12 @@ zb_status_t zb_cuda_buffer_alloc(zb_cuda_stage_t *s, size_t n, float **out_dev, 
     cudaSetDevice(s->ctx.device);
     float *p = NULL;
     cudaError_t e = cudaMalloc((void **)&p, (n ? n : 1) * sizeof(float));
+    /* on the stage's stream and waited for (as in zb_cuda_stage_new): the copy stream that
+     * fills the buffer next does not wait for the legacy stream */
     if (e == cudaSuccess)
-        e = cudaMemset(p, 0, (n ? n : 1) * sizeof(float));
+        e = cudaMemsetAsync(p, 0, (n ? n : 1) * sizeof(float), s->ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s->ctx.stream);
     if (e != cudaSuccess) {
         cudaFree(p);
         return cuda_err(e, "buffer allocation", err);

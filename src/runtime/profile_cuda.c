@@ -25,7 +25,7 @@ typedef struct {
     zb_cuda_partitions_t *parts; /* the rank-sized partition timed in (NULL: the whole GPU) */
     zb_cuda_stash_t *stash[3][ROUND];
     float *x_in, *x_out, *dx_out, *dx_in; /* device, B·T·C each */
-    float *msg;                  /* host, B·T·C */
+    float *msg;                  /* host, B·T·C, page-locked as the staged messages' slots */
     int *tokens;                 /* host, 2·B·T: tokens then targets */
     size_t ntok;                 /* B·T */
 } cprof_t;
@@ -60,7 +60,7 @@ static void cp_free(cprof_t *p)
     zb_cuda_buffer_free(p->dx_out);
     zb_cuda_buffer_free(p->dx_in);
     zb_gpt2_params_free(&p->host);
-    free(p->msg);
+    zb_cuda_host_free(p->msg);
     free(p->tokens);
     memset(p, 0, sizeof *p);
 }
@@ -77,11 +77,12 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     p->ntok = n;
     zb_status_t st = zb_gpt2_params_alloc(&p->host, &p->one, err);
     if (st == ZB_OK) {
-        p->msg = malloc(nc * sizeof *p->msg);
         p->tokens = malloc(2 * n * sizeof *p->tokens);
-        if (!p->msg || !p->tokens)
+        if (!p->tokens)
             st = zb_err_set(err, ZB_ENOMEM, "profile: out of memory for the inputs");
     }
+    if (st == ZB_OK)
+        st = zb_cuda_host_alloc(nc, &p->msg, err);
     /* the partition a pipeline rank will get: the same split of the same device (its first) */
     int sharing = o->profile_ranks > 1 ? o->profile_ranks : 1;
     if (st == ZB_OK && (sharing > 1 || o->sm_per_rank > 0)) {
@@ -94,7 +95,7 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
                                err);
         if (st == ZB_OK && p->parts)
             st = zb_cuda_stage_use_stream(p->stage[k], zb_cuda_partition_stream(p->parts, 0),
-                                          err);
+                                          zb_cuda_partition_sms(p->parts, 0), err);
         for (int r = 0; r < ROUND && st == ZB_OK; r++)
             st = zb_cuda_stash_new(p->stage[k], &p->stash[k][r], err);
     }
@@ -219,14 +220,22 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
         else
             out->block[part - 1] = m;
     }
-    /* one activation message as a pipeline moves it today: device -> host -> device */
+    /* one activation message as the run will move it: with device messages one device-to-device
+     * copy, else device -> page-locked host slot -> device (the staged path's two copies) */
     size_t nc = (size_t)B * (size_t)T * (size_t)cfg->channels;
+    zb_cuda_stage_t *bs = p.stage[PART_BLOCK];
     double rtt[PINGPONGS];
     for (int i = -1; i < PINGPONGS && st == ZB_OK; i++) {
         double t0 = zb_now();
-        st = zb_cuda_copy_to_host(p.stage[PART_BLOCK], p.msg, p.x_out, nc, err);
-        if (st == ZB_OK)
-            st = zb_cuda_copy_to_device(p.stage[PART_BLOCK], p.x_in, p.msg, nc, err);
+        if (opts->device_messages) {
+            st = zb_cuda_copy_after(bs, p.x_in, p.x_out, zb_cuda_stage_device(bs), nc, NULL, err);
+            if (st == ZB_OK)
+                st = zb_cuda_sync(bs, err);
+        } else {
+            st = zb_cuda_copy_to_host(bs, p.msg, p.x_out, nc, err);
+            if (st == ZB_OK)
+                st = zb_cuda_copy_to_device(bs, p.x_in, p.msg, nc, err);
+        }
         if (i >= 0)
             rtt[i] = zb_now() - t0;
     }

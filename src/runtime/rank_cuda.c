@@ -418,13 +418,13 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
                                C->device, &cs->stage, err);
         /* one stream for all the rank's stages: a stage reads its neighbour's device output
          * (x_in / dx_out) in stream order. The partition's, else the first stage's own. */
+        int part = pl->opts->transport ? 0 : R->global / run->ndev;
         if (st == ZB_OK && parts)
-            st = zb_cuda_stage_use_stream(cs->stage,
-                                          zb_cuda_partition_stream(
-                                              parts, pl->opts->transport ? 0 : R->global / run->ndev),
-                                          err);
+            st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_partition_stream(parts, part),
+                                          zb_cuda_partition_sms(parts, part), err);
         else if (st == ZB_OK && i > 0)
-            st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_stage_stream(C->st[0].stage), err);
+            st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_stage_stream(C->st[0].stage), 0,
+                                          err);
         if (st == ZB_OK && (!(cs->stash = calloc((size_t)pl->M, sizeof *cs->stash)) ||
                             !(cs->idle = calloc((size_t)pl->M, sizeof *cs->idle)) ||
                             !(cs->forgot = calloc((size_t)pl->M, 1))))

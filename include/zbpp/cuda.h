@@ -181,14 +181,15 @@ zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *
 int zb_cuda_stage_device(const zb_cuda_stage_t *s);
 /* Messages staged through the host (MPI ranks on GPUs, issue 13). zb_cuda_host_alloc: a
  * page-locked host buffer of n floats (cudaHostAlloc), freed with zb_cuda_host_free (NULL is
- * fine). The stage's COPY STREAM (non-blocking, made on first use, freed with the stage) moves
+ * fine). The stage's two COPY STREAMS (non-blocking, made on first use, freed with the stage;
+ * one for downloads, one for uploads, so neither direction queues behind the other) move
  * message bytes beside the compute stream, ordered by events (timing off, zb_cuda_event_new):
  * zb_cuda_stage_download records `produced` on the compute stream (after the work queued so
- * far), makes the copy stream wait for it, queues src_dev -> dst_host there and records `done`
- * after it; zb_cuda_stage_upload queues src_host -> dst_dev on the copy stream and records
- * `done`; zb_cuda_stage_wait queues a wait for ev on the compute stream (no host wait);
+ * far), makes the download stream wait for it, queues src_dev -> dst_host there and records
+ * `done` after it; zb_cuda_stage_upload queues src_host -> dst_dev on the upload stream and
+ * records `done`; zb_cuda_stage_wait queues a wait for ev on the compute stream (no host wait);
  * zb_cuda_event_sync waits on the host until ev has happened; zb_cuda_event_query only asks
- * (*done = it has; never blocks). zb_cuda_sync waits for both streams. */
+ * (*done = it has; never blocks). zb_cuda_sync waits for all three streams. */
 zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err);
 void zb_cuda_host_free(float *host);
 zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,

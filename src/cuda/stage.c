@@ -33,7 +33,10 @@ struct zb_cuda_stage {
     float *losses_host;
     float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
     bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */
-    cudaStream_t copy_stream; /* message copies beside the compute (made on first use) */
+    /* message copies beside the compute (made on first use), one stream per direction: an
+     * upload queued behind a download would wait for the download's producer F/B and its copy,
+     * and the two directions could not use the GPU's two copy engines at once */
+    cudaStream_t down_stream, up_stream;
 };
 
 struct zb_cuda_stash {
@@ -203,9 +206,12 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
         cudaStreamSynchronize(s->ctx.stream);
         s->ctx.stream = NULL;
     }
-    if (s->copy_stream) {
-        cudaStreamSynchronize(s->copy_stream);
-        cudaStreamDestroy(s->copy_stream);
+    cudaStream_t copies[2] = {s->down_stream, s->up_stream};
+    for (int k = 0; k < 2; k++) {
+        if (copies[k]) {
+            cudaStreamSynchronize(copies[k]);
+            cudaStreamDestroy(copies[k]);
+        }
     }
     zb_cu_ctx_destroy(&s->ctx);
     cudaFree(s->backup);
@@ -456,14 +462,17 @@ void zb_cuda_host_free(float *host)
         cudaFreeHost(host);
 }
 
-static zb_status_t copy_stream(zb_cuda_stage_t *s, const char *what, zb_err_t *err)
+/* The copy stream of one direction, made on first use (non-blocking: it never waits for the
+ * legacy stream, only for the events it is told to). */
+static zb_status_t copy_stream(zb_cuda_stage_t *s, cudaStream_t *stream, const char *what,
+                               zb_err_t *err)
 {
     zb_status_t st = zb_cu_ctx_check(&s->ctx, what, err);
-    if (st != ZB_OK || s->copy_stream)
+    if (st != ZB_OK || *stream)
         return st;
     cudaError_t e = cudaSetDevice(s->ctx.device);
     if (e == cudaSuccess)
-        e = cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking);
+        e = cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking);
     return cuda_err(e, "copy stream", err);
 }
 
@@ -473,17 +482,17 @@ zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const fl
 {
     if (!s || !dst_host || !src_dev || !produced || !done)
         return zb_err_set(err, ZB_EINVAL, "cuda download: stage, buffers and events are required");
-    zb_status_t st = copy_stream(s, "message download", err);
+    zb_status_t st = copy_stream(s, &s->down_stream, "message download", err);
     if (st != ZB_OK)
         return st;
     cudaError_t e = cudaEventRecord(produced, s->ctx.stream);
     if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(s->copy_stream, produced, 0);
+        e = cudaStreamWaitEvent(s->down_stream, produced, 0);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(dst_host, src_dev, n * sizeof(float), cudaMemcpyDeviceToHost,
-                            s->copy_stream);
+                            s->down_stream);
     if (e == cudaSuccess)
-        e = cudaEventRecord(done, s->copy_stream);
+        e = cudaEventRecord(done, s->down_stream);
     return cuda_err(e, "message download", err);
 }
 
@@ -492,13 +501,13 @@ zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float
 {
     if (!s || !dst_dev || !src_host || !done)
         return zb_err_set(err, ZB_EINVAL, "cuda upload: stage, buffers and event are required");
-    zb_status_t st = copy_stream(s, "message upload", err);
+    zb_status_t st = copy_stream(s, &s->up_stream, "message upload", err);
     if (st != ZB_OK)
         return st;
     cudaError_t e = cudaMemcpyAsync(dst_dev, src_host, n * sizeof(float),
-                                    cudaMemcpyHostToDevice, s->copy_stream);
+                                    cudaMemcpyHostToDevice, s->up_stream);
     if (e == cudaSuccess)
-        e = cudaEventRecord(done, s->copy_stream);
+        e = cudaEventRecord(done, s->up_stream);
     return cuda_err(e, "message upload", err);
 }
 
@@ -644,8 +653,10 @@ zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err)
     if (!s)
         return zb_err_set(err, ZB_EINVAL, "cuda sync: stage is NULL");
     cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
-    if (e == cudaSuccess && s->copy_stream)
-        e = cudaStreamSynchronize(s->copy_stream);
+    if (e == cudaSuccess && s->down_stream)
+        e = cudaStreamSynchronize(s->down_stream);
+    if (e == cudaSuccess && s->up_stream)
+        e = cudaStreamSynchronize(s->up_stream);
     if (e != cudaSuccess)
         zb_cu_fail(&s->ctx, ZB_EIO, "CUDA: %s", cudaGetErrorString(e));
     return zb_cu_ctx_check(&s->ctx, "cuda sync", err);

@@ -36,7 +36,8 @@ fi
 run() {
     local name=$1
     shift
-    "$Z" train --device cuda --precision "$PREC" --ranks "$P" --layers "$L" --channels 768 \
+    # bounded: a hung run must not eat the device call (a healthy one takes seconds)
+    timeout 180 "$Z" train --device cuda --precision "$PREC" --ranks "$P" --layers "$L" --channels 768 \
         --heads 12 --vocab 50257 --seq "$T" --text "$TEXT" --steps "$STEPS" --lr-schedule constant \
         "$@" >"$OUTDIR/$name.log" 2>&1
     local rc=$?

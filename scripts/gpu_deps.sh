@@ -8,7 +8,7 @@
 #   scripts/gpu_deps.sh build [DIR] [ARGS] there: unpack them with dpkg -x into .gpu-prefix
 #                                          (never into /; ar + tar where dpkg is missing), then
 #                                          configure + build DIR (default build-gpu, Release,
-#                                          -DZB_WERROR=ON -DZB_CUDA=ON, the prefix's Open MPI)
+#                                          -DZB_CUDA=ON, warnings not errors, the prefix's MPI)
 #                                          against that prefix only; extra ARGS go to cmake
 #   scripts/gpu_deps.sh env                print the exports that make the prefix usable (eval it
 #                                          before running tests or benches by hand)
@@ -104,14 +104,17 @@ build)
     # Debian 12's libevent needs glibc >= 2.36: where the prefix's mpirun cannot start a process,
     # say why and build without MPI (its tests then skip: no mpirun)
     mpi=(-DMPI_C_COMPILER="$prefix/usr/bin/mpicc" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpirun")
-    if ! why=$(mpirun --allow-run-as-root -np 1 true 2>&1); then
+    if ! why=$(timeout 60 mpirun --allow-run-as-root -np 1 true 2>&1); then
         echo "gpu_deps: the carried Open MPI does not run here, building without MPI:" \
              "$(echo "$why" | grep -v '^-*$' | head -1)" >&2
         rm -f "$prefix"/usr/bin/{mpirun,mpiexec,mpicc}
         mpi=(-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON)
     fi
-    cmake -S "$root" -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DZB_WERROR=ON -DZB_CUDA=ON \
-          "${mpi[@]}" -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" "$@"
+    # warnings do not fail this build: the GPU machine's compilers may warn where CI's do not,
+    # and a device call lost to a new warning cannot be given back (CI builds with -Werror).
+    # Tests time out after 200 s (shell tests 300 s): a hung one must not eat the call
+    cmake -S "$root" -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DZB_WERROR=OFF -DZB_CUDA=ON \
+          -DZB_TEST_TIMEOUT=200 "${mpi[@]}" -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" "$@"
     cmake --build "$dir" -j "$(nproc)"
     ;;
 *)

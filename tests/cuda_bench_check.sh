@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmarks, checked where they cannot run: the PyTorch script compiles, the shell
-# runners parse, the pipeline goals' runner says why it skips, and bench_cuda_step either runs
+# runners parse, the pipeline goals' runner says why it skips (the GPU hidden, so also on a GPU
+# machine), and bench_cuda_step either runs
 # or says "skipped: no CUDA device" (exit 77); a bad precision is a usage error (exit 2).
 # usage: cuda_bench_check.sh <zbpp binary> <source dir>
 set -uo pipefail
@@ -13,15 +14,14 @@ PYTHONPYCACHEPREFIX=$tmp python3 -m py_compile "$SRC/bench/torch_gpt2.py" \
 for f in bench/bench_cuda.sh bench/bench_gpu_pipeline.sh; do
   bash -n "$SRC/$f" || { echo "FAIL: $f does not parse"; exit 1; }
 done
-# the pipeline goals' runner where there is no GPU: skipped (77) with the reason, nothing run
-OUT=$tmp bash "$SRC/bench/bench_gpu_pipeline.sh" "$(dirname "$1")" >"$tmp/gp" 2>&1
+# the pipeline goals' runner where there is no GPU: skipped (77) with the reason, nothing run.
+# The GPU is hidden even where there is one: the goals are a benchmark of minutes (gpu_session.sh
+# goals), not part of a test run
+CUDA_VISIBLE_DEVICES= OUT=$tmp bash "$SRC/bench/bench_gpu_pipeline.sh" "$(dirname "$1")" \
+  >"$tmp/gp" 2>&1
 rc=$?
-if [ $rc -eq 77 ]; then
-  grep -q "^skipped: .*\(no CUDA device\|without CUDA\)" "$tmp/gp" \
-    || { echo "FAIL: bench_gpu_pipeline.sh rc 77 without the reason: $(cat "$tmp/gp")"; exit 1; }
-elif ! grep -q "communication hidden" "$tmp/gp"; then
-  echo "FAIL: bench_gpu_pipeline.sh rc $rc"; cat "$tmp/gp"; exit 1
-fi
+[ $rc -eq 77 ] && grep -q "^skipped: .*\(no CUDA device\|without CUDA\)" "$tmp/gp" \
+  || { echo "FAIL: bench_gpu_pipeline.sh without a GPU: rc $rc, not the skip: $(head -3 "$tmp/gp")"; exit 1; }
 for f in scripts/gpu_deps.sh scripts/gpu_session.sh; do
   bash -n "$SRC/$f" || { echo "FAIL: $f does not parse"; exit 1; }
 done

@@ -42,8 +42,10 @@ static inline double rel_err(const float *a, const float *b, size_t n)
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num))
-            num = d; /* NaN sticks */
+        if (isnan(d) || isnan(num))
+            num = NAN; /* NaN sticks: a later finite d must not replace it */
+        else if (d > num)
+            num = d;
         if (fabs((double)b[i]) > den)
             den = fabs((double)b[i]);
     }

@@ -23,7 +23,9 @@ done
 python3 - "$T" <<'PY'
 import csv, os, sys
 from torch.distributed.pipelining import schedules as S
-names = {"F": "F", "I": "BACKWARD_INPUT", "W": "BACKWARD_WEIGHT", "B": "FULL_BACKWARD",
+# our letters -> torch's _ComputationType member names (compared by name: the members' values
+# are ints in some torch versions and the letters in others)
+names = {"F": "FORWARD", "I": "BACKWARD_INPUT", "W": "BACKWARD_WEIGHT", "B": "FULL_BACKWARD",
          "SEND_F": "SEND_F", "RECV_F": "RECV_F", "SEND_B": "SEND_B", "RECV_B": "RECV_B"}
 bad = 0
 for name in sorted(os.listdir(sys.argv[1])):
@@ -40,8 +42,8 @@ for name in sorted(os.listdir(sys.argv[1])):
             j = len(cell)
             while cell[j - 1].isdigit():
                 j -= 1
-            want = (int(cell[:i]), cell[i:j], int(cell[j:]))
-            got = (a.stage_index, a.computation_type.value, a.microbatch_index)
+            want = (int(cell[:i]), names.get(cell[i:j], "unknown " + cell[i:j]), int(cell[j:]))
+            got = (a.stage_index, a.computation_type.name, a.microbatch_index)
             if got != want:
                 print(f"FAIL: {name}: torch reads {cell!r} as {got}, zbpp wrote {want}")
                 bad += 1

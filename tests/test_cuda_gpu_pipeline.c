@@ -64,11 +64,17 @@ static void test_families_same_bits(void **state)
             opts(&o, 1, "1f1b"); /* one rank, the whole GPU */
             if (pt_run(&c, &o, one_loss, &one, &rep, &err) != ZB_OK)
                 fail_msg("--ranks 1: %s", err.msg);
-            double e = rel_err(ref.data, one.data, ref.count);
-            printf("P=%d M=%d: partition vs whole GPU (--ranks 1): losses %s, parameters rel err "
-                   "%.3g\n", P, M, memcmp(ref_loss, one_loss, sizeof ref_loss) ? "differ" : "identical",
-                   e);
-            assert_true(e <= 1e-5);
+            /* not bitwise: cuBLASLt plans for the partition's SMs, not the device's. Losses
+             * within 1e-5; parameters looser: a gradient that is zero in exact arithmetic (the
+             * attention key bias) is rounding noise of either sign, which AdamW turns into
+             * steps of up to lr * |g| / eps that differ between the two runs */
+            double e = rel_err(ref.data, one.data, ref.count), le = 0.0;
+            for (int k = 0; k < STEPS; k++)
+                le = fmax(le, fabs((double)one_loss[k] - ref_loss[k]) / fabs((double)ref_loss[k]));
+            printf("P=%d M=%d: partition vs whole GPU (--ranks 1): losses %s (rel err %.3g), "
+                   "parameters rel err %.3g\n", P, M,
+                   memcmp(ref_loss, one_loss, sizeof ref_loss) ? "differ" : "identical", le, e);
+            assert_true(le <= 1e-5 && e <= 1e-4);
             for (size_t g = 0; g < n; g++) {
                 opts(&o, P, gens[g].name);
                 o.cuda = &PART;

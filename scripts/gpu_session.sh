@@ -29,27 +29,24 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd) # absolute: the ctest calls below run inside build-gpu
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
+# Build (incrementally where a warm machine kept build-gpu, so a fix sent with the call is what
+# runs), then load the prefix's environment into this shell for the commands that follow.
 build() {
+    local how=full cmd=(bash scripts/gpu_deps.sh build build-gpu)
     if [ -f build-gpu/CMakeCache.txt ] && [ -d .gpu-prefix ]; then
-        # a warm machine keeps build-gpu: rebuild what the sent tree changed, never run stale code
-        eval "$(bash scripts/gpu_deps.sh env)"
-        if ! cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1; then
-            tail -40 "$out/build.log"
-            exit 1
-        fi
-        echo "build: incremental, ok"
-        return 0
+        how=incremental
+        cmd=(bash -c 'eval "$(bash scripts/gpu_deps.sh env)" && cmake --build build-gpu -j "$(nproc)"')
     fi
-    if ! bash scripts/gpu_deps.sh build build-gpu >"$out/build.log" 2>&1; then
+    if ! "${cmd[@]}" >"$out/build.log" 2>&1; then
         tail -40 "$out/build.log"
         exit 1
     fi
-    echo "build: ok ($(grep -c nvcc "$out/build.log") nvcc step)"
+    echo "build: $how, ok ($(grep -c nvcc "$out/build.log") nvcc step)"
+    eval "$(bash scripts/gpu_deps.sh env)"
 }
 case "${1:-}" in
 test)
     build
-    eval "$(bash scripts/gpu_deps.sh env)"
     (cd build-gpu && ctest -L gpu -V 2>&1 | tee "$out/ctest_gpu.log" |
         grep -E "rel err|step|fp32|bf16|tf32|device|resume|determinism|partition|distinct SMs|refused|action [0-9]|GPU pipeline|P=[24] M=|-np|without a GPU|Passed|Failed|Skipped|tests passed|FAIL|\[  ")
     (cd build-gpu && ctest -R "test_cuda_host|test_cuda_fake|test_cuda_green|test_cuda_timing|cli_cuda_flags|cuda_bench_check|test_nn_kernels|test_gpt2_stage" \
@@ -59,14 +56,12 @@ test)
     ;;
 bench)
     build
-    eval "$(bash scripts/gpu_deps.sh env)"
     TORCH_MODES=eager bench/bench_cuda.sh build-gpu 10 1024 2>&1 | tee "$out/bench.log"
     ;;
 sanitize)
     # compute-sanitizer memcheck (out-of-bounds, misaligned, uninitialised reads via initcheck)
     # and racecheck on the op test; memcheck on the stage test
     build
-    eval "$(bash scripts/gpu_deps.sh env)"
     for tool in memcheck racecheck initcheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_cuda_gpu_ops \
             >"$out/sanitize_ops_$tool.log" 2>&1
@@ -80,7 +75,6 @@ partitions)
     # issue 13: green contexts (2, 4, 2 x 16 SMs; SM ids of a probe kernel per partition) and
     # CUDA-event action timing; then memcheck on both
     build
-    eval "$(bash scripts/gpu_deps.sh env)"
     (cd build-gpu && ctest -R "test_cuda_gpu_green|test_cuda_gpu_timing|test_cuda_green|test_cuda_timing" \
         -V 2>&1 | tee "$out/ctest_partitions.log" |
         grep -E "device|partition|distinct SMs|refused|rank|action|step|Passed|Failed|Skipped|FAIL|\[  ")
@@ -93,7 +87,6 @@ pipeline)
     # issue 13: thread ranks on the GPU (SM partitions), every family's bits, a failing rank;
     # then the CLI with the partition line and the measured vs predicted bubble
     build
-    eval "$(bash scripts/gpu_deps.sh env)"
     (cd build-gpu && ctest -R "test_cuda_gpu_pipeline|test_cuda_fake_pipeline|cli_cuda_gpu_pipeline|cli_cuda_gpu_mpi" -V 2>&1 |
         tee "$out/ctest_pipeline.log" |
         grep -E "device|P=|-np|GPU pipeline|failing|without a GPU|checkpoint|steps|bubble|skipped|Passed|Failed|Skipped|FAIL|\[  ")
@@ -112,7 +105,6 @@ pipeline)
     ;;
 goals)
     build
-    eval "$(bash scripts/gpu_deps.sh env)"
     bash bench/bench_gpu_pipeline.sh build-gpu 8 16 1024 bf16 4 2>&1 | tee "$out/goals.log"
     ;;
 compile)

@@ -132,7 +132,7 @@ static int layout_new(cublasLtMatrixLayout_t *l, int rows, int cols, int ld, int
         CUBLAS_STATUS_SUCCESS)
         return 0;
     if (batch > 1) {
-        /* unchecked, a failed set would silently compute batch 0 only */
+        /* checked: a failed set would silently compute batch 0 only */
         int32_t b = batch;
         int64_t s = stride;
         return cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b,

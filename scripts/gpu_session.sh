@@ -29,20 +29,21 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd) # absolute: the ctest calls below run inside build-gpu
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
-# Build (incrementally where a warm machine kept build-gpu, so a fix sent with the call is what
-# runs), then load the prefix's environment into this shell for the commands that follow.
+# Load the prefix's environment into this shell (the build and the commands after it use it),
+# then build: incrementally where a warm machine kept build-gpu, so a fix sent with the call is
+# what runs.
 build() {
+    eval "$(bash scripts/gpu_deps.sh env)"
     local how=full cmd=(bash scripts/gpu_deps.sh build build-gpu)
     if [ -f build-gpu/CMakeCache.txt ] && [ -d .gpu-prefix ]; then
         how=incremental
-        cmd=(bash -c 'eval "$(bash scripts/gpu_deps.sh env)" && cmake --build build-gpu -j "$(nproc)"')
+        cmd=(cmake --build build-gpu -j "$(nproc)")
     fi
     if ! "${cmd[@]}" >"$out/build.log" 2>&1; then
         tail -40 "$out/build.log"
         exit 1
     fi
     echo "build: $how, ok ($(grep -c nvcc "$out/build.log") nvcc step)"
-    eval "$(bash scripts/gpu_deps.sh env)"
 }
 case "${1:-}" in
 test)

@@ -1,11 +1,11 @@
 # Open MPI (or any MPI-3) for `zbpp train --transport mpi`: one pipeline rank per process.
-# Found: src/runtime/transport_mpi.c joins libzbpp and ZB_HAVE_MPI is defined (and the test
-# scripts tests/mpi_*.sh run under mpirun). Missing: src/runtime/transport_nompi.c makes every
+# Found: src/comm/transport_mpi.c joins libzbpp and ZB_HAVE_MPI is defined (and the test
+# scripts tests/mpi_*.sh run under mpirun). Missing: src/comm/transport_nompi.c makes every
 # zb_mpi_* call fail with a clear "built without MPI" message.
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
   message(STATUS "MPI: ${MPI_C_LIBRARIES}")
-  target_sources(zbpp PRIVATE ${CMAKE_SOURCE_DIR}/src/runtime/transport_mpi.c)
+  target_sources(zbpp PRIVATE ${CMAKE_SOURCE_DIR}/src/comm/transport_mpi.c)
   target_compile_definitions(zbpp PRIVATE ZB_HAVE_MPI)
   target_link_libraries(zbpp PUBLIC MPI::MPI_C)
   set(ZB_HAVE_MPI ON)

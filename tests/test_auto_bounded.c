@@ -21,7 +21,7 @@
 
 #define MIB 1048576.0
 
-/* The trainer's FLOP-model stage costs (runtime/pipeline_plan.c, flop_stage_costs): F = B = W =
+/* The trainer's FLOP-model stage costs (pipeline/pipeline_plan.c, flop_stage_costs): F = B = W =
  * a third of the stage's work in units of one block's F; memory from zb_gpt2_stage_mem. */
 static void trainer_costs(zb_costs_t *c, int layers, int channels, int S, int mbB, int T)
 {

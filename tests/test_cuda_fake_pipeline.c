@@ -1,6 +1,6 @@
 /* Pipeline ranks on the CUDA stage (issue 13) on the fake device of cuda_fake_device.inc
  * ("device" memory in host memory, every op the CPU kernel): the host logic of
- * src/runtime/rank_cuda.c must then give the SAME BITS as the CPU pipeline and as --ranks 1.
+ * src/pipeline/rank_cuda.c must then give the SAME BITS as the CPU pipeline and as --ranks 1.
  * Every schedule family at P in {2, 4}, M in {P, 2P}: losses and final parameters equal the
  * single-process trainer's (and the CPU pipeline's); the post-validation rollback on an Inf, the
  * replica reduction (--dp 2) and validation through the pipeline are the same bits; a failing

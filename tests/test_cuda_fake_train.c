@@ -1,5 +1,5 @@
 /* `zbpp train --device cuda` and `zbpp profile --device cuda` without a GPU: the device trainer
- * (src/runtime/trainer_cuda.c) and profiler (src/runtime/profile_cuda.c) compiled against the
+ * (src/train/trainer_cuda.c) and profiler (src/profile/profile_cuda.c) compiled against the
  * fake device of cuda_fake_device.inc (src/cuda/stage.c with the CPU kernels). On it the device
  * trainer must be the CPU trainer bit for bit wherever the only difference left is the order of
  * the grad-norm sum (the fake sums squares in the GPU's block order): without clipping the
@@ -29,8 +29,8 @@ int main(void)
 
 #include "cuda_fake_device.inc"
 /* the code under test, on the fake device */
-#include "../src/runtime/profile_cuda.c"
-#include "../src/runtime/trainer_cuda.c"
+#include "../src/profile/profile_cuda.c"
+#include "../src/train/trainer_cuda.c"
 
 static char tmpdir[64];
 static char corpus[1024];

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "nn/fastmath.h"
-#include "runtime/divergence.h"
+#include "train/divergence.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/util.h"
 

@@ -138,7 +138,7 @@ zb_status_t zb_cuda_copy_to_device(zb_cuda_stage_t *s, float *dst_dev, const flo
 zb_status_t zb_cuda_copy_to_host(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
                                  size_t n, zb_err_t *err);
 
-/* ---- a stage as one of a pipeline rank's (issue 13; src/runtime/rank_cuda.c) ---- */
+/* ---- a stage as one of a pipeline rank's (issue 13; src/pipeline/rank_cuda.c) ---- */
 
 /* Where tensor `tensor` of block `layer` (ignored for the non-block tensors) lies in the stage's
  * buffers: *off, *n elements; false when the stage does not hold it. zb_cuda_stage_param_count:
@@ -206,7 +206,7 @@ struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s);
  * first call on the stage). */
 zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err);
 
-/* ---- training and profiling on one GPU (src/runtime/trainer_cuda.c, profile_cuda.c) ---- */
+/* ---- training and profiling on one GPU (src/train/trainer_cuda.c, profile_cuda.c) ---- */
 
 /* Device and precision of `zbpp train|profile --device cuda`. */
 typedef struct zb_cuda_train_opts {

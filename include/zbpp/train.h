@@ -6,7 +6,7 @@
  *   zb_trainer_compute      F, B, W per microbatch; fold tied; fill t->grads and t->unit_sumsq
  *   zb_trainer_update       global norm from the unit partials, clip, AdamW on every unit
  * zb_trainer_step runs the three; zb_train_run loops it with metrics and checkpoints. A pipeline
- * runs the same loop (runtime/train_loop.h) with its own step: zb_train_update on the units
+ * runs the same loop (train/train_loop.h) with its own step: zb_train_update on the units
  * each rank owns. */
 #ifndef ZBPP_TRAIN_H
 #define ZBPP_TRAIN_H
@@ -162,7 +162,7 @@ void zb_trainer_end_step(zb_trainer_t *t, float loss, double t0, zb_step_stats_t
 /* One whole step: next batch, zb_trainer_compute, zb_trainer_update, zb_trainer_end_step. */
 zb_status_t zb_trainer_step(zb_trainer_t *t, zb_step_stats_t *stats, zb_err_t *err);
 
-/* ---- training checkpoints (src/runtime/train_state.c; format in docs/training.md) ---- */
+/* ---- training checkpoints (src/train/train_state.c; format in docs/training.md) ---- */
 
 /* Write params, AdamW moments, step, skipped count, data position and the training config
  * atomically: the old file survives any failure. */
@@ -175,7 +175,7 @@ zb_status_t zb_train_peek(const char *path, zb_train_config_t *cfg, zb_err_t *er
  * determinism-relevant setting (all of the stored config but `steps`) differs from t->cfg. */
 zb_status_t zb_train_load(zb_trainer_t *t, const char *path, zb_err_t *err);
 
-/* ---- progress and metrics (src/runtime/progress.c) ---- */
+/* ---- progress and metrics (src/train/progress.c) ---- */
 
 typedef struct zb_progress zb_progress_t;
 
@@ -197,7 +197,7 @@ zb_status_t zb_progress_step(zb_progress_t *p, const zb_step_stats_t *s, zb_err_
 /* Finish the bar line, close the metrics file. ZB_EIO if it could not be flushed. p may be NULL. */
 zb_status_t zb_progress_close(zb_progress_t *p, zb_err_t *err);
 
-/* ---- samples during training (src/runtime/train_sample.c) ---- */
+/* ---- samples during training (src/train/train_sample.c) ---- */
 
 /* One line "sample after step N: <text>" on `out` (NULL: nothing): cfg->sample_tokens tokens
  * picked from `params` (a whole model) at temperature 1 with seed cfg->seed, continuing

@@ -1,4 +1,4 @@
-#include "runtime/divergence.h"
+#include "train/divergence.h"
 
 void zb_diverge_init(zb_diverge_t *d, long limit)
 {

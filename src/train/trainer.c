@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/divergence.h"
-#include "runtime/train_loop.h"
-#include "runtime/val.h"
+#include "train/divergence.h"
+#include "train/train_loop.h"
+#include "train/val.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
 #include "zbpp/workers.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 enum { FW = 0, FB = 1, BW = 2 };
 

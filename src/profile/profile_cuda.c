@@ -1,5 +1,5 @@
 /* `zbpp profile --device cuda`: F, B and W of every part of the model timed on the GPU, into the
- * zb_profile_t the CPU profiler fills (src/runtime/profile.c), so the same tables, partition and
+ * zb_profile_t the CPU profiler fills (src/profile/profile.c), so the same tables, partition and
  * schedule comparison follow.
  *
  * Three one-block stages (a model config with one layer: the embedding alone, one block, the

@@ -6,8 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/pipeline_dist.h"
-#include "runtime/val.h"
+#include "pipeline/pipeline_dist.h"
+#include "train/val.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/handshake.h"
 #include "zbpp/util.h"

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/pipeline_dist.h"
-#include "runtime/pipeline_internal.h"
+#include "pipeline/pipeline_dist.h"
+#include "pipeline/pipeline_internal.h"
 #include "zbpp/util.h"
 
 /* After the run, the figures of the ranks this process ran: the measured bubble of the last step

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/pipeline_internal.h"
-#include "runtime/rank_device.h"
+#include "pipeline/pipeline_internal.h"
+#include "pipeline/rank_device.h"
 #include "zbpp/cuda.h"
 #include "zbpp/plan.h"
 #include "zbpp/schedule_io.h"

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "model/gpt2_internal.h"
-#include "runtime/rank_device.h"
+#include "pipeline/rank_device.h"
 #include "zbpp/cuda.h"
 #include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/rank_device.h"
+#include "pipeline/rank_device.h"
 
 /* ---- setup ---- */
 

@@ -11,7 +11,7 @@
 #ifndef ZBPP_RANK_DEVICE_H
 #define ZBPP_RANK_DEVICE_H
 
-#include "runtime/pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 typedef struct pl_rank_dev {
     const char *name;

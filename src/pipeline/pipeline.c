@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/divergence.h"
-#include "runtime/pipeline_dist.h"
-#include "runtime/pipeline_internal.h"
-#include "runtime/rank_device.h"
-#include "runtime/train_loop.h"
+#include "train/divergence.h"
+#include "pipeline/pipeline_dist.h"
+#include "pipeline/pipeline_internal.h"
+#include "pipeline/rank_device.h"
+#include "train/train_loop.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/cuda.h"
 #include "zbpp/nn.h"
@@ -180,7 +180,7 @@ static int mailbox_capacity(const pl_t *pl)
     return most + pl->P + 3 * pl->N + 8;
 }
 
-/* ---- the run: the one training loop (runtime/train_loop.h) with the pipeline's hooks ---- */
+/* ---- the run: the one training loop (train/train_loop.h) with the pipeline's hooks ---- */
 
 typedef struct {
     pl_t *pl;

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/val.h"
+#include "train/val.h"
 #include "zbpp/util.h"
 
 bool zb_train_val_due(const zb_train_config_t *cfg, long steps_done)

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 bool pl_wte_shared(const pl_t *pl, int embed_rank, int head_rank)
 {

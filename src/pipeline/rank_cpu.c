@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime/rank_device.h"
+#include "pipeline/rank_device.h"
 
 static void track_memory(pl_rank_t *R)
 {

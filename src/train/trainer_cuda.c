@@ -1,5 +1,5 @@
 /* The single-process trainer on one GPU (`zbpp train --device cuda`): the CPU trainer's setup
- * (zb_trainer_init: data, model, resume) and its one loop (runtime/train_loop.h: progress,
+ * (zb_trainer_init: data, model, resume) and its one loop (train/train_loop.h: progress,
  * validation, samples, checkpoints, divergence and Ctrl-C stops) around one CUDA stage holding
  * the whole model; only the step and the copy back to the host are the GPU's. Parameters,
  * gradients and AdamW moments live on the device for the whole run; the host copies in the
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/train_loop.h"
+#include "train/train_loop.h"
 #include "zbpp/cuda.h"
 #include "zbpp/train.h"
 #include "zbpp/util.h"
@@ -149,7 +149,7 @@ static zb_status_t ct_step(cuda_trainer_t *ct, zb_step_stats_t *stats, zb_err_t 
     return ZB_OK;
 }
 
-/* The shared loop's hooks (runtime/train_loop.h). */
+/* The shared loop's hooks (train/train_loop.h). */
 static zb_status_t hook_step(void *ctx, zb_trainer_t *t, zb_step_stats_t *s, zb_err_t *err)
 {
     (void)t; /* the same trainer as ctx's */

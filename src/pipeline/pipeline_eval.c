@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/rank_device.h"
-#include "runtime/val.h"
+#include "pipeline/rank_device.h"
+#include "train/val.h"
 #include "zbpp/util.h"
 
 zb_status_t pl_eval_plan(pl_t *pl, zb_err_t *err)

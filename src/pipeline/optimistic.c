@@ -12,7 +12,7 @@
  * redoes everything with the global figures, as before. */
 #include <string.h>
 
-#include "runtime/pipeline_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 static void add_block(pl_rank_t *R, void *p, size_t bytes)
 {

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime/rank_device.h"
+#include "pipeline/rank_device.h"
 #include "zbpp/util.h"
 
 typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);

@@ -149,17 +149,40 @@ static void test_divergence_rule(void **state)
     zb_diverge_t d;
     zb_err_t err;
     zb_diverge_init(&d, 3);
-    assert_int_equal(zb_diverge_step(&d, true, 1, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 1, &err), ZB_OK);
     assert_false(zb_diverge_may_save(&d));
-    assert_int_equal(zb_diverge_step(&d, true, 2, &err), ZB_OK);
-    assert_int_equal(zb_diverge_step(&d, false, 3, &err), ZB_OK); /* a spike, not divergence */
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 2, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, false, 2.5f, 3, &err), ZB_OK); /* a spike, not divergence */
     assert_true(zb_diverge_may_save(&d));
-    assert_int_equal(zb_diverge_step(&d, true, 4, &err), ZB_OK);
-    assert_int_equal(zb_diverge_step(&d, true, 5, &err), ZB_OK);
-    assert_int_equal(zb_diverge_step(&d, true, 6, &err), ZB_ENUMERIC);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 4, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 5, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 6, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "steps 4-6"));
     zb_diverge_init(&d, 0);
     assert_int_equal(d.limit, ZB_DIVERGE_MAX_SKIPS);
+}
+
+/* A run whose last loss is NaN has diverged: no periodic save, and the end refuses to save;
+ * weights with a NaN or an infinity are never written. */
+static void test_divergence_final_loss(void **state)
+{
+    (void)state;
+    zb_diverge_t d;
+    zb_err_t err;
+    zb_diverge_init(&d, 0);
+    assert_int_equal(zb_diverge_step(&d, false, 5.5f, 4, &err), ZB_OK);
+    assert_true(zb_diverge_may_save(&d));
+    assert_int_equal(zb_diverge_final(&d, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, false, NAN, 5, &err), ZB_OK); /* not K skips */
+    assert_false(zb_diverge_may_save(&d));
+    assert_int_equal(zb_diverge_final(&d, &err), ZB_ENUMERIC);
+    assert_non_null(strstr(err.msg, "loss of step 5"));
+    float w[4] = {1, 2, 3, 4};
+    assert_int_equal(zb_diverge_check_weights(w, 4, "m.bin", &err), ZB_OK);
+    w[2] = INFINITY;
+    assert_int_equal(zb_diverge_check_weights(w, 4, "m.bin", &err), ZB_ENUMERIC);
+    assert_non_null(strstr(err.msg, "1 of 4 weights"));
+    assert_non_null(strstr(err.msg, "m.bin not saved"));
 }
 
 /* Defect 7: opening a FIFO for reading must not block (the test would hang before the fix). */
@@ -184,6 +207,7 @@ int main(void)
         cmocka_unit_test(test_manifest_dotdot_shard),
         cmocka_unit_test(test_fast_expf_nan),
         cmocka_unit_test(test_divergence_rule),
+        cmocka_unit_test(test_divergence_final_loss),
         cmocka_unit_test(test_reader_refuses_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

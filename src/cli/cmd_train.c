@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/device_flags.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_outputs.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/checkpoint_sharded.h"
@@ -417,16 +418,10 @@ int zb_cmd_train(int argc, char **argv)
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)
         return fail(st, &err);
-    /* Outputs are checked before training starts. Under MPI only rank 0 writes some of them and
-     * other hosts may not have those directories, so there the writers report it. */
-    const char *outputs[][2] = {{"--save", c.save_path},
-                                {"--save-model", c.save_model_path},
-                                {"--metrics", c.metrics_path},
-                                {"--trace", pipe.opts.trace_path},
-                                {"--trace-svg", pipe.opts.trace_svg_path}};
-    for (size_t k = 0; k < sizeof outputs / sizeof outputs[0] && !pipe.mpi; k++)
-        if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
-            return fail(st, &err);
+    /* Outputs are checked before training starts. Under MPI rank 0 checks them once the
+     * transport is up (mpi_run.c): other hosts may not have the directories rank 0 writes to. */
+    if (!pipe.mpi && (st = zb_cli_check_train_outputs(&c, &pipe.opts, &err)) != ZB_OK)
+        return fail(st, &err);
     /* --sm-per-rank with one rank runs it as a one-rank pipeline in a partition of K SMs */
     bool piped = zb_cli_pipeline_wanted(&pipe, &c) || (dev.cuda && dev.opts.sm_per_rank > 0);
     if (!piped && pipe.inert) /* a pipeline flag that a single process has no use for */

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_outputs.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
@@ -50,6 +51,13 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         pc->opts.ranks = net->size / replicas;
     pc->opts.transport = net;
     pc->opts.pin = false; /* one process per rank: the launcher binds processes to cores */
+    /* rank 0 writes the checkpoint, model, metrics and trace: its outputs are checked before
+     * any work; a bad one ends the job at once (the others are waiting in start-up) */
+    if (net->rank == 0 && (st = zb_cli_check_train_outputs(c, &pc->opts, &err)) != ZB_OK) {
+        print_error(net, st, &err);
+        fflush(stderr);
+        zb_mpi_abort_job(net, zb_cli_exit_code(st)); /* does not return */
+    }
     zb_train_config_t mine = *c;
     if (net->rank != 0) { /* one voice: rank 0 prints progress and writes the metrics */
         mine.quiet = true;

@@ -13,6 +13,7 @@
 #include "zbpp/cuda.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
+#include "zbpp/transport.h"
 #include "zbpp/util.h"
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc)
@@ -96,6 +97,8 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         pc->mpi = !strcmp(v, "mpi"), r = 1;
     } else if (!strcmp(a, "--comm-timeout")) {
         r = parse_bytes(a, v, 1.0, &o->timeout);
+        if (r > 0 && o->timeout > ZB_TIMEOUT_MAX_S)
+            r = bad(a, v, "a number of seconds up to 2592000 (30 days)");
         pc->timeout_given = 1;
     } else if (!strcmp(a, "--recompute")) {
         zb_err_t err;

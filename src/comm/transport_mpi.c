@@ -479,6 +479,9 @@ zb_status_t zb_mpi_transport_new(int *argc, char ***argv, double timeout, zb_tra
                                  zb_err_t *err)
 {
     *out = NULL;
+    if (!(timeout <= ZB_TIMEOUT_MAX_S))
+        return zb_err_set(err, ZB_EINVAL, "MPI transport: timeout %g s (at most %g s, <= 0 = "
+                                          "none)", timeout, ZB_TIMEOUT_MAX_S);
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);

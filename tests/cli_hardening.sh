@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Hangs, lost runs and misleading messages found by trying zbpp as a new user and with hostile
+# files and flags. Each block failed (or hung) before its fix; every command runs under a timeout.
+# usage: cli_hardening.sh <zbpp binary> <source dir>
+set -u
+ZBPP=$(readlink -f "$1")
+SRC=$(readlink -f "${2:-.}")
+T=$(mktemp -d "${TMPDIR:-/tmp}/zbpp-hard.XXXXXX")
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+cd "$T" || exit 1
+fails=0
+TINY=(--layers 2 --heads 2 --channels 32 --seq 16 --batch 4 --text "$SRC/data/demo_corpus.txt"
+      --quiet)
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error <exit code> <text in message> <cmd...>: that exit code and message, within 60 s
+expect_error() {
+  local want=$1 needle=$2
+  shift 2
+  timeout 60 "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then fail "exit $rc (want $want) for: $*: $(head -c 400 "$T/err")"; return; fi
+  grep -qF -- "$needle" "$T/err" || fail "message lacks '$needle' for: $*: $(cat "$T/err")"
+}
+
+# ---- --metrics FIFO nobody reads: refused at once (fopen used to block forever) ----
+mkfifo mfifo
+expect_error 1 "--metrics mfifo: is a FIFO and nothing reads it" \
+  "$ZBPP" train "${TINY[@]}" --steps 2 --metrics mfifo
+# ... and one with a reader gets the metrics (the check keeps it open: no early end-of-file)
+cat mfifo >metrics_seen & reader=$!
+sleep 0.2
+timeout 60 "$ZBPP" train "${TINY[@]}" --steps 2 --metrics mfifo 2>"$T/err" ||
+  fail "--metrics FIFO with a reader: $(cat "$T/err")"
+wait $reader
+[ "$(grep -c '"step"' metrics_seen)" -eq 2 ] || fail "the FIFO's reader got: $(cat metrics_seen)"
+
+# ---- --comm-timeout beyond time_t: bounded flag (spun at 100% CPU forever before) ----
+expect_error 2 "--comm-timeout expects a number of seconds up to 2592000" \
+  "$ZBPP" train "${TINY[@]}" --ranks 2 --microbatches 2 --steps 1 --comm-timeout 1e300
+timeout 60 "$ZBPP" train "${TINY[@]}" --ranks 2 --microbatches 2 --steps 1 \
+  --comm-timeout 2592000 2>"$T/err" || fail "--comm-timeout 2592000 (the bound): $(cat "$T/err")"
+
+# ---- outputs checked before the first step, not after the last ----
+ln -s nowhere/m.bin dangling
+mkfifo sfifo
+expect_error 1 "--save-model dangling: it is a symlink to a missing file" \
+  "$ZBPP" train "${TINY[@]}" --steps 200000 --save-model dangling
+expect_error 1 "--save sfifo: is a FIFO and nothing reads it" \
+  "$ZBPP" train "${TINY[@]}" --steps 200000 --save sfifo
+chmod 0555 "$T" 2>/dev/null
+if [ -w "$T" ]; then
+  echo "note: running as a user who may write anywhere; unwritable directory not checked"
+else
+  expect_error 1 "is not writable" "$ZBPP" train "${TINY[@]}" --steps 200000 --save ck.bin
+fi
+chmod 0755 "$T"
+[ -e ck.bin ] && fail "a refused run wrote ck.bin"
+
+# ---- a run that diverges in its last steps: exit non-zero, no files ----
+expect_error 1 "training diverged: the loss of step 5 is NaN; nothing saved" \
+  "$ZBPP" train --layers 2 --channels 32 --heads 2 --seq 16 --batch 2 --steps 5 --lr 1e10 \
+  --text "$SRC/data/demo_corpus.txt" --save d5.bin --save-model d5m.bin
+[ -e d5.bin ] || [ -e d5m.bin ] && fail "a diverged run saved $(ls d5*)"
+
+# ---- --keep-last through a symlink keeps real copies; the replaced file keeps its mode ----
+echo x >real.bin
+chmod 0600 real.bin
+ln -s real.bin lnk.bin
+timeout 60 "$ZBPP" train "${TINY[@]}" --steps 4 --save lnk.bin --save-every 2 --keep-last 2 \
+  2>"$T/err" || fail "--keep-last with a symlink --save: $(cat "$T/err")"
+[ -L lnk.bin ] || fail "--save replaced the symlink"
+[ -f lnk.bin.step000002 ] && [ ! -L lnk.bin.step000002 ] || fail "kept step 2 is not a file"
+cmp -s lnk.bin.step000002 lnk.bin.step000004 && fail "kept steps 2 and 4 are the same file"
+cmp -s lnk.bin.step000004 real.bin || fail "kept step 4 differs from the saved file"
+[ "$(stat -c %a real.bin)" = 600 ] || fail "replaced 0600 file became $(stat -c %a real.bin)"
+expect_error 2 "--keep-last needs --save to be a regular file" \
+  "$ZBPP" train "${TINY[@]}" --steps 2 --save /dev/null --save-every 1 --keep-last 2
+
+[ "$fails" -eq 0 ] && echo "cli_hardening: all passed"
+exit $((fails > 0))

@@ -78,5 +78,40 @@ cmp -s lnk.bin.step000004 real.bin || fail "kept step 4 differs from the saved f
 expect_error 2 "--keep-last needs --save to be a regular file" \
   "$ZBPP" train "${TINY[@]}" --steps 2 --save /dev/null --save-every 1 --keep-last 2
 
+# ---- generate: a training checkpoint says what it is; diverged weights are refused; the
+# README's example (100 tokens from a --seq 64 model) slides its context ----
+timeout 120 "$ZBPP" train "${TINY[@]}" --steps 2 --save tr.ck --save-model m.bin 2>"$T/err" ||
+  fail "train for generate: $(cat "$T/err")"
+timeout 120 "$ZBPP" train "${TINY[@]}" --steps 2 --ranks 2 --microbatches 2 \
+  --checkpoint-format sharded --save sh.ck 2>"$T/err" || fail "sharded train: $(cat "$T/err")"
+expect_error 2 "sh.ck is a sharded training checkpoint (the manifest of --checkpoint-format sharded), not a model: write the model with \`zbpp train --resume sh.ck --save-model MODEL.bin\`" \
+  "$ZBPP" generate --init-from sh.ck
+expect_error 2 "tr.ck is a training checkpoint (zbpp train --save), not a model" \
+  "$ZBPP" generate --init-from tr.ck
+timeout 120 "$ZBPP" train --resume sh.ck --text "$SRC/data/demo_corpus.txt" --quiet \
+  --save-model from_sharded.bin 2>"$T/err" || fail "the advised command failed: $(cat "$T/err")"
+timeout 60 "$ZBPP" generate --init-from from_sharded.bin --tokens 3 >/dev/null 2>"$T/err" ||
+  fail "generate from the advised model: $(cat "$T/err")"
+cp m.bin nan.bin
+printf '\xff\xff\xff\xff' | dd of=nan.bin bs=1 seek=2048 conv=notrunc status=none
+expect_error 1 "nan.bin: 1 of" "$ZBPP" generate --init-from nan.bin --tokens 3
+timeout 60 "$ZBPP" generate --init-from m.bin --prompt "Once upon a time" --tokens 100 \
+  >long.txt 2>"$T/err" || fail "generate past the model's 16 positions: $(cat "$T/err")"
+# 16 prompt bytes + 100 tokens (byte-level: one byte each, or '?'/UTF-8 pieces: at least one)
+[ "$(head -c 16 long.txt)" = "Once upon a time" ] || fail "prompt not echoed: $(head -c 40 long.txt)"
+timeout 60 "$ZBPP" generate --init-from m.bin --prompt "Once upon a time" --tokens 1 >one.txt
+[ "$(head -c 17 one.txt)" = "$(head -c 17 long.txt)" ] ||
+  fail "the first token differs between a one-pass and a sliding run"
+
+# ---- Ctrl-C without --save says that nothing is saved ----
+"$ZBPP" train "${TINY[@]}" --steps 1000000 --metrics int.jsonl 2>int.err & run=$!
+for _ in $(seq 300); do [ -s int.jsonl ] && break; sleep 0.1; done
+kill -INT $run
+timeout 60 tail --pid=$run -f /dev/null
+wait $run
+rc=$?
+[ "$rc" -eq 130 ] || fail "Ctrl-C exit $rc (want 130)"
+grep -q "nothing will be saved (no --save)" int.err || fail "Ctrl-C without --save: $(cat int.err)"
+
 [ "$fails" -eq 0 ] && echo "cli_hardening: all passed"
 exit $((fails > 0))

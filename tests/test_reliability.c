@@ -18,6 +18,8 @@
 #include "nn/fastmath.h"
 #include "train/divergence.h"
 #include "zbpp/checkpoint_sharded.h"
+#include "zbpp/handshake.h"
+#include "zbpp/train.h"
 #include "zbpp/util.h"
 
 static char dir[64];
@@ -185,6 +187,35 @@ static void test_divergence_final_loss(void **state)
     assert_non_null(strstr(err.msg, "m.bin not saved"));
 }
 
+/* A sequence length stored in a manifest that its own model cannot hold is the file's fault:
+ * the message says so, not "--seq N exceeds ..." of a flag nobody gave. */
+static void test_manifest_seq_beyond_model(void **state)
+{
+    (void)state;
+    char body[1024], path[256];
+    int n = snprintf(body, sizeof body,
+                     "zbpp-sharded-checkpoint 1\nstep 2\nskipped 0\nranks 2\n"
+                     "schedule 1f1b 1 2\nstage_rank 0 1\npartition 0 1 2\n"
+                     "model 64 257 384 2 4 64\nparams 128768\n"
+                     "config 4 100000 2 2 1 1337 399d4952 3f666666 3f733333 322bcc77 3dcccccd "
+                     "3f800000 1 0 00000000\ndata 3deaed0ec8e2f680 381124 1\n"
+                     "position 0 0 2\nshard 0 m.rank0 944160 513c227ba3b8e741\n"
+                     "shard 1 m.rank1 896560 2ef022d16b1065cf\n");
+    snprintf(body + n, sizeof body - (size_t)n, "end %016llx\n",
+             (unsigned long long)zb_hash_bytes(ZB_HASH_SEED, body, (size_t)n));
+    snprintf(path, sizeof path, "%s/seq.ckpt", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    zb_train_config_t c;
+    zb_train_config_defaults(&c);
+    zb_err_t err;
+    assert_int_equal(zb_ckpt_sharded_peek(path, &c, &err), ZB_EFORMAT);
+    assert_non_null(strstr(err.msg, "holds sequence length 100000, more than its model's maximum 64"));
+    assert_null(strstr(err.msg, "--seq"));
+}
+
 /* Defect 7: opening a FIFO for reading must not block (the test would hang before the fix). */
 static void test_reader_refuses_fifo(void **state)
 {
@@ -208,6 +239,7 @@ int main(void)
         cmocka_unit_test(test_fast_expf_nan),
         cmocka_unit_test(test_divergence_rule),
         cmocka_unit_test(test_divergence_final_loss),
+        cmocka_unit_test(test_manifest_seq_beyond_model),
         cmocka_unit_test(test_reader_refuses_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

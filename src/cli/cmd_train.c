@@ -427,7 +427,7 @@ int zb_cmd_train(int argc, char **argv)
     if (!piped && pipe.inert) /* a pipeline flag that a single process has no use for */
         fprintf(stderr, "zbpp train: warning: %s has no effect with one rank in one process "
                         "(give --ranks P > 1)\n", pipe.inert);
-    c.stop = zb_cli_train_signals(c.save_path, c.save_model_path);
+    c.stop = zb_cli_train_signals(c.save_path, c.save_model_path, piped && pipe.mpi);
     if (verbose) {
         /* ranks sharing this process: the pipeline's threads, or one (single process, MPI) */
         int local = piped && !pipe.mpi ? pipe.opts.ranks * (pipe.opts.dp > 1 ? pipe.opts.dp : 1) : 1;

@@ -16,5 +16,6 @@ void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_
     if (sum->has_val)
         printf("val loss %.4f (%d batches)\n", sum->val_loss, c->val_steps);
     if (sum->interrupted)
-        printf("interrupted after step %ld of %ld\n", sum->first_step + sum->steps_run, c->steps);
+        printf("interrupted after step %ld of %ld%s\n", sum->first_step + sum->steps_run, c->steps,
+               c->save_path || c->save_model_path ? "" : "; nothing saved (no --save)");
 }

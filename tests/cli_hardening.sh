@@ -103,6 +103,13 @@ timeout 60 "$ZBPP" generate --init-from m.bin --prompt "Once upon a time" --toke
 [ "$(head -c 17 one.txt)" = "$(head -c 17 long.txt)" ] ||
   fail "the first token differs between a one-pass and a sliding run"
 
+# ---- the original command plus --resume: agreeing shape flags accepted, differing ones named ----
+timeout 60 "$ZBPP" train "${TINY[@]}" --steps 2 --save res.ck 2>"$T/err" || fail "train: $(cat "$T/err")"
+timeout 60 "$ZBPP" train "${TINY[@]}" --steps 3 --save res.ck --resume res.ck 2>"$T/err" ||
+  fail "resume with the same shape flags refused: $(cat "$T/err")"
+expect_error 2 "--channels 48 differs from the model of --resume res.ck (channels 32): leave it out, or give 32" \
+  "$ZBPP" train "${TINY[@]/32/48}" --steps 4 --resume res.ck
+
 # ---- Ctrl-C without --save says that nothing is saved ----
 "$ZBPP" train "${TINY[@]}" --steps 1000000 --metrics int.jsonl 2>int.err & run=$!
 for _ in $(seq 300); do [ -s int.jsonl ] && break; sleep 0.1; done

@@ -208,9 +208,33 @@ typedef struct {
     zb_train_config_t *c;
     zb_cli_pipeline_t *pipe;
     zb_cli_device_t *dev;
+    zb_gpt2_config_t shape; /* the shape flags given (0 = not given), to compare with --resume */
     bool model_flag, vocab_given, verbose, microbatches_given;
     const char *lr_sched, *val_flag;
 } train_flags_t;
+
+/* A shape flag given with --resume must agree with the checkpoint's model (in c->model after
+ * the peek): 0, or 2 after naming the first flag that differs and both values. */
+static int shape_agrees(const zb_gpt2_config_t *ckpt, const zb_gpt2_config_t *flags,
+                        const char *path)
+{
+    const struct {
+        const char *flag;
+        int given, stored;
+    } f[] = {{"--layers", flags->layers, ckpt->layers},
+             {"--heads", flags->heads, ckpt->heads},
+             {"--channels", flags->channels, ckpt->channels},
+             {"--vocab", flags->vocab, ckpt->vocab},
+             {"--max-seq", flags->max_seq, ckpt->max_seq}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].given && f[i].given != f[i].stored) {
+            fprintf(stderr, "zbpp train: %s %d differs from the model of --resume %s (%s %d): "
+                            "leave it out, or give %d\n",
+                    f[i].flag, f[i].given, path, f[i].flag + 2, f[i].stored, f[i].stored);
+            return 2;
+        }
+    return 0;
+}
 
 /* One flag `a` ("--name") with its value v (NULL for a switch): 0, or 2 after printing why. */
 static int train_flag(train_flags_t *t, const char *a, const char *v)
@@ -231,15 +255,15 @@ static int train_flag(train_flags_t *t, const char *a, const char *v)
     if (!strcmp(a, "--init-from"))
         t->c->init_from = v;
     else if (!strcmp(a, "--layers"))
-        bad = parse_int(a, v, 1, &t->c->model.layers), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.layers), t->model_flag = true, t->c->model.layers = t->shape.layers;
     else if (!strcmp(a, "--heads"))
-        bad = parse_int(a, v, 1, &t->c->model.heads), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.heads), t->model_flag = true, t->c->model.heads = t->shape.heads;
     else if (!strcmp(a, "--channels"))
-        bad = parse_int(a, v, 1, &t->c->model.channels), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.channels), t->model_flag = true, t->c->model.channels = t->shape.channels;
     else if (!strcmp(a, "--vocab"))
-        bad = parse_int(a, v, 1, &t->c->model.vocab), t->model_flag = t->vocab_given = true;
+        bad = parse_int(a, v, 1, &t->shape.vocab), t->model_flag = t->vocab_given = true, t->c->model.vocab = t->shape.vocab;
     else if (!strcmp(a, "--max-seq"))
-        bad = parse_int(a, v, 1, &t->c->model.max_seq), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.max_seq), t->model_flag = true, t->c->model.max_seq = t->shape.max_seq;
     else if (!strcmp(a, "--data"))
         t->c->data_glob = v;
     else if (!strcmp(a, "--text"))
@@ -349,6 +373,7 @@ int zb_cmd_train(int argc, char **argv)
             }
         }
 
+    const zb_gpt2_config_t stored_shape = c.model; /* the checkpoint's, with --resume */
     train_flags_t t = {.c = &c, .pipe = &pipe, .dev = &dev};
     optind = 0;
     while (rc == 0 && (ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
@@ -376,12 +401,14 @@ int zb_cmd_train(int argc, char **argv)
         if (st != ZB_OK)
             return fail(st, &err);
     }
-    if (model_flag && (c.init_from || c.resume_path)) {
+    if (model_flag && c.init_from) {
         fprintf(stderr, "zbpp train: --layers/--heads/--channels/--vocab/--max-seq describe a fresh "
-                        "model; the shape comes from %s\n",
-                c.init_from ? "--init-from" : "--resume");
+                        "model; the shape comes from --init-from\n");
         return 2;
     }
+    /* the original command plus --resume: shape flags that agree with the checkpoint are fine */
+    if (model_flag && c.resume_path && (rc = shape_agrees(&stored_shape, &t.shape, c.resume_path)))
+        return rc;
     if (c.data_glob && c.text_path) {
         fprintf(stderr, "zbpp train: use either --data or --text, not both\n");
         return 2;

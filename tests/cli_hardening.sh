@@ -110,6 +110,19 @@ timeout 60 "$ZBPP" train "${TINY[@]}" --steps 3 --save res.ck --resume res.ck 2>
 expect_error 2 "--channels 48 differs from the model of --resume res.ck (channels 32): leave it out, or give 32" \
   "$ZBPP" train "${TINY[@]/32/48}" --steps 4 --resume res.ck
 
+# ---- schedule-name typos get a suggestion ----
+expect_error 2 "unknown schedule family 'zbh1': did you mean zb-h1?" "$ZBPP" schedule -s zbh1 -p 4 -m 8
+expect_error 2 "did you mean zb-h1?" "$ZBPP" schedule --schedule zb-hh1 -p 4 -m 8
+expect_error 2 "unknown schedule 'zbh2': did you mean zb-h2?" "$ZBPP" train "${TINY[@]}" --ranks 2 --schedule zbh2
+"$ZBPP" schedule -s nope -p 4 -m 8 2>"$T/err"
+grep -q "did you mean" "$T/err" && fail "a suggestion for a name close to nothing: $(cat "$T/err")"
+
+# ---- the test summary names skipped tests instead of hiding them in "100% passed" ----
+printf 'The following tests did not run:\n\t 12 - test_cuda_gpu_ops (Skipped)\n\t 40 - pytorch_load_csv (Skipped)\n\n100%% tests passed, 0 tests failed out of 90\n' >ctest.log
+bash "$SRC/scripts/test_summary.sh" ctest.log >summary.txt
+grep -q "2 of 90 tests were SKIPPED" summary.txt || fail "summary: $(cat summary.txt)"
+grep -q "test_cuda_gpu_ops pytorch_load_csv" summary.txt || fail "summary names: $(cat summary.txt)"
+
 # ---- Ctrl-C without --save says that nothing is saved ----
 "$ZBPP" train "${TINY[@]}" --steps 1000000 --metrics int.jsonl 2>int.err & run=$!
 for _ in $(seq 300); do [ -s int.jsonl ] && break; sleep 0.1; done

@@ -59,6 +59,10 @@ const char *zb_cli_one_file(const char *cmd, int argc, char **argv, int first);
  * the process exits (its reader must not see end-of-file before the real write). */
 zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err);
 
+/* The schedule family `name` was probably meant to be ("zb-h1" for "zbh1" or "zb-hh1"): the
+ * nearest family name by edit distance when it is close and unique, else NULL. */
+const char *zb_cli_suggest_schedule(const char *name);
+
 /* A finite number; with nonneg also >= 0. `what` names the flag in the message. */
 zb_status_t zb_cli_parse_number(const char *s, bool nonneg, const char *what, double *out,
                                 zb_err_t *err);

@@ -65,8 +65,15 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         r = parse_pos_int(a, v, 1024, &o->ranks), pc->ranks_given = 1;
     else if (!strcmp(a, "--dp"))
         r = parse_pos_int(a, v, 1024, &o->dp), pc->dp_given = 1;
-    else if (!strcmp(a, "--schedule"))
+    else if (!strcmp(a, "--schedule")) {
+        if (!zb_generator_find(v)) {
+            const char *near = zb_cli_suggest_schedule(v);
+            fprintf(stderr, "zbpp train: unknown schedule '%s'%s%s%s (see zbpp schedule --help)\n",
+                    v, near ? ": did you mean " : "", near ? near : "", near ? "?" : "");
+            return -1;
+        }
         o->schedule = v, r = 1, pc->schedule_given = 1;
+    }
     else if (!strcmp(a, "--schedule-file"))
         o->schedule_file = v, r = 1;
     else if (!strcmp(a, "--chunks"))

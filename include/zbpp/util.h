@@ -13,6 +13,9 @@ double zb_now(void);
  * unknown). */
 double zb_rss_peak_bytes(void);
 double zb_rss_bytes(void);
+/* Measured fp32 FLOP/s of one core of this CPU at its FMA ceiling (a few ms the first time, then
+ * cached): the peak MFU is taken against when no peak is given. */
+double zb_cpu_peak_flops_per_core(void);
 
 /* Sort v[0..n-1] ascending, in place. */
 void zb_sort_doubles(double *v, size_t n);

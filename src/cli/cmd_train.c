@@ -19,6 +19,7 @@
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
+#include "zbpp/util.h"
 #include "zbpp/workers.h"
 
 #define GPT2_VOCAB 50257
@@ -454,6 +455,16 @@ int zb_cmd_train(int argc, char **argv)
     if (!piped && pipe.inert) /* a pipeline flag that a single process has no use for */
         fprintf(stderr, "zbpp train: warning: %s has no effect with one rank in one process "
                         "(give --ranks P > 1)\n", pipe.inert);
+    if (!(c.peak_tflops > 0) && !dev.cuda && !pipe.mpi) { /* MFU against this CPU's peak */
+        int replicas = pipe.opts.dp > 1 ? pipe.opts.dp : 1;
+        int ranks = piped ? (pipe.opts.ranks > 0 ? pipe.opts.ranks : 1) * replicas : 1;
+        int cores = ranks * zb_workers_resolve(c.threads, ranks);
+        c.peak_tflops = zb_cpu_peak_flops_per_core() * cores * 1e-12;
+        char src[160];
+        snprintf(src, sizeof src, "measured fp32 FMA peak of %d core%s; --peak-tflops sets it",
+                 cores, cores == 1 ? "" : "s");
+        zb_cli_set_peak_source(src);
+    }
     c.stop = zb_cli_train_signals(c.save_path, c.save_model_path, piped && pipe.mpi);
     if (verbose) {
         /* ranks sharing this process: the pipeline's threads, or one (single process, MPI) */

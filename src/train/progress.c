@@ -114,6 +114,15 @@ zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metri
     return ZB_OK;
 }
 
+/* "  mfu 12.3%" of this step against the peak, "" when the peak is unknown. */
+static void mfu_text(const zb_progress_t *p, const zb_step_stats_t *s, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (p->peak_flops > 0 && p->flops_per_step > 0 && s->step_ms > 0)
+        snprintf(buf, cap, "  mfu %.1f%%",
+                 100 * p->flops_per_step / (s->step_ms * 1e-3) / p->peak_flops);
+}
+
 static void draw_bar(zb_progress_t *p, const zb_step_stats_t *s, const char *el, const char *eta)
 {
     enum { WIDTH = 24 };
@@ -126,8 +135,10 @@ static void draw_bar(zb_progress_t *p, const zb_step_stats_t *s, const char *el,
         bar[i] = i < fill ? '#' : '.';
     bar[WIDTH] = '\0';
     /* \r redraws in place; \033[K clears what a longer previous line left behind */
-    fprintf(p->human, "\r[%s] step %ld/%ld  loss %.4f  %.0f tok/s  %s elapsed, ETA %s%s\033[K",
-            bar, done, p->total, s->loss, s->tokens_per_s, el, eta,
+    char mfu[24];
+    mfu_text(p, s, mfu, sizeof mfu);
+    fprintf(p->human, "\r[%s] step %ld/%ld  loss %.4f  %.0f tok/s%s  %s elapsed, ETA %s%s\033[K",
+            bar, done, p->total, s->loss, s->tokens_per_s, mfu, el, eta,
             s->skipped ? "  (skipped)" : "");
     fflush(p->human);
     p->bar_drawn = true;
@@ -155,11 +166,13 @@ zb_status_t zb_progress_step(zb_progress_t *p, const zb_step_stats_t *s, zb_err_
                 p->last_draw = zb_now();
             }
         } else {
+            char mfu[24];
+            mfu_text(p, s, mfu, sizeof mfu);
             fprintf(p->human,
-                    "step %ld/%ld  loss %.6f  lr %.3e  norm %.4f  %.1f ms  %.0f tok/s  "
+                    "step %ld/%ld  loss %.6f  lr %.3e  norm %.4f  %.1f ms  %.0f tok/s%s  "
                     "%s elapsed, ETA %s%s\n",
                     s->step + 1, p->total, s->loss, s->lr, s->grad_norm, s->step_ms,
-                    s->tokens_per_s, el, eta,
+                    s->tokens_per_s, mfu, el, eta,
                     s->skipped ? "  skipped: non-finite gradient norm" : "");
             if (s->has_val)
                 fprintf(p->human, "step %ld/%ld  val loss %.4f\n", s->step + 1, p->total,

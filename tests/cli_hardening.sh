@@ -123,6 +123,22 @@ bash "$SRC/scripts/test_summary.sh" ctest.log >summary.txt
 grep -q "2 of 90 tests were SKIPPED" summary.txt || fail "summary: $(cat summary.txt)"
 grep -q "test_cuda_gpu_ops pytorch_load_csv" summary.txt || fail "summary names: $(cat summary.txt)"
 
+# ---- SVG: the legend fits the chart; arrows are drawn under the microbatch numbers ----
+"$ZBPP" schedule -s zb-v -p 4 -m 8 --format svg --arrows -o arrows.svg || fail "svg --arrows"
+python3 - arrows.svg <<'PY' || fail "svg layout"
+import re, sys
+svg = open(sys.argv[1]).read()
+w, h = (int(v) for v in re.search(r'<svg [^>]*width="(\d+)" height="(\d+)"', svg).groups())
+for x, y, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)">([^<]*)</text>', svg):
+    # ~6 px per character of the 11 px font; the baseline leaves room for descenders
+    if float(x) + 6 * len(text) > w or float(y) + 3 > h:
+        sys.exit("legend text outside the %dx%d chart: %r at (%s, %s)" % (w, h, text, x, y))
+arrows = svg.index('marker-end="url(#zb-arrow)"')
+first_number = re.search(r'<text [^>]*font-size="(11|8)">\d+</text>', svg).start()
+if first_number < arrows:
+    sys.exit("microbatch numbers drawn before (under) the arrows")
+PY
+
 # ---- Ctrl-C without --save says that nothing is saved ----
 "$ZBPP" train "${TINY[@]}" --steps 1000000 --metrics int.jsonl 2>int.err & run=$!
 for _ in $(seq 300); do [ -s int.jsonl ] && break; sleep 0.1; done

@@ -216,6 +216,24 @@ static void test_manifest_seq_beyond_model(void **state)
     assert_null(strstr(err.msg, "--seq"));
 }
 
+/* A GPU run's MFU without --peak-tflops: the data sheet's dense figure of a known GPU for the
+ * precision in use, 0 for anything unknown (never a guess). */
+static void test_gpu_spec_peak(void **state)
+{
+    (void)state;
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 80GB HBM3, sm_90, 132 SMs", "bf16") == 989.4);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 80GB HBM3", "fp32") == 66.9);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 PCIe", "bf16") == 756.0);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H200", "tf32") == 494.7);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA GeForce GTX 1080", "fp32") == 0);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 80GB HBM3", "fp8") == 0);
+    assert_true(zb_gpu_spec_peak_tflops(NULL, "fp32") == 0);
+    /* the CPU's measured figure: positive, and the same on a second call (cached) */
+    double a = zb_cpu_peak_flops_per_core();
+    assert_true(a > 1e8);
+    assert_true(zb_cpu_peak_flops_per_core() == a);
+}
+
 /* Defect 7: opening a FIFO for reading must not block (the test would hang before the fix). */
 static void test_reader_refuses_fifo(void **state)
 {
@@ -240,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_divergence_rule),
         cmocka_unit_test(test_divergence_final_loss),
         cmocka_unit_test(test_manifest_seq_beyond_model),
+        cmocka_unit_test(test_gpu_spec_peak),
         cmocka_unit_test(test_reader_refuses_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -344,6 +344,41 @@ static int train_flag(train_flags_t *t, const char *a, const char *v)
     return bad ? 2 : 0;
 }
 
+/* The peak MFU is taken against when --peak-tflops is not given, named for the report: this
+ * CPU's measured FMA ceiling times the cores in use, or a known GPU's published figure for the
+ * precision; 0 (mfu n/a) for an unknown GPU. */
+static double default_peak(const zb_train_config_t *c, const zb_cli_pipeline_t *pipe,
+                           const zb_cli_device_t *dev, bool piped)
+{
+    char src[200];
+    if (dev->cuda) {
+        char desc[256];
+        zb_err_t err;
+        const char *prec = zb_cuda_precision_name(dev->opts.precision);
+        if (zb_cuda_device_describe(dev->opts.device, desc, sizeof desc, &err) != ZB_OK)
+            return 0;
+        /* pipeline ranks spread over the visible GPUs, several to a GPU when they are fewer */
+        int ranks = piped ? (pipe->opts.ranks > 0 ? pipe->opts.ranks : 1) : 1, gpus = 1;
+        if (ranks > 1 && zb_cuda_device_count(&gpus, &err) == ZB_OK)
+            gpus = gpus < 1 ? 1 : gpus < ranks ? gpus : ranks;
+        double one = zb_gpu_spec_peak_tflops(desc, prec);
+        if (!(one > 0))
+            return 0; /* a GPU without a known figure: mfu n/a */
+        desc[strcspn(desc, ",")] = '\0'; /* the name, without "sm_90, 132 SMs, ..." */
+        snprintf(src, sizeof src, "%.96s dense %s peak from the data sheet, x %d GPU%s; "
+                 "--peak-tflops sets it", desc, prec, gpus, gpus == 1 ? "" : "s");
+        zb_cli_set_peak_source(src);
+        return one * gpus;
+    }
+    int replicas = pipe->opts.dp > 1 ? pipe->opts.dp : 1;
+    int ranks = piped ? (pipe->opts.ranks > 0 ? pipe->opts.ranks : 1) * replicas : 1;
+    int cores = ranks * zb_workers_resolve(c->threads, ranks);
+    snprintf(src, sizeof src, "measured fp32 FMA peak of %d core%s; --peak-tflops sets it", cores,
+             cores == 1 ? "" : "s");
+    zb_cli_set_peak_source(src);
+    return zb_cpu_peak_flops_per_core() * cores * 1e-12;
+}
+
 int zb_cmd_train(int argc, char **argv)
 {
     zb_train_config_t c;
@@ -455,16 +490,8 @@ int zb_cmd_train(int argc, char **argv)
     if (!piped && pipe.inert) /* a pipeline flag that a single process has no use for */
         fprintf(stderr, "zbpp train: warning: %s has no effect with one rank in one process "
                         "(give --ranks P > 1)\n", pipe.inert);
-    if (!(c.peak_tflops > 0) && !dev.cuda && !pipe.mpi) { /* MFU against this CPU's peak */
-        int replicas = pipe.opts.dp > 1 ? pipe.opts.dp : 1;
-        int ranks = piped ? (pipe.opts.ranks > 0 ? pipe.opts.ranks : 1) * replicas : 1;
-        int cores = ranks * zb_workers_resolve(c.threads, ranks);
-        c.peak_tflops = zb_cpu_peak_flops_per_core() * cores * 1e-12;
-        char src[160];
-        snprintf(src, sizeof src, "measured fp32 FMA peak of %d core%s; --peak-tflops sets it",
-                 cores, cores == 1 ? "" : "s");
-        zb_cli_set_peak_source(src);
-    }
+    if (!(c.peak_tflops > 0) && !pipe.mpi) /* MFU against the device's peak */
+        c.peak_tflops = default_peak(&c, &pipe, &dev, piped);
     c.stop = zb_cli_train_signals(c.save_path, c.save_model_path, piped && pipe.mpi);
     if (verbose) {
         /* ranks sharing this process: the pipeline's threads, or one (single process, MPI) */

@@ -13,6 +13,8 @@
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
+#include "zbpp/util.h"
+#include "zbpp/workers.h"
 
 static void print_error(const zb_transport_t *net, zb_status_t st, const zb_err_t *err)
 {
@@ -59,6 +61,15 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         zb_mpi_abort_job(net, zb_cli_exit_code(st)); /* does not return */
     }
     zb_train_config_t mine = *c;
+    if (net->rank == 0 && !(mine.peak_tflops > 0) && !pc->opts.cuda) {
+        /* MFU against the CPUs' peak: rank 0's core measured, times every process's cores */
+        int cores = zb_workers_resolve(c->threads, 1) * net->size;
+        mine.peak_tflops = zb_cpu_peak_flops_per_core() * cores * 1e-12;
+        char src[160];
+        snprintf(src, sizeof src, "measured fp32 FMA peak of %d cores (rank 0's core x %d "
+                 "processes); --peak-tflops sets it", cores, net->size);
+        zb_cli_set_peak_source(src);
+    }
     if (net->rank != 0) { /* one voice: rank 0 prints progress and writes the metrics */
         mine.quiet = true;
         mine.metrics_path = NULL;

@@ -3,7 +3,7 @@
 
 #include "cli/train_report.h"
 
-static char g_peak_source[160] = "--peak-tflops";
+static char g_peak_source[256] = "--peak-tflops";
 
 void zb_cli_set_peak_source(const char *source)
 {

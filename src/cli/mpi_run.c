@@ -99,7 +99,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         return code;
     }
     if (net->rank == 0 && !c->quiet)
-        zb_cli_print_pipeline_report(pc, c, &sum, rep, all, net->size);
+        zb_cli_print_pipeline_report(pc, &mine, &sum, rep, all, net->size);
     /* every rank agreed on the stop; the status is the signal's where this process got one */
     int status = sum.interrupted ? (zb_cli_train_signal_status() ? zb_cli_train_signal_status()
                                                                  : 130)

@@ -20,6 +20,7 @@
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/handshake.h"
 #include "zbpp/train.h"
+#include "zbpp/transport.h"
 #include "zbpp/util.h"
 
 static char dir[64];
@@ -234,6 +235,20 @@ static void test_gpu_spec_peak(void **state)
     assert_true(zb_cpu_peak_flops_per_core() == a);
 }
 
+/* A timeout past time_t's reach is refused (it made every wait spin at 100% CPU), the bound
+ * itself is accepted. */
+static void test_timeout_bounded(void **state)
+{
+    (void)state;
+    zb_thread_world_t *w = NULL;
+    zb_err_t err;
+    assert_int_equal(zb_thread_world_new(2, 4, 1e300, &w, &err), ZB_EINVAL);
+    assert_null(w);
+    assert_non_null(strstr(err.msg, "timeout"));
+    assert_int_equal(zb_thread_world_new(2, 4, ZB_TIMEOUT_MAX_S, &w, &err), ZB_OK);
+    zb_thread_world_free(w);
+}
+
 /* Defect 7: opening a FIFO for reading must not block (the test would hang before the fix). */
 static void test_reader_refuses_fifo(void **state)
 {
@@ -259,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_divergence_final_loss),
         cmocka_unit_test(test_manifest_seq_beyond_model),
         cmocka_unit_test(test_gpu_spec_peak),
+        cmocka_unit_test(test_timeout_bounded),
         cmocka_unit_test(test_reader_refuses_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

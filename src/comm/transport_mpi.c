@@ -191,8 +191,10 @@ static zb_status_t timed_out(mpi_t *m, const char *what, zb_err_t *err)
                       m->base.rank, m->base.timeout, what);
 }
 
-/* Wait for `req` while watching for aborts and the timeout. `peer` is whom we wait on (named in
- * the timeout message), `what` says for what. On failure the request is left to the caller. */
+/* Wait for `req` while watching for aborts and the timeout, answering liveness questions.
+ * `what` says for what and on whom (`peer`, who may itself be waiting: on a timeout the
+ * liveness check names the ranks really stopped). On failure the request is left to the
+ * caller. */
 static zb_status_t wait_req(mpi_t *m, MPI_Request *req, MPI_Status *status, int peer,
                             const char *what, zb_err_t *err)
 {
@@ -217,7 +219,7 @@ static zb_status_t wait_req(mpi_t *m, MPI_Request *req, MPI_Status *status, int 
         answer_pings(m);
         if (m->base.timeout > 0 && waited > m->base.timeout) {
             m->stats.wait_s += waited;
-            (void)peer; /* whom we waited on may itself wait: the liveness check finds who */
+            (void)peer;
             return timed_out(m, what, err);
         }
         pause_a_little(waited, &sleep_ns);

@@ -149,9 +149,9 @@ static zb_status_t generate_sliding(const zb_gpt2_params_t *p, int ranks, const 
     int n = n_prompt < T ? n_prompt : T;
     memcpy(ctx, prompt + (n_prompt - n), (size_t)n * sizeof *ctx);
     if (n_prompt + (long)n_new - 1 > T)
-        fprintf(stderr, "zbpp generate: note: %d tokens do not fit the model's %d positions: the "
+        fprintf(stderr, "zbpp generate: note: %ld tokens do not fit the model's %d positions: the "
                         "context slides (the last %d tokens are kept each time it is full)\n",
-                n_prompt + n_new - 1, T, keep);
+                (long)n_prompt + n_new - 1, T, keep);
     zb_status_t st = ZB_OK;
     for (int left = n_new; left > 0 && st == ZB_OK;) {
         int room = T - n + 1, k = left < room ? left : room;

@@ -1,5 +1,5 @@
 /* GPT-2 configuration, parameter buffers (one allocation, llm.c tensor order), gradients with the
- * separate tied-head accumulator, deterministic initialisation and the norm units. */
+ * separate tied-head accumulator and the norm units (initialisation: gpt2_init.c). */
 #include "zbpp/gpt2.h"
 #include "zbpp/workers.h"
 
@@ -85,48 +85,6 @@ void zb_gpt2_params_free(zb_gpt2_params_t *p)
     free(p->data);
     free(p->slot);
     memset(p, 0, sizeof *p);
-}
-
-/* splitmix64: tiny, seedable, good enough for initialisation. */
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double uniform01(uint64_t *s) /* (0, 1] */
-{
-    return ((splitmix64(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-}
-
-static void fill_normal(float *x, size_t n, double std, uint64_t *s)
-{
-    for (size_t i = 0; i < n; i += 2) { /* Box-Muller, two values per draw */
-        double r = sqrt(-2.0 * log(uniform01(s))), th = 6.283185307179586 * uniform01(s);
-        x[i] = (float)(std * r * cos(th));
-        if (i + 1 < n)
-            x[i + 1] = (float)(std * r * sin(th));
-    }
-}
-
-void zb_gpt2_params_init_random(zb_gpt2_params_t *p, uint64_t seed)
-{
-    const zb_gpt2_config_t *c = &p->cfg;
-    uint64_t s = seed;
-    double resid_std = 0.02 / sqrt(2.0 * c->layers);
-    memset(p->data, 0, p->count * sizeof(float));
-    fill_normal(p->t[ZB_WTE], (size_t)c->vocab * c->channels, 0.02, &s); /* padded rows stay 0 */
-    fill_normal(p->t[ZB_WPE], p->sizes[ZB_WPE], 0.02, &s);
-    fill_normal(p->t[ZB_QKVW], p->sizes[ZB_QKVW], 0.02, &s);
-    fill_normal(p->t[ZB_ATTPROJW], p->sizes[ZB_ATTPROJW], resid_std, &s);
-    fill_normal(p->t[ZB_FCW], p->sizes[ZB_FCW], 0.02, &s);
-    fill_normal(p->t[ZB_FCPROJW], p->sizes[ZB_FCPROJW], resid_std, &s);
-    static const zb_gpt2_tensor_t ones[] = {ZB_LN1W, ZB_LN2W, ZB_LNFW};
-    for (size_t k = 0; k < sizeof ones / sizeof ones[0]; k++)
-        for (size_t i = 0; i < p->sizes[ones[k]]; i++)
-            p->t[ones[k]][i] = 1.0f;
 }
 
 zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg, zb_err_t *err)

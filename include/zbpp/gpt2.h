@@ -67,7 +67,16 @@ typedef struct {
      * tensors are [held_layers, ...]; cfg stays the whole model's. */
     int *slot;
     int held_layers;
+    size_t accounted; /* bytes this buffer adds to zb_gpt2_buffer_bytes (freed with it) */
 } zb_gpt2_params_t;
+
+/* Bytes of parameter-shaped buffers (parameters, gradients with their tied-head accumulators,
+ * moments: everything zb_gpt2_params_alloc*, zb_gpt2_grads_alloc* and zb_adamw_state_alloc*
+ * allocate) the process holds now, and the most it has held since the last reset: the library's
+ * own count of what a model costs a process, e.g. at a pipeline's start-up. Thread-safe. */
+size_t zb_gpt2_buffer_bytes(void);
+size_t zb_gpt2_buffer_peak_bytes(void);
+void zb_gpt2_buffer_reset_peak(void);
 
 /* Allocate a zeroed buffer for cfg. Free with zb_gpt2_params_free. */
 zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg, zb_err_t *err);

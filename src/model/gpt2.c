@@ -3,7 +3,7 @@
 #include "zbpp/gpt2.h"
 #include "zbpp/workers.h"
 
-#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +55,32 @@ void zb_gpt2_tensor_sizes(const zb_gpt2_config_t *cfg, size_t s[ZB_GPT2_NUM_TENS
     s[ZB_LNFB] = C;
 }
 
+static atomic_size_t held_bytes, peak_bytes;
+
+void zb_gpt2_account(zb_gpt2_params_t *p, size_t bytes)
+{
+    p->accounted += bytes;
+    size_t now = atomic_fetch_add(&held_bytes, bytes) + bytes;
+    size_t peak = atomic_load(&peak_bytes);
+    while (now > peak && !atomic_compare_exchange_weak(&peak_bytes, &peak, now))
+        ;
+}
+
+size_t zb_gpt2_buffer_bytes(void)
+{
+    return atomic_load(&held_bytes);
+}
+
+size_t zb_gpt2_buffer_peak_bytes(void)
+{
+    return atomic_load(&peak_bytes);
+}
+
+void zb_gpt2_buffer_reset_peak(void)
+{
+    atomic_store(&peak_bytes, atomic_load(&held_bytes));
+}
+
 zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg, zb_err_t *err)
 {
     memset(p, 0, sizeof *p);
@@ -70,6 +96,7 @@ zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cf
     if (!p->data)
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate %zu parameters (%.1f MB)", p->count,
                           p->count * 4.0 / 1e6);
+    zb_gpt2_account(p, p->count * sizeof(float));
     float *ptr = p->data;
     for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++) {
         p->t[i] = ptr;
@@ -82,6 +109,7 @@ void zb_gpt2_params_free(zb_gpt2_params_t *p)
 {
     if (!p)
         return;
+    atomic_fetch_sub(&held_bytes, p->accounted);
     free(p->data);
     free(p->slot);
     memset(p, 0, sizeof *p);
@@ -99,6 +127,7 @@ zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg,
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate the tied-head gradient (%zu floats)",
                           (size_t)cfg->padded_vocab * cfg->channels);
     }
+    zb_gpt2_account(&g->g, g->g.sizes[ZB_WTE] * sizeof(float)); /* released with g->g */
     return ZB_OK;
 }
 

@@ -35,6 +35,7 @@ static zb_status_t allocate(zb_gpt2_params_t *p, bool wte, bool wpe, bool lnf, z
     if (!p->data)
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate %zu parameters (%.1f MB)", p->count,
                           p->count * 4.0 / 1e6);
+    zb_gpt2_account(p, p->count * sizeof(float));
     float *ptr = p->data;
     for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++) {
         p->t[i] = p->sizes[i] ? ptr : NULL;
@@ -200,6 +201,7 @@ zb_status_t zb_gpt2_grads_alloc_like_for(zb_gpt2_grads_t *g, const zb_gpt2_param
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate the tied-head gradient (%zu floats)",
                           g->g.sizes[ZB_WTE]);
     }
+    zb_gpt2_account(&g->g, g->g.sizes[ZB_WTE] * sizeof(float)); /* released with g->g */
     return ZB_OK;
 }
 

@@ -8,6 +8,11 @@
 # usage: bash mpi_startup_memory.sh <zbpp> <source dir>
 source "$(dirname "$0")/mpi_common.inc"
 set -u
+if ldd "$Z" 2>/dev/null | grep -q 'libasan'; then
+    # shadow memory and the quarantine of freed blocks are resident too: not the program's own
+    echo "SKIPPED: resident memory is not the program's under AddressSanitizer"
+    exit 77
+fi
 if [ ! -x /usr/bin/time ]; then
     echo "SKIPPED: /usr/bin/time not found (Debian package time)"
     exit 77

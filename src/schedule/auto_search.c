@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "schedule/auto_heuristic.h"
 #include "schedule/auto_recompute.h"
 #include "schedule/auto_sweep.h"
 #include "schedule/gen_v.h"
@@ -93,6 +94,18 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
         return zb_err_set(err, st, "%s", e.msg);
     }
     st = ZB_OK;
+    /* The zero-bubble paper's own heuristic (one stage per rank). */
+    if (v == 1 && pl == ZB_PLACE_LOOP)
+        for (int k = 0; k < ZB_HEURISTIC_VARIANTS; k++) {
+            zb_schedule_t *s = NULL;
+            zb_status_t hs = zb_zb_heuristic(P, M, c, k, &s, &e);
+            if (hs == ZB_ENOMEM) {
+                zb_sweep_clear(&local);
+                return zb_err_set(err, hs, "%s", e.msg);
+            }
+            if (hs == ZB_OK)
+                zb_sweep_offer(&local, s, c, cap, zb_zb_heuristic_label(k));
+        }
     /* Handcrafted families of this chunking. */
     size_t nf;
     const zb_generator_info_t *fam = zb_generators(&nf);

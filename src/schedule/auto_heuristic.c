@@ -26,7 +26,6 @@
 typedef struct {
     int P, M;
     const zb_costs_t *c;
-    double limit;
     int *n[3];       /* [P] F, B, W placed per rank */
     double *end;     /* [P] time the rank's last action ends */
     double *mem;     /* [P] running memory */
@@ -46,6 +45,8 @@ static double mem_of(const heur_t *h, int k, int j)
 {
     return k == 0 ? h->c->m_f[j] : k == 1 ? h->c->m_b[j] : h->c->m_w[j];
 }
+
+static double limit_of(const heur_t *h, int j) { return zb_costs_limit(h->c, j); }
 
 static double max_bubble(const heur_t *h)
 {
@@ -86,7 +87,8 @@ static zb_status_t put(heur_t *h, int j, int k, zb_err_t *err)
 static zb_status_t free_memory(heur_t *h, int j, double need, bool *ok, zb_err_t *err)
 {
     *ok = true;
-    while (h->mem[j] + need > h->limit + 1e-9 * fmax(1.0, fabs(h->limit))) {
+    const double limit = limit_of(h, j);
+    while (h->mem[j] + need > limit + 1e-9 * fmax(1.0, fabs(limit))) {
         if (h->n[2][j] >= h->n[1][j]) {
             *ok = false;
             return ZB_OK;
@@ -125,7 +127,7 @@ static void warmup_depths(heur_t *h, bool allow_bubble, int *extra)
         }
         const double arrive = last + h->c->comm[j + 1];
         double mem = h->mem[j], t = h->end[j];
-        while (h->n[0][j] + extra[j] < M && mem + mem_of(h, 0, j) <= h->limit) {
+        while (h->n[0][j] + extra[j] < M && mem + mem_of(h, 0, j) <= limit_of(h, j)) {
             if (allow_bubble ? t + cost_of(h, 0, j) > arrive : t >= arrive)
                 break;
             mem += mem_of(h, 0, j);
@@ -153,7 +155,7 @@ static bool wants_f(const heur_t *h, int j, bool prioritize_b)
         return false;
     /* the F, with the W's it needs to fit, still ends before j+1 can send the B */
     double w_cost = 0, mem = h->mem[j] + mem_of(h, 0, j);
-    for (int w = h->n[2][j]; mem > h->limit && w < h->n[1][j]; w++) {
+    for (int w = h->n[2][j]; mem > limit_of(h, j) && w < h->n[1][j]; w++) {
         w_cost += cost_of(h, 2, j);
         mem += mem_of(h, 2, j);
     }
@@ -209,7 +211,7 @@ static zb_status_t build(heur_t *h, bool allow_bubble, bool prioritize_b, bool n
         while (st == ZB_OK && h->n[2][j] < M)
             st = put(h, j, 2, err);
     if (st == ZB_OK && !ok)
-        st = zb_err_set(err, ZB_EMEMLIMIT, "heuristic: memory limit %g too small", h->limit);
+        st = zb_err_set(err, ZB_EMEMLIMIT, "heuristic: memory limit too small");
     return st;
 }
 
@@ -219,7 +221,7 @@ zb_status_t zb_zb_heuristic(int P, int M, const zb_costs_t *c, int variant, zb_s
     *out = NULL;
     if (P < 1 || M < 1 || c->stages != P)
         return zb_err_set(err, ZB_EINVAL, "heuristic: needs one stage per rank");
-    heur_t h = {.P = P, .M = M, .c = c, .limit = c->mem_limit};
+    heur_t h = {.P = P, .M = M, .c = c};
     h.s = zb_schedule_new("auto", P, 1, ZB_PLACE_LOOP, M);
     double *dbl = calloc((size_t)3 * P + 3 * (size_t)P * M, sizeof(double));
     int *ints = calloc((size_t)4 * P, sizeof(int));

@@ -39,6 +39,11 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int P, int v, zb_placement_t
         dst->m_w[s] = src->m_w[r] / v;
     }
     dst->mem_limit = src->mem_limit;
+    if (src->rank_limit &&
+        (st = zb_costs_set_rank_limits(dst, src->limit_ranks, src->rank_limit, err)) != ZB_OK) {
+        zb_costs_free(dst);
+        return st;
+    }
     if (src->t_r || src->m_keep) {
         /* the recompute costs split like the others (defaults filled in per rank) */
         st = zb_costs_set_recompute(dst, 0, 0, err);
@@ -77,7 +82,7 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
                                    const zb_costs_t *c, zb_sweep_best_t *best, zb_err_t *err)
 {
     const int P = p->ranks, M = p->microbatches;
-    const double cap = c->mem_limit;
+    const double cap = zb_costs_limit_max(c, P);
     zb_err_t e;
     zb_sweep_best_t local;
     zb_sweep_init(&local);
@@ -189,7 +194,13 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
         if (p->recompute != ZB_RECOMPUTE_NONE)
             ymin = fmin(ymin, zb_min_memory_recompute(P, ch[k].v, ch[k].pl, &ch[k].c));
     }
-    double limit = p->costs->mem_limit;
+    if (p->costs->rank_limit && p->costs->limit_ranks != P) {
+        st = zb_err_set(err, ZB_EINVAL, "auto: the cost model has memory limits for %d ranks, "
+                                        "P is %d", p->costs->limit_ranks, P);
+        goto out;
+    }
+    /* a necessary condition: the loosest rank's limit (each rank's own is checked in the end) */
+    double limit = zb_costs_limit_max(p->costs, P);
     if (limit < ymin - 1e-9 * fmax(1.0, fabs(ymin))) {
         st = zb_err_set(err, ZB_EMEMLIMIT,
                         "auto: memory limit %g is below the minimum %g that any schedule needs "

@@ -398,12 +398,12 @@ static void opt_add_makespan(opt_t *o)
  * within the limit (the running sum at a, as the validator counts it). */
 static void opt_add_memory(opt_t *o)
 {
-    const double L = o->c->mem_limit;
-    if (!isfinite(L))
-        return;
     const act_t *acts = o->acts;
     const size_t n = (size_t)o->n;
-    for (int r = 0; r < o->P; r++)
+    for (int r = 0; r < o->P; r++) {
+        const double L = zb_costs_limit(o->c, r);
+        if (!isfinite(L))
+            continue;
         for (int i = 0; i < o->rank_cnt[r]; i++) {
             int a = o->rank_acts[r][i];
             if (acts[a].mem <= 0)
@@ -427,6 +427,7 @@ static void opt_add_memory(opt_t *o)
             }
             glp_set_row_bnds(o->lp, row, GLP_UP, 0, rhs);
         }
+    }
 }
 
 /* Phase 4: the whole model, loaded into GLPK. */

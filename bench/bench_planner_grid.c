@@ -130,7 +130,7 @@ static double heuristic_rate(int P, int M, const zb_costs_t *c)
     for (int k = 0; k < ZB_HEURISTIC_VARIANTS; k++) {
         zb_schedule_t *s = NULL;
         zb_err_t e;
-        if (zb_zb_heuristic(P, M, c, k, &s, &e) != ZB_OK)
+        if (zb_zb_heuristic(P, M, c, k, &s, NULL, NULL, &e) != ZB_OK)
             continue;
         zb_sim_t sim;
         if (zb_validate(s, c, &e) == ZB_OK && zb_simulate(s, c, &sim, &e) == ZB_OK) {

@@ -30,6 +30,7 @@ typedef struct {
     double *end;     /* [P] time the rank's last action ends */
     double *mem;     /* [P] running memory */
     double *bubble;  /* [P] idle time since the rank's first F */
+    double most;     /* the largest of them (they only grow) */
     double *t[3];    /* [P*M] end time of F, B, W of (rank, mb) */
     zb_schedule_t *s;
 } heur_t;
@@ -48,13 +49,7 @@ static double mem_of(const heur_t *h, int k, int j)
 
 static double limit_of(const heur_t *h, int j) { return zb_costs_limit(h->c, j); }
 
-static double max_bubble(const heur_t *h)
-{
-    double b = 0;
-    for (int j = 0; j < h->P; j++)
-        b = fmax(b, h->bubble[j]);
-    return b;
-}
+static double max_bubble(const heur_t *h) { return h->most; }
 
 /* When the input of rank j's next F (k = 0) or of its B of microbatch i (k = 1) arrives. */
 static double input_ready(const heur_t *h, int k, int j, int i)
@@ -74,8 +69,10 @@ static zb_status_t put(heur_t *h, int j, int k, zb_err_t *err)
         at = fmax(at, input_ready(h, 0, j, i) + cost);
     if (k == 1 && j < h->P - 1)
         at = fmax(at, input_ready(h, 1, j, i) + cost);
-    if (h->n[0][j] > 0)
+    if (h->n[0][j] > 0) {
         h->bubble[j] += at - unblocked;
+        h->most = fmax(h->most, h->bubble[j]);
+    }
     h->end[j] = at;
     h->t[k][j * h->M + i] = at;
     h->mem[j] += mem_of(h, k, j);
@@ -216,7 +213,7 @@ static zb_status_t build(heur_t *h, bool allow_bubble, bool prioritize_b, bool n
 }
 
 zb_status_t zb_zb_heuristic(int P, int M, const zb_costs_t *c, int variant, zb_schedule_t **out,
-                            zb_err_t *err)
+                            double *span, double *makespan, zb_err_t *err)
 {
     *out = NULL;
     if (P < 1 || M < 1 || c->stages != P)
@@ -238,6 +235,17 @@ zb_status_t zb_zb_heuristic(int P, int M, const zb_costs_t *c, int variant, zb_s
         h.n[k] = ints + k * P;
     }
     st = build(&h, variant & 1, variant & 2, variant & 4, ints + 3 * P, err);
+    /* put() timed every action as soon as its rank and inputs allowed, which is what
+     * zb_simulate does with this order: the span and makespan are the simulator's */
+    double T = 0, last = 0;
+    for (int j = 0; st == ZB_OK && j < P; j++) {
+        T = fmax(T, h.end[j] - (h.t[0][(size_t)j * M] - c->t_f[j]));
+        last = fmax(last, h.end[j]);
+    }
+    if (span)
+        *span = T;
+    if (makespan)
+        *makespan = last;
 done:
     free(dbl);
     free(ints);

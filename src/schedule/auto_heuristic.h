@@ -10,10 +10,11 @@
 enum { ZB_HEURISTIC_VARIANTS = 8 };
 
 /* One variant for P ranks, one stage each (c->stages == P, loop placement), M microbatches,
- * under c->mem_limit. ZB_EMEMLIMIT when the variant cannot fit the limit, ZB_EINVAL, ZB_ENOMEM.
- * *out: compute-only split schedule named "auto", owned by the caller. */
+ * under c's limits. ZB_EMEMLIMIT when the variant cannot fit them, ZB_EINVAL, ZB_ENOMEM.
+ * *out: compute-only split schedule named "auto", owned by the caller. *span and *makespan (may
+ * be NULL) get the max per-rank span and the makespan zb_simulate would report for it. */
 zb_status_t zb_zb_heuristic(int P, int M, const zb_costs_t *c, int variant, zb_schedule_t **out,
-                            zb_err_t *err);
+                            double *span, double *makespan, zb_err_t *err);
 
 /* What a variant does, for labels. */
 const char *zb_zb_heuristic_label(int variant);

@@ -25,6 +25,8 @@ typedef struct {
     bool split; /* W's in two lists by chunk (else one list of 2M in B order) */
     long *t;    /* [P][NLISTS][2M] slot of each action */
     int *occ;   /* [P][H] list+1 of the action in the slot, 0 = idle */
+    int *cur;   /* [P][H] running memory after each slot (while squeezing) */
+    int *pend;  /* [P][H] W's pending after each slot (while squeezing) */
 } vpat_t;
 
 static long *T(vpat_t *v, int r, int k) { return v->t + ((size_t)r * NLISTS + k) * 2 * v->M; }
@@ -49,35 +51,56 @@ static bool index_slots(vpat_t *v, int nk)
     return true;
 }
 
-/* Peak of rank r's running memory. With explicit W's (lists 4/5 in the slot map) each slot
+/* One slot of rank r's running memory. With explicit W's (lists 4/5 in the slot map) each slot
  * counts its own delta; without, a pending W is assumed to run in each idle slot. */
-static int rank_peak(vpat_t *v, int r, bool explicit_w)
+static void mem_step(int k, bool explicit_w, int *cur, int *pending)
+{
+    if (k >= 0) {
+        *cur += mem_delta[k];
+        *pending += k == L_B1 || k == L_B0;
+    } else if (!explicit_w && *pending) {
+        (*cur)--;
+        (*pending)--;
+    }
+}
+
+/* Fill rank r's running memory after each slot; returns its peak. */
+static int rank_states(vpat_t *v, int r, bool explicit_w)
 {
     const int *occ = OCC(v, r);
+    int *cur_at = v->cur + (size_t)r * v->H, *pend_at = v->pend + (size_t)r * v->H;
     int cur = 0, peak = 0, pending = 0;
     for (long s = 0; s < v->H; s++) {
-        int k = occ[s] - 1;
-        if (k >= 0) {
-            cur += mem_delta[k];
-            pending += k == L_B1 || k == L_B0;
-        } else if (!explicit_w && pending) {
-            cur--;
-            pending--;
-        }
+        mem_step(occ[s] - 1, explicit_w, &cur, &pending);
+        cur_at[s] = cur;
+        pend_at[s] = pending;
         if (cur > peak)
             peak = cur;
     }
     return peak;
 }
 
-static int max_peak(vpat_t *v, bool explicit_w)
+/* After an action of rank r moved from slot at to the earlier slot s (slot map updated, the
+ * stored states not yet): does the rank's memory stay within cap? Only the slots from s until
+ * the running state meets the stored one again (at or after at) can change, and every stored
+ * state is within cap. With commit, the stored states of those slots are rewritten. */
+static bool move_fits(vpat_t *v, int r, long s, long at, int cap, bool explicit_w, bool commit)
 {
-    int peak = 0;
-    for (int r = 0; r < v->P; r++) {
-        int p = rank_peak(v, r, explicit_w);
-        peak = p > peak ? p : peak;
+    const int *occ = OCC(v, r);
+    int *cur_at = v->cur + (size_t)r * v->H, *pend_at = v->pend + (size_t)r * v->H;
+    int cur = s > 0 ? cur_at[s - 1] : 0, pending = s > 0 ? pend_at[s - 1] : 0;
+    for (long x = s; x < v->H; x++) {
+        mem_step(occ[x] - 1, explicit_w, &cur, &pending);
+        if (cur > cap)
+            return false;
+        if (x >= at && cur == cur_at[x] && pending == pend_at[x])
+            return true;
+        if (commit) {
+            cur_at[x] = cur;
+            pend_at[x] = pending;
+        }
     }
-    return peak;
+    return true;
 }
 
 /* Place the W's: each B makes one pending; a pending W takes the next idle slot (one list in B
@@ -112,45 +135,59 @@ static void place_w(vpat_t *v, bool split)
 }
 
 typedef struct {
-    long t;
     int r, k, m;
 } item_t;
 
-static int item_cmp(const void *a, const void *b)
-{
-    const item_t *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    if (x->r != y->r)
-        return x->r - y->r;
-    if (x->k != y->k)
-        return x->k - y->k;
-    return x->m - y->m;
-}
-
-/* All actions of lists 0..nk-1 in time order (ties: rank, list, microbatch). */
+/* All actions of lists 0..nk-1 in time order (ties: rank, list, microbatch): a counting sort
+ * on the slot, filled in tie order so that it stays stable. */
 static item_t *sorted_items(vpat_t *v, int nk, size_t *n)
 {
     *n = 0;
     for (int k = 0; k < nk; k++)
         *n += (size_t)v->P * len_of(v, k);
-    item_t *it = malloc(sizeof *it * *n);
-    if (!it)
+    item_t *it = malloc(sizeof *it * (*n ? *n : 1));
+    size_t *start = calloc((size_t)v->H + 1, sizeof *start);
+    if (!it || !start) {
+        free(it);
+        free(start);
         return NULL;
-    size_t i = 0;
+    }
     for (int r = 0; r < v->P; r++)
         for (int k = 0; k < nk; k++)
             for (int m = 0; m < len_of(v, k); m++)
-                it[i++] = (item_t){T(v, r, k)[m], r, k, m};
-    qsort(it, *n, sizeof *it, item_cmp);
+                start[T(v, r, k)[m] + 1]++; /* every slot is in [0, H): see index_slots */
+    for (long x = 0; x < v->H; x++)
+        start[x + 1] += start[x];
+    for (int r = 0; r < v->P; r++)
+        for (int k = 0; k < nk; k++)
+            for (int m = 0; m < len_of(v, k); m++)
+                it[start[T(v, r, k)[m]]++] = (item_t){r, k, m};
+    free(start);
     return it;
+}
+
+/* The slot of the m-th (from 0) of a rank's B's in time order: the m-th smallest of two
+ * increasing lists of n distinct slots, found by bisecting how many come from a. */
+static long nth_b(const long *a, const long *b, int n, int m)
+{
+    int lo = m + 1 - n > 0 ? m + 1 - n : 0, hi = m + 1 < n ? m + 1 : n;
+    while (lo < hi) {
+        const int i = (lo + hi) / 2, j = m + 1 - i;
+        if (a[i] < b[j - 1])
+            lo = i + 1;
+        else
+            hi = i;
+    }
+    const int j = m + 1 - lo;
+    long last = lo > 0 ? a[lo - 1] : -1;
+    return j > 0 && b[j - 1] > last ? b[j - 1] : last;
 }
 
 /* Latest slot among what (r, k, m) waits for, in slot terms: the same list on the neighbouring
  * rank (forwards of chunk 0 and backwards of chunk 1 come from rank r-1, the others from r+1),
  * the previous list of the same microbatch on the rank (F0 -> F1 -> B1 -> B0), the previous
  * microbatch of the list; a W its B (the m-th B of the rank in time order). -1 = none. */
-static long dep_slot(vpat_t *v, int r, int k, int m, const long *b_sorted)
+static long dep_slot(vpat_t *v, int r, int k, int m)
 {
     long d = -1;
 #define DEP(x) do { long x_ = (x); if (x_ > d) d = x_; } while (0)
@@ -162,18 +199,12 @@ static long dep_slot(vpat_t *v, int r, int k, int m, const long *b_sorted)
         if (k > L_F0)
             DEP(T(v, r, k - 1)[m]);
     } else {
-        DEP(b_sorted[m]);
+        DEP(nth_b(T(v, r, L_B1), T(v, r, L_B0), v->M, m));
     }
     if (m > 0)
         DEP(T(v, r, k)[m - 1]);
 #undef DEP
     return d;
-}
-
-static int long_cmp(const void *a, const void *b)
-{
-    long x = *(const long *)a, y = *(const long *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Squeeze: walk the actions in time order; in the warm-up (until rank 0 ran the first B of
@@ -183,16 +214,15 @@ static int long_cmp(const void *a, const void *b)
 static zb_status_t squeeze(vpat_t *v, int nk)
 {
     const bool explicit_w = nk > L_W;
-    const int cap = max_peak(v, explicit_w);
+    int cap = 0;
+    for (int r = 0; r < v->P; r++) {
+        const int p = rank_states(v, r, explicit_w);
+        cap = p > cap ? p : cap;
+    }
     size_t n;
     item_t *it = sorted_items(v, nk, &n);
-    long *b_sorted = malloc(sizeof(long) * 2 * (size_t)v->M);
-    if (!it || !b_sorted) {
-        free(it);
-        free(b_sorted);
+    if (!it)
         return ZB_ENOMEM;
-    }
-    int b_rank = -1; /* rank whose B's b_sorted holds */
     int phase = 0;
     for (size_t i = 0; i < n; i++) {
         const int r = it[i].r, k = it[i].k, m = it[i].m;
@@ -205,32 +235,24 @@ static zb_status_t squeeze(vpat_t *v, int nk)
         }
         if (phase == 0 && !explicit_w)
             continue;
-        if (k == L_W && b_rank != r) {
-            memcpy(b_sorted, T(v, r, L_B1), sizeof(long) * v->M);
-            memcpy(b_sorted + v->M, T(v, r, L_B0), sizeof(long) * v->M);
-            qsort(b_sorted, 2 * (size_t)v->M, sizeof(long), long_cmp);
-            b_rank = r;
-        }
         long *slot = &T(v, r, k)[m];
         const long at = *slot;
         int *occ = OCC(v, r);
-        for (long s = dep_slot(v, r, k, m, b_sorted) + 1; s < at; s++) {
+        for (long s = dep_slot(v, r, k, m) + 1; s < at; s++) {
             if (occ[s])
                 continue;
-            occ[*slot] = 0;
+            occ[at] = 0;
             occ[s] = k + 1;
-            *slot = s;
-            if (rank_peak(v, r, explicit_w) <= cap)
+            if (move_fits(v, r, s, at, cap, explicit_w, false)) {
+                move_fits(v, r, s, at, cap, explicit_w, true);
+                *slot = s;
                 break;
+            }
             occ[s] = 0;
             occ[at] = k + 1;
-            *slot = at;
         }
-        if (k == L_B1 || k == L_B0)
-            b_rank = -1; /* a B moved: the W dependencies of this rank change */
     }
     free(it);
-    free(b_sorted);
     return ZB_OK;
 }
 
@@ -296,8 +318,10 @@ zb_status_t zb_v_pattern(zb_schedule_t *s, bool half, zb_err_t *err)
     vpat_t v = {.P = P, .M = M, .H = 6L * M + 6L * P + 4L * M + 16};
     v.t = malloc(sizeof(long) * (size_t)P * NLISTS * 2 * M);
     v.occ = malloc(sizeof(int) * (size_t)P * v.H);
+    v.cur = malloc(sizeof(int) * (size_t)P * v.H);
+    v.pend = malloc(sizeof(int) * (size_t)P * v.H);
     zb_status_t st = ZB_OK;
-    if (!v.t || !v.occ) {
+    if (!v.t || !v.occ || !v.cur || !v.pend) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", s->name);
         goto done;
     }
@@ -346,5 +370,7 @@ oom:
 done:
     free(v.t);
     free(v.occ);
+    free(v.cur);
+    free(v.pend);
     return st;
 }

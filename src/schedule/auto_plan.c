@@ -33,22 +33,23 @@ static int row_cmp(const void *a, const void *b)
     return x->peak_max < y->peak_max ? -1 : x->peak_max > y->peak_max;
 }
 
-/* The family's default chunking and placement, from a cost-free generation. */
-static bool family_shape(const char *name, int P, int M, int *v, zb_placement_t *pl,
-                         char *why, size_t why_len)
+/* The family's own schedule at its default chunking, generated once without costs: the
+ * handcrafted families do not read the costs (only auto and optimal do), so the plan's row is
+ * judged on this schedule with the costs of its chunking. */
+static zb_schedule_t *family_schedule(const char *name, int P, int M, char *why, size_t why_len,
+                                      char *note, size_t note_len, zb_status_t *st)
 {
     zb_gen_params_t q = {.ranks = P, .microbatches = M};
     zb_schedule_t *s = NULL;
     zb_err_t e;
     zb_err_clear(&e);
-    if (zb_generate(name, &q, &s, &e) != ZB_OK) {
+    *st = zb_generate(name, &q, &s, &e);
+    if (*st != ZB_OK) {
         snprintf(why, why_len, "%s", e.msg);
-        return false;
+        return NULL;
     }
-    *v = s->chunks;
-    *pl = s->placement;
-    zb_schedule_free(s);
-    return true;
+    snprintf(note, note_len, "%s", q.note);
+    return s;
 }
 
 static void fill_row(zb_plan_row_t *row, const zb_schedule_t *s, const zb_costs_t *c, int P,
@@ -107,6 +108,7 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
                                  zb_plan_t *out, zb_err_t *err)
 {
     const double t0 = now_s();
+    zb_schedule_t *plain = NULL; /* a handcrafted family's schedule, kept for its +R row */
     const double budget = o && o->time_limit > 0 ? o->time_limit : INFINITY;
     const double solver = o && o->solver_time_limit > 0 ? o->solver_time_limit : 10.0;
     memset(out, 0, sizeof *out);
@@ -130,6 +132,8 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
     out->ranks = P;
     out->microbatches = M;
     out->mem_limit = costs->mem_limit;
+    size_t plain_family = (size_t)-1;
+    char plain_why[sizeof out->rows->reason] = "", plain_note[sizeof out->rows->note] = "";
     for (size_t j = 0; j < nf * passes; j++) {
         const size_t i = j / passes; /* each family, then its +R row */
         const bool with_r = j % passes == 1;
@@ -153,22 +157,60 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
                      budget);
             continue;
         }
-        if (!is_auto && !is_opt &&
-            !family_shape(fam[i].name, P, M, &v, &pl, row->reason, sizeof row->reason))
-            continue; /* does not apply: the reason says why */
-        zb_costs_t c;
-        if ((st = zb_costs_rechunk(costs, P, v, pl, &c, err)) != ZB_OK)
-            goto fail;
-        zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = &c,
-                             .any_placement = is_auto,
-                             .time_limit = fmin(solver, left),
-                             .recompute = !with_r    ? ZB_RECOMPUTE_NONE
-                                          : is_auto ? rmode
-                                                    : ZB_RECOMPUTE_ALL};
         zb_schedule_t *s = NULL;
         zb_err_t e;
         zb_err_clear(&e);
-        zb_status_t gs = zb_generate(fam[i].name, &q, &s, &e);
+        if (!is_auto && !is_opt) {
+            if (plain_family != i) { /* the plain row generates it, +R reuses it */
+                zb_schedule_free(plain);
+                plain_family = i;
+                plain = family_schedule(fam[i].name, P, M, plain_why, sizeof plain_why,
+                                        plain_note, sizeof plain_note, &st);
+                if (st == ZB_ENOMEM) {
+                    st = zb_err_set(err, st, "%s", plain_why);
+                    goto fail;
+                }
+            }
+            if (!plain) {
+                snprintf(row->reason, sizeof row->reason, "%s", plain_why);
+                continue; /* does not apply: the reason says why */
+            }
+            snprintf(row->note, sizeof row->note, "%s", plain_note);
+            if (!with_r) {
+                s = plain;
+                if (passes == 1)
+                    plain = NULL;
+            } else {
+                zb_status_t rs = zb_add_recompute(plain, NULL, &s, &e);
+                zb_schedule_free(plain);
+                plain = NULL;
+                if (rs == ZB_ENOMEM) {
+                    st = zb_err_set(err, rs, "%s", e.msg);
+                    goto fail;
+                }
+                if (rs != ZB_OK) {
+                    snprintf(row->reason, sizeof row->reason, "%s", e.msg);
+                    continue;
+                }
+            }
+            v = s->chunks;
+            pl = s->placement;
+        }
+        zb_costs_t c;
+        if ((st = zb_costs_rechunk(costs, P, v, pl, &c, err)) != ZB_OK) {
+            if (s != plain)
+                zb_schedule_free(s);
+            goto fail;
+        }
+        zb_status_t gs = ZB_OK;
+        if (is_auto || is_opt) {
+            zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = &c,
+                                 .any_placement = is_auto,
+                                 .time_limit = fmin(solver, left),
+                                 .recompute = with_r ? rmode : ZB_RECOMPUTE_NONE};
+            gs = zb_generate(fam[i].name, &q, &s, &e);
+            snprintf(row->note, sizeof row->note, "%s", q.note);
+        }
         if (gs == ZB_ENOMEM) {
             zb_costs_free(&c);
             st = zb_err_set(err, gs, "%s", e.msg);
@@ -177,7 +219,6 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
         if (gs != ZB_OK) {
             snprintf(row->reason, sizeof row->reason, "%s", e.msg);
         } else {
-            snprintf(row->note, sizeof row->note, "%s", q.note);
             /* auto may have picked another chunking: judge it with the matching costs */
             zb_costs_t sc;
             bool own = false;
@@ -192,14 +233,18 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
             if (own)
                 zb_costs_free(&sc);
         }
-        zb_schedule_free(s);
+        if (s != plain)
+            zb_schedule_free(s);
         zb_costs_free(&c);
     }
+    zb_schedule_free(plain);
+    plain = NULL;
     qsort(out->rows, (size_t)out->count, sizeof *out->rows, row_cmp);
     for (int i = 0; i < out->count; i++)
         out->fitting += out->rows[i].fits;
     return ZB_OK;
 fail:
+    zb_schedule_free(plain);
     zb_plan_free(out);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "schedule/auto_greedy.h"
+#include "schedule/family_pool.h"
 #include "zbpp/plan.h"
 
 void zb_plan_free(zb_plan_t *plan)
@@ -109,6 +110,7 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
 {
     const double t0 = now_s();
     zb_schedule_t *plain = NULL; /* a handcrafted family's schedule, kept for its +R row */
+    zb_family_pool_t pool = {0}; /* the families' schedules, for auto */
     const double budget = o && o->time_limit > 0 ? o->time_limit : INFINITY;
     const double solver = o && o->solver_time_limit > 0 ? o->solver_time_limit : 10.0;
     memset(out, 0, sizeof *out);
@@ -157,7 +159,7 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
                      budget);
             continue;
         }
-        zb_schedule_t *s = NULL;
+        zb_schedule_t *s = NULL, *park = NULL; /* park: into the pool for auto */
         zb_err_t e;
         zb_err_clear(&e);
         if (!is_auto && !is_opt) {
@@ -179,11 +181,13 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
             if (!with_r) {
                 s = plain;
                 if (passes == 1)
-                    plain = NULL;
+                    plain = NULL, park = s;
             } else {
                 zb_status_t rs = zb_add_recompute(plain, NULL, &s, &e);
-                zb_schedule_free(plain);
+                park = plain;
                 plain = NULL;
+                if (rs != ZB_OK)
+                    zb_schedule_free(park);
                 if (rs == ZB_ENOMEM) {
                     st = zb_err_set(err, rs, "%s", e.msg);
                     goto fail;
@@ -198,8 +202,9 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
         }
         zb_costs_t c;
         if ((st = zb_costs_rechunk(costs, P, v, pl, &c, err)) != ZB_OK) {
-            if (s != plain)
+            if (s != plain && s != park)
                 zb_schedule_free(s);
+            zb_schedule_free(park);
             goto fail;
         }
         zb_status_t gs = ZB_OK;
@@ -208,7 +213,9 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
                                  .any_placement = is_auto,
                                  .time_limit = fmin(solver, left),
                                  .recompute = with_r ? rmode : ZB_RECOMPUTE_NONE};
-            gs = zb_generate(fam[i].name, &q, &s, &e);
+            /* auto takes the families' schedules generated above instead of its own */
+            gs = is_auto && !with_r ? zb_gen_auto_pool(&q, &pool, &s, &e)
+                                    : zb_generate(fam[i].name, &q, &s, &e);
             snprintf(row->note, sizeof row->note, "%s", q.note);
         }
         if (gs == ZB_ENOMEM) {
@@ -233,10 +240,15 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
             if (own)
                 zb_costs_free(&sc);
         }
-        if (s != plain)
+        if (s != plain && s != park)
             zb_schedule_free(s);
         zb_costs_free(&c);
+        if (park && zb_family_pool_put(&pool, fam[i].name, park->chunks, park, false) != ZB_OK) {
+            st = zb_err_set(err, ZB_ENOMEM, "plan: out of memory");
+            goto fail;
+        }
     }
+    zb_family_pool_free(&pool);
     zb_schedule_free(plain);
     plain = NULL;
     qsort(out->rows, (size_t)out->count, sizeof *out->rows, row_cmp);
@@ -245,6 +257,7 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
     return ZB_OK;
 fail:
     zb_schedule_free(plain);
+    zb_family_pool_free(&pool);
     zb_plan_free(out);
     return st;
 }

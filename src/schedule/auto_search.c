@@ -12,6 +12,7 @@
 #include "schedule/auto_heuristic.h"
 #include "schedule/auto_recompute.h"
 #include "schedule/auto_sweep.h"
+#include "schedule/family_pool.h"
 #include "schedule/gen_v.h"
 #include "schedule/generators.h"
 #include "zbpp/plan.h"
@@ -79,7 +80,8 @@ static bool skip_family(const char *name)
 
 /* Every candidate for one chunking (v, pl) with its per-stage costs c. */
 static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement_t pl,
-                                   const zb_costs_t *c, zb_sweep_best_t *best, zb_err_t *err)
+                                   const zb_costs_t *c, zb_family_pool_t *pool,
+                                   zb_sweep_best_t *best, zb_err_t *err)
 {
     const int P = p->ranks, M = p->microbatches;
     const double cap = zb_costs_limit_max(c, P);
@@ -127,19 +129,35 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
         if (keep)
             zb_sweep_offer(&local, keep, c, cap, zb_zb_heuristic_label(keep_k));
     }
-    /* Handcrafted families of this chunking. */
+    /* Handcrafted families of this chunking: from the pool when generated already (a family
+     * asked for v chunks may give another placement: it waits there for that chunking). */
     size_t nf;
     const zb_generator_info_t *fam = zb_generators(&nf);
     for (size_t i = 0; i < nf; i++) {
         if (skip_family(fam[i].name))
             continue;
-        zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = c};
         zb_schedule_t *s = NULL;
-        if (zb_generate(fam[i].name, &q, &s, NULL) != ZB_OK)
-            continue;
-        if (s->placement != pl || s->chunks != v) {
-            zb_schedule_free(s);
-            continue;
+        zb_family_entry_t *got = zb_family_pool_find(pool, fam[i].name, v);
+        if (got && (got->failed || !got->s || got->s->placement != pl))
+            continue; /* refused, taken by its chunking, or for the other placement */
+        if (got) {
+            s = got->s;
+            got->s = NULL;
+        } else {
+            zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v, .costs = c};
+            zb_status_t gs = zb_generate(fam[i].name, &q, &s, NULL);
+            if (gs == ZB_OK && (s->placement != pl || s->chunks != v)) {
+                gs = zb_family_pool_put(pool, fam[i].name, v, s, false);
+                s = NULL;
+            } else if (gs != ZB_OK && gs != ZB_ENOMEM) {
+                gs = zb_family_pool_put(pool, fam[i].name, v, NULL, true);
+            }
+            if (gs == ZB_ENOMEM) {
+                zb_sweep_clear(&local);
+                return zb_err_set(err, gs, "auto: out of memory");
+            }
+            if (!s)
+                continue;
         }
         zb_sweep_offer(&local, s, c, cap, fam[i].name);
     }
@@ -168,6 +186,15 @@ typedef struct {
 } chunking_t;
 
 zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+{
+    zb_family_pool_t pool = {0};
+    zb_status_t st = zb_gen_auto_pool(p, &pool, out, err);
+    zb_family_pool_free(&pool);
+    return st;
+}
+
+zb_status_t zb_gen_auto_pool(zb_gen_params_t *p, zb_family_pool_t *pool, zb_schedule_t **out,
+                             zb_err_t *err)
 {
     *out = NULL;
     if (!p->costs)
@@ -230,7 +257,7 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
     zb_sweep_init(&best);
     best.by_span = true;
     for (int k = 0; k < nch && st == ZB_OK; k++)
-        st = search_chunking(p, ch[k].v, ch[k].pl, &ch[k].c, &best, err);
+        st = search_chunking(p, ch[k].v, ch[k].pl, &ch[k].c, pool, &best, err);
     if (st == ZB_OK && !best.s)
         st = zb_err_set(err, ZB_EMEMLIMIT,
                         "auto: no schedule fits memory limit %g (memory units of the cost model)",

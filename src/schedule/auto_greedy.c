@@ -205,6 +205,7 @@ typedef struct {
     zb_heap_t later;
     int *tlist;         /* [P] */
     int nt;
+    zb_iheap_t tdue;    /* T's ranks by due, for T's smallest due without a walk over T */
     /* Ranks of T whose wait is frozen (try_act) and lasts past the last idle move sit apart,
      * in a heap by the time their wait ends (w_next), so a step does not walk over them: they
      * would be skipped (fresh) and add only w_next to the next event. They all have the clock
@@ -249,15 +250,29 @@ static void unfreeze(greedy_t *g, int r)
     g->back[g->nback++] = r;
 }
 
+/* Rank r joins T: into tlist at its place in rank order (found by bisection), and into the
+ * heap of T's dues. */
+static void join_due_now(greedy_t *g, int r)
+{
+    int lo = 0, hi = g->nt;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (g->tlist[mid] > r)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    memmove(&g->tlist[lo + 1], &g->tlist[lo], sizeof(int) * (size_t)(g->nt - lo));
+    g->tlist[lo] = r;
+    g->nt++;
+    zb_iheap_insert(&g->tdue, r, g->due[r]);
+}
+
 /* Put the ranks come back into T, in rank order. */
 static void flush_back(greedy_t *g)
 {
-    for (int j = 0; j < g->nback; j++) {
-        int r = g->back[j], k = g->nt++;
-        for (; k > 0 && g->tlist[k - 1] > r; k--)
-            g->tlist[k] = g->tlist[k - 1];
-        g->tlist[k] = r;
-    }
+    for (int j = 0; j < g->nback; j++)
+        join_due_now(g, g->back[j]);
     g->nback = 0;
 }
 
@@ -274,15 +289,10 @@ static double refresh_due_now(greedy_t *g)
     double tmin = zb_heap_top(&g->later);
     if (g->fz.n > 0)
         tmin = tmin2(tmin, g->fclock);
-    for (int k = 0; k < g->nt; k++)
-        tmin = tmin2(tmin, g->due[g->tlist[k]]);
+    tmin = tmin2(tmin, zb_iheap_top(&g->tdue));
     const double thr = tmin + EPS;
-    while (g->later.n > 0 && zb_heap_top(&g->later) <= thr) { /* joins T, in rank order */
-        int r = zb_heap_pop(&g->later), k = g->nt++;
-        for (; k > 0 && g->tlist[k - 1] > r; k--)
-            g->tlist[k] = g->tlist[k - 1];
-        g->tlist[k] = r;
-    }
+    while (g->later.n > 0 && zb_heap_top(&g->later) <= thr) /* joins T, in rank order */
+        join_due_now(g, zb_heap_pop(&g->later));
     return tmin;
 }
 
@@ -292,11 +302,12 @@ static void leave_due_now(greedy_t *g, int k)
     int r = g->tlist[k];
     memmove(&g->tlist[k], &g->tlist[k + 1], sizeof(int) * (size_t)(g->nt - k - 1));
     g->nt--;
+    zb_iheap_remove(&g->tdue, r);
     const bool alone = g->nt == 0 && g->fz.n == 0 && g->nback == 0;
     if (alone && g->due[r] <= zb_heap_top(&g->later))
-        g->tlist[g->nt++] = r; /* alone and still the earliest: it would come straight back */
+        join_due_now(g, r); /* alone and still the earliest: it would come straight back */
     else if (alone && !isinf(g->due[r]))
-        g->tlist[g->nt++] = zb_heap_replace_top(&g->later, g->due[r], r); /* the earliest */
+        join_due_now(g, zb_heap_replace_top(&g->later, g->due[r], r)); /* the earliest */
     else if (!isinf(g->due[r]))
         zb_heap_push(&g->later, g->due[r], r);
 }
@@ -674,7 +685,7 @@ static void greedy_free(greedy_t *g)
     free(g->fb_pos); free(g->left); free(g->fb_left);
     free(g->stale); free(g->w_next); free(g->w_guess); free(g->frozen);
     zb_heap_free(&g->later); free(g->tlist);
-    zb_iheap_free(&g->fz); free(g->in_fz); free(g->back);
+    zb_iheap_free(&g->fz); zb_iheap_free(&g->tdue); free(g->in_fz); free(g->back);
     for (int r = 0; r < g->P; r++) {
         if (g->ft)
             zb_maxtree_free(&g->ft[r]);
@@ -736,7 +747,8 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     }
     g.fbtot = calloc(P, sizeof(double));
     g.bank = !o->fb_order && any_cap;
-    bool trees = zb_heap_init(&g.later, P) && zb_iheap_init(&g.fz, P);
+    bool trees = zb_heap_init(&g.later, P) && zb_iheap_init(&g.fz, P) &&
+                 zb_iheap_init(&g.tdue, P);
     if (g.bank && v > 1 && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
         for (int r = 0; r < P && trees; r++)
             trees = zb_maxtree_init(&g.ft[r], M);
@@ -848,6 +860,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         int kept = 0;
         for (int k = 0; k < g.nt; k++) {
             int r = g.tlist[k];
+            zb_iheap_remove(&g.tdue, r);
             g.clock[r] = g.due[r] = to;
             if (!g.stale[r] && g.frozen[r] && g.w_next[r] > to + EPS) {
                 g.in_fz[r] = true;
@@ -855,6 +868,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             } else {
                 g.stale[r] = true;
                 g.tlist[kept++] = r;
+                zb_iheap_insert(&g.tdue, r, to);
             }
         }
         g.nt = kept;

@@ -44,12 +44,14 @@ static void wake(sim_ctx_t *x, int rank)
 
 /* Time a cross-rank or same-rank input produced at `stage_src` becomes usable on `rank`:
  * `done` is the producer's end time (or -1), `arrival` the message arrival (lowered only). */
-static double input_ready(const sim_ctx_t *x, int rank, int stage_src, double done, double arrival)
+/* arrival: the input's arrival time in a lowered schedule (the arrays exist only then). */
+static double input_ready(const sim_ctx_t *x, int rank, int stage_src, double done,
+                          const double *arrival, size_t i)
 {
     if (x->owner[stage_src] == rank)
         return done;
     if (x->lowered)
-        return arrival;
+        return arrival[i];
     return done < 0 ? -1 : done + x->c->comm[stage_src];
 }
 
@@ -62,13 +64,13 @@ static double ready_time(const sim_ctx_t *x, int rank, const zb_action_t *a)
     switch (a->type) {
     case ZB_ACT_F:
         if (s > 0)
-            t = input_ready(x, rank, s - 1, x->end_f[i - M], x->arr_f[i]);
+            t = input_ready(x, rank, s - 1, x->end_f[i - M], x->arr_f, i);
         break;
     case ZB_ACT_B:
     case ZB_ACT_BW:
         t = x->end_f[i];
         if (t >= 0 && s < x->S - 1) {
-            double tb = input_ready(x, rank, s + 1, x->end_b[i + M], x->arr_b[i]);
+            double tb = input_ready(x, rank, s + 1, x->end_b[i + M], x->arr_b, i);
             t = tb < 0 ? -1 : fmax(t, tb);
         }
         break;
@@ -285,22 +287,26 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
     const int P = s->ranks;
     x.end_f = malloc(n * sizeof(double));
     x.end_b = malloc(n * sizeof(double));
-    x.arr_f = malloc(n * sizeof(double));
-    x.arr_b = malloc(n * sizeof(double));
+    if (x.lowered) { /* arrival times: only a lowered schedule has RECV's to time */
+        x.arr_f = malloc(n * sizeof(double));
+        x.arr_b = malloc(n * sizeof(double));
+    }
     x.pos = calloc((size_t)P, sizeof *x.pos);
     x.free_t = calloc((size_t)P, sizeof *x.free_t);
     x.queue = calloc((size_t)P, sizeof *x.queue);
     x.queued = calloc((size_t)P, sizeof *x.queued);
     x.owner = malloc((size_t)x.S * sizeof *x.owner);
-    if (!x.end_f || !x.end_b || !x.arr_f || !x.arr_b || !x.pos || !x.free_t || !x.queue ||
-        !x.queued || !x.owner || alloc_result(out, s) != ZB_OK) {
+    if (!x.end_f || !x.end_b || (x.lowered && (!x.arr_f || !x.arr_b)) || !x.pos || !x.free_t ||
+        !x.queue || !x.queued || !x.owner || alloc_result(out, s) != ZB_OK) {
         st = zb_err_set(err, ZB_ENOMEM, "simulate: out of memory");
         goto done;
     }
     for (int i = 0; i < x.S; i++)
         x.owner[i] = zb_stage_rank(s, i);
     for (size_t i = 0; i < n; i++)
-        x.end_f[i] = x.end_b[i] = x.arr_f[i] = x.arr_b[i] = -1;
+        x.end_f[i] = x.end_b[i] = -1;
+    for (size_t i = 0; x.lowered && i < n; i++)
+        x.arr_f[i] = x.arr_b[i] = -1;
     st = run(&x, out, err);
     if (st == ZB_OK)
         summarize(s, out);

@@ -30,6 +30,11 @@ zb_status_t zb_api_costs_set_stage(zb_costs_t *c, int stage, double f, double b,
 /* Recompute costs of every stage: an R takes t_r (NaN = each stage's F time) and a non-saving
  * F keeps m_keep (in [0, M_F]). ZB_EINVAL for a negative or too large value (unchanged then). */
 zb_status_t zb_api_costs_set_recompute(zb_costs_t *c, double t_r, double m_keep, zb_err_t *err);
+/* One memory limit per rank (INFINITY = none), replacing mem_limit (zb_costs_set_rank_limits):
+ * `ranks` must be the P of the schedules the model is used with. ZB_EINVAL for a NaN or negative
+ * limit or ranks < 1 (unchanged then). */
+zb_status_t zb_api_costs_set_rank_limits(zb_costs_t *c, int ranks, const double *limits,
+                                         zb_err_t *err);
 /* zb_costs_rechunk (plan.h) into a new heap cost model. */
 zb_status_t zb_api_costs_rechunk(const zb_costs_t *src, int ranks, int chunks, int placement,
                                  zb_costs_t **out, zb_err_t *err);

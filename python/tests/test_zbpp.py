@@ -81,6 +81,29 @@ class Planner(unittest.TestCase):
             zbpp.auto(4, 8, zbpp.Costs(), mem_limit=0.5)
         self.assertEqual(e.exception.status, "EMEMLIMIT")
 
+    def test_auto_respects_per_rank_limits(self):
+        limits = [4, 3, 1, 4]  # rank 2 at the minimum one microbatch needs
+        s = zbpp.auto(4, 8, zbpp.Costs(comm=0.1), mem_limit_ranks=limits, any_placement=False)
+        sim = zbpp.simulate(s, zbpp.Costs(comm=0.1))
+        for r, lim in zip(sim.ranks, limits):
+            self.assertLessEqual(r.peak_memory, lim + 1e-9)
+        # the same limits through Costs, and validate() checks them rank by rank
+        self.assertTrue(zbpp.validate(s, zbpp.Costs(comm=0.1, mem_limit_ranks=limits)).ok)
+        h1 = zbpp.generate("1f1b", 4, 8)
+        self.assertTrue(zbpp.validate(h1, zbpp.Costs(mem_limit_ranks=[4, 3, 2, 1])).ok)
+        v = zbpp.validate(h1, zbpp.Costs(mem_limit_ranks=[4, 2, 2, 1]))
+        self.assertFalse(v.ok)
+        self.assertIn("rank 1", v.message)
+        rows = zbpp.plan(4, 8, zbpp.Costs(), mem_limit_ranks=[3, 4, 2, 4], time_limit=1)
+        self.assertTrue([r for r in rows if r.fits])
+        with self.assertRaises(zbpp.ZbError) as e:
+            zbpp.auto(4, 8, zbpp.Costs(), mem_limit_ranks=[4, 4, 4])
+        self.assertIn("3 limits given, ranks is 4", str(e.exception))
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.plan(4, 8, zbpp.Costs(), mem_limit_ranks=[4, -1, 4, 4])
+        with self.assertRaises(TypeError):
+            zbpp.best(4, 8, zbpp.Costs(), mem_limit_ranks=4)
+
     def test_plan_sorted_and_within_limit(self):
         rows = zbpp.plan(4, 8, zbpp.Costs(comm=0.1), mem_limit=5, time_limit=1)
         fits = [r for r in rows if r.fits]

@@ -103,7 +103,8 @@ class Costs:
     """Cost model. Times (f, b, w) and comm are per stage, i.e. per model chunk: either one
     number for every stage or one per stage. mem = (F, B, W) memory deltas (sum 0; a fused BW
     adds B+W), one triple or one per stage. mem_limit: per-rank limit on the running memory sum
-    (None = no limit)."""
+    (None = no limit). mem_limit_ranks: one limit per rank instead (rank 0 first, math.inf =
+    none); its length must be the schedule's P."""
     f: PerStage = 1.0
     b: PerStage = 1.0
     w: PerStage = 1.0
@@ -114,6 +115,7 @@ class Costs:
     # memory a non-saving F keeps (0 <= mem_keep <= the F's memory), uniform over stages.
     r: Optional[Number] = None
     mem_keep: Number = 0.0
+    mem_limit_ranks: Optional[Sequence[Number]] = None
 
     def split(self, ranks: int, chunks: int, placement: str = "loop") -> "Costs":
         """Per-rank costs (one stage per rank) spread over `chunks` chunks per rank: each chunk
@@ -147,7 +149,7 @@ class Costs:
             comm = [comm[rank_of(st)] for st in range(ranks * chunks)]
         return Costs(per(self.f, chunks), per(self.b, chunks), per(self.w, chunks), comm, mem,
                      self.mem_limit, None if self.r is None else self.r / chunks,
-                     self.mem_keep / chunks)
+                     self.mem_keep / chunks, self.mem_limit_ranks)
 
     def stage_count(self) -> Optional[int]:
         """Stages the model describes, or None when every value is uniform."""
@@ -162,6 +164,32 @@ class Costs:
                 raise ZbError(1, "costs: per-stage mem has %d stages, times %d" % (len(self.mem), n))
             n = len(self.mem)
         return n
+
+
+def _rank_limits(limits) -> List[float]:
+    """mem_limit_ranks as floats: a non-empty sequence of numbers >= 0 (math.inf = none)."""
+    if isinstance(limits, (str, bytes)) or not isinstance(limits, Sequence) or not limits:
+        raise TypeError("mem_limit_ranks: need a non-empty sequence of numbers, one per rank, "
+                        "got %r" % (limits,))
+    out = []
+    for r, x in enumerate(limits):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not x >= 0:
+            raise ZbError(1, "mem_limit_ranks: rank %d's limit %r is not a number >= 0" % (r, x))
+        out.append(float(x))
+    return out
+
+
+def _with_limits(costs, ranks, mem_limit, mem_limit_ranks):
+    """costs with the keyword limits applied; mem_limit_ranks must have one value per rank."""
+    c = Costs() if costs is None else costs
+    if mem_limit is not None:
+        c = replace(c, mem_limit=mem_limit)
+    if mem_limit_ranks is not None:
+        c = replace(c, mem_limit_ranks=mem_limit_ranks)
+    if c.mem_limit_ranks is not None and len(_rank_limits(c.mem_limit_ranks)) != ranks:
+        raise ZbError(1, "mem_limit_ranks: %d limits given, ranks is %d (one limit per rank)"
+                      % (len(c.mem_limit_ranks), ranks))
+    return c
 
 
 class _CCosts:
@@ -199,6 +227,11 @@ class _CCosts:
             r = math.nan if c.r is None else float(c.r)
             _check(_LIB.zb_api_costs_set_recompute(self.ptr, r, float(c.mem_keep),
                                                    ctypes.byref(err)), err)
+        if c.mem_limit_ranks is not None:
+            lims = _rank_limits(c.mem_limit_ranks)
+            arr = (ctypes.c_double * len(lims))(*lims)
+            _check(_LIB.zb_api_costs_set_rank_limits(self.ptr, len(lims), arr,
+                                                     ctypes.byref(err)), err)
 
     def __del__(self):
         if getattr(self, "ptr", None):
@@ -351,14 +384,13 @@ def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
 
 def best(ranks: int, microbatches: int, costs: Optional[Costs] = None,
          mem_limit: Optional[float] = None, time_limit: float = 0.0,
-         recompute: str = "none") -> Schedule:
+         recompute: str = "none",
+         mem_limit_ranks: Optional[Sequence[Number]] = None) -> Schedule:
     """The schedule plan() ranks first (smallest makespan within the memory limit), generated
     with the costs split over its chunking; its .costs is that per-stage model. costs are per
     rank (one stage per rank). Raises ZbError(EMEMLIMIT) when no family fits."""
     _shape_args(ranks, microbatches, costs, time_limit)
-    c = Costs() if costs is None else costs
-    if mem_limit is not None:
-        c = replace(c, mem_limit=mem_limit)
+    c = _with_limits(costs, ranks, mem_limit, mem_limit_ranks)
     rows = plan(ranks, microbatches, c, time_limit=time_limit, recompute=recompute)
     if not rows or not rows[0].fits:
         raise ZbError(8, "best: no schedule family fits (%s)"
@@ -384,17 +416,17 @@ def best(ranks: int, microbatches: int, costs: Optional[Costs] = None,
 
 def auto(ranks: int, microbatches: int, costs: Optional[Costs] = None,
          mem_limit: Optional[float] = None, any_placement: bool = True,
-         time_limit: float = 0.0, recompute: str = "none") -> Schedule:
+         time_limit: float = 0.0, recompute: str = "none",
+         mem_limit_ranks: Optional[Sequence[Number]] = None) -> Schedule:
     """The automatic search (ZB paper's heuristic + local improvement) under a memory limit.
-    costs are per stage of one chunk per rank (per rank); mem_limit overrides costs.mem_limit.
+    costs are per stage of one chunk per rank (per rank); mem_limit overrides costs.mem_limit,
+    mem_limit_ranks (one limit per rank) costs.mem_limit_ranks.
     With any_placement the search also tries 2 chunks per rank (loop and V); .note says which
     won, and .chunks/.placement tell the chunking of the result. recompute "auto" lets the
     search recompute activations (costs.r, costs.mem_keep) where that fits the limit faster;
     "all" recomputes every F."""
     _shape_args(ranks, microbatches, costs, time_limit)
-    c = Costs() if costs is None else costs
-    if mem_limit is not None:
-        c = replace(c, mem_limit=mem_limit)
+    c = _with_limits(costs, ranks, mem_limit, mem_limit_ranks)
     return generate("auto", ranks, microbatches, chunks=1, costs=c, any_placement=any_placement,
                     time_limit=time_limit, recompute=recompute)
 
@@ -417,16 +449,15 @@ class PlanRow:
 
 def plan(ranks: int, microbatches: int, costs: Optional[Costs] = None,
          mem_limit: Optional[float] = None, time_limit: float = 0.0,
-         recompute: str = "none") -> List[PlanRow]:
+         recompute: str = "none",
+         mem_limit_ranks: Optional[Sequence[Number]] = None) -> List[PlanRow]:
     """Every family for P ranks and M microbatches under one cost model (one stage per rank:
     the times of a rank's whole model part) and memory limit: fitting rows first, best
     (smallest makespan) first, then the others with a reason. recompute "all" or "auto" adds
     a "<family>+R" row per family (every F recomputed) and "auto+R" (auto in that mode)."""
     _shape_args(ranks, microbatches, costs, time_limit)
     mode = _recompute_mode(recompute)
-    c = Costs() if costs is None else costs
-    if mem_limit is not None:
-        c = replace(c, mem_limit=mem_limit)
+    c = _with_limits(costs, ranks, mem_limit, mem_limit_ranks)
     cc = _CCosts(c, ranks)
     err = _lib.Err()
     ptr = ctypes.c_void_p()

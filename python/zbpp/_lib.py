@@ -121,6 +121,7 @@ def _declare(lib):
         "zb_api_plan": (I, [I, I, P, D, PP, E]),
         "zb_api_plan_rc": (I, [I, I, P, D, I, PP, E]),
         "zb_api_costs_set_recompute": (I, [P, D, D, E]),
+        "zb_api_costs_set_rank_limits": (I, [P, I, DP, E]),
         "zb_api_generate_rc": (I, [S, I, I, I, P, I, D, I, PP, ctypes.c_char_p, ctypes.c_size_t,
                                    E]),
         "zb_schedule_mark_recompute": (I, [P, E]),

@@ -55,6 +55,19 @@ zb_status_t zb_api_costs_set_stage(zb_costs_t *c, int stage, double f, double b,
     return ZB_OK;
 }
 
+zb_status_t zb_api_costs_set_rank_limits(zb_costs_t *c, int ranks, const double *limits,
+                                         zb_err_t *err)
+{
+    if (!c || !limits || ranks < 1)
+        return zb_err_set(err, ZB_EINVAL, "costs: per-rank limits need a cost model and at "
+                                          "least one rank (ranks %d)", ranks);
+    for (int r = 0; r < ranks; r++)
+        if (!(limits[r] >= 0))
+            return zb_err_set(err, ZB_EINVAL, "costs: memory limit of rank %d is %g, need >= 0",
+                              r, limits[r]);
+    return zb_costs_set_rank_limits(c, ranks, limits, err);
+}
+
 zb_status_t zb_api_costs_set_recompute(zb_costs_t *c, double t_r, double m_keep, zb_err_t *err)
 {
     if (!c)

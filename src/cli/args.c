@@ -227,6 +227,9 @@ void zb_cli_costs_init(zb_cli_costs_t *c)
 
 void zb_cli_costs_free(zb_cli_costs_t *c)
 {
+    free(c->rank_limits);
+    c->rank_limits = NULL;
+    c->n_rank_limits = 0;
     free(c->file_t);
     c->file_t = NULL;
     c->file_stages = 0;
@@ -315,6 +318,50 @@ fail:
     return st;
 }
 
+/* --mem-limit-ranks A,B,...: one limit per rank, each a number >= 0 or "inf" (no limit). */
+static zb_status_t parse_rank_limits(zb_cli_costs_t *c, const char *arg, zb_err_t *err)
+{
+    enum { MAX_LIMITS = 4096 }; /* the generators' largest P */
+    const char *what = "--mem-limit-ranks";
+    if (!arg || !*arg)
+        return zb_err_set(err, ZB_EINVAL, "%s: empty value, need one limit per rank", what);
+    double *lim = malloc(sizeof(double) * MAX_LIMITS);
+    char *copy = strdup(arg);
+    zb_status_t st = ZB_OK;
+    int n = 0;
+    if (!lim || !copy) {
+        st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", what);
+        goto done;
+    }
+    for (char *p = copy;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (n == MAX_LIMITS) {
+            st = zb_err_set(err, ZB_EINVAL, "%s: more than %d values", what, MAX_LIMITS);
+            goto done;
+        }
+        char name[48];
+        snprintf(name, sizeof name, "%s (rank %d)", what, n);
+        if (!strcmp(p, "inf"))
+            lim[n] = INFINITY;
+        else if ((st = zb_cli_parse_number(p, true, name, &lim[n], err)) != ZB_OK)
+            goto done;
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    free(c->rank_limits);
+    c->rank_limits = lim;
+    c->n_rank_limits = n;
+    lim = NULL;
+done:
+    free(lim);
+    free(copy);
+    return st;
+}
+
 zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_err_t *err)
 {
     int n = 0;
@@ -343,6 +390,8 @@ zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_
         return ZB_OK;
     case ZB_OPT_MEM_LIMIT:
         return zb_cli_parse_number(arg, true, "--mem-limit", &c->mem_limit, err);
+    case ZB_OPT_MEM_LIMIT_RANKS:
+        return parse_rank_limits(c, arg, err);
     case ZB_OPT_COST_FILE: {
         if (c->cost_given)
             return zb_err_set(err, ZB_EINVAL, "--cost and --cost-file cannot be used together");
@@ -400,6 +449,21 @@ zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, int chunks, 
         out->comm[s] = c->file_t[s * 4 + 3];
     }
     out->mem_limit = c->mem_limit;
+    if (c->n_rank_limits) {
+        const int ranks = stages / chunks;
+        if (c->n_rank_limits != ranks) {
+            zb_costs_free(out);
+            return zb_err_set(err, ZB_EINVAL,
+                              "--mem-limit-ranks: %d limit%s given, the schedule has %d rank%s "
+                              "(one limit per rank)",
+                              c->n_rank_limits, c->n_rank_limits == 1 ? "" : "s", ranks,
+                              ranks == 1 ? "" : "s");
+        }
+        if ((st = zb_costs_set_rank_limits(out, ranks, c->rank_limits, err)) != ZB_OK) {
+            zb_costs_free(out);
+            return st;
+        }
+    }
     if (c->recompute == ZB_RECOMPUTE_NONE && !c->recompute_given)
         return ZB_OK;
     if (c->mem_keep > c->mem[0]) {
@@ -433,7 +497,9 @@ void zb_cli_costs_help(FILE *out, bool with_times)
           "                      v chunks adds 1/v); must sum to 0 (a fused BW adds B+W)\n"
           "                      (default 1,0,-1)\n"
           "  --mem-limit X       per-rank limit on the running memory sum, in --mem units\n"
-          "                      (default none)\n",
+          "                      (default none)\n"
+          "  --mem-limit-ranks A,B,...  one limit per rank instead (rank 0 first; 'inf' =\n"
+          "                      none); exactly P values\n",
           out);
 }
 

@@ -33,6 +33,7 @@ enum {
     ZB_OPT_RECOMPUTE,      /* --recompute none|all|auto */
     ZB_OPT_MEM_RECOMPUTE,  /* --mem-recompute X */
     ZB_OPT_RECOMPUTE_TIME, /* --recompute-time X */
+    ZB_OPT_MEM_LIMIT_RANKS, /* --mem-limit-ranks a,b,... */
 };
 
 /* Print "zbpp <cmd>: <message>" and a newline on stderr. */
@@ -108,6 +109,8 @@ typedef struct {
     double t[4];          /* F, B, W, C (comm); default 1,1,1,0 */
     double mem[3];        /* M_F, M_B, M_W; default 1,0,-1 */
     double mem_limit;     /* INFINITY = none */
+    double *rank_limits;  /* --mem-limit-ranks: one limit per rank (NULL = none) */
+    int n_rank_limits;
     bool cost_given;      /* --cost seen (conflicts with --cost-file) */
     const char *cost_file;
     int file_stages;      /* stages in the cost file (0 = none loaded) */
@@ -121,7 +124,8 @@ typedef struct {
 
 void zb_cli_costs_init(zb_cli_costs_t *c);
 void zb_cli_costs_free(zb_cli_costs_t *c);
-/* Handle one of ZB_OPT_COST, ZB_OPT_MEM, ZB_OPT_MEM_LIMIT, ZB_OPT_COST_FILE (and the three
+/* Handle one of ZB_OPT_COST, ZB_OPT_MEM, ZB_OPT_MEM_LIMIT, ZB_OPT_MEM_LIMIT_RANKS (one limit
+ * per rank, each >= 0 or "inf"; they replace --mem-limit), ZB_OPT_COST_FILE (and the three
  * recompute options: the mode, the kept memory >= 0, the R time >= 0) with its argument.
  * --cost-file is read and checked here: rows "stage,F,B,W,C" ('#' comments, blank lines and an
  * optional header "stage,F,B,W,C" allowed), every stage 0..S-1 exactly once. */
@@ -131,7 +135,8 @@ zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_
  * them divided by `chunks` (C and --mem-limit are not divided); a cost file's rows are per stage
  * and must cover exactly `stages` stages. Memory deltas and limit included; with a recompute mode
  * other than none or a recompute cost given, also t_r and m_keep (ZB_EINVAL when the kept
- * memory exceeds an F's). Free with zb_costs_free. */
+ * memory exceeds an F's). --mem-limit-ranks must give stages/chunks limits (ZB_EINVAL naming
+ * both counts otherwise). Free with zb_costs_free. */
 zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, int chunks, zb_costs_t *out,
                                zb_err_t *err);
 /* The --help text for the four cost options (shared wording). */

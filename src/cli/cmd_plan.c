@@ -15,7 +15,8 @@ enum { OPT_TIME_LIMIT = 2000 };
 static void help(FILE *out)
 {
     fputs("usage: zbpp plan -p RANKS -m MICROBATCHES [--cost F,B,W[,C]] [--mem F,B,W]\n"
-          "                 [--mem-limit X] [--recompute none|all|auto] [--mem-recompute X]\n"
+          "                 [--mem-limit X | --mem-limit-ranks A,B,...] [--recompute none|all|auto]\n"
+          "                 [--mem-recompute X]\n"
           "                 [--recompute-time X] [--time-limit S] [--format table|json]\n\n"
           "Generate every schedule family for the same model and rank them: makespan, bubble\n"
           "rate, peak memory per rank and cross-rank messages. Costs and memory are those of one\n"
@@ -130,6 +131,7 @@ int zb_cmd_plan(int argc, char **argv)
         {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
         {"mem", required_argument, NULL, ZB_OPT_MEM},
         {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},
         {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
         {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
         {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
@@ -169,7 +171,8 @@ int zb_cmd_plan(int argc, char **argv)
         case ZB_OPT_RECOMPUTE:
         case ZB_OPT_MEM_RECOMPUTE:
         case ZB_OPT_RECOMPUTE_TIME:
-        case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case ZB_OPT_MEM_LIMIT:
+        case ZB_OPT_MEM_LIMIT_RANKS: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);
             rc = ZB_EXIT_OK;
@@ -206,9 +209,10 @@ int zb_cmd_plan(int argc, char **argv)
         if (copt.recompute != ZB_RECOMPUTE_NONE)
             need = fmin(need, zb_min_feasible_memory_recompute(ranks, 1, ZB_PLACE_LOOP, &costs));
     }
-    if (costs.mem_limit < need - 1e-9 * fmax(1.0, need)) {
+    const double loosest = zb_costs_limit_max(&costs, ranks);
+    if (loosest < need - 1e-9 * fmax(1.0, need)) {
         zb_cli_error(CMD, "memory limit %g is below the minimum %g that any schedule needs",
-                     costs.mem_limit, need);
+                     loosest, need);
         zb_costs_free(&costs);
         rc = ZB_EXIT_FAIL;
         goto out;
@@ -216,6 +220,7 @@ int zb_cmd_plan(int argc, char **argv)
     zb_plan_t plan;
     zb_plan_opts_t popt = {.time_limit = time_limit, .recompute = copt.recompute};
     st = zb_plan_compare_opts(ranks, mbs, &costs, &popt, &plan, &err);
+    const bool per_rank = costs.rank_limit != NULL;
     zb_costs_free(&costs);
     if (st != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
@@ -233,6 +238,8 @@ int zb_cmd_plan(int argc, char **argv)
             timed_out |= strstr(plan.rows[i].reason, "time limit") != NULL;
         if (timed_out)
             zb_cli_error(CMD, "no schedule family finished within --time-limit %g s", time_limit);
+        else if (per_rank)
+            zb_cli_error(CMD, "no schedule family fits the per-rank memory limits");
         else
             zb_cli_error(CMD, "no schedule family fits memory limit %g", plan.mem_limit);
     }

@@ -16,7 +16,8 @@ static void help(FILE *out)
 {
     fputs("usage: zbpp schedule -s NAME -p RANKS -m MICROBATCHES [-v CHUNKS]\n"
           "                     [--cost F,B,W[,C] | --cost-file FILE] [--mem F,B,W]\n"
-          "                     [--mem-limit X] [--recompute none|all|auto]\n"
+          "                     [--mem-limit X | --mem-limit-ranks A,B,...]\n"
+          "                     [--recompute none|all|auto]\n"
           "                     [--mem-recompute X] [--recompute-time X]\n"
           "                     [--format FMT] [--width N] [-o FILE]\n\n"
           "Generate a pipeline schedule, check it (completeness, dependencies, memory limit,\n"
@@ -73,6 +74,7 @@ int zb_cmd_schedule(int argc, char **argv)
         {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
         {"mem", required_argument, NULL, ZB_OPT_MEM},
         {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},
         {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
         {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
         {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
@@ -118,7 +120,8 @@ int zb_cmd_schedule(int argc, char **argv)
         case ZB_OPT_RECOMPUTE:
         case ZB_OPT_MEM_RECOMPUTE:
         case ZB_OPT_RECOMPUTE_TIME:
-        case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case ZB_OPT_MEM_LIMIT:
+        case ZB_OPT_MEM_LIMIT_RANKS: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);
             rc = ZB_EXIT_OK;

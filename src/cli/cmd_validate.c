@@ -13,7 +13,7 @@ static const char *const CMD = "validate";
 static void help(FILE *out)
 {
     fputs("usage: zbpp validate FILE.csv [--mem F,B,W] [--mem-limit X] [--recompute none|all]\n"
-          "                     [--mem-recompute X]\n\n"
+          "                     [--mem-limit-ranks A,B,...] [--mem-recompute X]\n\n"
           "Check a schedule written as a PyTorch pipelining CSV: each (stage, microbatch) has one\n"
           "F and one backward (B and W, or a fused BW), every action sits on the rank holding its\n"
           "stage, W follows its B, the dependencies can be met, the per-rank memory stays within\n"
@@ -30,6 +30,7 @@ int zb_cmd_validate(int argc, char **argv)
     static const struct option longopts[] = {
         {"mem", required_argument, NULL, ZB_OPT_MEM},
         {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},
         {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
         {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
         {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
@@ -50,7 +51,8 @@ int zb_cmd_validate(int argc, char **argv)
         case ZB_OPT_RECOMPUTE:
         case ZB_OPT_MEM_RECOMPUTE:
         case ZB_OPT_RECOMPUTE_TIME:
-        case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case ZB_OPT_MEM_LIMIT:
+        case ZB_OPT_MEM_LIMIT_RANKS: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);
             rc = ZB_EXIT_OK;
@@ -86,7 +88,9 @@ int zb_cmd_validate(int argc, char **argv)
                file, s->ranks, s->chunks, s->stages, s->microbatches,
                zb_placement_name(s->placement), n, zb_schedule_is_split(s) ? "split" : "fused",
                zb_schedule_has_comms(s) ? "with comms" : "compute only", peak);
-        if (isfinite(costs.mem_limit))
+        if (costs.rank_limit)
+            printf(" (limits per rank)");
+        else if (isfinite(costs.mem_limit))
             printf(" (limit %.6g)", costs.mem_limit);
         printf("\n");
         zb_sim_free(&sim);

@@ -22,11 +22,8 @@
 #include <stdio.h>
 
 #include "zbpp/error.h"
-#include "zbpp/executor.h"
 #include "zbpp/gpt2.h"
 #include "zbpp/optim.h"
-#include "zbpp/profile.h"
-#include "zbpp/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -231,27 +228,8 @@ typedef struct zb_cuda_train_opts {
  * why: a build without CUDA, no CUDA device (no GPU or no driver), or device out of range. */
 zb_status_t zb_cuda_require_device(int device, zb_err_t *err);
 
-/* zb_train_run on one GPU: the same configuration, data order, model init (fresh, --init-from or
- * --resume), lr schedule, clipping, skip-on-non-finite and divergence rules, progress, metrics
- * and checkpoint files as the CPU trainer; the whole model is one CUDA stage whose parameters,
- * gradients and AdamW moments stay on the device (microbatches accumulate W into fp32 gradients;
- * grad-norm partials and AdamW run on the device). Checkpoints and --save-model are the CPU
- * formats (downloaded when written, uploaded on resume / init), so a run may continue on the
- * other device. Checks the config, then the device (zb_cuda_require_device) before it loads
- * anything. Losses match the CPU trainer's within rounding (different summation orders), not
- * bit for bit; on one GPU model two runs give the same bits. */
-zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_opts_t *opts,
-                              FILE *human, zb_train_summary_t *summary, zb_err_t *err);
-
-/* zb_profile_measure on the GPU: F, B and W of the embedding, every block and the head for a
- * microbatch of B x T, each timed as `batch` microbatches back to back between device
- * synchronisations (so launch and sync latency are amortised), median of `reps` rounds after a
- * warm-up round. comm = one activation message (B·T·C floats) device -> host -> device, as a
- * pipeline moves it today. params: NULL = a random model of shape *cfg (seed 1). threads and
- * rank_threads of the result are 1. Free with zb_profile_free. */
-zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
-                                    int B, int T, int reps, const zb_cuda_train_opts_t *opts,
-                                    zb_profile_t *out, zb_err_t *err);
+/* The entry points that train and profile on one GPU are declared with the subsystems they belong
+ * to: zb_cuda_train_run in zbpp/train.h, zb_cuda_profile_measure in zbpp/profile.h. */
 
 /* ---- SM partitions: several pipeline ranks on one GPU (issue 13; docs/cuda.md) ----
  * Each rank sharing a GPU gets a disjoint set of SMs (a CUDA green context) and a stream in it,
@@ -325,9 +303,9 @@ int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r);
 
 /* ---- action timing with CUDA events, for --trace (issue 13) ----
  * One timer per rank: an event pair around every action of the rank's program on the rank's
- * stream, and a step-start event; after the step zb_cuda_timer_resolve turns them into the
- * executor's timeline (zb_exec_timeline_t: start/end seconds of action i), so the GPU trace
- * has the CPU executor's shape. Recording only queues events (no host synchronisation on the
+ * stream, and a step-start event; after the step zb_cuda_timer_resolve turns them into start and
+ * end seconds of every action, which the pipeline puts in its executor's timeline, so the GPU
+ * trace has the CPU executor's shape. Recording only queues events (no host synchronisation on the
  * data path); resolve waits for the step's last event. One host thread drives a timer. */
 typedef struct zb_cuda_timer zb_cuda_timer_t;
 
@@ -343,12 +321,13 @@ zb_status_t zb_cuda_timer_step_begin(zb_cuda_timer_t *t, zb_err_t *err);
  * needs begin(i) open. ZB_EINVAL naming the action otherwise (nothing recorded). */
 zb_status_t zb_cuda_timer_begin(zb_cuda_timer_t *t, int i, zb_err_t *err);
 zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err);
-/* After the step: wait for its events, then tl->start[i] / tl->end[i] = origin_s + seconds
- * from the step-start event of `origin` (NULL: t itself; another rank's timer on the same
- * device puts all ranks on one clock) to action i's events. Every action 0..n-1 must have been
- * timed, tl->len == n, and origin must have begun a step (ZB_EINVAL otherwise). */
+/* After the step: wait for its events, then start[i] / end[i] = origin_s + seconds from the
+ * step-start event of `origin` (NULL: t itself; another rank's timer on the same device puts
+ * all ranks on one clock) to action i's events. Every action of the timer's program must have
+ * been timed, n must be its length, and origin must have begun a step (ZB_EINVAL otherwise). */
 zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
-                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err);
+                                  double origin_s, double *start, double *end, int n,
+                                  zb_err_t *err);
 
 #ifdef __cplusplus
 }

@@ -16,36 +16,10 @@
 
 #include "zbpp/error.h"
 #include "zbpp/gpt2.h"
+#include "zbpp/profile.h"
 #include "zbpp/schedule.h"
 #include "zbpp/train.h"
 #include "zbpp/transport.h"
-
-/* ---- partition: S contiguous block ranges ---- */
-
-/* Relative cost of each block and of the extra work of the first (embedding) and last (final
- * LayerNorm + LM head + loss) stage, in any consistent unit. */
-typedef struct {
-    int layers;
-    double *block; /* [layers] F+B+W of block l */
-    double embed;  /* added to the stage with block 0 */
-    double head;   /* added to the stage with the last block */
-} zb_block_costs_t;
-
-/* FLOP model of one microbatch of B sequences of T tokens (forward + backward = 3x forward):
- * block = 24·C² + 4·T·C per token (matmuls + attention), head = 2·C·Vp per token (the LM head's
- * matmul) plus the cross-entropy, embed = C per token. block must hold cfg->layers doubles. */
-void zb_block_costs_flops(const zb_gpt2_config_t *cfg, int T, double *block, double *embed,
-                          double *head);
-
-/* Split `layers` blocks into `stages` contiguous non-empty ranges minimising the largest stage
- * cost (ties: the earliest split). first[s] = first block of stage s, first[stages] = layers.
- * ZB_EINVAL if stages > layers or stages < 1 ("more stages than blocks"). */
-zb_status_t zb_partition(const zb_block_costs_t *c, int stages, int *first, zb_err_t *err);
-
-/* The span of stage s of S given the partition. */
-zb_gpt2_span_t zb_partition_span(const int *first, int stages, int s);
-/* The stage holding block `layer`, -1 if none. */
-int zb_partition_stage_of(const int *first, int stages, int layer);
 
 /* ---- options ---- */
 

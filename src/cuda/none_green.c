@@ -68,8 +68,9 @@ zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err)
 }
 
 zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
-                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err)
+                                  double origin_s, double *start, double *end, int n,
+                                  zb_err_t *err)
 {
-    (void)t, (void)origin, (void)origin_s, (void)tl;
+    (void)t, (void)origin, (void)origin_s, (void)start, (void)end, (void)n;
     return NO_CUDA(err);
 }

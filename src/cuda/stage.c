@@ -626,7 +626,7 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
         return zb_err_set(err, ZB_EINVAL, "cuda adamw: stage, hparams and units are required");
     if (t < 1)
         return zb_err_set(err, ZB_EINVAL, "cuda adamw: step %ld must be >= 1", t);
-    /* per-step scalars exactly as src/train/optim.c */
+    /* per-step scalars exactly as src/model/optim.c */
     float bc1 = (float)(1.0 - pow((double)h->beta1, (double)t));
     float bc2 = (float)(1.0 - pow((double)h->beta2, (double)t));
     int nu = zb_gpt2_num_units(&s->cfg);

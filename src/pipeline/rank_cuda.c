@@ -567,7 +567,7 @@ static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
     const cu_rank_t *O = R->pl->opts->transport ? C : R->pl->ranks[C->device].devst;
     const zb_cuda_timer_t *origin = O && O->timer ? O->timer : C->timer;
     return zb_cuda_timer_resolve(C->timer, origin, origin == C->timer ? C->t_begin : O->t_begin,
-                                 &R->tl, err);
+                                 R->tl.start, R->tl.end, R->tl.len, err);
 }
 
 /* Bring microbatch m's message into the device slot `dst` of stage ls: from the host buffer

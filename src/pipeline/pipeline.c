@@ -110,8 +110,8 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
 static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
 {
     zb_status_t st = pl_plan_build(pl, &pl->plan, rep, err);
-    if (st == ZB_OK && pl->opts->cuda)
-        st = pl_cuda_open(pl, rep, err);
+    if (st == ZB_OK && pl->dev->run_open)
+        st = pl->dev->run_open(pl, rep, err);
     if (st != ZB_OK)
         return st;
     if (!(pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks)))
@@ -157,7 +157,8 @@ static void teardown(pl_t *pl)
     for (int g = 0; pl->ranks && g < pl->P * pl->N; g++)
         pl_rank_free(&pl->ranks[g]);
     free(pl->ranks);
-    pl_cuda_close(pl);
+    if (pl->dev->run_close)
+        pl->dev->run_close(pl);
     zb_schedule_free(pl->eval_sched);
     pl_plan_free(pl);
 }
@@ -349,7 +350,7 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         icfg.resume_path = NULL;
     if (st == ZB_OK && (st = zb_trainer_init(&t, &icfg, err)) != ZB_OK && !net)
         return st;
-    pl_t pl = {.cfg = cfg, .opts = opts};
+    pl_t pl = {.cfg = cfg, .opts = opts, .dev = pl_rank_device(opts)};
     pl_run_t run = {0};
     if (st == ZB_OK) {
         setup_shape(&pl, &t);

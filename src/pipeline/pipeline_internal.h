@@ -68,22 +68,17 @@ typedef struct {
     size_t off, count, goff;
 } pl_range_t;
 
-enum { PL_MAX_SPARE = 64 };
-
 typedef struct {
     pl_t *pl;
-    const struct pl_rank_dev *dev; /* rank_device.h: the CPU's, or a GPU's with its state */
-    void *devst;
+    const struct pl_rank_dev *dev; /* rank_device.h: pl->dev */
+    void *devst;      /* the device's private state: rank_cpu_state.h, or rank_cuda.c's */
     size_t msg_bytes; /* bytes of one message (NC floats, or a device message's handle) */
     int op_index;     /* the action of the training program the executor is at (device timing) */
     const pl_step_in_t *in; /* the current call's inputs (pl_local_run) */
     int rank;    /* pipeline rank p (stages, schedule program) */
     int replica; /* data-parallel replica d */
     int global;  /* d·P + p: index in pl->ranks and rank in the world transport */
-    /* views of the world for this step: the replica's pipeline and the replicas of rank p */
-    zb_transport_group_t pipe_view, dp_view;
-    float *dp_flat; /* [upd_elems] gradients of the update ranges, packed (dp > 1) */
-    float *dp_in, *dp_acc; /* [one chunk] a replica's chunk, the running sum (dp > 1) */
+    struct pl_replicas *dp; /* pipeline_dp.c: with replicas (dp > 1) only, else NULL */
     /* stage-local: only what this rank's stages use (zb_gpt2_params_alloc_part) */
     zb_gpt2_params_t params;
     zb_gpt2_grads_t grads;
@@ -99,21 +94,12 @@ typedef struct {
     int n_upd;
     size_t upd_elems;
     size_t backup_elems; /* upd_elems, less the shared WTE on the head rank */
-    /* optimistic.c: the rank's stash and message memory, free while the optimizer runs, holds
-     * the post-validation backup of the first pl_optimistic_elems elements */
-    struct { float *p; size_t n; } spare[PL_MAX_SPARE];
-    int n_spare;
-    size_t spare_floats;
     /* wte_share.c: thread ranks share the tied WTE (params, m, v) of the embedding rank */
     bool wte_shared;
-    float *wte_joint[3];  /* embedding rank: the shared blocks of params, m, v */
-    size_t wte_head_rest; /* embedding rank: floats before WTE in them (the head's others) */
     float *mb_loss;  /* [M] */
     float *wte_chunk; /* [pl_wte_chunk] embedding-only rank: the head's WTE gradient arriving */
     double *vec;     /* [n_units + 1] unit partials, loss last */
-    size_t live_peak;
-    void *stash_scratch; /* [stash_scratch_bytes] scratch of every stash of the rank */
-    size_t stash_scratch_bytes;
+    size_t live_peak; /* bytes: the most the rank's stashes held live at once */
     zb_exec_timeline_t tl;
     long skipped;    /* steps skipped so far (same on every rank) */
     long rollbacks;
@@ -151,9 +137,10 @@ struct pl {
     float grad_scale;
     zb_profile_t *prof; /* measured costs (opts->profile), NULL = FLOP model */
     pl_plan_t plan;     /* pl_plan_build; read-only once built */
+    const struct pl_rank_dev *dev; /* the device every rank runs on (rank_device.h) */
     pl_rank_t *ranks;
     zb_schedule_t *eval_sched; /* pipeline_eval.c: the forward-only program (NULL = none) */
-    void *cuda; /* rank_cuda.c: the run's GPUs and SM partitions (opts->cuda) */
+    void *cuda; /* rank_cuda.c: the run's GPUs and SM partitions (pl_rank_cuda's run_open) */
 };
 
 /* pipeline_local.c: the ranks this process runs — every rank of every replica as a thread
@@ -260,15 +247,6 @@ zb_status_t pl_wte_share_head(pl_t *pl, pl_rank_t *R, zb_err_t *err);
 void pl_wte_share_release(pl_rank_t *R);
 void pl_wte_fold_shared(pl_rank_t *R);
 
-/* optimistic.c: pl_spare_collect lists the rank's stash pools, scratch and message buffers
- * (after they are made); pl_optimistic_elems: how many elements of its update ranges (in
- * order, the head's shared WTE excluded) an optimistic step may touch, a third of that spare
- * memory; pl_backup_prefix saves (or restores) params, m, v of the first K there;
- * pl_update_elems: AdamW with clip factor 1 on elements [from, to) of the update ranges. */
-void pl_spare_collect(pl_rank_t *R);
-size_t pl_optimistic_elems(const pl_rank_t *R);
-void pl_backup_prefix(pl_rank_t *R, size_t K, bool save);
-void pl_update_elems(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t);
 
 /* rank_memory.c: whole-rank memory (zb_rank_mem_t). pl_rank_backs_up: post-validation keeps a
  * backup (more than one rank). pl_static_bound: the most any rank's non-activation memory can be
@@ -304,10 +282,15 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
 void pl_cuda_stage_stash(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                          const zb_gpt2_span_t *sp, zb_rank_mem_t *m);
 
-/* pipeline_dp.c: buffers for the replica reduction (dp > 1); the reduction of the gradients of
+/* pipeline_dp.c: pl_dp_views: this step's views of the world transport t: the replica's
+ * pipeline (*pipe; the world itself with one replica) and the replicas of R's pipeline rank
+ * (*dp; NULL with one replica). pl_dp_alloc: the views and buffers of the replica reduction
+ * (dp > 1); the reduction of the gradients of
  * R's update ranges over the N replicas of its pipeline rank (group `dp`): every replica ends
  * with g_0 + g_1 + ... + g_{N-1}, added in that order (reduce-scatter then all-gather, each
  * replica summing one chunk); and the mean of the replicas' losses (head ranks). */
+zb_status_t pl_dp_views(zb_transport_t *t, pl_rank_t *R, zb_transport_t **pipe,
+                        zb_transport_t **dp, zb_err_t *err);
 zb_status_t pl_dp_alloc(pl_rank_t *R, zb_err_t *err);
 void pl_dp_free(pl_rank_t *R);
 zb_status_t pl_dp_reduce(zb_transport_t *dp, pl_rank_t *R, zb_err_t *err);

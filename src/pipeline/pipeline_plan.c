@@ -135,15 +135,10 @@ static zb_status_t flop_stage_costs(const zb_block_costs_t *bc, int S, const int
 /* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
 void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
 {
-    bool gpu = pl->opts->cuda != NULL;
     for (int s = 0; s < S; s++) {
         zb_gpt2_span_t span = zb_partition_span(first, S, s);
         size_t after_f, after_b;
-        if (gpu)
-            pl_cuda_stage_memory(pl, &span, &after_f, &after_b);
-        else
-            zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f,
-                                   &after_b);
+        pl->dev->stage_memory(pl, &span, &after_f, &after_b);
         costs->m_f[s] = (double)after_f;
         costs->m_b[s] = (double)after_b - (double)after_f;
         costs->m_w[s] = -(double)after_b;

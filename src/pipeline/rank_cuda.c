@@ -745,7 +745,7 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
  * step and every rank finishes its queued work before the step's collectives (cuda_finish), so
  * the receiver has copied it before the sender's next step writes it again. */
 static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
-                                  const zb_action_t *a, float **host, zb_err_t *err)
+                                  const zb_action_t *a, void **host, zb_err_t *err)
 {
     const size_t NC = R->pl->NC;
     int m = a->mb;
@@ -769,7 +769,7 @@ static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
     case ZB_ACT_RECV_B: h = ls->span.head ? NULL : &cs->in_dx[m]; break;
     default: break;
     }
-    *host = (float *)(void *)h;
+    *host = h;
     return st;
 }
 
@@ -779,7 +779,7 @@ static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
  * the transport fills, uploaded at the rank's next device call (upload_arrived) on the copy
  * stream. */
 static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_t *a,
-                                  float **host, zb_err_t *err)
+                                  void **host, zb_err_t *err)
 {
     const int M = R->pl->M;
     const size_t at = (size_t)a->mb * R->pl->NC;
@@ -831,7 +831,7 @@ static zb_status_t cuda_message_ready(pl_rank_t *R, pl_stage_t *ls, const zb_act
 }
 
 /* A message: a handle (device messages) or a pinned host slot (staging). */
-static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
+static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, void **host,
                                 zb_err_t *err)
 {
     cu_stage_t *cs = &CU(R)->st[ls - R->st];
@@ -924,6 +924,12 @@ static zb_status_t cuda_step_elems(pl_rank_t *R, size_t from, size_t to, float l
 }
 
 const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
+                                    .run_open = pl_cuda_open,
+                                    .run_close = pl_cuda_close,
+                                    .stage_memory = pl_cuda_stage_memory,
+                                    .stage_static = pl_cuda_stage_static,
+                                    .stage_stash = pl_cuda_stage_stash,
+                                    .shares_wte = false,
                                     .open = cuda_open,
                                     .close = cuda_close,
                                     .step_begin = cuda_step_begin,

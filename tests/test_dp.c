@@ -10,7 +10,7 @@
 #include <pthread.h>
 
 #include "pipeline_testutil.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_dp.h"
 #include "zbpp/transport.h"
 
 enum { STEPS = 3, MAXSTEPS = 8 };

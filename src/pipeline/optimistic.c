@@ -12,6 +12,7 @@
  * redoes everything with the global figures, as before. */
 #include <string.h>
 
+#include "pipeline/optimistic.h"
 #include "pipeline/rank_cpu_state.h"
 
 static void add_block(pl_cpu_rank_t *C, void *p, size_t bytes)

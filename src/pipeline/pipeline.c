@@ -7,7 +7,12 @@
 
 #include "train/divergence.h"
 #include "pipeline/pipeline_dist.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_dp.h"
+#include "pipeline/pipeline_eval.h"
+#include "pipeline/pipeline_local.h"
+#include "pipeline/pipeline_plan.h"
+#include "pipeline/pipeline_rank.h"
+#include "pipeline/pipeline_report.h"
 #include "pipeline/rank_device.h"
 #include "train/train_loop.h"
 #include "zbpp/checkpoint_sharded.h"

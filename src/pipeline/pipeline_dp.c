@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_dp.h"
 #include "zbpp/handshake.h"
 
 /* First element of chunk k of n elements split N ways. */

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/pipeline_dp.h"
+#include "pipeline/pipeline_eval.h"
+#include "pipeline/pipeline_local.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
 #include "train/val.h"
 #include "zbpp/util.h"

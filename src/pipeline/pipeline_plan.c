@@ -1,5 +1,5 @@
 /* zbpp — the pipeline trainer's start-up planning: a pure function from the run's shape,
- * options and profile to its plan (pipeline_internal.h, pl_plan_t).
+ * options and profile to its plan (pipeline_types.h, pl_plan_t).
  *
  * Cost model: measured (opts->profile: zb_profile_measure on this machine, one core) or the FLOP
  * model. The partition balances it (embedding on the first stage, head on the last); the
@@ -12,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/pipeline_internal.h"
-#include "pipeline/rank_device.h"
+#include "pipeline/pipeline_plan.h"
+#include "pipeline/rank_cuda.h"
+#include "pipeline/rank_memory.h"
 #include "zbpp/cuda.h"
 #include "zbpp/plan.h"
 #include "zbpp/schedule_io.h"
@@ -131,20 +132,6 @@ static zb_status_t flop_stage_costs(const zb_block_costs_t *bc, int S, const int
         costs->t_f[s] = costs->t_b[s] = costs->t_w[s] = work / 3.0 / unit;
     }
     return st;
-}
-/* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
-void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
-{
-    for (int s = 0; s < S; s++) {
-        zb_gpt2_span_t span = zb_partition_span(first, S, s);
-        size_t after_f, after_b;
-        pl->dev->stage_memory(pl, &span, &after_f, &after_b);
-        costs->m_f[s] = (double)after_f;
-        costs->m_b[s] = (double)after_b - (double)after_f;
-        costs->m_w[s] = -(double)after_b;
-        if (costs->m_keep)
-            costs->m_keep[s] = 0.0;
-    }
 }
 
 /* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs

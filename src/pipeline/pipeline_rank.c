@@ -7,21 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/pipeline_dp.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/stash_pool.h"
+#include "pipeline/wte_share.h"
 
 /* ---- setup ---- */
 
 static zb_status_t oom(zb_err_t *err, int rank)
 {
     return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its pipeline state", rank);
-}
-
-bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage)
-{
-    for (int i = 0; i < prog->len; i++)
-        if (prog->actions[i].type == ZB_ACT_R && prog->actions[i].stage == stage)
-            return true;
-    return false;
 }
 
 static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage, zb_err_t *err)
@@ -453,6 +449,12 @@ static zb_status_t poke_inf(pl_rank_t *R, zb_err_t *err)
         R->pl->plan.unit_owner[o->inject_inf_unit] != R->rank)
         return ZB_OK;
     return on_host_grads(NULL, R, false, inject_inf, err);
+}
+
+bool pl_rank_backs_up(const pl_t *pl)
+{
+    /* with a single rank its own norm is the global one: nothing to validate */
+    return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
 }
 
 /* The optimizer step with the unit partials in R->vec (loss last), over the pipeline `t`.

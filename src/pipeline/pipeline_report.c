@@ -6,7 +6,10 @@
 #include <string.h>
 
 #include "pipeline/pipeline_dist.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_local.h"
+#include "pipeline/pipeline_report.h"
+#include "pipeline/pipeline_trace.h"
+#include "pipeline/rank_memory.h"
 #include "zbpp/util.h"
 
 /* After the run, the figures of the ranks this process ran: the measured bubble of the last step

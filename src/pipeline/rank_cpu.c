@@ -7,8 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/msg_buffers.h"
+#include "pipeline/optimistic.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_cpu_state.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/stash_pool.h"
+#include "pipeline/wte_share.h"
 #include "zbpp/util.h"
 
 static zb_status_t oom(zb_err_t *err, int rank)

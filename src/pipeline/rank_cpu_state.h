@@ -5,7 +5,7 @@
 #ifndef ZBPP_RANK_CPU_STATE_H
 #define ZBPP_RANK_CPU_STATE_H
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_types.h"
 
 enum { PL_MAX_SPARE = 64 };
 
@@ -25,15 +25,5 @@ typedef struct {
 
 /* The CPU state of rank R (NULL before pl_rank_cpu's init). */
 static inline pl_cpu_rank_t *pl_cpu_rank(const pl_rank_t *R) { return (pl_cpu_rank_t *)R->devst; }
-
-/* optimistic.c: pl_spare_collect lists the rank's stash pools, scratch and message buffers
- * (after they are made); pl_optimistic_elems: how many elements of its update ranges (in
- * order, the head's shared WTE excluded) an optimistic step may touch, a third of that spare
- * memory; pl_backup_prefix saves (or restores) params, m, v of the first K there;
- * pl_update_elems: AdamW with clip factor 1 on elements [from, to) of the update ranges. */
-void pl_spare_collect(pl_rank_t *R);
-size_t pl_optimistic_elems(const pl_rank_t *R);
-void pl_backup_prefix(pl_rank_t *R, size_t K, bool save);
-void pl_update_elems(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t);
 
 #endif

@@ -27,7 +27,9 @@
 #include <string.h>
 
 #include "model/gpt2_internal.h"
+#include "pipeline/rank_cuda.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/rank_memory_cuda.h"
 #include "zbpp/cuda.h"
 #include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"

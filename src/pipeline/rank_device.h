@@ -15,7 +15,7 @@
 #ifndef ZBPP_RANK_DEVICE_H
 #define ZBPP_RANK_DEVICE_H
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_types.h"
 
 typedef struct pl_rank_dev {
     const char *name;
@@ -105,29 +105,5 @@ static inline const pl_rank_dev_t *pl_rank_device(const zb_pipeline_opts_t *o)
 {
     return o->cuda ? &pl_rank_cuda : &pl_rank_cpu;
 }
-
-/* The run's GPUs (pl_rank_cuda's run_open / run_close): pl_cuda_open (before the ranks) checks
- * the device, places global rank g on GPU g mod N and, where ranks share a GPU, makes their SM
- * partitions (rep->device says what was made); pl_cuda_close frees them after the ranks. */
-zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
-/* How many of the run's ranks this process places on GPU d of ndev (threads: global rank g on
- * GPU g mod ndev; MPI: the process's one rank): the split of its SMs. */
-int pl_cuda_ranks_on(const pl_t *pl, int ndev, int d);
-void pl_cuda_close(pl_t *pl);
-
-/* pipeline_rank.c: the host paths a device shares. pl_tied_embedding: the tied WTE fold and
- * exchange on R->grads (wte_shared: meet, fold on the embedding rank). pl_rank_state: every
- * local rank's params and moments to the host (or back), a no-op on the CPU. */
-zb_status_t pl_tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err);
-zb_status_t pl_ranks_state(pl_t *pl, bool to_host, zb_err_t *err);
-
-/* pipeline_rank.c: the local stage of `stage` (ZB_ESCHEDULE naming it when not here); the first
- * token of microbatch m in the step's batch; the host bytes of message action a (checked): a
- * SEND's are there when it returns unless `queue` (then the device's message_ready says
- * when). */
-pl_stage_t *pl_rank_stage(pl_rank_t *R, int stage, zb_err_t *err);
-size_t pl_rank_tok(const pl_rank_t *R, int m);
-zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, void **at,
-                            zb_err_t *err);
 
 #endif

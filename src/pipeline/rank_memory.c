@@ -5,7 +5,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "pipeline/msg_buffers.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/rank_memory.h"
+#include "pipeline/stash_pool.h"
+#include "pipeline/wte_share.h"
 #include "zbpp/util.h"
 
 typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
@@ -26,12 +31,6 @@ static int sched_rank(const pl_t *pl, int S, int s)
 {
     (void)S;
     return zb_stage_rank(pl->plan.sched, s);
-}
-
-bool pl_rank_backs_up(const pl_t *pl)
-{
-    /* with a single rank its own norm is the global one: nothing to validate */
-    return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
 }
 
 /* Parameters, gradients, optimizer, backup and messages of `rank` with S stages placed by
@@ -80,6 +79,21 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
     m->messages = msg_bufs * (double)pl->NC * F;
     if (embed && !head && !shared) /* the tied gradient's exchange buffer */
         m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
+}
+
+/* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
+void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
+{
+    for (int s = 0; s < S; s++) {
+        zb_gpt2_span_t span = zb_partition_span(first, S, s);
+        size_t after_f, after_b;
+        pl->dev->stage_memory(pl, &span, &after_f, &after_b);
+        costs->m_f[s] = (double)after_f;
+        costs->m_b[s] = (double)after_b - (double)after_f;
+        costs->m_w[s] = -(double)after_b;
+        if (costs->m_keep)
+            costs->m_keep[s] = 0.0;
+    }
 }
 
 static void add_total(zb_rank_mem_t *m)

@@ -21,6 +21,7 @@
 
 #include "pipeline/rank_cpu_state.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/wte_share.h"
 
 bool pl_wte_shared(const pl_t *pl, int embed_rank, int head_rank)
 {

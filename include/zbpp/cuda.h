@@ -135,7 +135,7 @@ zb_status_t zb_cuda_copy_to_device(zb_cuda_stage_t *s, float *dst_dev, const flo
 zb_status_t zb_cuda_copy_to_host(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
                                  size_t n, zb_err_t *err);
 
-/* ---- a stage as one of a pipeline rank's (issue 13; src/pipeline/rank_cuda.c) ---- */
+/* ---- a stage as one of a pipeline rank's (src/pipeline/rank_cuda.c) ---- */
 
 /* Where tensor `tensor` of block `layer` (ignored for the non-block tensors) lies in the stage's
  * buffers: *off, *n elements; false when the stage does not hold it. zb_cuda_stage_param_count:
@@ -176,7 +176,7 @@ zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_e
 zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
                                int src_device, size_t n, struct CUevent_st *after, zb_err_t *err);
 int zb_cuda_stage_device(const zb_cuda_stage_t *s);
-/* Messages staged through the host (MPI ranks on GPUs, issue 13). zb_cuda_host_alloc: a
+/* Messages staged through the host (MPI ranks on GPUs). zb_cuda_host_alloc: a
  * page-locked host buffer of n floats (cudaHostAlloc), freed with zb_cuda_host_free (NULL is
  * fine). The stage's two COPY STREAMS (non-blocking, made on first use, freed with the stage;
  * one for downloads, one for uploads, so neither direction queues behind the other) move
@@ -210,7 +210,7 @@ typedef struct zb_cuda_train_opts {
     int device;                    /* CUDA device index (0 = the first visible one) */
     zb_cuda_precision_t precision; /* matrix-product precision (storage is fp32 in every mode) */
     int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
-    /* pipeline ranks (issue 13): false = messages staged through host buffers; true = device
+    /* pipeline ranks: false = messages staged through host buffers; true = device
      * messages (the receiver copies device to device after the sender's event; threads only) */
     bool device_messages;
     /* with device_messages, a benchmark's no-op transfers (--gpu-messages none): after the first
@@ -231,7 +231,7 @@ zb_status_t zb_cuda_require_device(int device, zb_err_t *err);
 /* The entry points that train and profile on one GPU are declared with the subsystems they belong
  * to: zb_cuda_train_run in zbpp/train.h, zb_cuda_profile_measure in zbpp/profile.h. */
 
-/* ---- SM partitions: several pipeline ranks on one GPU (issue 13; docs/cuda.md) ----
+/* ---- SM partitions: several pipeline ranks on one GPU (docs/cuda.md) ----
  * Each rank sharing a GPU gets a disjoint set of SMs (a CUDA green context) and a stream in it,
  * so a rank that waits leaves its SMs idle, as on separate GPUs. Planning (zb_cuda_sm_*) is pure
  * host arithmetic, in every build; creating partitions needs the CUDA driver, loaded when first
@@ -301,7 +301,7 @@ struct CUstream_st *zb_cuda_partition_stream(const zb_cuda_partitions_t *p, int 
 /* SMs the driver reports for rank r's green context (cuGreenCtxGetDevResource); -1 for a bad r. */
 int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r);
 
-/* ---- action timing with CUDA events, for --trace (issue 13) ----
+/* ---- action timing with CUDA events, for --trace ----
  * One timer per rank: an event pair around every action of the rank's program on the rank's
  * stream, and a step-start event; after the step zb_cuda_timer_resolve turns them into start and
  * end seconds of every action, which the pipeline puts in its executor's timeline, so the GPU

@@ -1,6 +1,8 @@
-/* zbpp — the pipeline trainer: GPT-2 training with P pipeline ranks (threads of this process),
- * any schedule of the registry, bit-identical to the single-process trainer with the same
- * microbatches (`--ranks 1`).
+/* zbpp — the pipeline trainer: GPT-2 training with P pipeline ranks (and N data-parallel
+ * replicas of them), any schedule of the registry, bit-identical to the single-process trainer
+ * with the same microbatches (`--ranks 1`). The ranks are threads of this process, or with a
+ * transport (MPI) one rank per process; their stages run on the CPU or on GPUs
+ * (zb_pipeline_opts_t.cuda).
  *
  * Each rank holds its own copy of the parameters, its own gradients and the AdamW moments of the
  * parameters it owns, like an MPI process would. Per step: the driver loads the batch; every rank
@@ -74,7 +76,7 @@ typedef struct {
     /* What a saving F keeps (--keep-activations): ALL, or SELECTIVE (the LayerNorm and GELU
      * outputs are recomputed in W; zbpp/gpt2.h). Orthogonal to `recompute`; same bits. */
     zb_gpt2_keep_t keep;
-    /* --device cuda (issue 13; docs/cuda.md "Pipeline ranks on GPUs"): each rank's stages on GPU
+    /* --device cuda (docs/cuda.md "Pipeline ranks on GPUs"): each rank's stages on GPU
      * (global rank) mod (visible GPUs), messages staged through host buffers; ranks sharing a
      * GPU get SM partitions. NULL = the CPU. With a transport (MPI): this process's rank on GPU
      * rank mod N, messages staged through host buffers (device messages: threads only). */

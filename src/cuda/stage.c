@@ -329,7 +329,7 @@ zb_status_t zb_cuda_grads_download(zb_cuda_stage_t *s, zb_gpt2_grads_t *host, zb
     return st;
 }
 
-/* ---- pipeline ranks (issue 13): slices of the state, backup, stream, device ---- */
+/* ---- pipeline ranks: slices of the state, backup, stream, device ---- */
 
 zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t off, float *host,
                                size_t n, bool to_host, zb_err_t *err)

@@ -56,13 +56,8 @@ typedef struct {
     bool profile;         /* measure stage costs for partition + prediction (else FLOP model) */
     bool pin;             /* pin rank r's thread to core r when there are enough cores */
     double timeout;       /* seconds a rank may wait for a message (<= 0 = forever) */
-    /* test hooks (-1 = off): at step inject_inf_step, after the tied fold, the first gradient
-     * element of norm unit inject_inf_unit becomes +Inf on the rank that owns the unit;
-     * a failing compute on `fail_rank` at step fail_step (its `fail_action`-th compute). */
-    long inject_inf_step;
-    int inject_inf_unit;
-    long fail_step;
-    int fail_rank, fail_action;
+    /* Faults injected by the project's tests (an internal struct); NULL = none. */
+    const struct zb_pipeline_test_hooks *test_hooks;
     /* Distributed run (docs/mpi.md): NULL = every rank a thread of this process; else
      * this process runs only rank transport->rank of transport->size == ranks processes (MPI),
      * checks with the others at start-up (zb_handshake) and reports figures of its own rank. */
@@ -123,8 +118,11 @@ typedef struct {
     double step_ms_median;
     double bubble_measured;   /* last step, ZB definition, from the executor's timeline */
     double bubble_predicted;  /* simulator with the cost model used (profiled or FLOPs) */
-    double peak_stash_bytes[1024];      /* measured, per rank */
-    double predicted_stash_bytes[1024]; /* memory model (zb_simulate), per rank */
+    /* per-rank figures of replica 0's P ranks: arrays of `ranks` entries, allocated by
+     * zb_pipeline_train (or zb_pipeline_report_init), freed by zb_pipeline_report_free */
+    int ranks;
+    double *peak_stash_bytes;      /* measured, per rank */
+    double *predicted_stash_bytes; /* memory model (zb_simulate), per rank */
     long rollbacks;           /* post-validation steps that had to be undone and redone */
     char note[256];           /* e.g. what the cost model was */
     char device[256];         /* --device cuda: GPUs and SM partitions of the ranks ("" = CPU) */
@@ -150,11 +148,18 @@ typedef struct {
     /* whole-rank memory of replica 0's ranks: the model's prediction (every process) and the
      * allocators' accounting (mem_measured_ok: threads, or gathered to MPI rank 0);
      * rss_peak_bytes: this process's peak resident set (VmHWM), 0 if unknown */
-    zb_rank_mem_t mem_predicted[1024], mem_measured[1024];
+    zb_rank_mem_t *mem_predicted, *mem_measured; /* per rank, as above */
     bool mem_measured_ok;
     bool mem_on_device; /* the figures are GPU memory (--device cuda; docs/cuda.md) */
     double rss_peak_bytes;
 } zb_pipeline_report_t;
+
+/* A zeroed report with its per-rank arrays for `ranks` ranks (>= 1). ZB_EINVAL, ZB_ENOMEM (then
+ * nothing is left allocated). zb_pipeline_train does this itself: a report it filled is freed
+ * with zb_pipeline_report_free, also after a failed run (a zeroed report is fine; it is zeroed
+ * again). */
+zb_status_t zb_pipeline_report_init(zb_pipeline_report_t *rep, int ranks, zb_err_t *err);
+void zb_pipeline_report_free(zb_pipeline_report_t *rep);
 
 /* One rank's own figures of a run, for the report's per-rank lines: its stash peak and
  * rollbacks, and over an external transport its traffic and blocked time inside steps (summed
@@ -176,7 +181,10 @@ zb_status_t zb_pipeline_gather_rank_figures(zb_transport_t *net, int ranks,
  * (ZB_EMEMLIMIT). Then like zb_train_run: resume/init, steps, progress to `human`, metrics,
  * checkpoints (gathered from the ranks; written only after a complete step, never after a
  * failure). With final_params != NULL, *final_params receives a copy of the trained parameters
- * (free with zb_gpt2_params_free). A rank failure stops every rank; the error names the rank. */
+ * (free with zb_gpt2_params_free). A rank failure stops every rank; the error names the rank.
+ * report (may be NULL) must be zeroed or hold an earlier call's figures (their arrays are freed
+ * first); it is initialised for opts->ranks ranks and filled. Free it with
+ * zb_pipeline_report_free whatever the result. */
 zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
                               FILE *human, zb_train_summary_t *summary,
                               zb_pipeline_report_t *report, zb_gpt2_params_t *final_params,

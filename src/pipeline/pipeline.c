@@ -31,11 +31,7 @@ void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o)
     o->opt_sync = ZB_OPT_SYNC_POST_VALIDATION;
     o->pin = true;
     o->timeout = 600;
-    o->inject_inf_step = -1;
-    o->inject_inf_unit = -1;
-    o->fail_step = -1;
-    o->fail_rank = -1;
-    o->fail_action = -1;
+    o->test_hooks = NULL;
 }
 
 zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
@@ -333,9 +329,17 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                               zb_err_t *err)
 {
     memset(summary, 0, sizeof *summary);
-    zb_pipeline_report_t rep_local;
-    zb_pipeline_report_t *rep = report ? report : &rep_local;
-    memset(rep, 0, sizeof *rep);
+    if (!report) { /* the figures are still gathered: train with a report of our own */
+        zb_pipeline_report_t own = {0};
+        zb_status_t st = zb_pipeline_train(cfg, opts, human, summary, &own, final_params, err);
+        zb_pipeline_report_free(&own);
+        return st;
+    }
+    zb_pipeline_report_t *rep = report;
+    zb_pipeline_report_free(rep); /* an earlier call's figures */
+    zb_status_t init_st = zb_pipeline_report_init(rep, opts->ranks > 0 ? opts->ranks : 1, err);
+    if (init_st != ZB_OK)
+        return init_st;
     /* With a transport (MPI) every start-up failure still reaches the handshake below, so the
      * other processes hear of it instead of waiting for this one. */
     zb_transport_t *net = opts->transport;

@@ -372,7 +372,7 @@ static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, zb_costs_t
 static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *rep, zb_err_t *err)
 {
     const double MiB = 1048576.0, limit = pl->opts->mem_limit;
-    for (int r = 0; limit > 0 && r < pl->P && r < 1024; r++) {
+    for (int r = 0; limit > 0 && r < pl->P && r < rep->ranks; r++) {
         const zb_rank_mem_t *m = &rep->mem_predicted[r];
         if (m->total > limit)
             return zb_err_set(err, ZB_EMEMLIMIT,
@@ -482,13 +482,13 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
     rep->bubble_predicted = sim.bubble_rate;
     rep->span_predicted = sim.span_max;
     rep->busy_predicted = sim.busy_max;
-    for (int r = 0; r < pl->P && r < 1024; r++)
+    for (int r = 0; r < pl->P && r < rep->ranks; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     if (!zb_schedule_has_comms(plain))
         st = zb_insert_comms(plain, &plan->sched, err);
     else if (!(plan->sched = zb_schedule_clone(plain)))
         st = zb_err_set(err, ZB_ENOMEM, "out of memory for the schedule");
-    for (int r = 0; st == ZB_OK && r < pl->P && r < 1024; r++)
+    for (int r = 0; st == ZB_OK && r < pl->P && r < rep->ranks; r++)
         pl_mem_predict(pl, plan, r, sim.peak_mem[r], &rep->mem_predicted[r]);
     rep->mem_on_device = pl->opts->cuda != NULL;
     zb_sim_free(&sim);

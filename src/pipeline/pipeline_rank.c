@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pipeline/pipeline_dp.h"
+#include "pipeline/pipeline_hooks.h"
 #include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
 #include "pipeline/stash_pool.h"
@@ -249,8 +250,9 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
 {
     pl_rank_t *R = ctx;
     pl_t *pl = R->pl;
-    const zb_pipeline_opts_t *o = pl->opts;
-    if (R->in->step == o->fail_step && R->rank == o->fail_rank && R->computes == o->fail_action)
+    const zb_pipeline_test_hooks_t *h = pl->opts->test_hooks;
+    if (h && R->in->step == h->fail_step && R->rank == h->fail_rank &&
+        R->computes == h->fail_action)
         return zb_err_set(err, ZB_ENUMERIC, "injected fault (test hook) in a kernel");
     R->computes++;
     pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
@@ -412,7 +414,8 @@ static zb_status_t inject_inf(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     (void)t, (void)err;
     size_t off[16], cnt[16];
-    if (zb_gpt2_params_unit_ranges(&R->grads.g, R->pl->opts->inject_inf_unit, off, cnt) > 0)
+    if (zb_gpt2_params_unit_ranges(&R->grads.g, R->pl->opts->test_hooks->inject_inf_unit, off,
+                                   cnt) > 0)
         R->grads.g.data[off[0]] = INFINITY;
     return ZB_OK;
 }
@@ -443,10 +446,10 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
 /* The test hook's +Inf, on the host copy of the gradients (a device's: there and back). */
 static zb_status_t poke_inf(pl_rank_t *R, zb_err_t *err)
 {
-    const zb_pipeline_opts_t *o = R->pl->opts;
-    if (R->in->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
-        o->inject_inf_unit >= R->pl->plan.n_units ||
-        R->pl->plan.unit_owner[o->inject_inf_unit] != R->rank)
+    const zb_pipeline_test_hooks_t *h = R->pl->opts->test_hooks;
+    if (!h || R->in->step != h->inject_inf_step || h->inject_inf_unit < 0 ||
+        h->inject_inf_unit >= R->pl->plan.n_units ||
+        R->pl->plan.unit_owner[h->inject_inf_unit] != R->rank)
         return ZB_OK;
     return on_host_grads(NULL, R, false, inject_inf, err);
 }

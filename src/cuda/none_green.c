@@ -1,6 +1,7 @@
 /* SM partitions and CUDA-event timing in a build without CUDA (-DZB_CUDA=OFF, or no toolkit):
  * every call fails with one line saying so. The plan (src/cuda/green_plan.c) is host code and
  * works in every build. */
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 #define NO_CUDA(err) zb_err_set((err), ZB_EUNSUPPORTED, "zbpp was built without CUDA (ZB_CUDA=OFF)")

@@ -7,6 +7,7 @@
 #include "cuda/ctx.h"
 #include "cuda/kernels.h"
 #include "model/gpt2_internal.h"
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 enum { KEEP_F = 1, KEEP_B = 2 };

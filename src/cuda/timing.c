@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 struct zb_cuda_timer {

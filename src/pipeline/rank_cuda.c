@@ -31,6 +31,7 @@
 #include "pipeline/rank_device.h"
 #include "pipeline/rank_memory_cuda.h"
 #include "zbpp/cuda.h"
+#include "cuda/stream.h"
 #include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/stream.h"
 #include "zbpp/profile.h"
 #include "zbpp/util.h"
 

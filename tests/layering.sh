@@ -33,6 +33,7 @@ OWNERS='
 error util
 util util
 workers util
+hash util
 schedule schedule
 schedule_io schedule
 plan schedule

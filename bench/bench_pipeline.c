@@ -55,7 +55,6 @@ static bool run_once(const zb_train_config_t *c, int P, const char *name,
     o.pin = true;
     zb_train_summary_t sum;
     zb_err_t err;
-    memset(rep, 0, sizeof *rep);
     if (zb_pipeline_train(c, &o, NULL, &sum, rep, NULL, &err) != ZB_OK) {
         printf("%-17s rejected: %s\n", name, err.msg);
         return false;
@@ -121,9 +120,12 @@ int main(int argc, char **argv)
                 continue;
             step_ms[f][r] = rep->step_ms_median;
             ratio[f][r] = step_ms[0][r] > 0 ? rep->step_ms_median / step_ms[0][r] : 0;
-            last[f] = *rep;
+            last[f] = *rep; /* the figures printed below; the per-rank arrays stay rep's */
+            last[f].ranks = 0;
+            last[f].peak_stash_bytes = last[f].predicted_stash_bytes = NULL;
+            last[f].mem_predicted = last[f].mem_measured = NULL;
         }
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
 
     printf("%-17s %-6s %9s %8s %9s %9s %9s %9s\n", "schedule", "chunks", "step ms", "vs 1f1b",
            "bubble", "predicted", "span/pred", "busy/pred");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 /* Exit 77 ("skipped: no CUDA device") when there is no usable device: ctest shows SKIPPED. */

@@ -60,7 +60,7 @@ static inline void pt_read_losses(const char *path, float *losses, int n)
 }
 
 /* A gradient hook for pt_reference that injects an Inf like the pipeline's test hook
- * (opts.inject_inf_step / _unit): at step `step`, the first element of unit `unit`. */
+ * (zb_pipeline_test_hooks_t.inject_inf_step / _unit): at step `step`, the first element of unit `unit`. */
 typedef struct {
     long step;
     int unit;

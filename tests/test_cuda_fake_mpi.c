@@ -165,7 +165,7 @@ static int worker(zb_transport_t *net, const char *dir)
             c.val_every = 2;
             c.val_steps = 1;
         }
-        zb_pipeline_report_t rep;
+        zb_pipeline_report_t rep = {0};
         if (cs->dp > 1) { /* the replicas' reduction order is the pipeline's: its CPU ranks */
             st = pipe_run(net, c, cs, NULL, ref_m, ref_c, NULL, &rep, &err);
         } else if (net->rank == 0) {
@@ -226,8 +226,10 @@ static int worker(zb_transport_t *net, const char *dir)
                    what, net->rank, resolved, cs->trace ? STEPS : 0, timed);
             bad = 1;
         }
-        if (net->rank != 0)
+        if (net->rank != 0) {
+            zb_pipeline_report_free(&rep);
             continue;
+        }
         bad |= compare(what, ref_m, ref_c, got_m, got_c);
         if (cs->trace) {
             char twin_m[512], twin_c[512];
@@ -244,6 +246,7 @@ static int worker(zb_transport_t *net, const char *dir)
             }
             bad |= check_trace(what, trace, P, 3 * 2 * 2 * P);
         }
+        zb_pipeline_report_free(&rep);
     }
     return bad;
 }

@@ -32,6 +32,7 @@ int main(void)
 #include "cuda_fake_device.inc"
 #include "pipeline_testutil.h"
 #include "cuda_fake_mpi_util.h"
+#include "pipeline/pipeline_hooks.h"
 #include "zbpp/util.h"
 
 /* Sharded checkpoints on MPI ranks: 2 steps of zb-h1 saved as shards, resumed to 4 (gathered
@@ -74,7 +75,7 @@ static int sharded_resumes(zb_transport_t *net, const char *dir)
         snprintf(m2, sizeof m2, "%s/sh%d_%d_second.jsonl", dir, P, w);
         snprintf(out, sizeof out, "%s/sh%d_%d_final.ckpt", dir, P, w);
         zb_pipeline_opts_t o;
-        zb_pipeline_report_t rep;
+        zb_pipeline_report_t rep = {0};
         zb_train_config_t first = c;
         first.steps = K;
         fm_base_opts(&o, net, "zb-h1", 1, ways[w].first_gpu ? &FM_GPU : NULL);
@@ -104,6 +105,7 @@ static int sharded_resumes(zb_transport_t *net, const char *dir)
                        what);
             bad |= b;
         }
+        zb_pipeline_report_free(&rep);
     }
     return bad;
 }
@@ -120,10 +122,12 @@ static int fault_stops_all(zb_transport_t *net)
     zb_pipeline_opts_t o;
     fm_base_opts(&o, net, "zb-h2", 1, &FM_GPU);
     net->timeout = 30; /* the MPI transport's own wait limit (o.timeout is the threads') */
-    o.fail_step = 1;
-    o.fail_rank = failing;
-    o.fail_action = 3;
-    zb_pipeline_report_t rep;
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.fail_step = 1;
+    hooks.fail_rank = failing;
+    hooks.fail_action = 3;
+    o.test_hooks = &hooks;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     zb_err_clear(&err);
     double t0 = zb_now();
@@ -139,6 +143,7 @@ static int fault_stops_all(zb_transport_t *net)
     }
     printf("ok: -np %d failing rank %d: rank %d stopped after %.2f s: %s\n", P, failing, net->rank,
            zb_now() - t0, err.msg);
+    zb_pipeline_report_free(&rep);
     return 0;
 }
 

@@ -35,6 +35,7 @@ int main(void)
 
 #include "cuda_fake_device.inc"
 #include "pipeline_testutil.h"
+#include "pipeline/pipeline_hooks.h"
 #include "zbpp/pipeline.h"
 #include "zbpp/util.h"
 
@@ -143,7 +144,7 @@ static void test_every_family_same_bits(void **state)
                 o.opt_sync = (ran % 2) ? ZB_OPT_SYNC_BARRIER : ZB_OPT_SYNC_POST_VALIDATION;
                 float loss[STEPS];
                 zb_gpt2_params_t got;
-                zb_pipeline_report_t rep;
+                zb_pipeline_report_t rep = {0};
                 zb_err_t err;
                 int before = partitions_made;
                 long not_ready = fake_event_not_ready, pinned = fake_host_allocs;
@@ -151,6 +152,7 @@ static void test_every_family_same_bits(void **state)
                 if (st == ZB_EINVAL) { /* the family refuses (P, M), as on the CPU */
                     print_message("    %-18s P=%d M=%d rejected: %s\n", gens[g].name, P, M,
                                   err.msg);
+                    zb_pipeline_report_free(&rep);
                     continue;
                 }
                 if (st != ZB_OK)
@@ -168,6 +170,7 @@ static void test_every_family_same_bits(void **state)
                     fail_msg("%s: no partition line in '%s'", what, rep.device);
                 zb_gpt2_params_free(&got);
                 ran++;
+                zb_pipeline_report_free(&rep);
             }
         zb_gpt2_params_free(&ref);
     }
@@ -180,7 +183,7 @@ static void test_every_family_same_bits(void **state)
     zb_pipeline_opts_t o;
     float lc[STEPS], lg[STEPS];
     zb_gpt2_params_t pc, pg;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     opts(&o, 2, "interleaved-1f1b", false);
     run_ok(&c, &o, lc, &pc, &rep);
     assert_string_equal(rep.device, "");
@@ -202,6 +205,7 @@ static void test_every_family_same_bits(void **state)
     same_losses(lg, lc, STEPS, "cuda with a GPU profile");
     pt_assert_same_params(&pg, &pc, "cuda with a GPU profile");
     zb_gpt2_params_free(&pc), zb_gpt2_params_free(&pg);
+    zb_pipeline_report_free(&rep);
 }
 
 /* --ranks 1 --sm-per-rank K: the one rank in a partition of K SMs (the reference a partitioned
@@ -219,7 +223,7 @@ static void test_one_rank_in_a_partition(void **state)
     zb_pipeline_opts_t o;
     opts(&o, 1, "1f1b", true);
     o.cuda = &part;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     int before = partitions_made;
     run_ok(&c, &o, loss, &got, &rep);
     assert_int_equal(partitions_made, before + 1);
@@ -228,6 +232,7 @@ static void test_one_rank_in_a_partition(void **state)
     same_losses(loss, ref_loss, STEPS, "one rank in a 16-SM partition");
     pt_assert_same_params(&got, &ref, "one rank in a 16-SM partition");
     zb_gpt2_params_free(&got), zb_gpt2_params_free(&ref);
+    zb_pipeline_report_free(&rep);
 }
 
 /* --dp 2 x 2 ranks of `schedule`: the fake-GPU pipeline (options gpu) against the CPU pipeline's
@@ -288,9 +293,11 @@ static void test_rollback_dp_and_validation(void **state)
     assert_int_equal(skipped, 1);
     zb_pipeline_opts_t o;
     opts(&o, 4, "zb-h1", true);
-    o.inject_inf_step = 1;
-    o.inject_inf_unit = 3;
-    zb_pipeline_report_t rep;
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.inject_inf_step = 1;
+    hooks.inject_inf_unit = 3;
+    o.test_hooks = &hooks;
+    zb_pipeline_report_t rep = {0};
     run_ok(&c, &o, loss, &got, &rep);
     assert_true(rep.rollbacks > 0);
     same_losses(loss, ref_loss, 4, "cuda rollback");
@@ -306,6 +313,7 @@ static void test_rollback_dp_and_validation(void **state)
     zb_train_summary_t sc, sg;
     val_same_as_cpu("zb-v", &GPU, "cuda validation", &sc, &sg);
     assert_true(sc.has_val && sg.has_val);
+    zb_pipeline_report_free(&rep);
 }
 
 /* Device messages (opts.device_messages): the receiver copies from the sender's device slot
@@ -331,11 +339,13 @@ static void test_device_messages(void **state)
         o.cuda = &GPU_D2D;
         o.opt_sync = (g % 2) ? ZB_OPT_SYNC_BARRIER : ZB_OPT_SYNC_POST_VALIDATION;
         long rec = fake_events_recorded, waits = fake_event_waits;
-        zb_pipeline_report_t rep;
+        zb_pipeline_report_t rep = {0};
         zb_err_t err;
         zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
-        if (st == ZB_EINVAL)
+        if (st == ZB_EINVAL) {
+            zb_pipeline_report_free(&rep);
             continue;
+        }
         if (st != ZB_OK)
             fail_msg("device messages %s: %s", gens[g].name, err.msg);
         char what[96];
@@ -347,6 +357,7 @@ static void test_device_messages(void **state)
         assert_int_equal(fake_event_waits - waits, fake_events_recorded - rec);
         zb_gpt2_params_free(&got);
         ran++;
+        zb_pipeline_report_free(&rep);
     }
     assert_true(ran >= 8);
     zb_gpt2_params_free(&ref);
@@ -364,10 +375,11 @@ static void test_device_messages(void **state)
         opts(&o, 4, "zb-h1", true);
         o.cuda = modes[k];
         long c0 = fake_d2d_copies, w0 = fake_event_waits;
-        zb_pipeline_report_t rep;
+        zb_pipeline_report_t rep = {0};
         run_ok(&c, &o, nloss[k], NULL, &rep);
         copies[k] = fake_d2d_copies - c0, waits[k] = fake_event_waits - w0;
         assert_true((k == 2) == (strstr(rep.device, "no-op messages after step 1") != NULL));
+        zb_pipeline_report_free(&rep);
     }
     /* the device-to-device copies of the messages: what the device run adds to the staged one */
     long msg_copies = copies[1] - copies[0];
@@ -378,10 +390,11 @@ static void test_device_messages(void **state)
     assert_true(memcmp(&nloss[2][STEPS - 1], &nloss[1][STEPS - 1], sizeof(float)) != 0);
 
     /* --dp 2 and validation: as with host staging */
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     dp2_same_as_cpu("zb-h2", &GPU_D2D, "device messages --dp 2", &rep);
     zb_train_summary_t sc, sg;
     val_same_as_cpu("1f1b", &GPU_D2D, "device messages validation", &sc, &sg);
+    zb_pipeline_report_free(&rep);
 }
 
 /* --trace on the (fake) GPU: every action of every rank's program timed in program order on the
@@ -401,7 +414,7 @@ static void test_trace_times_every_action(void **state)
     opts(&o, 4, "zb-v", true);
     o.trace_path = trace;
     long acts = timed_actions, res = timers_resolved;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     run_ok(&c, &o, loss, &got, &rep);
     same_losses(loss, ref_loss, STEPS, "cuda --trace");
     pt_assert_same_params(&got, &ref, "cuda --trace");
@@ -414,6 +427,7 @@ static void test_trace_times_every_action(void **state)
     snprintf(rm, sizeof rm, "rm -f /tmp/zbpp_test_%ld_trace*", (long)getpid());
     assert_int_equal(system(rm), 0);
     zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+    zb_pipeline_report_free(&rep);
 }
 
 static void test_failing_rank_stops_all(void **state)
@@ -424,14 +438,17 @@ static void test_failing_rank_stops_all(void **state)
     zb_pipeline_opts_t o;
     opts(&o, 4, "zb-h2", true);
     o.timeout = 0; /* no timeout: only the abort can end the other ranks' waits */
-    o.fail_step = 1;
-    o.fail_rank = 1;
-    o.fail_action = 3;
-    zb_pipeline_report_t rep;
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.fail_step = 1;
+    hooks.fail_rank = 1;
+    hooks.fail_action = 3;
+    o.test_hooks = &hooks;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "rank 1, "));
     assert_non_null(strstr(err.msg, "injected fault"));
+    zb_pipeline_report_free(&rep);
 }
 
 /* Train 2 steps on one device and save, continue to 4 on the other: the straight 4-step run's
@@ -451,7 +468,7 @@ static void cross_resume(bool sharded, bool first_cuda)
     pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
 
     zb_pipeline_opts_t o;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     zb_train_config_t first = c;
     first.steps = 2;
     first.save_path = ckpt;
@@ -468,6 +485,7 @@ static void cross_resume(bool sharded, bool first_cuda)
     pt_assert_same_params(&got, &ref, sharded ? "sharded resume" : "gathered resume");
     zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
     assert_int_equal(system(rm), 0);
+    zb_pipeline_report_free(&rep);
 }
 
 static void test_checkpoints_cross_devices(void **state)
@@ -517,7 +535,7 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
         fail_msg("%s P=%d: the ranks hold %.0f bytes of parameters and %.0f of gradients; the "
                  "model is %.0f, its WTE %.0f",
                  schedule, P, params, grads, whole, wte);
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
 }
 
 /* --recompute on GPU ranks: a non-saving F gives its stash back, the R takes one again: the
@@ -545,6 +563,7 @@ static void recompute_saves_gpu_memory(const char *schedule, int P)
     }
     assert_true(less);
     zb_gpt2_params_free(&out[0]), zb_gpt2_params_free(&out[1]);
+    zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
     free(rep[0]), free(rep[1]);
 }
 
@@ -570,7 +589,7 @@ static void test_device_memory_predicted_is_measured(void **state)
     zb_err_t err;
     assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_EMEMLIMIT);
     print_message("    --mem-limit a byte under the largest device total: %s\n", err.msg);
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
     device_memory_matches("zb-v", 2, ZB_RECOMPUTE_NONE); /* two stages, two WTEs on rank 0 */
 }
 

@@ -54,6 +54,29 @@ static void test_fake_is_the_cpu_stage(void **state)
     zb_gpt2_grads_free(&gg);
 }
 
+/* Every call that makes the stage's device current reports a failure to do so, with nothing
+ * allocated (freeing a stage still works). */
+static void test_set_device_checked(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    gchain_t g;
+    gchain_new(&g, TWO, 2, ZB_CUDA_FP32);
+    fake_set_device_fails = true;
+    float *buf = (float *)1;
+    assert_int_equal(zb_cuda_buffer_alloc(g.s[0], 16, &buf, &e), ZB_EIO);
+    assert_null(buf);
+    assert_non_null(strstr(e.msg, "set device"));
+    zb_cuda_stash_t *st = (zb_cuda_stash_t *)1;
+    assert_int_equal(zb_cuda_stash_new(g.s[0], &st, &e), ZB_EIO);
+    assert_non_null(strstr(e.msg, "set device"));
+    assert_int_equal(zb_cuda_stage_bind(g.s[0], &e), ZB_EIO);
+    struct CUevent_st *ev = NULL;
+    assert_int_equal(zb_cuda_event_new(g.s[0], &ev, &e), ZB_EIO);
+    fake_set_device_fails = false;
+    gchain_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -64,6 +87,7 @@ int main(void)
         cmocka_unit_test(test_training_matches_cpu_and_repeats),
         cmocka_unit_test(test_stage_holds_only_its_span),
         cmocka_unit_test(test_stash_and_errors),
+        cmocka_unit_test(test_set_device_checked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -31,31 +31,24 @@ int main(void)
 /* the code under test, on the fake device */
 #include "../src/profile/profile_cuda.c"
 #include "../src/train/trainer_cuda.c"
+#include "tempdir_testutil.h"
 
-static char tmpdir[64];
 static char corpus[1024];
 
 static int setup_dir(void **state)
 {
     (void)state;
     snprintf(corpus, sizeof corpus, "%s/data/demo_corpus.txt", ZB_SOURCE_DIR);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zbpp_test_cuda_train_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_dir_make("cuda_train");
 }
 
 static int remove_dir(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove();
 }
 
-static const char *path_of(char *buf, const char *name)
-{
-    snprintf(buf, 256, "%s/%s", tmpdir, name);
-    return buf;
-}
+static const char *path_of(char *buf, const char *name) { return test_path(buf, 256, name); }
 
 /* L=2, C=32, T=16, B=4 in 2 microbatches, no clipping: small enough for the sanitizer build. */
 static zb_train_config_t tiny(long steps)

@@ -9,6 +9,7 @@
 #include "pipeline_testutil.h"
 
 #include "cuda_testutil.h"
+#include "pipeline/pipeline_hooks.h"
 #include "zbpp/cuda.h"
 
 #ifndef ZB_HAVE_CUDA
@@ -54,7 +55,7 @@ static void test_families_same_bits(void **state)
             float ref_loss[STEPS], one_loss[STEPS];
             zb_gpt2_params_t ref, one;
             zb_pipeline_opts_t o;
-            zb_pipeline_report_t rep;
+            zb_pipeline_report_t rep = {0};
             zb_err_t err;
             opts(&o, 1, "1f1b"); /* the reference: one rank in one partition of PART_SMS */
             o.cuda = &PART;
@@ -97,6 +98,7 @@ static void test_families_same_bits(void **state)
                 ran++;
             }
             zb_gpt2_params_free(&ref), zb_gpt2_params_free(&one);
+            zb_pipeline_report_free(&rep);
         }
     printf("%d GPU pipeline runs: the same bits as --ranks 1 in a partition of the same size\n",
            ran);
@@ -115,7 +117,7 @@ static void test_device_messages_and_trace(void **state)
     float host_loss[STEPS], loss[STEPS];
     zb_gpt2_params_t host, got;
     zb_pipeline_opts_t o;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     opts(&o, 4, "zb-h1");
     if (pt_run(&c, &o, host_loss, &host, &rep, &err) != ZB_OK)
@@ -136,6 +138,7 @@ static void test_device_messages_and_trace(void **state)
     assert_true(rep.measured && rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0);
     pt_assert_same_params(&got, &host, "--trace");
     zb_gpt2_params_free(&got), zb_gpt2_params_free(&host);
+    zb_pipeline_report_free(&rep);
 }
 
 static void test_failing_rank_stops_all(void **state)
@@ -146,14 +149,17 @@ static void test_failing_rank_stops_all(void **state)
     zb_pipeline_opts_t o;
     opts(&o, 4, "zb-h2");
     o.timeout = 0; /* only the abort can end the other ranks' waits */
-    o.fail_step = 1;
-    o.fail_rank = 1;
-    o.fail_action = 3;
-    zb_pipeline_report_t rep;
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.fail_step = 1;
+    hooks.fail_rank = 1;
+    hooks.fail_action = 3;
+    o.test_hooks = &hooks;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "rank 1, "));
     printf("failing rank: refused as '%s'\n", err.msg);
+    zb_pipeline_report_free(&rep);
 }
 
 int main(void)

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "cuda_testutil.h"
+#include "zbpp/executor.h"
 
 #ifndef ZB_HAVE_CUDA
 int main(void)
@@ -71,7 +72,7 @@ static void test_one_stream(void **state)
     assert_int_equal(zb_exec_timeline_alloc(&tl, 3, &err), ZB_OK);
     for (int step = 0; step < 2; step++) {
         run_step(t, s);
-        if (zb_cuda_timer_resolve(t, NULL, 5.0, &tl, &err) != ZB_OK)
+        if (zb_cuda_timer_resolve(t, NULL, 5.0, tl.start, tl.end, tl.len, &err) != ZB_OK)
             fail_msg("%s", err.msg);
         printf("step %d:\n", step);
         check_ordered(&tl, 5.0);
@@ -100,7 +101,7 @@ static void test_two_partitions(void **state)
         assert_int_equal(cudaStreamSynchronize(zb_cuda_partition_stream(p, r)), cudaSuccess);
     }
     for (int r = 0; r < 2; r++) {
-        if (zb_cuda_timer_resolve(t[r], t[0], 0.0, &tl, &err) != ZB_OK)
+        if (zb_cuda_timer_resolve(t[r], t[0], 0.0, tl.start, tl.end, tl.len, &err) != ZB_OK)
             fail_msg("rank %d: %s", r, err.msg);
         printf("rank %d on rank 0's clock:\n", r);
         check_ordered(&tl, 0.0); /* rank 1 started after rank 0 finished */

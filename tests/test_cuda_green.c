@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "zbpp/cuda.h"
+#include "cuda/stream.h"
 
 static const zb_cuda_sm_info_t H100 = {.sm_count = 132, .min_partition = 8, .alignment = 8};
 

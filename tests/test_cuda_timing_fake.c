@@ -25,6 +25,7 @@ int main(void)
 #else
 
 #include "../src/cuda/timing.c" /* the code under test */
+#include "zbpp/executor.h"
 
 /* ---- fake runtime: streams are clocks, events stamp them ---- */
 struct CUstream_st {
@@ -115,7 +116,7 @@ static void test_timeline(void **state)
         timed(t, &s, 0, 0.5, 2.0);  /* [0.5, 2.5] ms */
         timed(t, &s, 1, 0.0, 1.0);  /* [2.5, 3.5] */
         timed(t, &s, 2, 4.0, 0.25); /* [7.5, 7.75] */
-        assert_int_equal(zb_cuda_timer_resolve(t, NULL, 10.0, &tl, &err), ZB_OK);
+        assert_int_equal(zb_cuda_timer_resolve(t, NULL, 10.0, tl.start, tl.end, tl.len, &err), ZB_OK);
         static const double want_start[3] = {0.5e-3, 2.5e-3, 7.5e-3};
         static const double want_end[3] = {2.5e-3, 3.5e-3, 7.75e-3};
         for (int i = 0; i < 3; i++) {
@@ -143,9 +144,9 @@ static void test_shared_origin(void **state)
     assert_int_equal(zb_cuda_timer_step_begin(t1, &err), ZB_OK);
     timed(t1, &s1, 0, 1.0, 1.0);
     timed(t1, &s1, 1, 0.0, 2.0);
-    assert_int_equal(zb_cuda_timer_resolve(t1, t0, 0.0, &tl, &err), ZB_EINVAL);
+    assert_int_equal(zb_cuda_timer_resolve(t1, t0, 0.0, tl.start, tl.end, tl.len, &err), ZB_EINVAL);
     assert_non_null(strstr(err.msg, "before a step began"));
-    assert_int_equal(zb_cuda_timer_resolve(t1, NULL, 0.0, &tl, &err), ZB_OK);
+    assert_int_equal(zb_cuda_timer_resolve(t1, NULL, 0.0, tl.start, tl.end, tl.len, &err), ZB_OK);
     assert_near(tl.end[1], 4e-3, 1e-9);
     zb_exec_timeline_free(&tl);
     zb_cuda_timer_free(t0);
@@ -169,7 +170,7 @@ static void test_shared_origin_values(void **state)
     assert_int_equal(zb_cuda_timer_step_begin(t1, &err), ZB_OK);
     timed(t1, &s1, 0, 1.0, 1.0);
     timed(t1, &s1, 1, 0.0, 2.0);
-    assert_int_equal(zb_cuda_timer_resolve(t1, t0, 1.0, &tl, &err), ZB_OK);
+    assert_int_equal(zb_cuda_timer_resolve(t1, t0, 1.0, tl.start, tl.end, tl.len, &err), ZB_OK);
     assert_near(tl.start[0], 1.0 + 4e-3, 1e-9);
     assert_near(tl.end[0], 1.0 + 5e-3, 1e-9);
     assert_near(tl.start[1], 1.0 + 5e-3, 1e-9);
@@ -213,12 +214,12 @@ static void test_order_rules(void **state)
     zb_exec_timeline_t tl;
     assert_int_equal(zb_exec_timeline_alloc(&tl, 4, &err), ZB_OK);
     /* ...but resolve wants every action */
-    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, &tl, &err), &err, "action 0 of 4 was not timed", r);
+    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, tl.start, tl.end, tl.len, &err), &err, "action 0 of 4 was not timed", r);
     assert_int_equal(zb_cuda_timer_begin(t, 3, &err), ZB_OK);
-    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, &tl, &err), &err, "action 3 was never ended",
+    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, tl.start, tl.end, tl.len, &err), &err, "action 3 was never ended",
            records);
     assert_int_equal(zb_cuda_timer_end(t, 3, &err), ZB_OK);
-    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, &tl, &err), &err, "action 0 of 4 was not timed (2 "
+    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, tl.start, tl.end, tl.len, &err), &err, "action 0 of 4 was not timed (2 "
                                                                  "of 4 were)", records);
     /* a new step forgets the last one: 0..3 in order now resolve */
     assert_int_equal(zb_cuda_timer_step_begin(t, &err), ZB_OK);
@@ -226,10 +227,10 @@ static void test_order_rules(void **state)
         timed(t, &s, i, 1.0, 1.0);
     zb_exec_timeline_t short_tl;
     assert_int_equal(zb_exec_timeline_alloc(&short_tl, 3, &err), ZB_OK);
-    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, &short_tl, &err), &err,
+    misuse(zb_cuda_timer_resolve(t, NULL, 0.0, short_tl.start, short_tl.end, short_tl.len, &err), &err,
            "timeline of 3 actions for a program of 4", records);
     zb_exec_timeline_free(&short_tl);
-    assert_int_equal(zb_cuda_timer_resolve(t, NULL, 0.0, &tl, &err), ZB_OK);
+    assert_int_equal(zb_cuda_timer_resolve(t, NULL, 0.0, tl.start, tl.end, tl.len, &err), ZB_OK);
     for (int i = 0; i < 4; i++) {
         assert_true(tl.start[i] < tl.end[i]);
         assert_true(i == 0 || tl.end[i - 1] <= tl.start[i]);

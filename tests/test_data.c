@@ -12,29 +12,23 @@
 
 #include <cmocka.h>
 
+#include "tempdir_testutil.h"
 #include "zbpp/data.h"
 
-static char tmpdir[64];
 
 static int setup_dir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zbpp_test_data_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_dir_make("data");
 }
 
 static int remove_dir(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove();
 }
 
-static void path_of(char *buf, size_t cap, const char *name)
-{
-    snprintf(buf, cap, "%s/%s", tmpdir, name);
-}
+static void path_of(char *buf, size_t cap, const char *name) { test_path(buf, cap, name); }
 
 /* A shard whose token i is (base + i) % mod: easy to check which tokens a batch holds. */
 static void write_ramp(const char *name, size_t n, int base, int mod)

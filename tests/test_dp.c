@@ -10,7 +10,8 @@
 #include <pthread.h>
 
 #include "pipeline_testutil.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_hooks.h"
+#include "pipeline/pipeline_dp.h"
 #include "zbpp/transport.h"
 
 enum { STEPS = 3, MAXSTEPS = 8 };
@@ -53,7 +54,7 @@ static void test_pipeline_equals_one_rank_per_replica(void **state)
         opts(&o, 1, cases[k].N, "1f1b");
         float ref_loss[STEPS], loss[STEPS];
         zb_gpt2_params_t ref, got;
-        zb_pipeline_report_t rep;
+        zb_pipeline_report_t rep = {0};
         zb_err_t err;
         assert_int_equal(pt_run(&c, &o, ref_loss, &ref, &rep, &err), ZB_OK);
         opts(&o, cases[k].P, cases[k].N, cases[k].sched);
@@ -75,6 +76,7 @@ static void test_pipeline_equals_one_rank_per_replica(void **state)
         print_message("    %s: bit-identical to --ranks 1, %d replicas identical\n", what,
                       cases[k].N);
         zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+        zb_pipeline_report_free(&rep);
     }
 }
 
@@ -90,7 +92,7 @@ static void test_close_to_single_replica_and_trains(void **state)
     opts(&o, 2, N, "zb-h1");
     float dp_loss[MAXSTEPS], one_loss[MAXSTEPS];
     zb_gpt2_params_t dp, one;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     assert_int_equal(pt_run(&c, &o, dp_loss, &dp, &rep, &err), ZB_OK);
     zb_train_config_t c1 = c;
@@ -109,6 +111,7 @@ static void test_close_to_single_replica_and_trains(void **state)
     assert_true(diff < 1e-4); /* parameters are O(0.02..1); lr 1e-2 over 8 steps */
     assert_true(dp_loss[MAXSTEPS - 1] < dp_loss[0] - 0.05f); /* it trains */
     zb_gpt2_params_free(&dp), zb_gpt2_params_free(&one);
+    zb_pipeline_report_free(&rep);
 }
 
 /* 3 + 3 steps through a checkpoint (single file and sharded) == 6 straight steps, same N. */
@@ -121,7 +124,7 @@ static void test_resume_same_replicas(void **state)
     zb_pipeline_opts_t o;
     opts(&o, 2, 2, "zb-h1");
     zb_gpt2_params_t straight, resumed;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     assert_int_equal(pt_run(&c, &o, NULL, &straight, &rep, &err), ZB_OK);
     for (int sharded = 0; sharded <= 1; sharded++) {
@@ -145,6 +148,7 @@ static void test_resume_same_replicas(void **state)
         assert_int_equal(system(cmd), 0);
     }
     zb_gpt2_params_free(&straight);
+    zb_pipeline_report_free(&rep);
 }
 
 static void test_refusals_and_failures(void **state)
@@ -153,7 +157,7 @@ static void test_refusals_and_failures(void **state)
     zb_train_config_t c;
     tiny_config(&c, 8, 2, STEPS);
     zb_pipeline_opts_t o;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
 
     opts(&o, 2, 3, "1f1b"); /* 8 sequences cannot be split 3 ways */
@@ -177,13 +181,16 @@ static void test_refusals_and_failures(void **state)
     cf.save_path = ckpt;
     opts(&o, 2, 2, "zb-h1");
     o.timeout = 0; /* only the abort can end the other ranks' waits */
-    o.fail_step = 1;
-    o.fail_rank = 1;
-    o.fail_action = 2;
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.fail_step = 1;
+    hooks.fail_rank = 1;
+    hooks.fail_action = 2;
+    o.test_hooks = &hooks;
     assert_int_equal(pt_run(&cf, &o, NULL, NULL, &rep, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "replica "));
     assert_non_null(strstr(err.msg, "injected fault"));
     assert_int_equal(access(ckpt, F_OK), -1);
+    zb_pipeline_report_free(&rep);
 }
 
 /* ---- group views of a transport ---- */

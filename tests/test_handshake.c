@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "tempdir_testutil.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/handshake.h"
 #include "zbpp/transport.h"
@@ -134,21 +135,17 @@ static void handshake_reports_startup_failures_once(void **state)
 
 /* ---- sharded checkpoint files ---- */
 
-static char dir[64];
 
 static int make_dir(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/zbpp_test_ckpt.XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return test_dir_make("ckpt");
 }
 
 static int remove_dir(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove();
 }
 
 static void write_text(const char *path, const char *text)
@@ -179,8 +176,8 @@ static void manifest_round_trip_and_damage(void **state)
     snprintf(m.shard[0].file, sizeof m.shard[0].file, "x.7-1.rank0");
     snprintf(m.shard[1].file, sizeof m.shard[1].file, "x.7-1.rank1");
     m.shard[1].checksum = 0xFFFFFFFFFFFFFFFFull;
-    char path[128];
-    snprintf(path, sizeof path, "%s/x", dir);
+    char path[256];
+    test_path(path, sizeof path, "x");
     assert_int_equal(zb_ckpt_manifest_write(path, &m, &err), ZB_OK);
     assert_true(zb_ckpt_is_sharded(path));
     assert_int_equal(zb_ckpt_manifest_read(path, &back, &err), ZB_OK);
@@ -229,8 +226,8 @@ static void shard_checks(void **state)
     zb_ckpt_range_t rg[2] = {{0, 10, 0}, {40, 20, 40}};
     zb_ckpt_shard_ref_t ref;
     zb_err_t err;
-    char file[128];
-    snprintf(file, sizeof file, "%s/s.rank1", dir);
+    char file[256];
+    test_path(file, sizeof file, "s.rank1");
     assert_int_equal(zb_ckpt_shard_write(file, 1, 2, 5, rg, 2, p, m, v, N, &ref, &err), ZB_OK);
     unsigned char covered[N] = {0};
     assert_int_equal(zb_ckpt_shard_read(file, &ref, 1, 5, N, rg, 2, q, qm, qv, covered, &err),

@@ -4,6 +4,7 @@
  * bit for bit. Also: optimizer sync modes agree on a clipping step and on an injected Inf
  * (skipped, never applied); a failing rank stops everyone with its name; setups the schedule or
  * the model cannot run are refused before training. */
+#include "pipeline/pipeline_hooks.h"
 #include "pipeline_testutil.h"
 
 enum { STEPS = 3 };
@@ -47,7 +48,7 @@ static void test_every_family_bit_identical(void **state)
                 o.opt_sync = (ran % 2) ? ZB_OPT_SYNC_BARRIER : ZB_OPT_SYNC_POST_VALIDATION;
                 float loss[STEPS];
                 zb_gpt2_params_t got;
-                zb_pipeline_report_t rep;
+                zb_pipeline_report_t rep = {0};
                 zb_err_t err;
                 zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
                 if (st != ZB_OK) {
@@ -56,6 +57,7 @@ static void test_every_family_bit_identical(void **state)
                         fail_msg("%s P=%d M=%d: %s", gens[g].name, P, M, err.msg);
                     print_message("    %-18s P=%d M=%d rejected: %s\n", gens[g].name, P, M,
                                   err.msg);
+                    zb_pipeline_report_free(&rep);
                     continue;
                 }
                 char what[96];
@@ -70,6 +72,7 @@ static void test_every_family_bit_identical(void **state)
                     assert_true(rep.peak_stash_bytes[r] <= rep.predicted_stash_bytes[r] + 0.5);
                 zb_gpt2_params_free(&got);
                 ran++;
+                zb_pipeline_report_free(&rep);
             }
         zb_gpt2_params_free(&ref);
     }
@@ -99,9 +102,11 @@ static void test_post_validation_rollback(void **state)
     o.ranks = 2;
     o.schedule = "zb-h1";
     o.pin = false;
-    o.inject_inf_step = 2;
-    o.inject_inf_unit = 3;
-    zb_pipeline_report_t rep;
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.inject_inf_step = 2;
+    hooks.inject_inf_unit = 3;
+    o.test_hooks = &hooks;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     assert_int_equal(pt_run(&c, &o, pv_loss, &pv, &rep, &err), ZB_OK);
     assert_true(rep.rollbacks > 0); /* some rank stepped optimistically and had to undo */
@@ -119,13 +124,14 @@ static void test_post_validation_rollback(void **state)
     /* With a clip nobody reaches, post-validation never rolls back except for the Inf step. */
     c.grad_clip = 1e9f;
     hook.step = -1;
-    o.inject_inf_step = -1;
+    o.test_hooks = NULL;
     o.opt_sync = ZB_OPT_SYNC_POST_VALIDATION;
     assert_int_equal(pt_run(&c, &o, pv_loss, &pv, &rep, &err), ZB_OK);
     assert_int_equal(rep.rollbacks, 0);
     reference(&c, NULL, ref_loss, &ref, &skipped);
     pt_assert_same_params(&pv, &ref, "post-validation, no clipping");
     zb_gpt2_params_free(&ref), zb_gpt2_params_free(&pv);
+    zb_pipeline_report_free(&rep);
 }
 
 static void test_failing_rank_stops_all(void **state)
@@ -143,16 +149,19 @@ static void test_failing_rank_stops_all(void **state)
     o.schedule = "1f1b";
     o.pin = false;
     o.timeout = 0; /* no timeout: only the abort can end the other ranks' waits */
-    o.fail_step = 1;
-    o.fail_rank = 2;
-    o.fail_action = 5;
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.fail_step = 1;
+    hooks.fail_rank = 2;
+    hooks.fail_action = 5;
+    o.test_hooks = &hooks;
     float loss[STEPS];
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
     assert_int_equal(pt_run(&c, &o, loss, NULL, &rep, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "rank 2, "));
     assert_non_null(strstr(err.msg, "injected fault"));
     assert_int_equal(access(ckpt, F_OK), -1); /* no partial checkpoint */
+    zb_pipeline_report_free(&rep);
 }
 
 static void test_rejected_before_training(void **state)
@@ -164,7 +173,7 @@ static void test_rejected_before_training(void **state)
     zb_pipeline_opts_defaults(&o);
     o.pin = false;
     float loss[STEPS];
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     zb_err_t err;
 
     o.ranks = 4; /* interleaved with 4 ranks x 2 chunks on 4 blocks: more stages than blocks */
@@ -187,6 +196,7 @@ static void test_rejected_before_training(void **state)
     o.schedule = "zb-h2";
     o.mem_limit = 1000; /* bytes: no schedule fits */
     assert_int_equal(pt_run(&c, &o, loss, NULL, &rep, &err), ZB_EMEMLIMIT);
+    zb_pipeline_report_free(&rep);
 }
 
 /* --mem-limit is on each rank's own whole footprint: the largest predicted total is enough
@@ -215,7 +225,7 @@ static void test_mem_limit_is_per_rank(void **state)
                      err.msg);
         o.mem_limit = most - 1;
         assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_EMEMLIMIT);
-        free(rep);
+        zb_pipeline_report_free(rep), free(rep);
     }
 }
 

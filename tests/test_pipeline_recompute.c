@@ -58,7 +58,7 @@ static void test_every_family_bit_identical(void **state)
             continue; /* the exact solver: slow, and covered by its own tests */
         zb_pipeline_opts_t o;
         opts(&o, 2, gens[g].name, ZB_RECOMPUTE_ALL);
-        zb_pipeline_report_t rep;
+        zb_pipeline_report_t rep = {0};
         char what[96];
         snprintf(what, sizeof what, "%s P=2 M=4 --recompute all", gens[g].name);
         float loss[STEPS];
@@ -67,6 +67,7 @@ static void test_every_family_bit_identical(void **state)
         zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
         if (st == ZB_EINVAL) { /* the family refuses this shape, as without recompute */
             print_message("    %s rejected: %s\n", what, err.msg);
+            zb_pipeline_report_free(&rep);
             continue;
         }
         zb_gpt2_params_free(&got);
@@ -75,17 +76,19 @@ static void test_every_family_bit_identical(void **state)
         for (int r = 0; r < 2; r++) /* the live stash never exceeds the model's prediction */
             assert_true(rep.peak_stash_bytes[r] <= rep.predicted_stash_bytes[r] + 0.5);
         ran++;
+        zb_pipeline_report_free(&rep);
     }
     assert_true(ran >= 8);
     /* one rank, and four */
     zb_pipeline_opts_t o;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     opts(&o, 1, "1f1b", ZB_RECOMPUTE_ALL);
     assert_matches(&c, &o, ref_loss, &ref, "1f1b P=1 --recompute all", &rep);
     opts(&o, 4, "zb-h1", ZB_RECOMPUTE_ALL);
     assert_matches(&c, &o, ref_loss, &ref, "zb-h1 P=4 --recompute all", &rep);
     print_message("    %d families (P=2) + P=1 + P=4 matched --ranks 1 bit for bit\n", ran);
     zb_gpt2_params_free(&ref);
+    zb_pipeline_report_free(&rep);
 }
 
 /* GPipe holds every microbatch: recompute keeps one rebuilt at a time, so the live peak and the
@@ -95,7 +98,7 @@ static void test_recompute_lowers_the_stash(void **state)
     (void)state;
     zb_train_config_t c;
     tiny_config(&c, 8);
-    zb_pipeline_report_t none, all;
+    zb_pipeline_report_t none = {0}, all = {0};
     zb_pipeline_opts_t o;
     zb_err_t err;
     opts(&o, 2, "gpipe", ZB_RECOMPUTE_NONE);
@@ -114,6 +117,8 @@ static void test_recompute_lowers_the_stash(void **state)
         assert_close(pn->activations, mn->activations);
         assert_true(ma->total < mn->total);
     }
+    zb_pipeline_report_free(&none);
+    zb_pipeline_report_free(&all);
 }
 
 /* N of the report's ", N of S forwards recomputed" (fails the test when it is absent). */
@@ -135,7 +140,7 @@ static void test_auto_recomputes_when_needed(void **state)
     (void)state;
     zb_train_config_t c;
     tiny_config(&c, 8);
-    zb_pipeline_report_t none, all, rep;
+    zb_pipeline_report_t none = {0}, all = {0}, rep = {0};
     zb_pipeline_opts_t o;
     zb_err_t err;
     opts(&o, 2, "gpipe", ZB_RECOMPUTE_NONE);
@@ -164,6 +169,9 @@ static void test_auto_recomputes_when_needed(void **state)
     o.mem_limit = need_all * 0.9;
     assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_EMEMLIMIT);
     assert_non_null(strstr(err.msg, "MiB"));
+    zb_pipeline_report_free(&none);
+    zb_pipeline_report_free(&all);
+    zb_pipeline_report_free(&rep);
 }
 
 /* A schedule file may recompute some microbatches only: trained as written, same bits. */
@@ -191,12 +199,13 @@ static void test_partial_recompute_from_a_file(void **state)
     zb_pipeline_opts_t o;
     opts(&o, 2, "1f1b", ZB_RECOMPUTE_NONE);
     o.schedule_file = path;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     assert_matches(&c, &o, ref_loss, &ref, "zb-h1 file with 3 R's", &rep);
     unlink(path);
     zb_schedule_free(rc);
     zb_schedule_free(plain);
     zb_gpt2_params_free(&ref);
+    zb_pipeline_report_free(&rep);
 }
 
 /* Selective recompute (--keep-activations selective), alone and with --recompute all: the same
@@ -213,7 +222,7 @@ static void test_selective_keep(void **state)
     for (int f = 0; f < 3; f++)
         for (int rc = ZB_RECOMPUTE_NONE; rc <= ZB_RECOMPUTE_ALL; rc++) {
             zb_pipeline_opts_t o;
-            zb_pipeline_report_t all, sel;
+            zb_pipeline_report_t all = {0}, sel = {0};
             zb_err_t err;
             char what[96];
             snprintf(what, sizeof what, "%s --keep-activations selective --recompute %s",
@@ -226,6 +235,8 @@ static void test_selective_keep(void **state)
                 assert_true(sel.mem_measured[r].activations < all.mem_measured[r].activations);
                 assert_close(sel.mem_predicted[r].activations, sel.mem_measured[r].activations);
             }
+            zb_pipeline_report_free(&all);
+            zb_pipeline_report_free(&sel);
         }
     zb_gpt2_params_free(&ref);
 }

@@ -57,6 +57,7 @@ static void run_bounded(const zb_train_config_t *c, zb_pipeline_opts_t *o, const
                  "%.0f (+ %.0f shared WTE): a whole model (%.0f bytes) was built",
                  what, peak, own, bound - own, model);
     assert_int_equal(zb_gpt2_buffer_bytes(), before); /* and all released */
+    zb_pipeline_report_free(&rep);
 }
 
 static void config(zb_train_config_t *c, long steps)
@@ -123,7 +124,7 @@ static void resume_case(bool sharded, int save_ranks, const char *what)
     first.steps = 2;
     first.save_path = ckpt;
     zb_err_t err;
-    zb_pipeline_report_t rep;
+    zb_pipeline_report_t rep = {0};
     if (pt_run(&first, &o, NULL, NULL, &rep, &err) != ZB_OK)
         fail_msg("%s: saving run: %s", what, err.msg);
     zb_train_config_t second = c;
@@ -133,6 +134,7 @@ static void resume_case(bool sharded, int save_ranks, const char *what)
     if (pt_run(&second, &o, NULL, &got, &rep, &err) != ZB_OK) /* the bits, unmeasured */
         fail_msg("%s: %s", what, err.msg);
     pt_assert_same_params(&ref, &got, what);
+    zb_pipeline_report_free(&rep);
     zb_gpt2_params_free(&ref);
     zb_gpt2_params_free(&got);
     char cmd[600];

@@ -173,7 +173,7 @@ static void test_auto_with_measured_costs_bit_identical(void **state)
                               0.2 * fmax(rep->predicted_stash_bytes[0],
                                          rep->predicted_stash_bytes[1]);
             zb_gpt2_params_free(&got);
-            free(rep);
+            zb_pipeline_report_free(rep), free(rep);
         }
         zb_gpt2_params_free(&ref);
     }
@@ -198,7 +198,7 @@ static void test_flop_model_still_available(void **state)
     assert_non_null(strstr(rep->note, "FLOP"));
     /* the FLOP model sees 8 equal blocks + a head: stage 0 gets at least half of the blocks */
     assert_true(rep->first[1] >= 4);
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
 }
 
 static bool file_has(const char *path, const char *needle)
@@ -258,7 +258,7 @@ static void test_trace_files(void **state)
         assert_true(file_has(buf, svg ? "zb-h2" : "F s0 mb0"));
         unlink(buf);
     }
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
 }
 
 int main(void)

@@ -52,7 +52,7 @@ static void check(const char *family, zb_recompute_t rc, zb_gpt2_keep_t keep)
     }
     zb_costs_free(&costs);
     zb_schedule_free(s);
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
 }
 
 static void test_matches_the_run(void **state)

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "tempdir_testutil.h"
 #include "nn/fastmath.h"
 #include "train/divergence.h"
 #include "zbpp/checkpoint_sharded.h"
@@ -23,21 +24,17 @@
 #include "zbpp/transport.h"
 #include "zbpp/util.h"
 
-static char dir[64];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/zbpp_test_rel_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return test_dir_make("rel");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove();
 }
 
 static void write_bytes(const char *path, size_t n)
@@ -83,8 +80,8 @@ static void test_manifest_bounded_by_shards(void **state)
 {
     (void)state;
     char path[256], shard[256];
-    snprintf(path, sizeof path, "%s/big", dir);
-    snprintf(shard, sizeof shard, "%s/big.1-00000000.rank0", dir);
+    snprintf(path, sizeof path, "%s/big", test_dir);
+    snprintf(shard, sizeof shard, "%s/big.1-00000000.rank0", test_dir);
     write_bytes(shard, 4096);
     zb_gpt2_config_t huge = {.max_seq = 1024, .vocab = 50257, .padded_vocab = 50304,
                              .layers = 48, .heads = 25, .channels = 1600};
@@ -119,7 +116,7 @@ static void test_manifest_dotdot_shard(void **state)
 {
     (void)state;
     char path[256];
-    snprintf(path, sizeof path, "%s/dots", dir);
+    snprintf(path, sizeof path, "%s/dots", test_dir);
     zb_gpt2_config_t tiny = {.max_seq = 16, .vocab = 257, .padded_vocab = 384, .layers = 1,
                              .heads = 2, .channels = 16};
     write_manifest(path, &tiny, gpt2_params(&tiny), "..", 4096);
@@ -204,7 +201,7 @@ static void test_manifest_seq_beyond_model(void **state)
                      "shard 1 m.rank1 896560 2ef022d16b1065cf\n");
     snprintf(body + n, sizeof body - (size_t)n, "end %016llx\n",
              (unsigned long long)zb_hash_bytes(ZB_HASH_SEED, body, (size_t)n));
-    snprintf(path, sizeof path, "%s/seq.ckpt", dir);
+    snprintf(path, sizeof path, "%s/seq.ckpt", test_dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs(body, f);
@@ -254,7 +251,7 @@ static void test_reader_refuses_fifo(void **state)
 {
     (void)state;
     char path[256];
-    snprintf(path, sizeof path, "%s/fifo", dir);
+    snprintf(path, sizeof path, "%s/fifo", test_dir);
     assert_int_equal(mkfifo(path, 0600), 0);
     char *data;
     size_t len;

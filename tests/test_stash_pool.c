@@ -11,7 +11,8 @@
 
 #include <cmocka.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/msg_buffers.h"
+#include "pipeline/stash_pool.h"
 #include "zbpp/gpt2.h"
 
 static const zb_gpt2_config_t CFG = {.max_seq = 8, .vocab = 40, .padded_vocab = 64,

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +42,14 @@ static int teardown(void **state)
     zb_workers_enter(NULL);
     for (int i = 1; i < NGROUPS; i++)
         zb_workers_free(groups[i]);
+    return 0;
+}
+
+/* After every test, even one whose assertion failed inside a group: no group entered. */
+static int leave_group(void **state)
+{
+    (void)state;
+    zb_workers_enter(NULL);
     return 0;
 }
 
@@ -119,24 +128,40 @@ static void test_each_chunk_once(void **state)
 }
 
 static atomic_int helper_chunks;
+static atomic_bool caller_gave_up;
 
-static void slow_chunk(void *ctx, size_t c, int worker)
+/* The caller (worker 0) does not finish its chunk before a helper has finished one: the other
+ * chunks are left for the helpers, so the test waits on an event, not on timing. The bound only
+ * keeps a group whose helpers never run from hanging the test. */
+static void rendezvous_chunk(void *ctx, size_t c, int worker)
 {
     (void)ctx, (void)c;
-    struct timespec ts = {0, 1000000}; /* 1 ms */
-    nanosleep(&ts, NULL);
-    if (worker > 0)
+    if (worker > 0) {
         atomic_fetch_add(&helper_chunks, 1);
+        return;
+    }
+    struct timespec start, now, pause = {0, 100000}; /* 0.1 ms */
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (atomic_load(&helper_chunks) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > 30) {
+            atomic_store(&caller_gave_up, true);
+            return;
+        }
+        nanosleep(&pause, NULL);
+    }
 }
 
-/* The helpers really take chunks (20 chunks of 1 ms: a sleeping helper wakes within that). */
+/* The helpers really take chunks. */
 static void test_helpers_take_chunks(void **state)
 {
     (void)state;
     for (int g = 2; g < NGROUPS; g++) {
         zb_workers_enter(groups[g]);
         atomic_store(&helper_chunks, 0);
-        zb_parallel_for(20, slow_chunk, NULL);
+        atomic_store(&caller_gave_up, false);
+        zb_parallel_for(20, rendezvous_chunk, NULL);
+        assert_false(atomic_load(&caller_gave_up));
         assert_true(atomic_load(&helper_chunks) > 0);
         zb_workers_enter(NULL);
     }
@@ -354,11 +379,11 @@ static void test_optim_same_bits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_each_chunk_once),
-        cmocka_unit_test(test_helpers_take_chunks),
-        cmocka_unit_test(test_scratch_and_errors),
-        cmocka_unit_test(test_kernels_same_bits),
-        cmocka_unit_test(test_optim_same_bits),
+        cmocka_unit_test_teardown(test_each_chunk_once, leave_group),
+        cmocka_unit_test_teardown(test_helpers_take_chunks, leave_group),
+        cmocka_unit_test_teardown(test_scratch_and_errors, leave_group),
+        cmocka_unit_test_teardown(test_kernels_same_bits, leave_group),
+        cmocka_unit_test_teardown(test_optim_same_bits, leave_group),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

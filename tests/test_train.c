@@ -13,31 +13,25 @@
 
 #include <cmocka.h>
 
+#include "tempdir_testutil.h"
 #include "zbpp/train.h"
 
-static char tmpdir[64];
 static char corpus[1024];
 
 static int setup_dir(void **state)
 {
     (void)state;
     snprintf(corpus, sizeof corpus, "%s/data/demo_corpus.txt", ZB_SOURCE_DIR);
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zbpp_test_train_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_dir_make("train");
 }
 
 static int remove_dir(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_dir_remove();
 }
 
-static void path_of(char *buf, size_t cap, const char *name)
-{
-    snprintf(buf, cap, "%s/%s", tmpdir, name);
-}
+static void path_of(char *buf, size_t cap, const char *name) { test_path(buf, cap, name); }
 
 /* L=2, C=32, T=16, B=4: small enough for the sanitizer build. */
 static zb_train_config_t tiny_config(void)

@@ -95,7 +95,7 @@ static void test_val_same_bits_every_rank_count(void **state)
         zb_gpt2_params_free(&p);
     }
     zb_gpt2_params_free(&pref);
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
 }
 
 /* The metrics line of a run: fields present, step 1-based, val_loss where due, mfu. */

@@ -22,11 +22,8 @@
 #include <stdio.h>
 
 #include "zbpp/error.h"
-#include "zbpp/executor.h"
 #include "zbpp/gpt2.h"
 #include "zbpp/optim.h"
-#include "zbpp/profile.h"
-#include "zbpp/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,7 +54,6 @@ zb_status_t zb_cuda_stage_check(const zb_gpt2_config_t *cfg, const zb_gpt2_span_
 
 typedef struct zb_cuda_stage zb_cuda_stage_t;
 typedef struct zb_cuda_stash zb_cuda_stash_t;
-struct CUstream_st; /* a cudaStream_t / CUstream is a struct CUstream_st * */
 
 /* A stage on device `device` for microbatches of B sequences of T tokens. Allocates the
  * parameters, gradients (plus the tied head's WTE accumulator on a head stage) and AdamW moments
@@ -138,7 +134,8 @@ zb_status_t zb_cuda_copy_to_device(zb_cuda_stage_t *s, float *dst_dev, const flo
 zb_status_t zb_cuda_copy_to_host(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
                                  size_t n, zb_err_t *err);
 
-/* ---- a stage as one of a pipeline rank's (issue 13; src/pipeline/rank_cuda.c) ---- */
+/* ---- a stage as one of a pipeline rank's (src/pipeline/rank_cuda.c; its streams, events and
+ * pinned host buffers: src/cuda/stream.h) ---- */
 
 /* Where tensor `tensor` of block `layer` (ignored for the non-block tensors) lies in the stage's
  * buffers: *off, *n elements; false when the stage does not hold it. zb_cuda_stage_param_count:
@@ -161,50 +158,6 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
 /* save: copy parameters, m and v into a device backup (allocated on the first save, 3 x the
  * parameter count, freed with the stage); !save: copy them back (ZB_EINVAL if never saved). */
 zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err);
-/* Run the stage's work on `stream` from now on (e.g. an SM partition's,
- * zb_cuda_partition_stream) instead of its own, which is destroyed; the stage does not destroy
- * a stream given here (free the stage before its owner). `sms`: the SMs that stream runs on
- * (zb_cuda_partition_sms), which cuBLASLt's algorithm choice then targets; 0 = the device's. */
-zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream, int sms,
-                                     zb_err_t *err);
-/* Device messages between stages (thread ranks, no host round trip): an event (cudaEvent_t,
- * timing off) on the stage's device; record it on the stage's stream after the work that
- * produces a buffer; zb_cuda_copy_after queues on s's stream a wait for `after` (NULL: none)
- * and a copy of n floats from src_dev (on device src_device: a peer copy when it is not s's)
- * into dst_dev. zb_cuda_stage_device: the stage's device (-1 for NULL). */
-struct CUevent_st; /* a cudaEvent_t / CUevent is a struct CUevent_st * */
-zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err);
-void zb_cuda_event_free(struct CUevent_st *ev);
-zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
-zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
-                               int src_device, size_t n, struct CUevent_st *after, zb_err_t *err);
-int zb_cuda_stage_device(const zb_cuda_stage_t *s);
-/* Messages staged through the host (MPI ranks on GPUs, issue 13). zb_cuda_host_alloc: a
- * page-locked host buffer of n floats (cudaHostAlloc), freed with zb_cuda_host_free (NULL is
- * fine). The stage's two COPY STREAMS (non-blocking, made on first use, freed with the stage;
- * one for downloads, one for uploads, so neither direction queues behind the other) move
- * message bytes beside the compute stream, ordered by events (timing off, zb_cuda_event_new):
- * zb_cuda_stage_download records `produced` on the compute stream (after the work queued so
- * far), makes the download stream wait for it, queues src_dev -> dst_host there and records
- * `done` after it; zb_cuda_stage_upload queues src_host -> dst_dev on the upload stream and
- * records `done`; zb_cuda_stage_wait queues a wait for ev on the compute stream (no host wait);
- * zb_cuda_event_sync waits on the host until ev has happened; zb_cuda_event_query only asks
- * (*done = it has; never blocks). zb_cuda_sync waits for all three streams. */
-zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err);
-void zb_cuda_host_free(float *host);
-zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
-                                   size_t n, struct CUevent_st *produced, struct CUevent_st *done,
-                                   zb_err_t *err);
-zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float *src_host,
-                                 size_t n, struct CUevent_st *done, zb_err_t *err);
-zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
-zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err);
-zb_status_t zb_cuda_event_query(struct CUevent_st *ev, bool *done, zb_err_t *err);
-/* The stream the stage's work is queued on (its own or one given by zb_cuda_stage_use_stream). */
-struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s);
-/* Make the stage's device the calling thread's current one (each rank thread, before its
- * first call on the stage). */
-zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err);
 
 /* ---- training and profiling on one GPU (src/train/trainer_cuda.c, profile_cuda.c) ---- */
 
@@ -213,7 +166,7 @@ typedef struct zb_cuda_train_opts {
     int device;                    /* CUDA device index (0 = the first visible one) */
     zb_cuda_precision_t precision; /* matrix-product precision (storage is fp32 in every mode) */
     int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
-    /* pipeline ranks (issue 13): false = messages staged through host buffers; true = device
+    /* pipeline ranks: false = messages staged through host buffers; true = device
      * messages (the receiver copies device to device after the sender's event; threads only) */
     bool device_messages;
     /* with device_messages, a benchmark's no-op transfers (--gpu-messages none): after the first
@@ -231,33 +184,15 @@ typedef struct zb_cuda_train_opts {
  * why: a build without CUDA, no CUDA device (no GPU or no driver), or device out of range. */
 zb_status_t zb_cuda_require_device(int device, zb_err_t *err);
 
-/* zb_train_run on one GPU: the same configuration, data order, model init (fresh, --init-from or
- * --resume), lr schedule, clipping, skip-on-non-finite and divergence rules, progress, metrics
- * and checkpoint files as the CPU trainer; the whole model is one CUDA stage whose parameters,
- * gradients and AdamW moments stay on the device (microbatches accumulate W into fp32 gradients;
- * grad-norm partials and AdamW run on the device). Checkpoints and --save-model are the CPU
- * formats (downloaded when written, uploaded on resume / init), so a run may continue on the
- * other device. Checks the config, then the device (zb_cuda_require_device) before it loads
- * anything. Losses match the CPU trainer's within rounding (different summation orders), not
- * bit for bit; on one GPU model two runs give the same bits. */
-zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_opts_t *opts,
-                              FILE *human, zb_train_summary_t *summary, zb_err_t *err);
+/* The entry points that train and profile on one GPU are declared with the subsystems they belong
+ * to: zb_cuda_train_run in zbpp/train.h, zb_cuda_profile_measure in zbpp/profile.h. */
 
-/* zb_profile_measure on the GPU: F, B and W of the embedding, every block and the head for a
- * microbatch of B x T, each timed as `batch` microbatches back to back between device
- * synchronisations (so launch and sync latency are amortised), median of `reps` rounds after a
- * warm-up round. comm = one activation message (B·T·C floats) device -> host -> device, as a
- * pipeline moves it today. params: NULL = a random model of shape *cfg (seed 1). threads and
- * rank_threads of the result are 1. Free with zb_profile_free. */
-zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
-                                    int B, int T, int reps, const zb_cuda_train_opts_t *opts,
-                                    zb_profile_t *out, zb_err_t *err);
-
-/* ---- SM partitions: several pipeline ranks on one GPU (issue 13; docs/cuda.md) ----
+/* ---- SM partitions: several pipeline ranks on one GPU (docs/cuda.md) ----
  * Each rank sharing a GPU gets a disjoint set of SMs (a CUDA green context) and a stream in it,
  * so a rank that waits leaves its SMs idle, as on separate GPUs. Planning (zb_cuda_sm_*) is pure
- * host arithmetic, in every build; creating partitions needs the CUDA driver, loaded when first
- * used (libcuda.so.1), so zbpp runs where there is none. */
+ * host arithmetic, in every build; creating partitions (src/cuda/stream.h, for the pipeline's
+ * GPU ranks) needs the CUDA driver, loaded when first used (libcuda.so.1), so zbpp runs where
+ * there is none. */
 
 /* How the SMs of a device may be split (from the driver's cuDeviceGetDevResource, or the
  * documented guideline by compute capability when no driver answers). */
@@ -300,55 +235,6 @@ void zb_cuda_sm_plan_describe(const zb_cuda_sm_plan_t *p, int sm_count, char *bu
  * when there is no driver, a driver without green contexts (before 12.5) or no such device;
  * ZB_EIO for another driver failure. */
 zb_status_t zb_cuda_sm_query(int device, zb_cuda_sm_info_t *out, zb_err_t *err);
-
-typedef struct zb_cuda_partitions zb_cuda_partitions_t;
-struct CUstream_st; /* a cudaStream_t / CUstream is a struct CUstream_st * */
-
-/* Split device `device` into `ranks` disjoint SM partitions (plan as zb_cuda_sm_plan with the
- * driver's granularity), each a green context with one non-blocking stream:
- * cuDeviceGetDevResource -> cuDevSmResourceSplitByCount -> cuDevResourceGenerateDesc ->
- * cuGreenCtxCreate -> cuGreenCtxStreamCreate. Work queued on a partition's stream through the
- * runtime API (kernels, copies, events) runs on that partition's SMs; device memory is shared
- * with the device's primary context. Fails (nothing left allocated) with ZB_EINVAL for a plan
- * that cannot be made (also when the driver offers fewer groups of that size than ranks),
- * ZB_EUNSUPPORTED as zb_cuda_sm_query, ZB_EIO for a driver failure. Free with
- * zb_cuda_partitions_free, after every stream's work is done. */
-zb_status_t zb_cuda_partitions_new(int device, int ranks, int sm_per_rank,
-                                   zb_cuda_partitions_t **out, zb_err_t *err);
-void zb_cuda_partitions_free(zb_cuda_partitions_t *p);
-/* The plan the partitions were made from. */
-const zb_cuda_sm_plan_t *zb_cuda_partitions_plan(const zb_cuda_partitions_t *p);
-/* Rank r's stream (0 <= r < ranks; NULL otherwise). */
-struct CUstream_st *zb_cuda_partition_stream(const zb_cuda_partitions_t *p, int r);
-/* SMs the driver reports for rank r's green context (cuGreenCtxGetDevResource); -1 for a bad r. */
-int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r);
-
-/* ---- action timing with CUDA events, for --trace (issue 13) ----
- * One timer per rank: an event pair around every action of the rank's program on the rank's
- * stream, and a step-start event; after the step zb_cuda_timer_resolve turns them into the
- * executor's timeline (zb_exec_timeline_t: start/end seconds of action i), so the GPU trace
- * has the CPU executor's shape. Recording only queues events (no host synchronisation on the
- * data path); resolve waits for the step's last event. One host thread drives a timer. */
-typedef struct zb_cuda_timer zb_cuda_timer_t;
-
-/* A timer for programs of n actions on `stream` (created on the current device; n >= 1).
- * ZB_EUNSUPPORTED without CUDA, ZB_EIO when events cannot be created. */
-zb_status_t zb_cuda_timer_new(struct CUstream_st *stream, int n, zb_cuda_timer_t **out,
-                              zb_err_t *err);
-void zb_cuda_timer_free(zb_cuda_timer_t *t);
-/* Start a step: records the step-start event and forgets the previous step's actions. */
-zb_status_t zb_cuda_timer_step_begin(zb_cuda_timer_t *t, zb_err_t *err);
-/* Record the event before / after action i. Within a step actions are timed in program order:
- * begin(i) needs step_begin, no open action and i above every action timed so far; end(i)
- * needs begin(i) open. ZB_EINVAL naming the action otherwise (nothing recorded). */
-zb_status_t zb_cuda_timer_begin(zb_cuda_timer_t *t, int i, zb_err_t *err);
-zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err);
-/* After the step: wait for its events, then tl->start[i] / tl->end[i] = origin_s + seconds
- * from the step-start event of `origin` (NULL: t itself; another rank's timer on the same
- * device puts all ranks on one clock) to action i's events. Every action 0..n-1 must have been
- * timed, tl->len == n, and origin must have begun a step (ZB_EINVAL otherwise). */
-zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
-                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err);
 
 #ifdef __cplusplus
 }

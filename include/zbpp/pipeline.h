@@ -1,6 +1,8 @@
-/* zbpp — the pipeline trainer: GPT-2 training with P pipeline ranks (threads of this process),
- * any schedule of the registry, bit-identical to the single-process trainer with the same
- * microbatches (`--ranks 1`).
+/* zbpp — the pipeline trainer: GPT-2 training with P pipeline ranks (and N data-parallel
+ * replicas of them), any schedule of the registry, bit-identical to the single-process trainer
+ * with the same microbatches (`--ranks 1`). The ranks are threads of this process, or with a
+ * transport (MPI) one rank per process; their stages run on the CPU or on GPUs
+ * (zb_pipeline_opts_t.cuda).
  *
  * Each rank holds its own copy of the parameters, its own gradients and the AdamW moments of the
  * parameters it owns, like an MPI process would. Per step: the driver loads the batch; every rank
@@ -16,36 +18,10 @@
 
 #include "zbpp/error.h"
 #include "zbpp/gpt2.h"
+#include "zbpp/profile.h"
 #include "zbpp/schedule.h"
 #include "zbpp/train.h"
 #include "zbpp/transport.h"
-
-/* ---- partition: S contiguous block ranges ---- */
-
-/* Relative cost of each block and of the extra work of the first (embedding) and last (final
- * LayerNorm + LM head + loss) stage, in any consistent unit. */
-typedef struct {
-    int layers;
-    double *block; /* [layers] F+B+W of block l */
-    double embed;  /* added to the stage with block 0 */
-    double head;   /* added to the stage with the last block */
-} zb_block_costs_t;
-
-/* FLOP model of one microbatch of B sequences of T tokens (forward + backward = 3x forward):
- * block = 24·C² + 4·T·C per token (matmuls + attention), head = 2·C·Vp per token (the LM head's
- * matmul) plus the cross-entropy, embed = C per token. block must hold cfg->layers doubles. */
-void zb_block_costs_flops(const zb_gpt2_config_t *cfg, int T, double *block, double *embed,
-                          double *head);
-
-/* Split `layers` blocks into `stages` contiguous non-empty ranges minimising the largest stage
- * cost (ties: the earliest split). first[s] = first block of stage s, first[stages] = layers.
- * ZB_EINVAL if stages > layers or stages < 1 ("more stages than blocks"). */
-zb_status_t zb_partition(const zb_block_costs_t *c, int stages, int *first, zb_err_t *err);
-
-/* The span of stage s of S given the partition. */
-zb_gpt2_span_t zb_partition_span(const int *first, int stages, int s);
-/* The stage holding block `layer`, -1 if none. */
-int zb_partition_stage_of(const int *first, int stages, int layer);
 
 /* ---- options ---- */
 
@@ -80,13 +56,8 @@ typedef struct {
     bool profile;         /* measure stage costs for partition + prediction (else FLOP model) */
     bool pin;             /* pin rank r's thread to core r when there are enough cores */
     double timeout;       /* seconds a rank may wait for a message (<= 0 = forever) */
-    /* test hooks (-1 = off): at step inject_inf_step, after the tied fold, the first gradient
-     * element of norm unit inject_inf_unit becomes +Inf on the rank that owns the unit;
-     * a failing compute on `fail_rank` at step fail_step (its `fail_action`-th compute). */
-    long inject_inf_step;
-    int inject_inf_unit;
-    long fail_step;
-    int fail_rank, fail_action;
+    /* Faults injected by the project's tests (an internal struct); NULL = none. */
+    const struct zb_pipeline_test_hooks *test_hooks;
     /* Distributed run (docs/mpi.md): NULL = every rank a thread of this process; else
      * this process runs only rank transport->rank of transport->size == ranks processes (MPI),
      * checks with the others at start-up (zb_handshake) and reports figures of its own rank. */
@@ -100,7 +71,7 @@ typedef struct {
     /* What a saving F keeps (--keep-activations): ALL, or SELECTIVE (the LayerNorm and GELU
      * outputs are recomputed in W; zbpp/gpt2.h). Orthogonal to `recompute`; same bits. */
     zb_gpt2_keep_t keep;
-    /* --device cuda (issue 13; docs/cuda.md "Pipeline ranks on GPUs"): each rank's stages on GPU
+    /* --device cuda (docs/cuda.md "Pipeline ranks on GPUs"): each rank's stages on GPU
      * (global rank) mod (visible GPUs), messages staged through host buffers; ranks sharing a
      * GPU get SM partitions. NULL = the CPU. With a transport (MPI): this process's rank on GPU
      * rank mod N, messages staged through host buffers (device messages: threads only). */
@@ -147,8 +118,11 @@ typedef struct {
     double step_ms_median;
     double bubble_measured;   /* last step, ZB definition, from the executor's timeline */
     double bubble_predicted;  /* simulator with the cost model used (profiled or FLOPs) */
-    double peak_stash_bytes[1024];      /* measured, per rank */
-    double predicted_stash_bytes[1024]; /* memory model (zb_simulate), per rank */
+    /* per-rank figures of replica 0's P ranks: arrays of `ranks` entries, allocated by
+     * zb_pipeline_train (or zb_pipeline_report_init), freed by zb_pipeline_report_free */
+    int ranks;
+    double *peak_stash_bytes;      /* measured, per rank */
+    double *predicted_stash_bytes; /* memory model (zb_simulate), per rank */
     long rollbacks;           /* post-validation steps that had to be undone and redone */
     char note[256];           /* e.g. what the cost model was */
     char device[256];         /* --device cuda: GPUs and SM partitions of the ranks ("" = CPU) */
@@ -174,11 +148,18 @@ typedef struct {
     /* whole-rank memory of replica 0's ranks: the model's prediction (every process) and the
      * allocators' accounting (mem_measured_ok: threads, or gathered to MPI rank 0);
      * rss_peak_bytes: this process's peak resident set (VmHWM), 0 if unknown */
-    zb_rank_mem_t mem_predicted[1024], mem_measured[1024];
+    zb_rank_mem_t *mem_predicted, *mem_measured; /* per rank, as above */
     bool mem_measured_ok;
     bool mem_on_device; /* the figures are GPU memory (--device cuda; docs/cuda.md) */
     double rss_peak_bytes;
 } zb_pipeline_report_t;
+
+/* A zeroed report with its per-rank arrays for `ranks` ranks (>= 1). ZB_EINVAL, ZB_ENOMEM (then
+ * nothing is left allocated). zb_pipeline_train does this itself: a report it filled is freed
+ * with zb_pipeline_report_free, also after a failed run (a zeroed report is fine; it is zeroed
+ * again). */
+zb_status_t zb_pipeline_report_init(zb_pipeline_report_t *rep, int ranks, zb_err_t *err);
+void zb_pipeline_report_free(zb_pipeline_report_t *rep);
 
 /* One rank's own figures of a run, for the report's per-rank lines: its stash peak and
  * rollbacks, and over an external transport its traffic and blocked time inside steps (summed
@@ -200,7 +181,10 @@ zb_status_t zb_pipeline_gather_rank_figures(zb_transport_t *net, int ranks,
  * (ZB_EMEMLIMIT). Then like zb_train_run: resume/init, steps, progress to `human`, metrics,
  * checkpoints (gathered from the ranks; written only after a complete step, never after a
  * failure). With final_params != NULL, *final_params receives a copy of the trained parameters
- * (free with zb_gpt2_params_free). A rank failure stops every rank; the error names the rank. */
+ * (free with zb_gpt2_params_free). A rank failure stops every rank; the error names the rank.
+ * report (may be NULL) must be zeroed or hold an earlier call's figures (their arrays are freed
+ * first); it is initialised for opts->ranks ranks and filled. Free it with
+ * zb_pipeline_report_free whatever the result. */
 zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
                               FILE *human, zb_train_summary_t *summary,
                               zb_pipeline_report_t *report, zb_gpt2_params_t *final_params,

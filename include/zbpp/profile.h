@@ -16,10 +16,39 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "zbpp/cuda.h"
 #include "zbpp/error.h"
 #include "zbpp/gpt2.h"
-#include "zbpp/pipeline.h"
 #include "zbpp/schedule.h"
+
+/* ---- partition: S contiguous block ranges ---- */
+
+/* Relative cost of each block and of the extra work of the first (embedding) and last (final
+ * LayerNorm + LM head + loss) stage, in any consistent unit. */
+typedef struct {
+    int layers;
+    double *block; /* [layers] F+B+W of block l */
+    double embed;  /* added to the stage with block 0 */
+    double head;   /* added to the stage with the last block */
+} zb_block_costs_t;
+
+/* FLOP model of one microbatch of B sequences of T tokens (forward + backward = 3x forward):
+ * block = 24·C² + 4·T·C per token (matmuls + attention), head = 2·C·Vp per token (the LM head's
+ * matmul) plus the cross-entropy, embed = C per token. block must hold cfg->layers doubles. */
+void zb_block_costs_flops(const zb_gpt2_config_t *cfg, int T, double *block, double *embed,
+                          double *head);
+
+/* Split `layers` blocks into `stages` contiguous non-empty ranges minimising the largest stage
+ * cost (ties: the earliest split). first[s] = first block of stage s, first[stages] = layers.
+ * ZB_EINVAL if stages > layers or stages < 1 ("more stages than blocks"). */
+zb_status_t zb_partition(const zb_block_costs_t *c, int stages, int *first, zb_err_t *err);
+
+/* The span of stage s of S given the partition. */
+zb_gpt2_span_t zb_partition_span(const int *first, int stages, int s);
+/* The stage holding block `layer`, -1 if none. */
+int zb_partition_stage_of(const int *first, int stages, int layer);
+
+/* ---- measured costs ---- */
 
 /* Seconds of F, B (input gradient) and W (weight gradient) of one microbatch. */
 typedef struct {
@@ -80,5 +109,15 @@ zb_status_t zb_profile_stage_costs(const zb_profile_t *p, const int *first, int 
  * largest of its stages'. Free with zb_costs_free. */
 zb_status_t zb_profile_rank_costs(const zb_costs_t *stage, int ranks, int chunks,
                                   zb_placement_t pl, zb_costs_t *out, zb_err_t *err);
+
+/* zb_profile_measure on the GPU: F, B and W of the embedding, every block and the head for a
+ * microbatch of B x T, each timed as `batch` microbatches back to back between device
+ * synchronisations (so launch and sync latency are amortised), median of `reps` rounds after a
+ * warm-up round. comm = one activation message (B·T·C floats) device -> host -> device, as a
+ * pipeline moves it today. params: NULL = a random model of shape *cfg (seed 1). threads and
+ * rank_threads of the result are 1. Free with zb_profile_free. */
+zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
+                                    int B, int T, int reps, const zb_cuda_train_opts_t *opts,
+                                    zb_profile_t *out, zb_err_t *err);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "zbpp/cuda.h"
 #include "zbpp/data.h"
 #include "zbpp/error.h"
 #include "zbpp/gpt2.h"
@@ -244,5 +245,17 @@ typedef struct {
  * progress to `human` (NULL or cfg->quiet = none) and metrics. */
 zb_status_t zb_train_run(const zb_train_config_t *cfg, FILE *human, zb_train_summary_t *summary,
                          zb_err_t *err);
+
+/* zb_train_run on one GPU: the same configuration, data order, model init (fresh, --init-from or
+ * --resume), lr schedule, clipping, skip-on-non-finite and divergence rules, progress, metrics
+ * and checkpoint files as the CPU trainer; the whole model is one CUDA stage whose parameters,
+ * gradients and AdamW moments stay on the device (microbatches accumulate W into fp32 gradients;
+ * grad-norm partials and AdamW run on the device). Checkpoints and --save-model are the CPU
+ * formats (downloaded when written, uploaded on resume / init), so a run may continue on the
+ * other device. Checks the config, then the device (zb_cuda_require_device) before it loads
+ * anything. Losses match the CPU trainer's within rounding (different summation orders), not
+ * bit for bit; on one GPU model two runs give the same bits. */
+zb_status_t zb_cuda_train_run(const zb_train_config_t *cfg, const zb_cuda_train_opts_t *opts,
+                              FILE *human, zb_train_summary_t *summary, zb_err_t *err);
 
 #endif

@@ -258,7 +258,9 @@ static void print_rank_memory(const opts_t *o, const zb_profile_t *p, const int 
     zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
     zb_err_t err;
     bool found = false;
-    zb_status_t st = rep ? best_rank_memory(o, p, first, sc, plan, rep, &found, &err) : ZB_ENOMEM;
+    zb_status_t st = rep ? zb_pipeline_report_init(rep, o->ranks, &err) : ZB_ENOMEM;
+    if (st == ZB_OK)
+        st = best_rank_memory(o, p, first, sc, plan, rep, &found, &err);
     if (json) {
         printf("  \"rank_memory\": ");
         if (!found) {
@@ -282,7 +284,7 @@ static void print_rank_memory(const opts_t *o, const zb_profile_t *p, const int 
     } else if (st != ZB_OK) {
         printf("\nwhole-rank memory: not predicted (%s)\n", rep ? err.msg : "out of memory");
     }
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
 }
 
 static void print_table(const opts_t *o, const zb_profile_t *p, const int *first,

@@ -93,7 +93,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
             fflush(stderr);
             zb_mpi_abort_job(net, code); /* does not return */
         }
-        free(rep), free(all);
+        zb_pipeline_report_free(rep), free(rep), free(all);
         zb_transport_destroy(net);
         zb_mpi_finalize();
         return code;
@@ -111,7 +111,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         status = 1;
     }
     fflush(stdout);
-    free(rep), free(all);
+    zb_pipeline_report_free(rep), free(rep), free(all);
     zb_transport_destroy(net);
     zb_mpi_finalize();
     return status;

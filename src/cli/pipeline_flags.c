@@ -331,20 +331,20 @@ int zb_cli_pipeline_run(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
     zb_status_t st = zb_pipeline_train(c, &pc->opts, stderr, &sum, rep, NULL, &err);
     if (st != ZB_OK) {
         fprintf(stderr, "zbpp train: %s\n", err.msg[0] ? err.msg : zb_strerror(st));
-        free(rep);
+        zb_pipeline_report_free(rep), free(rep);
         return zb_cli_exit_code(st);
     }
     if (rep->replicas_checked && rep->replicas_differ > 0) { /* never expected: a bug */
         fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",
                 rep->replicas_differ);
-        free(rep);
+        zb_pipeline_report_free(rep), free(rep);
         return 1;
     }
     if (!c->quiet)
         zb_cli_print_pipeline_report(pc, c, &sum, rep, NULL, pc->opts.ranks * (pc->opts.dp > 1
                                                                                ? pc->opts.dp
                                                                                : 1));
-    free(rep);
+    zb_pipeline_report_free(rep), free(rep);
     return sum.interrupted ? zb_cli_train_signal_status() : 0;
 }
 

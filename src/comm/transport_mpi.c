@@ -261,6 +261,12 @@ static zb_status_t check_size(mpi_t *m, size_t bytes, zb_err_t *err)
     return ZB_OK;
 }
 
+/* Before a point-to-point call: no rank has aborted, and the message fits MPI's int count. */
+static zb_status_t check_call(mpi_t *m, size_t bytes, zb_err_t *err)
+{
+    return poll_abort(m) ? aborted_error(m, err) : check_size(m, bytes, err);
+}
+
 static const char *describe(uint32_t tag, int peer, bool sending, char *buf, size_t cap)
 {
     static const char *const kinds[] = {"activation", "gradient", "collective", "exchange",
@@ -312,9 +318,7 @@ static zb_status_t mpi_send(zb_transport_t *t, const void *buf, size_t bytes, in
                             uint32_t tag, zb_err_t *err)
 {
     mpi_t *m = (mpi_t *)t;
-    if (poll_abort(m))
-        return aborted_error(m, err);
-    zb_status_t st = check_size(m, bytes, err);
+    zb_status_t st = check_call(m, bytes, err);
     if (st != ZB_OK)
         return st;
     int i = free_send_slot(m, bytes);
@@ -371,9 +375,7 @@ static zb_status_t mpi_post_recv(zb_transport_t *t, size_t bytes, int peer, uint
                                  zb_err_t *err)
 {
     mpi_t *m = (mpi_t *)t;
-    if (poll_abort(m))
-        return aborted_error(m, err);
-    zb_status_t st = check_size(m, bytes, err);
+    zb_status_t st = check_call(m, bytes, err);
     if (st != ZB_OK)
         return st;
     int i = -1;
@@ -449,9 +451,7 @@ static zb_status_t mpi_recv(zb_transport_t *t, void *buf, size_t bytes, int peer
                             zb_err_t *err)
 {
     mpi_t *m = (mpi_t *)t;
-    if (poll_abort(m))
-        return aborted_error(m, err);
-    zb_status_t st = check_size(m, bytes, err);
+    zb_status_t st = check_call(m, bytes, err);
     if (st != ZB_OK)
         return st;
     char what[128];

@@ -17,6 +17,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 static struct {

@@ -79,7 +79,7 @@ void zb_cuk_crossentropy_forward(cudaStream_t s, float *losses, float *probs, co
 void zb_cuk_crossentropy_backward(cudaStream_t s, float *probs, const int *targets, float dloss,
                                   int N, int V, int Vp);
 
-/* AdamW on n elements, the formula of src/train/optim.c. */
+/* AdamW on n elements, the formula of src/model/optim.c. */
 void zb_cuk_adamw(cudaStream_t s, float *p, const float *g, float *m, float *v, size_t n, float b1,
                   float b2, float bc1, float bc2, float eps, float wd, float lr, float gs);
 /* part[ZB_CU_SUMSQ_BLOCKS] = partial sums of g² in double (grid-stride, fixed grid). */

@@ -1,5 +1,6 @@
 /* The CUDA backend in a build without CUDA (-DZB_CUDA=OFF, or no toolkit found): no devices,
  * and every stage call fails with one line saying so. */
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 /* the stubs ignore their arguments */

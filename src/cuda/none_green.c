@@ -1,6 +1,7 @@
 /* SM partitions and CUDA-event timing in a build without CUDA (-DZB_CUDA=OFF, or no toolkit):
  * every call fails with one line saying so. The plan (src/cuda/green_plan.c) is host code and
  * works in every build. */
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 #define NO_CUDA(err) zb_err_set((err), ZB_EUNSUPPORTED, "zbpp was built without CUDA (ZB_CUDA=OFF)")
@@ -68,8 +69,9 @@ zb_status_t zb_cuda_timer_end(zb_cuda_timer_t *t, int i, zb_err_t *err)
 }
 
 zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
-                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err)
+                                  double origin_s, double *start, double *end, int n,
+                                  zb_err_t *err)
 {
-    (void)t, (void)origin, (void)origin_s, (void)tl;
+    (void)t, (void)origin, (void)origin_s, (void)start, (void)end, (void)n;
     return NO_CUDA(err);
 }

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
 struct zb_cuda_timer {
@@ -138,13 +139,14 @@ static zb_status_t seconds(cudaEvent_t from, cudaEvent_t to, double *s, zb_err_t
 }
 
 zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *origin,
-                                  double origin_s, zb_exec_timeline_t *tl, zb_err_t *err)
+                                  double origin_s, double *start, double *end, int n,
+                                  zb_err_t *err)
 {
     if (!origin)
         origin = t;
-    if (!tl || tl->len != t->n)
+    if (!start || !end || n != t->n)
         return zb_err_set(err, ZB_EINVAL, "CUDA timing: timeline of %d actions for a program "
-                                          "of %d", tl ? tl->len : -1, t->n);
+                                          "of %d", start && end ? n : -1, t->n);
     if (!t->in_step || !origin->in_step)
         return zb_err_set(err, ZB_EINVAL, "CUDA timing: resolve before a step began");
     if (t->open >= 0)
@@ -169,8 +171,8 @@ zb_status_t zb_cuda_timer_resolve(zb_cuda_timer_t *t, const zb_cuda_timer_t *ori
             st = seconds(origin->start, t->ev[2 * i + 1], &b, err);
         if (st != ZB_OK)
             return st;
-        tl->start[i] = origin_s + a;
-        tl->end[i] = origin_s + b;
+        start[i] = origin_s + a;
+        end[i] = origin_s + b;
     }
     return ZB_OK;
 }

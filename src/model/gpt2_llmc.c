@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "model/gpt2_internal.h"
-#include "zbpp/handshake.h"
+#include "zbpp/hash.h"
 #include "zbpp/util.h"
 
 #define LLMC_MAGIC 20240326

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/msg_buffers.h"
 
 static bool is_b(const zb_action_t *a)
 {

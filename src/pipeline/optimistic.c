@@ -12,51 +12,53 @@
  * redoes everything with the global figures, as before. */
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/optimistic.h"
+#include "pipeline/rank_cpu_state.h"
 
-static void add_block(pl_rank_t *R, void *p, size_t bytes)
+static void add_block(pl_cpu_rank_t *C, void *p, size_t bytes)
 {
-    if (!p || bytes < sizeof(float) || R->n_spare >= PL_MAX_SPARE)
+    if (!p || bytes < sizeof(float) || C->n_spare >= PL_MAX_SPARE)
         return;
-    R->spare[R->n_spare].p = p;
-    R->spare[R->n_spare].n = bytes / sizeof(float);
-    R->spare_floats += R->spare[R->n_spare++].n;
+    C->spare[C->n_spare].p = p;
+    C->spare[C->n_spare].n = bytes / sizeof(float);
+    C->spare_floats += C->spare[C->n_spare++].n;
 }
 
 void pl_spare_collect(pl_rank_t *R)
 {
+    pl_cpu_rank_t *C = pl_cpu_rank(R);
     const size_t NC = R->pl->NC * sizeof(float);
-    R->n_spare = 0;
-    R->spare_floats = 0;
+    C->n_spare = 0;
+    C->spare_floats = 0;
     for (int i = 0; i < R->n_local; i++) {
         pl_stage_t *ls = &R->st[i];
         for (int k = 0; k < 3; k++)
-            add_block(R, ls->pool.mem[k], (size_t)ls->pool.n[k] * ls->pool.bytes[k]);
+            add_block(C, ls->pool.mem[k], (size_t)ls->pool.n[k] * ls->pool.bytes[k]);
         pl_msgbuf_t *bufs[4] = {&ls->x_in, &ls->dx_out, &ls->own_x_out, &ls->own_dx_in};
         for (int b = 0; b < 4; b++)
-            add_block(R, bufs[b]->mem, (size_t)bufs[b]->n * NC);
-        add_block(R, ls->r_out, NC);
+            add_block(C, bufs[b]->mem, (size_t)bufs[b]->n * NC);
+        add_block(C, ls->r_out, NC);
     }
-    add_block(R, R->stash_scratch, R->stash_scratch_bytes);
+    add_block(C, C->stash_scratch, C->stash_scratch_bytes);
 }
 
 size_t pl_optimistic_elems(const pl_rank_t *R)
 {
-    size_t k = R->spare_floats / 3;
+    size_t k = pl_cpu_rank(R)->spare_floats / 3;
     return k < R->backup_elems ? k : R->backup_elems;
 }
 
 /* Copy n floats between p and the spare blocks at stream position *pos. */
-static void stream(pl_rank_t *R, float *p, size_t n, size_t *pos, bool save)
+static void stream(pl_cpu_rank_t *C, float *p, size_t n, size_t *pos, bool save)
 {
     size_t at = *pos;
-    for (int b = 0; b < R->n_spare && n > 0; b++) {
-        if (at >= R->spare[b].n) {
-            at -= R->spare[b].n;
+    for (int b = 0; b < C->n_spare && n > 0; b++) {
+        if (at >= C->spare[b].n) {
+            at -= C->spare[b].n;
             continue;
         }
-        size_t take = R->spare[b].n - at < n ? R->spare[b].n - at : n;
-        float *s = R->spare[b].p + at;
+        size_t take = C->spare[b].n - at < n ? C->spare[b].n - at : n;
+        float *s = C->spare[b].p + at;
         if (save)
             memcpy(s, p, take * sizeof(float));
         else
@@ -79,7 +81,7 @@ void pl_backup_prefix(pl_rank_t *R, size_t K, bool save)
         size_t left = K;
         for (int i = 0; i < own_ranges(R) && left > 0; i++) {
             size_t n = R->upd[i].count < left ? R->upd[i].count : left;
-            stream(R, bufs[k] + R->upd[i].off, n, &pos, save);
+            stream(pl_cpu_rank(R), bufs[k] + R->upd[i].off, n, &pos, save);
             left -= n;
         }
     }

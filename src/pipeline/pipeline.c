@@ -7,7 +7,12 @@
 
 #include "train/divergence.h"
 #include "pipeline/pipeline_dist.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_dp.h"
+#include "pipeline/pipeline_eval.h"
+#include "pipeline/pipeline_local.h"
+#include "pipeline/pipeline_plan.h"
+#include "pipeline/pipeline_rank.h"
+#include "pipeline/pipeline_report.h"
 #include "pipeline/rank_device.h"
 #include "train/train_loop.h"
 #include "zbpp/checkpoint_sharded.h"
@@ -26,11 +31,7 @@ void zb_pipeline_opts_defaults(zb_pipeline_opts_t *o)
     o->opt_sync = ZB_OPT_SYNC_POST_VALIDATION;
     o->pin = true;
     o->timeout = 600;
-    o->inject_inf_step = -1;
-    o->inject_inf_unit = -1;
-    o->fail_step = -1;
-    o->fail_rank = -1;
-    o->fail_action = -1;
+    o->test_hooks = NULL;
 }
 
 zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
@@ -110,8 +111,8 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
 static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, zb_err_t *err)
 {
     zb_status_t st = pl_plan_build(pl, &pl->plan, rep, err);
-    if (st == ZB_OK && pl->opts->cuda)
-        st = pl_cuda_open(pl, rep, err);
+    if (st == ZB_OK && pl->dev->run_open)
+        st = pl->dev->run_open(pl, rep, err);
     if (st != ZB_OK)
         return st;
     if (!(pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks)))
@@ -163,7 +164,8 @@ static void teardown(pl_t *pl)
     for (int g = 0; pl->ranks && g < pl->P * pl->N; g++)
         pl_rank_free(&pl->ranks[g]);
     free(pl->ranks);
-    pl_cuda_close(pl);
+    if (pl->dev->run_close)
+        pl->dev->run_close(pl);
     zb_schedule_free(pl->eval_sched);
     pl_plan_free(pl);
 }
@@ -333,9 +335,17 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
                               zb_err_t *err)
 {
     memset(summary, 0, sizeof *summary);
-    zb_pipeline_report_t rep_local;
-    zb_pipeline_report_t *rep = report ? report : &rep_local;
-    memset(rep, 0, sizeof *rep);
+    if (!report) { /* the figures are still gathered: train with a report of our own */
+        zb_pipeline_report_t own = {0};
+        zb_status_t st = zb_pipeline_train(cfg, opts, human, summary, &own, final_params, err);
+        zb_pipeline_report_free(&own);
+        return st;
+    }
+    zb_pipeline_report_t *rep = report;
+    zb_pipeline_report_free(rep); /* an earlier call's figures */
+    zb_status_t init_st = zb_pipeline_report_init(rep, opts->ranks > 0 ? opts->ranks : 1, err);
+    if (init_st != ZB_OK)
+        return init_st;
     /* With a transport (MPI) every start-up failure still reaches the handshake below, so the
      * other processes hear of it instead of waiting for this one. */
     zb_transport_t *net = opts->transport;
@@ -356,7 +366,7 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     /* no whole model here: the ranks build their own parts (setup) */
     if (st == ZB_OK && (st = zb_trainer_init_host(&t, &icfg, err)) != ZB_OK && !net)
         return st;
-    pl_t pl = {.cfg = cfg, .opts = opts};
+    pl_t pl = {.cfg = cfg, .opts = opts, .dev = pl_rank_device(opts)};
     pl_run_t run = {0};
     if (st == ZB_OK) {
         setup_shape(&pl, &t);

@@ -5,7 +5,7 @@
 #ifndef ZBPP_PIPELINE_DIST_H
 #define ZBPP_PIPELINE_DIST_H
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_types.h"
 #include "zbpp/train.h"
 
 /* Every process learns whether all succeeded (`local` = this one's status); a failed rank keeps

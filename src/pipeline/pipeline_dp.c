@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_dp.h"
 #include "zbpp/handshake.h"
 
 /* First element of chunk k of n elements split N ways. */
@@ -31,16 +31,44 @@ static size_t max_chunk(size_t n, int N)
     return most;
 }
 
+/* A rank's part in the replica reduction. */
+struct pl_replicas {
+    /* views of the world for this step: the replica's pipeline and the replicas of rank p */
+    zb_transport_group_t pipe_view, dp_view;
+    float *flat;     /* [upd_elems] gradients of the update ranges, packed */
+    float *in, *acc; /* [one chunk] a replica's chunk, the running sum */
+};
+
+zb_status_t pl_dp_views(zb_transport_t *t, pl_rank_t *R, zb_transport_t **pipe,
+                        zb_transport_t **dp, zb_err_t *err)
+{
+    const pl_t *pl = R->pl;
+    zb_status_t st = ZB_OK;
+    *pipe = t;
+    *dp = NULL;
+    if (R->dp) {
+        if ((st = zb_transport_group_init(&R->dp->pipe_view, t, R->replica * pl->P, 1, pl->P,
+                                          err)) == ZB_OK)
+            st = zb_transport_group_init(&R->dp->dp_view, t, R->rank, pl->P, pl->N, err);
+        *pipe = &R->dp->pipe_view.base;
+        *dp = &R->dp->dp_view.base;
+    }
+    return st;
+}
+
 zb_status_t pl_dp_alloc(pl_rank_t *R, zb_err_t *err)
 {
     int N = R->pl->N;
     if (N <= 1)
         return ZB_OK;
     size_t n = R->upd_elems, c = max_chunk(n, N);
-    R->dp_flat = malloc((n ? n : 1) * sizeof(float));
-    R->dp_in = malloc((c ? c : 1) * sizeof(float));
-    R->dp_acc = malloc((c ? c : 1) * sizeof(float));
-    if (!R->dp_flat || !R->dp_in || !R->dp_acc)
+    struct pl_replicas *d = R->dp = calloc(1, sizeof *R->dp);
+    if (d) {
+        d->flat = malloc((n ? n : 1) * sizeof(float));
+        d->in = malloc((c ? c : 1) * sizeof(float));
+        d->acc = malloc((c ? c : 1) * sizeof(float));
+    }
+    if (!d || !d->flat || !d->in || !d->acc)
         return zb_err_set(err, ZB_ENOMEM, "rank %d of replica %d: out of memory for the replica "
                           "reduction", R->rank, R->replica);
     return ZB_OK;
@@ -48,14 +76,16 @@ zb_status_t pl_dp_alloc(pl_rank_t *R, zb_err_t *err)
 
 void pl_dp_free(pl_rank_t *R)
 {
-    free(R->dp_flat), free(R->dp_in), free(R->dp_acc);
-    R->dp_flat = R->dp_in = R->dp_acc = NULL;
+    if (R->dp)
+        free(R->dp->flat), free(R->dp->in), free(R->dp->acc);
+    free(R->dp);
+    R->dp = NULL;
 }
 
 /* flat <-> the gradient buffer's update ranges, in range order */
 static void pack(pl_rank_t *R, bool to_flat)
 {
-    float *f = R->dp_flat;
+    float *f = R->dp->flat;
     for (int i = 0; i < R->n_upd; i++) {
         float *g = R->grads.g.data + R->upd[i].off;
         size_t bytes = R->upd[i].count * sizeof(float);
@@ -74,7 +104,7 @@ zb_status_t pl_dp_reduce(zb_transport_t *dp, pl_rank_t *R, zb_err_t *err)
         return ZB_OK;
     const size_t n = R->upd_elems;
     const uint32_t scatter = zb_tag(ZB_TAG_DP, 0, 0), gather = zb_tag(ZB_TAG_DP, 1, 0);
-    float *flat = R->dp_flat;
+    float *flat = R->dp->flat;
     pack(R, true);
     zb_status_t st = ZB_OK;
     /* sends are buffered by the transport contract: all of them first, then the receives */
@@ -84,13 +114,13 @@ zb_status_t pl_dp_reduce(zb_transport_t *dp, pl_rank_t *R, zb_err_t *err)
             st = zb_send(dp, flat + lo, (hi - lo) * sizeof(float), k, scatter, err);
     }
     const size_t lo = chunk_lo(n, N, d), c = chunk_lo(n, N, d + 1) - lo;
-    float *acc = R->dp_acc;
+    float *acc = R->dp->acc;
     for (int k = 0; k < N && st == ZB_OK && c > 0; k++) {
         const float *x = flat + lo;
         if (k != d) {
-            if ((st = zb_recv(dp, R->dp_in, c * sizeof(float), k, scatter, err)) != ZB_OK)
+            if ((st = zb_recv(dp, R->dp->in, c * sizeof(float), k, scatter, err)) != ZB_OK)
                 break;
-            x = R->dp_in;
+            x = R->dp->in;
         }
         if (k == 0)
             memcpy(acc, x, c * sizeof(float));

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/pipeline_dp.h"
+#include "pipeline/pipeline_eval.h"
+#include "pipeline/pipeline_local.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
 #include "train/val.h"
 #include "zbpp/util.h"
@@ -57,7 +61,7 @@ static zb_status_t eval_send(void *ctx, const zb_action_t *a, const void **buf, 
     pl_rank_t *R = ctx;
     if (a->type != ZB_ACT_SEND_F)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d has nothing to send forward", a->stage);
-    float *at = NULL;
+    void *at = NULL;
     zb_status_t st = pl_rank_payload(R, a, false, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
@@ -70,7 +74,7 @@ static zb_status_t eval_recv(void *ctx, const zb_action_t *a, void **buf, size_t
     pl_rank_t *R = ctx;
     if (a->type != ZB_ACT_RECV_F)
         return zb_err_set(err, ZB_ESCHEDULE, "stage %d receives nothing forward", a->stage);
-    float *at = NULL;
+    void *at = NULL;
     zb_status_t st = pl_rank_payload(R, a, false, &at, err);
     *buf = at;
     *bytes = R->msg_bytes;
@@ -90,13 +94,8 @@ zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
     zb_workers_enter(R->workers);
     zb_transport_t *pipe = t, *dp = NULL;
     zb_status_t st = R->dev->step_begin(R, false, err);
-    if (st == ZB_OK && pl->N > 1) { /* the replica's pipeline and the replicas of this rank */
-        st = zb_transport_group_init(&R->pipe_view, t, R->replica * pl->P, 1, pl->P, err);
-        if (st == ZB_OK)
-            st = zb_transport_group_init(&R->dp_view, t, R->rank, pl->P, pl->N, err);
-        pipe = &R->pipe_view.base;
-        dp = &R->dp_view.base;
-    }
+    if (st == ZB_OK)
+        st = pl_dp_views(t, R, &pipe, &dp, err);
     zb_exec_ops_t ops = {.ctx = R,
                          .compute = eval_compute,
                          .send_payload = eval_send,

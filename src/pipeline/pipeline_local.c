@@ -3,7 +3,7 @@
  * process's one rank. The driver's loop, the validation and the report are written once over it. */
 #include <stdlib.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_local.h"
 
 zb_status_t pl_local_open(pl_local_t *L, pl_t *pl, int mailbox_capacity, zb_err_t *err)
 {

@@ -1,5 +1,5 @@
 /* zbpp — the pipeline trainer's start-up planning: a pure function from the run's shape,
- * options and profile to its plan (pipeline_internal.h, pl_plan_t).
+ * options and profile to its plan (pipeline_types.h, pl_plan_t).
  *
  * Cost model: measured (opts->profile: zb_profile_measure on this machine, one core) or the FLOP
  * model. The partition balances it (embedding on the first stage, head on the last); the
@@ -12,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/pipeline_internal.h"
-#include "pipeline/rank_device.h"
+#include "pipeline/pipeline_plan.h"
+#include "pipeline/rank_cuda.h"
+#include "pipeline/rank_memory.h"
 #include "zbpp/cuda.h"
 #include "zbpp/plan.h"
 #include "zbpp/schedule_io.h"
@@ -131,25 +132,6 @@ static zb_status_t flop_stage_costs(const zb_block_costs_t *bc, int S, const int
         costs->t_f[s] = costs->t_b[s] = costs->t_w[s] = work / 3.0 / unit;
     }
     return st;
-}
-/* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
-void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
-{
-    bool gpu = pl->opts->cuda != NULL;
-    for (int s = 0; s < S; s++) {
-        zb_gpt2_span_t span = zb_partition_span(first, S, s);
-        size_t after_f, after_b;
-        if (gpu)
-            pl_cuda_stage_memory(pl, &span, &after_f, &after_b);
-        else
-            zb_gpt2_stage_mem_keep(&pl->mcfg, &span, pl->mbB, pl->T, pl->keep, &after_f,
-                                   &after_b);
-        costs->m_f[s] = (double)after_f;
-        costs->m_b[s] = (double)after_b - (double)after_f;
-        costs->m_w[s] = -(double)after_b;
-        if (costs->m_keep)
-            costs->m_keep[s] = 0.0;
-    }
 }
 
 /* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
@@ -411,7 +393,7 @@ static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, zb_costs_t
 static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *rep, zb_err_t *err)
 {
     const double MiB = 1048576.0, limit = pl->opts->mem_limit;
-    for (int r = 0; limit > 0 && r < pl->P && r < 1024; r++) {
+    for (int r = 0; limit > 0 && r < pl->P && r < rep->ranks; r++) {
         const zb_rank_mem_t *m = &rep->mem_predicted[r];
         if (m->total > limit)
             return zb_err_set(err, ZB_EMEMLIMIT,
@@ -518,13 +500,13 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
     rep->bubble_predicted = sim.bubble_rate;
     rep->span_predicted = sim.span_max;
     rep->busy_predicted = sim.busy_max;
-    for (int r = 0; r < pl->P && r < 1024; r++)
+    for (int r = 0; r < pl->P && r < rep->ranks; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     if (!zb_schedule_has_comms(plain))
         st = zb_insert_comms(plain, &plan->sched, err);
     else if (!(plan->sched = zb_schedule_clone(plain)))
         st = zb_err_set(err, ZB_ENOMEM, "out of memory for the schedule");
-    for (int r = 0; st == ZB_OK && r < pl->P && r < 1024; r++)
+    for (int r = 0; st == ZB_OK && r < pl->P && r < rep->ranks; r++)
         pl_mem_predict(pl, plan, r, sim.peak_mem[r], &rep->mem_predicted[r]);
     rep->mem_on_device = pl->opts->cuda != NULL;
     zb_sim_free(&sim);

@@ -7,7 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/pipeline_dp.h"
+#include "pipeline/pipeline_hooks.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/stash_pool.h"
+#include "pipeline/wte_share.h"
 
 /* ---- setup ---- */
 
@@ -16,45 +21,18 @@ static zb_status_t oom(zb_err_t *err, int rank)
     return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its pipeline state", rank);
 }
 
-bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage)
-{
-    for (int i = 0; i < prog->len; i++)
-        if (prog->actions[i].type == ZB_ACT_R && prog->actions[i].stage == stage)
-            return true;
-    return false;
-}
-
 static zb_status_t stage_init(pl_t *pl, pl_rank_t *R, pl_stage_t *ls, int stage, zb_err_t *err)
 {
     ls->stage = stage;
     ls->span = zb_partition_span(pl->plan.first, pl->plan.S, stage);
-    /* a GPU keeps its stashes on the device (rank_cuda.c): no host pool */
-    zb_status_t st = R->dev != &pl_rank_cpu ? ZB_OK
-                     : pl_stash_pool_init(&ls->pool, pl, &pl->plan.sched->rank[R->rank],
-                                          &ls->span, stage, err);
-    if (st != ZB_OK)
-        return st;
-    if (ls->pool.bytes[ZB_GPT2_REGION_SCRATCH] > R->stash_scratch_bytes)
-        R->stash_scratch_bytes = ls->pool.bytes[ZB_GPT2_REGION_SCRATCH];
-    /* x_in is written by the previous stage's F when that stage is here, else by RECV_F;
-     * dx_out by the next stage's B when it is here, else by RECV_B (msg_buffers.c). A GPU
-     * stages its messages in pinned slots of its own (rank_cuda.c): no host buffers */
-    const zb_rank_program_t *prog = &pl->plan.sched->rank[R->rank];
+    /* the device's buffers of the stage: the CPU's stash pool and message buffers (a GPU
+     * keeps its own on the device) */
     bool prev_here = stage > 0 && zb_stage_rank(pl->plan.sched, stage - 1) == R->rank;
     bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(pl->plan.sched, stage + 1) == R->rank;
-    bool host_msgs = R->dev == &pl_rank_cpu;
-    if (host_msgs && !ls->span.embed &&
-        pl_msgbuf_init(&ls->x_in, prog, stage, PL_BUF_X_IN, prev_here, pl->M, pl->NC) != ZB_OK)
-        return oom(err, R->rank);
-    if (host_msgs && !ls->span.head &&
-        pl_msgbuf_init(&ls->dx_out, prog, stage, PL_BUF_DX_OUT, next_here, pl->M, pl->NC) != ZB_OK)
-        return oom(err, R->rank);
-    if (host_msgs && !ls->span.head && !next_here &&
-        pl_msgbuf_init(&ls->own_x_out, prog, stage, PL_BUF_X_OUT, false, pl->M, pl->NC) != ZB_OK)
-        return oom(err, R->rank);
-    if (host_msgs && !ls->span.embed && !prev_here &&
-        pl_msgbuf_init(&ls->own_dx_in, prog, stage, PL_BUF_DX_IN, false, pl->M, pl->NC) != ZB_OK)
-        return oom(err, R->rank);
+    zb_status_t st = R->dev->stage_open ? R->dev->stage_open(R, ls, prev_here, next_here, err)
+                                        : ZB_OK;
+    if (st != ZB_OK)
+        return st;
     /* an R recomputes the stage's output: it goes here, not over what was already sent */
     if (!ls->span.head && pl_stage_recomputes(&pl->plan.sched->rank[R->rank], stage) &&
         !(ls->r_out = malloc(pl->NC * sizeof(float))))
@@ -155,10 +133,12 @@ zb_status_t pl_rank_init(pl_t *pl, int global, pl_init_t *init, long skipped, zb
     R->replica = global / pl->P;
     const int rank = R->rank;
     R->skipped = skipped;
-    R->dev = pl->opts->cuda ? &pl_rank_cuda : &pl_rank_cpu;
+    R->dev = pl->dev;
     R->msg_bytes = pl->NC * sizeof(float); /* a device may carry a handle instead (open) */
+    zb_status_t st = R->dev->init ? R->dev->init(R, err) : ZB_OK;
     /* Own copies of only what its stages use, like separate processes (docs/runtime.md). */
-    zb_status_t st = alloc_local_state(pl, R, init, err);
+    if (st == ZB_OK)
+        st = alloc_local_state(pl, R, init, err);
     if (st != ZB_OK)
         return st;
 
@@ -177,13 +157,8 @@ zb_status_t pl_rank_init(pl_t *pl, int global, pl_init_t *init, long skipped, zb
                 return st;
         }
     }
-    if (R->stash_scratch_bytes > 0 &&
-        posix_memalign(&R->stash_scratch, 64, R->stash_scratch_bytes) != 0)
-        return oom(err, rank);
-    for (int i = 0; i < R->n_local; i++) {
+    for (int i = 0; i < R->n_local; i++)
         stage_link(R, &R->st[i]);
-        R->st[i].pool.scratch = R->stash_scratch;
-    }
     R->has_embed = R->local_of_stage[0] >= 0;
     R->has_head = R->local_of_stage[pl->plan.S - 1] >= 0;
 
@@ -209,11 +184,8 @@ zb_status_t pl_rank_init(pl_t *pl, int global, pl_init_t *init, long skipped, zb
     if (R->has_embed && !R->has_head && !R->wte_shared &&
         !(R->wte_chunk = malloc(pl_wte_chunk(R->params.sizes[ZB_WTE]) * sizeof(float))))
         return oom(err, rank);
-    /* a shared WTE is backed up by the embedding rank only; the backup lives in the stash and
-     * message memory (optimistic.c) */
+    /* a shared WTE is backed up by the embedding rank only */
     R->backup_elems = R->upd_elems - (R->wte_shared && R->has_head ? R->params.sizes[ZB_WTE] : 0);
-    if (R->dev == &pl_rank_cpu) /* the CPU's optimistic backup (optimistic.c) */
-        pl_spare_collect(R);
     if ((st = pl_dp_alloc(R, err)) != ZB_OK)
         return st;
     /* ranks of this process and their groups on disjoint cores (under MPI: the process's own) */
@@ -231,18 +203,12 @@ void pl_rank_free(pl_rank_t *R)
 {
     if (!R->pl)
         return;
-    if (R->dev)
+    if (R->dev) /* the device's state and buffers, a shared WTE handed back */
         R->dev->close(R);
-    pl_wte_share_release(R);
-    for (int i = 0; i < R->n_local; i++) {
-        pl_stage_t *ls = &R->st[i];
-        pl_stash_pool_free(&ls->pool);
-        pl_msgbuf_free(&ls->x_in), pl_msgbuf_free(&ls->dx_out);
-        pl_msgbuf_free(&ls->own_x_out), pl_msgbuf_free(&ls->own_dx_in);
-        free(ls->r_out);
-    }
+    for (int i = 0; i < R->n_local; i++)
+        free(R->st[i].r_out);
     free(R->st), free(R->local_of_stage), free(R->units), free(R->upd);
-    free(R->mb_loss), free(R->vec), free(R->wte_chunk), free(R->stash_scratch);
+    free(R->mb_loss), free(R->vec), free(R->wte_chunk);
     pl_dp_free(R);
     zb_workers_free(R->workers);
     zb_exec_timeline_free(&R->tl);
@@ -291,8 +257,9 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
 {
     pl_rank_t *R = ctx;
     pl_t *pl = R->pl;
-    const zb_pipeline_opts_t *o = pl->opts;
-    if (R->in->step == o->fail_step && R->rank == o->fail_rank && R->computes == o->fail_action)
+    const zb_pipeline_test_hooks_t *h = pl->opts->test_hooks;
+    if (h && R->in->step == h->fail_step && R->rank == h->fail_rank &&
+        R->computes == h->fail_action)
         return zb_err_set(err, ZB_ENUMERIC, "injected fault (test hook) in a kernel");
     R->computes++;
     pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
@@ -307,7 +274,7 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     return timed_end(R, st, err);
 }
 
-zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, float **at,
+zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, void **at,
                             zb_err_t *err)
 {
     pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
@@ -331,7 +298,7 @@ static zb_status_t op_send(void *ctx, const zb_action_t *a, const void **buf, si
                            zb_err_t *err)
 {
     pl_rank_t *R = ctx;
-    float *at = NULL;
+    void *at = NULL;
     zb_status_t st = timed(R, true, err);
     if (st == ZB_OK)
         st = pl_rank_payload(R, a, true, &at, err);
@@ -354,7 +321,7 @@ static zb_status_t op_recv(void *ctx, const zb_action_t *a, void **buf, size_t *
                            zb_err_t *err)
 {
     pl_rank_t *R = ctx;
-    float *at = NULL;
+    void *at = NULL;
     zb_status_t st = timed(R, true, err);
     if (st == ZB_OK)
         st = pl_rank_payload(R, a, false, &at, err);
@@ -454,29 +421,10 @@ static zb_status_t inject_inf(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
 {
     (void)t, (void)err;
     size_t off[16], cnt[16];
-    if (zb_gpt2_params_unit_ranges(&R->grads.g, R->pl->opts->inject_inf_unit, off, cnt) > 0)
+    if (zb_gpt2_params_unit_ranges(&R->grads.g, R->pl->opts->test_hooks->inject_inf_unit, off,
+                                   cnt) > 0)
         R->grads.g.data[off[0]] = INFINITY;
     return ZB_OK;
-}
-
-/* This step's views of the world transport `t`: the replica's pipeline and the replicas of this
- * pipeline rank. With one replica the pipeline is the world itself. */
-
-static zb_status_t make_views(zb_transport_t *t, pl_rank_t *R, zb_transport_t **pipe,
-                              zb_transport_t **dp, zb_err_t *err)
-{
-    pl_t *pl = R->pl;
-    zb_status_t st = ZB_OK;
-    *pipe = t;
-    *dp = NULL;
-    if (pl->N > 1) {
-        if ((st = zb_transport_group_init(&R->pipe_view, t, R->replica * pl->P, 1, pl->P, err)) ==
-            ZB_OK)
-            st = zb_transport_group_init(&R->dp_view, t, R->rank, pl->P, pl->N, err);
-        *pipe = &R->pipe_view.base;
-        *dp = &R->dp_view.base;
-    }
-    return st;
 }
 
 /* The replica's part of the step: execute the program, fold the tied embedding, and sum the
@@ -505,12 +453,18 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
 /* The test hook's +Inf, on the host copy of the gradients (a device's: there and back). */
 static zb_status_t poke_inf(pl_rank_t *R, zb_err_t *err)
 {
-    const zb_pipeline_opts_t *o = R->pl->opts;
-    if (R->in->step != o->inject_inf_step || o->inject_inf_unit < 0 ||
-        o->inject_inf_unit >= R->pl->plan.n_units ||
-        R->pl->plan.unit_owner[o->inject_inf_unit] != R->rank)
+    const zb_pipeline_test_hooks_t *h = R->pl->opts->test_hooks;
+    if (!h || R->in->step != h->inject_inf_step || h->inject_inf_unit < 0 ||
+        h->inject_inf_unit >= R->pl->plan.n_units ||
+        R->pl->plan.unit_owner[h->inject_inf_unit] != R->rank)
         return ZB_OK;
     return on_host_grads(NULL, R, false, inject_inf, err);
+}
+
+bool pl_rank_backs_up(const pl_t *pl)
+{
+    /* with a single rank its own norm is the global one: nothing to validate */
+    return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
 }
 
 /* The optimizer step with the unit partials in R->vec (loss last), over the pipeline `t`.
@@ -574,7 +528,7 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     zb_transport_t *pipe, *dp;
     zb_status_t st = R->dev->step_begin(R, true, err);
     if (st == ZB_OK)
-        st = make_views(t, R, &pipe, &dp, err);
+        st = pl_dp_views(t, R, &pipe, &dp, err);
     if (st == ZB_OK)
         st = compute_part(pipe, dp, R, err);
     if (st == ZB_OK)

@@ -6,8 +6,39 @@
 #include <string.h>
 
 #include "pipeline/pipeline_dist.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_local.h"
+#include "pipeline/pipeline_report.h"
+#include "pipeline/pipeline_trace.h"
+#include "pipeline/rank_memory.h"
 #include "zbpp/util.h"
+
+zb_status_t zb_pipeline_report_init(zb_pipeline_report_t *rep, int ranks, zb_err_t *err)
+{
+    memset(rep, 0, sizeof *rep);
+    if (ranks < 1)
+        return zb_err_set(err, ZB_EINVAL, "a pipeline report needs at least one rank (got %d)",
+                          ranks);
+    rep->ranks = ranks;
+    rep->peak_stash_bytes = calloc((size_t)ranks, sizeof *rep->peak_stash_bytes);
+    rep->predicted_stash_bytes = calloc((size_t)ranks, sizeof *rep->predicted_stash_bytes);
+    rep->mem_predicted = calloc((size_t)ranks, sizeof *rep->mem_predicted);
+    rep->mem_measured = calloc((size_t)ranks, sizeof *rep->mem_measured);
+    if (!rep->peak_stash_bytes || !rep->predicted_stash_bytes || !rep->mem_predicted ||
+        !rep->mem_measured) {
+        zb_pipeline_report_free(rep);
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the report of %d ranks", ranks);
+    }
+    return ZB_OK;
+}
+
+void zb_pipeline_report_free(zb_pipeline_report_t *rep)
+{
+    if (!rep)
+        return;
+    free(rep->peak_stash_bytes), free(rep->predicted_stash_bytes);
+    free(rep->mem_predicted), free(rep->mem_measured);
+    memset(rep, 0, sizeof *rep);
+}
 
 /* After the run, the figures of the ranks this process ran: the measured bubble of the last step
  * and the --trace files (replica 0's timelines: all here with threads, gathered to rank 0 over a
@@ -20,7 +51,7 @@ zb_status_t pl_report_run(const pl_local_t *L, bool stepped, zb_pipeline_report_
     for (int i = 0; i < L->n; i++) {
         const pl_rank_t *R = pl_local_rank(L, i);
         rep->rollbacks += R->rollbacks;
-        if (R->rank < 1024 && (L->net || R->replica == 0)) {
+        if (R->rank < rep->ranks && (L->net || R->replica == 0)) {
             rep->peak_stash_bytes[R->rank] = (double)R->live_peak;
             if (!L->net) /* over a transport only this process's rank is measured */
                 pl_mem_measure(R, &rep->mem_measured[R->rank]);
@@ -115,7 +146,7 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
                 rows[r] = row;
                 tls[r] = (zb_exec_timeline_t){(int)len, row, row + len};
                 peaks[r] = row[2 * len];
-                if (r < 1024)
+                if (r < rep->ranks)
                     memcpy(&rep->mem_measured[r], row + 2 * len + 1, sizeof(zb_rank_mem_t));
             } else {
                 free(row);

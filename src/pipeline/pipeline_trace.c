@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_trace.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
 #include "zbpp/svg.h"

@@ -1,11 +1,126 @@
 /* zbpp — a pipeline rank on the CPU (rank_device.h): the stage API of zbpp/gpt2.h on the rank's
  * host state, stashes pooled by lifetime (stash_pool.c), messages straight from and into its
- * message buffers, the optimizer on its owned units with the post-validation backup in its free
- * stash and message memory (optimistic.c). */
+ * message buffers (msg_buffers.c), the optimizer on its owned units with the post-validation
+ * backup in its free stash and message memory (optimistic.c), the tied WTE shared between
+ * thread ranks (wte_share.c). Its private state: rank_cpu_state.h. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/msg_buffers.h"
+#include "pipeline/optimistic.h"
+#include "pipeline/pipeline_rank.h"
+#include "pipeline/rank_cpu_state.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/stash_pool.h"
+#include "pipeline/wte_share.h"
+#include "zbpp/util.h"
+
+static zb_status_t oom(zb_err_t *err, int rank)
+{
+    return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its pipeline state", rank);
+}
+
+static zb_status_t cpu_init(pl_rank_t *R, zb_err_t *err)
+{
+    if (!(R->devst = calloc(1, sizeof(pl_cpu_rank_t))))
+        return oom(err, R->rank);
+    return ZB_OK;
+}
+
+/* The stage's stash pool, and its message buffers: x_in is written by the previous stage's F
+ * when that stage is here, else by RECV_F; dx_out by the next stage's B when it is here, else
+ * by RECV_B (msg_buffers.c). */
+static zb_status_t cpu_stage_open(pl_rank_t *R, pl_stage_t *ls, bool prev_here, bool next_here,
+                                  zb_err_t *err)
+{
+    pl_t *pl = R->pl;
+    pl_cpu_rank_t *C = pl_cpu_rank(R);
+    const zb_rank_program_t *prog = &pl->plan.sched->rank[R->rank];
+    int stage = ls->stage;
+    zb_status_t st = pl_stash_pool_init(&ls->pool, pl, prog, &ls->span, stage, err);
+    if (st != ZB_OK)
+        return st;
+    if (ls->pool.bytes[ZB_GPT2_REGION_SCRATCH] > C->stash_scratch_bytes)
+        C->stash_scratch_bytes = ls->pool.bytes[ZB_GPT2_REGION_SCRATCH];
+    if (!ls->span.embed &&
+        pl_msgbuf_init(&ls->x_in, prog, stage, PL_BUF_X_IN, prev_here, pl->M, pl->NC) != ZB_OK)
+        return oom(err, R->rank);
+    if (!ls->span.head &&
+        pl_msgbuf_init(&ls->dx_out, prog, stage, PL_BUF_DX_OUT, next_here, pl->M, pl->NC) != ZB_OK)
+        return oom(err, R->rank);
+    if (!ls->span.head && !next_here &&
+        pl_msgbuf_init(&ls->own_x_out, prog, stage, PL_BUF_X_OUT, false, pl->M, pl->NC) != ZB_OK)
+        return oom(err, R->rank);
+    if (!ls->span.embed && !prev_here &&
+        pl_msgbuf_init(&ls->own_dx_in, prog, stage, PL_BUF_DX_IN, false, pl->M, pl->NC) != ZB_OK)
+        return oom(err, R->rank);
+    return ZB_OK;
+}
+
+/* After the stages: one scratch for all their stashes, and the free memory that holds the
+ * optimistic step's backup (optimistic.c). */
+static zb_status_t cpu_open(pl_rank_t *R, zb_err_t *err)
+{
+    pl_cpu_rank_t *C = pl_cpu_rank(R);
+    if (C->stash_scratch_bytes > 0 &&
+        posix_memalign(&C->stash_scratch, 64, C->stash_scratch_bytes) != 0)
+        return oom(err, R->rank);
+    for (int i = 0; i < R->n_local; i++)
+        R->st[i].pool.scratch = C->stash_scratch;
+    pl_spare_collect(R);
+    return ZB_OK;
+}
+
+static void cpu_close(pl_rank_t *R)
+{
+    pl_cpu_rank_t *C = pl_cpu_rank(R);
+    if (!C)
+        return;
+    pl_wte_share_release(R);
+    for (int i = 0; R->st && i < R->n_local; i++) {
+        pl_stage_t *ls = &R->st[i];
+        pl_stash_pool_free(&ls->pool);
+        pl_msgbuf_free(&ls->x_in), pl_msgbuf_free(&ls->dx_out);
+        pl_msgbuf_free(&ls->own_x_out), pl_msgbuf_free(&ls->own_dx_in);
+    }
+    free(C->stash_scratch);
+    free(C);
+    R->devst = NULL;
+}
+
+/* The cost model's stash bytes: what the rank's stash keeps for pl->keep. */
+static void cpu_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
+                             size_t *after_b)
+{
+    zb_gpt2_stage_mem_keep(&pl->mcfg, sp, pl->mbB, pl->T, pl->keep, after_f, after_b);
+}
+
+/* From the rank's allocations. A shared WTE is counted on the embedding rank; the head's
+ * accumulator is then its gradient's WTE part. */
+static void cpu_memory(const pl_rank_t *R, zb_rank_mem_t *m)
+{
+    const pl_t *pl = R->pl;
+    const double F = sizeof(float);
+    double shared = R->wte_shared && R->has_head ? (double)R->params.sizes[ZB_WTE] : 0;
+    bool own_acc = R->grads.wte_head && R->grads.wte_head != R->grads.g.t[ZB_WTE];
+    m->params = ((double)R->params.count - shared) * F;
+    m->grads = ((double)R->grads.g.count + (own_acc ? (double)R->grads.g.sizes[ZB_WTE] : 0)) * F;
+    m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count - 2 * shared) * F;
+    m->backup = 0; /* in the stash and message memory (optimistic.c) */
+    double buf = (double)pl->NC * F;
+    for (int i = 0; i < R->n_local; i++) {
+        const pl_stage_t *ls = &R->st[i];
+        m->messages += buf * (ls->x_in.n + ls->dx_out.n + ls->own_x_out.n + ls->own_dx_in.n);
+        if (ls->r_out)
+            m->messages += (double)pl->NC * F;
+        m->stash_alloc += (double)pl_stash_pool_bytes(&ls->pool);
+    }
+    m->stash_alloc += (double)pl_cpu_rank(R)->stash_scratch_bytes;
+    if (R->wte_chunk)
+        m->messages += (double)pl_wte_chunk(R->params.sizes[ZB_WTE]) * F;
+    m->activations = (double)R->live_peak;
+}
 
 static void track_memory(pl_rank_t *R)
 {
@@ -84,7 +199,7 @@ static zb_status_t cpu_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *
     return st;
 }
 
-static zb_status_t cpu_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
+static zb_status_t cpu_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, void **host,
                                zb_err_t *err)
 {
     (void)err;
@@ -124,14 +239,6 @@ static zb_status_t cpu_unit_sumsq(pl_rank_t *R, int unit, double *out, zb_err_t 
     return ZB_OK;
 }
 
-static zb_status_t cpu_open(pl_rank_t *R, zb_err_t *err)
-{
-    (void)R, (void)err;
-    return ZB_OK;
-}
-
-static void cpu_close(pl_rank_t *R) { (void)R; }
-
 static zb_status_t cpu_update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
 {
     (void)err;
@@ -166,6 +273,14 @@ static zb_status_t cpu_step_elems(pl_rank_t *R, size_t from, size_t to, float lr
 }
 
 const pl_rank_dev_t pl_rank_cpu = {.name = "cpu",
+                                   .run_open = NULL,
+                                   .run_close = NULL,
+                                   .stage_memory = cpu_stage_memory,
+                                   .stage_static = NULL,
+                                   .stage_stash = NULL,
+                                   .shares_wte = true,
+                                   .init = cpu_init,
+                                   .stage_open = cpu_stage_open,
                                    .open = cpu_open,
                                    .close = cpu_close,
                                    .step_begin = cpu_step_begin,
@@ -176,6 +291,7 @@ const pl_rank_dev_t pl_rank_cpu = {.name = "cpu",
                                    .finish = NULL,
                                    .time_action = NULL,
                                    .step_end = NULL,
+                                   .memory = cpu_memory,
                                    .unit_sumsq = cpu_unit_sumsq,
                                    .update = cpu_update,
                                    .optimistic_elems = cpu_optimistic_elems,

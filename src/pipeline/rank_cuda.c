@@ -20,15 +20,21 @@
  *   rank's host mirror (pl_rank_t params / grads / opt), through slice copies;
  * - grad-norm partials and AdamW on the device; post-validation backs up params and moments in
  *   a plain device buffer per stage (zb_cuda_state_backup) and steps all of it optimistically.
- * Uses only the public zb_cuda_* API, so it is compiled in every build. */
+ * Its private state: rank_cuda_state.h; its messages: rank_cuda_msg.c. Uses only the zb_cuda_*
+ * API (zbpp/cuda.h, cuda/stream.h), so it is compiled in every build. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/gpt2_internal.h"
+#include "pipeline/rank_cuda.h"
+#include "pipeline/rank_cuda_msg.h"
+#include "pipeline/rank_cuda_state.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/rank_memory_cuda.h"
 #include "zbpp/cuda.h"
+#include "cuda/stream.h"
 #include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"
 
@@ -137,51 +143,6 @@ void pl_cuda_close(pl_t *pl)
     free(run);
     pl->cuda = NULL;
 }
-
-/* ---- a rank's stages ---- */
-
-typedef struct {
-    zb_cuda_stage_t *stage;
-    zb_cuda_stash_t **stash; /* [M] microbatch m's stash while it is in flight */
-    zb_cuda_stash_t **idle;  /* [M] allocated stashes not in use */
-    int n_idle, n_made;
-    unsigned char *forgot; /* [M] a non-saving F ran, its R has not: nothing kept but the input */
-    /* device message buffers, one NC slot per microbatch; r_out: an R's output */
-    float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
-    float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
-    bool prev_here, next_here;
-    /* device messages: the events recorded after each outgoing slot is written, the handles
-     * sent (out_*) and received (in_*), [M] each */
-    struct CUevent_st **ev_x_out, **ev_dx_in;
-    struct cu_msg *out_x, *out_dx, *in_x, *in_dx;
-    /* staging (all but device messages): pinned host slots [M·NC] of what the stage sends (pin_x_out,
-     * pin_dx_in) and receives (pin_x_in, pin_dx_out); events [2M] (k = m forward, M + m
-     * backward): the producing F/B done (ev_prod), its download done (ev_down), the upload done
-     * (ev_up); arrived[k]: 0 nothing, 1 the transport filled the pinned slot, 2 upload queued */
-    float *pin_x_out, *pin_dx_in, *pin_x_in, *pin_dx_out;
-    struct CUevent_st **ev_prod, **ev_down, **ev_up;
-    unsigned char *arrived;
-} cu_stage_t;
-
-/* A device message: where the sender's slot is and the event after which it may be read. */
-typedef struct cu_msg {
-    const float *src;
-    struct CUevent_st *ev;
-    int device;
-} cu_msg_t;
-
-typedef struct {
-    int device;
-    bool device_messages;
-    bool null_messages; /* --gpu-messages none: skip_copies from the second training step */
-    bool skip_copies;
-    long first_step;    /* the run's first training step (-1 before it) */
-    zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
-    double t_begin;         /* host time (since the step's t0) of the timer's step start */
-    cu_stage_t *st; /* [n_local], as R->st */
-} cu_rank_t;
-
-static cu_rank_t *CU(pl_rank_t *R) { return R->devst; }
 
 static zb_status_t no_slot(pl_rank_t *R, int m, zb_err_t *err)
 {
@@ -304,90 +265,6 @@ static zb_status_t cuda_grads(pl_rank_t *R, bool wte_only, bool to_host, zb_err_
     return copy_state(R, ZB_CUDA_STATE_GRADS, &R->grads.g, wte_only, to_host, err);
 }
 
-static zb_status_t device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *err)
-{
-    size_t M = (size_t)R->pl->M;
-    if (!(cs->ev_x_out = calloc(M, sizeof *cs->ev_x_out)) ||
-        !(cs->ev_dx_in = calloc(M, sizeof *cs->ev_dx_in)) ||
-        !(cs->out_x = calloc(M, sizeof *cs->out_x)) || !(cs->out_dx = calloc(M, sizeof *cs->out_dx)) ||
-        !(cs->in_x = calloc(M, sizeof *cs->in_x)) || !(cs->in_dx = calloc(M, sizeof *cs->in_dx)))
-        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for device messages", R->rank);
-    zb_status_t st = ZB_OK;
-    for (size_t m = 0; m < M && st == ZB_OK; m++) {
-        if (cs->own_x_out)
-            st = zb_cuda_event_new(cs->stage, &cs->ev_x_out[m], err);
-        if (st == ZB_OK && cs->own_dx_in)
-            st = zb_cuda_event_new(cs->stage, &cs->ev_dx_in[m], err);
-    }
-    return st;
-}
-
-/* Staging: the pinned slots this stage's messages need, and their events. */
-static zb_status_t staging_init(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_err_t *err)
-{
-    const size_t M = (size_t)R->pl->M, MNC = M * R->pl->NC;
-    zb_status_t st = ZB_OK;
-    if (cs->own_x_out)
-        st = zb_cuda_host_alloc(MNC, &cs->pin_x_out, err);
-    if (st == ZB_OK && cs->own_dx_in)
-        st = zb_cuda_host_alloc(MNC, &cs->pin_dx_in, err);
-    if (st == ZB_OK && !ls->span.embed && !cs->prev_here)
-        st = zb_cuda_host_alloc(MNC, &cs->pin_x_in, err);
-    if (st == ZB_OK && !ls->span.head && !cs->next_here)
-        st = zb_cuda_host_alloc(MNC, &cs->pin_dx_out, err);
-    if (st != ZB_OK)
-        return st;
-    if (!(cs->ev_prod = calloc(2 * M, sizeof *cs->ev_prod)) ||
-        !(cs->ev_down = calloc(2 * M, sizeof *cs->ev_down)) ||
-        !(cs->ev_up = calloc(2 * M, sizeof *cs->ev_up)) || !(cs->arrived = calloc(2 * M, 1)))
-        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for message staging", R->rank);
-    for (size_t k = 0; k < 2 * M && st == ZB_OK; k++) {
-        bool fwd = k < M;
-        if ((fwd ? cs->pin_x_out : cs->pin_dx_in) &&
-            (st = zb_cuda_event_new(cs->stage, &cs->ev_prod[k], err)) == ZB_OK)
-            st = zb_cuda_event_new(cs->stage, &cs->ev_down[k], err);
-        if (st == ZB_OK && (fwd ? cs->pin_x_in : cs->pin_dx_out))
-            st = zb_cuda_event_new(cs->stage, &cs->ev_up[k], err);
-    }
-    return st;
-}
-
-static void staging_free(const pl_rank_t *R, cu_stage_t *cs)
-{
-    zb_cuda_host_free(cs->pin_x_out), zb_cuda_host_free(cs->pin_dx_in);
-    zb_cuda_host_free(cs->pin_x_in), zb_cuda_host_free(cs->pin_dx_out);
-    for (int k = 0; k < 2 * R->pl->M; k++) {
-        zb_cuda_event_free(cs->ev_prod ? cs->ev_prod[k] : NULL);
-        zb_cuda_event_free(cs->ev_down ? cs->ev_down[k] : NULL);
-        zb_cuda_event_free(cs->ev_up ? cs->ev_up[k] : NULL);
-    }
-    free(cs->ev_prod), free(cs->ev_down), free(cs->ev_up), free(cs->arrived);
-}
-
-/* Staging: every message the transport has put in a pinned slot since the last call is
- * queued for upload on its stage's copy stream (it overlaps the compute queued meanwhile; the
- * consumer waits for its event, bring_in). */
-static zb_status_t upload_arrived(pl_rank_t *R, zb_err_t *err)
-{
-    const int M = R->pl->M;
-    const size_t NC = R->pl->NC;
-    zb_status_t st = ZB_OK;
-    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
-        cu_stage_t *cs = &CU(R)->st[i];
-        for (int k = 0; cs->arrived && k < 2 * M && st == ZB_OK; k++) {
-            if (cs->arrived[k] != 1)
-                continue;
-            size_t at = (size_t)(k % M) * NC;
-            st = k < M ? zb_cuda_stage_upload(cs->stage, cs->x_in + at, cs->pin_x_in + at, NC,
-                                              cs->ev_up[k], err)
-                       : zb_cuda_stage_upload(cs->stage, cs->dx_out + at, cs->pin_dx_out + at,
-                                              NC, cs->ev_up[k], err);
-            cs->arrived[k] = 2;
-        }
-    }
-    return st;
-}
-
 static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
@@ -440,9 +317,9 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         if (st == ZB_OK && ls->r_out)
             st = zb_cuda_buffer_alloc(cs->stage, NC, &cs->r_out, err);
         if (st == ZB_OK && C->device_messages)
-            st = device_messages_init(R, cs, err);
+            st = pl_cu_device_messages_init(R, cs, err);
         else if (st == ZB_OK) /* pinned slots on a copy stream, for threads and MPI */
-            st = staging_init(R, ls, cs, err);
+            st = pl_cu_staging_init(R, ls, cs, err);
     }
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         cu_stage_t *cs = &C->st[i];
@@ -505,7 +382,7 @@ static void cuda_close(pl_rank_t *R)
         free(cs->ev_x_out), free(cs->ev_dx_in);
         free(cs->out_x), free(cs->out_dx), free(cs->in_x), free(cs->in_dx);
         zb_cuda_stage_free(cs->stage); /* its streams' work done before the pinned slots go */
-        staging_free(R, cs);
+        pl_cu_staging_free(R, cs);
         free(cs->stash), free(cs->idle), free(cs->forgot);
     }
     free(C->st);
@@ -567,33 +444,7 @@ static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
     const cu_rank_t *O = R->pl->opts->transport ? C : R->pl->ranks[C->device].devst;
     const zb_cuda_timer_t *origin = O && O->timer ? O->timer : C->timer;
     return zb_cuda_timer_resolve(C->timer, origin, origin == C->timer ? C->t_begin : O->t_begin,
-                                 &R->tl, err);
-}
-
-/* Bring microbatch m's message into the device slot `dst` of stage ls: from the host buffer
- * (staging), or from the sender's device slot after its event (device messages). */
-static zb_status_t bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool forward, int m,
-                            float *dst, zb_err_t *err)
-{
-    const size_t NC = R->pl->NC;
-    if (cs->in_x) {
-        const cu_msg_t *h = forward ? &cs->in_x[m] : &cs->in_dx[m];
-        if (!h->src)
-            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s message for microbatch %d",
-                              ls->stage, forward ? "forward" : "backward", m);
-        return CU(R)->skip_copies ? zb_cuda_stage_wait(cs->stage, h->ev, err)
-                                  : zb_cuda_copy_after(cs->stage, dst, h->src, h->device, NC,
-                                                       h->ev, err);
-    }
-    /* staged: uploaded on the copy stream (upload_arrived), the stream waits for it */
-    int k = forward ? m : R->pl->M + m;
-    zb_status_t st = cs->arrived[k] == 1 ? upload_arrived(R, err) : ZB_OK;
-    if (st != ZB_OK)
-        return st;
-    if (cs->arrived[k] != 2)
-        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no %s for microbatch %d", ls->stage,
-                          forward ? "input" : "gradient", m);
-    return zb_cuda_stage_wait(cs->stage, cs->ev_up[k], err);
+                                 R->tl.start, R->tl.end, R->tl.len, err);
 }
 
 static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
@@ -647,7 +498,7 @@ static zb_status_t cu_forward(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_c
     float *x_in = ls->span.embed ? NULL : cs->x_in + (size_t)m * NC;
     zb_status_t st = ZB_OK;
     if (upload && x_in && !cs->prev_here)
-        st = bring_in(R, ls, cs, true, m, x_in, err);
+        st = pl_cu_bring_in(R, ls, cs, true, m, x_in, err);
     if (st == ZB_OK)
         st = zb_cuda_forward(cs->stage, sh, ls->span.embed ? R->in->inputs + tok : NULL, x_in,
                              ls->span.head ? R->in->targets + tok : NULL,
@@ -663,7 +514,7 @@ static zb_status_t cu_backward_input(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *c
     float *dx_out = ls->span.head ? NULL : cs->dx_out + (size_t)m * NC;
     zb_status_t st = ZB_OK;
     if (dx_out && !cs->next_here)
-        st = bring_in(R, ls, cs, false, m, dx_out, err);
+        st = pl_cu_bring_in(R, ls, cs, false, m, dx_out, err);
     if (st == ZB_OK)
         st = zb_cuda_backward_input(cs->stage, sh, dx_out, pl->grad_scale,
                                     ls->span.embed ? NULL : cs->dx_in + (size_t)m * NC, err);
@@ -677,7 +528,7 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     const size_t NC = R->pl->NC;
     int m = a->mb;
     float *x_out = ls->span.head ? NULL : cs->x_out + (size_t)m * NC;
-    zb_status_t st = CU(R)->device_messages ? ZB_OK : upload_arrived(R, err);
+    zb_status_t st = CU(R)->device_messages ? ZB_OK : pl_cu_upload_arrived(R, err);
     if (st != ZB_OK)
         return st;
     if (eval) { /* a stash for the F alone, given back at once */
@@ -737,107 +588,6 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     }
     track_memory(R);
     return st;
-}
-
-/* Device messages. SEND: record the slot's event on the stage's stream (after the F or B that
- * wrote it) and send {slot, event, device}; RECV: the handle lands in in_*[m], and the compute
- * that reads the message queues the wait and the copy (bring_in). The slot is written once per
- * step and every rank finishes its queued work before the step's collectives (cuda_finish), so
- * the receiver has copied it before the sender's next step writes it again. */
-static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
-                                  const zb_action_t *a, float **host, zb_err_t *err)
-{
-    const size_t NC = R->pl->NC;
-    int m = a->mb;
-    cu_msg_t *h = NULL;
-    zb_status_t st = ZB_OK;
-    switch ((zb_action_type_t)a->type) {
-    case ZB_ACT_SEND_F:
-    case ZB_ACT_SEND_B: {
-        bool fwd = a->type == ZB_ACT_SEND_F;
-        const float *slot = fwd ? (cs->own_x_out ? cs->x_out : NULL) : (cs->own_dx_in ? cs->dx_in : NULL);
-        struct CUevent_st *ev = slot ? (fwd ? cs->ev_x_out[m] : cs->ev_dx_in[m]) : NULL;
-        if (!slot)
-            break;
-        h = fwd ? &cs->out_x[m] : &cs->out_dx[m];
-        *h = (cu_msg_t){.src = slot + (size_t)m * NC, .ev = ev,
-                        .device = zb_cuda_stage_device(cs->stage)};
-        st = zb_cuda_event_record(cs->stage, ev, err);
-        break;
-    }
-    case ZB_ACT_RECV_F: h = ls->span.embed ? NULL : &cs->in_x[m]; break;
-    case ZB_ACT_RECV_B: h = ls->span.head ? NULL : &cs->in_dx[m]; break;
-    default: break;
-    }
-    *host = (float *)(void *)h;
-    return st;
-}
-
-/* Staging. SEND: the download of slot m queued on the copy stream after the producing F/B
- * (its event); the host does not wait: the executor defers the send until the download is done
- * (cuda_message_ready), so the rank's next actions queue while it runs; RECV: the pinned slot
- * the transport fills, uploaded at the rank's next device call (upload_arrived) on the copy
- * stream. */
-static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_t *a,
-                                  float **host, zb_err_t *err)
-{
-    const int M = R->pl->M;
-    const size_t at = (size_t)a->mb * R->pl->NC;
-    zb_status_t st = upload_arrived(R, err); /* what came in before this action */
-    *host = NULL;
-    if (st != ZB_OK)
-        return st;
-    switch ((zb_action_type_t)a->type) {
-    case ZB_ACT_SEND_F:
-    case ZB_ACT_SEND_B: {
-        bool fwd = a->type == ZB_ACT_SEND_F;
-        float *pin = fwd ? cs->pin_x_out : cs->pin_dx_in;
-        int k = fwd ? a->mb : M + a->mb;
-        if (!pin)
-            return ZB_OK;
-        st = zb_cuda_stage_download(cs->stage, pin + at, (fwd ? cs->x_out : cs->dx_in) + at,
-                                    R->pl->NC, cs->ev_prod[k], cs->ev_down[k], err);
-        if (st == ZB_OK)
-            *host = pin + at;
-        return st;
-    }
-    case ZB_ACT_RECV_F:
-    case ZB_ACT_RECV_B: {
-        bool fwd = a->type == ZB_ACT_RECV_F;
-        float *pin = fwd ? cs->pin_x_in : cs->pin_dx_out;
-        if (pin) {
-            *host = pin + at;
-            cs->arrived[fwd ? a->mb : M + a->mb] = 1; /* filled when this action returns */
-        }
-        return ZB_OK;
-    }
-    default: return ZB_OK;
-    }
-}
-
-/* A staged SEND's download done (wait: wait for it); every other message is ready when
- * cuda_message returns. */
-static zb_status_t cuda_message_ready(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a,
-                                      bool wait, bool *ready, zb_err_t *err)
-{
-    const cu_stage_t *cs = &CU(R)->st[ls - R->st];
-    bool fwd = a->type == ZB_ACT_SEND_F;
-    *ready = true;
-    if (cs->in_x || (!fwd && a->type != ZB_ACT_SEND_B) ||
-        !(fwd ? cs->pin_x_out : cs->pin_dx_in))
-        return ZB_OK;
-    struct CUevent_st *done = cs->ev_down[fwd ? a->mb : R->pl->M + a->mb];
-    return wait ? zb_cuda_event_sync(done, err) : zb_cuda_event_query(done, ready, err);
-}
-
-/* A message: a handle (device messages) or a pinned host slot (staging). */
-static zb_status_t cuda_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
-                                zb_err_t *err)
-{
-    cu_stage_t *cs = &CU(R)->st[ls - R->st];
-    if (cs->in_x) /* device messages: a handle (slot + event) instead of the bytes */
-        return device_message(R, ls, cs, a, host, err);
-    return staged_message(R, cs, a, host, err);
 }
 
 /* The local stage holding norm unit u in full (0: the embedding, L+1: the head), -1: none. */
@@ -924,12 +674,18 @@ static zb_status_t cuda_step_elems(pl_rank_t *R, size_t from, size_t to, float l
 }
 
 const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
+                                    .run_open = pl_cuda_open,
+                                    .run_close = pl_cuda_close,
+                                    .stage_memory = pl_cuda_stage_memory,
+                                    .stage_static = pl_cuda_stage_static,
+                                    .stage_stash = pl_cuda_stage_stash,
+                                    .shares_wte = false,
                                     .open = cuda_open,
                                     .close = cuda_close,
                                     .step_begin = cuda_step_begin,
                                     .compute = cuda_compute,
-                                    .message = cuda_message,
-                                    .message_ready = cuda_message_ready,
+                                    .message = pl_cu_message,
+                                    .message_ready = pl_cu_message_ready,
                                     .memory = cuda_memory,
                                     .grads = cuda_grads,
                                     .state = cuda_state,

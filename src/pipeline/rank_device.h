@@ -2,19 +2,49 @@
  * stages, behind one small table, so that the driver, the executor, the transports and the host
  * paths (tied-embedding exchange, replica reduction, checkpoints, gather) are written once.
  *
- * The rank's host state (pl_rank_t: params, grads, opt, message buffers) exists for every
- * device. On the CPU it IS the device state (pl_rank_cpu: today's code, stash pools by
- * lifetime, shared WTE for thread ranks, the backup in free memory). On a GPU (pl_rank_cuda,
- * rank_cuda.c) it is a host mirror: parameters, gradients and moments live in one CUDA stage per
- * local pipeline stage, and `grads` / `state` move slices between the two when a host path needs
- * them; message buffers are host staging for the transport. */
+ * The rank's host state (pl_rank_t: params, grads, opt) exists for every device; what only one
+ * device needs is its own, in R->devst. On the CPU the host state IS the device state
+ * (pl_rank_cpu, rank_cpu.c; its private state in rank_cpu_state.h: the stashes' scratch, the
+ * backup in free memory, the shared WTE of thread ranks; stash pools and message buffers by
+ * lifetime in its stages). On a GPU (pl_rank_cuda, rank_cuda.c) it is a host mirror:
+ * parameters, gradients and moments live in one CUDA stage per local pipeline stage, and
+ * `grads` / `state` move slices between the two when a host path needs them.
+ *
+ * The run picks its device once (pl_rank_device); nothing outside the device files asks which
+ * device it is: what differs is a hook here, and a NULL hook means "as the host". */
 #ifndef ZBPP_RANK_DEVICE_H
 #define ZBPP_RANK_DEVICE_H
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_types.h"
 
 typedef struct pl_rank_dev {
     const char *name;
+    /* ---- the run (pipeline.c): its devices before the ranks are made (rep->device says what
+     * was made), freed after them. NULL: nothing to do. ---- */
+    zb_status_t (*run_open)(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
+    void (*run_close)(pl_t *pl);
+    /* ---- the memory model (pipeline_plan.c, rank_memory.c), before any rank exists ---- */
+    /* Bytes a stage's stash holds live after F and after B (the cost model's m_f, m_b, m_w). */
+    void (*stage_memory)(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
+                         size_t *after_b);
+    /* Device figures of stage sp: its state, backup and message buffers (stage_static) and its
+     * stashes for the program `prog` (stage_stash, into m->stash_alloc). NULL: the host's
+     * counting in rank_memory.c (host buffers, stash pools by lifetime). */
+    void (*stage_static)(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,
+                         bool next_here, zb_rank_mem_t *m);
+    void (*stage_stash)(const pl_t *pl, const zb_rank_program_t *prog, int stage,
+                        const zb_gpt2_span_t *sp, zb_rank_mem_t *m);
+    /* Thread ranks of one replica may hold one tied WTE between them (wte_share.c). */
+    bool shares_wte;
+    /* ---- a rank ---- */
+    /* Before the rank's host state is built: its private state in R->devst. NULL: open makes
+     * it. */
+    zb_status_t (*init)(pl_rank_t *R, zb_err_t *err);
+    /* While the host state is built, for each local stage ls in stage order (prev_here /
+     * next_here: the neighbour stage is on this rank too): the stage's host buffers. NULL:
+     * none. */
+    zb_status_t (*stage_open)(pl_rank_t *R, pl_stage_t *ls, bool prev_here, bool next_here,
+                              zb_err_t *err);
     /* After the host state is built (pl_rank_init): the device's copy of it. */
     zb_status_t (*open)(pl_rank_t *R, zb_err_t *err);
     void (*close)(pl_rank_t *R);
@@ -28,7 +58,7 @@ typedef struct pl_rank_dev {
                            bool eval, zb_err_t *err);
     /* SEND_F / SEND_B: the message's bytes in host memory (*host, R->msg_bytes: NC floats, or
      * a device's handle); RECV_F / RECV_B: where the transport writes them. */
-    zb_status_t (*message)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, float **host,
+    zb_status_t (*message)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, void **host,
                            zb_err_t *err);
     /* A SEND whose bytes `message` only queued (a copy into host memory): *ready = they are
      * there (wait: block until they are). NULL: a SEND's bytes are there when `message`
@@ -50,7 +80,7 @@ typedef struct pl_rank_dev {
     zb_status_t (*time_action)(pl_rank_t *R, int i, bool begin, zb_err_t *err);
     zb_status_t (*step_end)(pl_rank_t *R, zb_err_t *err);
     /* The rank's memory on the device in zb_rank_mem_t's fields (all but total and rss_peak),
-     * from its allocations. NULL: the host figures (pl_mem_measure) are the device's. */
+     * from its allocations. */
     void (*memory)(const pl_rank_t *R, zb_rank_mem_t *m);
     /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
     zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
@@ -70,28 +100,10 @@ typedef struct pl_rank_dev {
 extern const pl_rank_dev_t pl_rank_cpu;  /* rank_cpu.c */
 extern const pl_rank_dev_t pl_rank_cuda; /* rank_cuda.c */
 
-/* The run's GPUs (rank_cuda.c, pl->opts->cuda set): pl_cuda_open (before the ranks) checks the
- * device, places global rank g on GPU g mod N and, where ranks share a GPU, makes their SM
- * partitions (rep->device says what was made); pl_cuda_close frees them after the ranks. */
-zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err);
-/* How many of the run's ranks this process places on GPU d of ndev (threads: global rank g on
- * GPU g mod ndev; MPI: the process's one rank): the split of its SMs. */
-int pl_cuda_ranks_on(const pl_t *pl, int ndev, int d);
-void pl_cuda_close(pl_t *pl);
-
-/* pipeline_rank.c: the host paths a device shares. pl_tied_embedding: the tied WTE fold and
- * exchange on R->grads (wte_shared: meet, fold on the embedding rank). pl_rank_state: every
- * local rank's params and moments to the host (or back), a no-op on the CPU. */
-zb_status_t pl_tied_embedding(zb_transport_t *t, pl_rank_t *R, zb_err_t *err);
-zb_status_t pl_ranks_state(pl_t *pl, bool to_host, zb_err_t *err);
-
-/* pipeline_rank.c: the local stage of `stage` (ZB_ESCHEDULE naming it when not here); the first
- * token of microbatch m in the step's batch; the host bytes of message action a (checked): a
- * SEND's are there when it returns unless `queue` (then the device's message_ready says
- * when). */
-pl_stage_t *pl_rank_stage(pl_rank_t *R, int stage, zb_err_t *err);
-size_t pl_rank_tok(const pl_rank_t *R, int m);
-zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, float **at,
-                            zb_err_t *err);
+/* The device of a run with options o: a GPU with o->cuda, else the CPU. */
+static inline const pl_rank_dev_t *pl_rank_device(const zb_pipeline_opts_t *o)
+{
+    return o->cuda ? &pl_rank_cuda : &pl_rank_cpu;
+}
 
 #endif

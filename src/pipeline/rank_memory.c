@@ -5,7 +5,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "pipeline/msg_buffers.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
+#include "pipeline/rank_memory.h"
+#include "pipeline/stash_pool.h"
+#include "pipeline/wte_share.h"
 #include "zbpp/util.h"
 
 typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
@@ -28,12 +33,6 @@ static int sched_rank(const pl_t *pl, int S, int s)
     return zb_stage_rank(pl->plan.sched, s);
 }
 
-bool pl_rank_backs_up(const pl_t *pl)
-{
-    /* with a single rank its own norm is the global one: nothing to validate */
-    return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
-}
-
 /* Parameters, gradients, optimizer, backup and messages of `rank` with S stages placed by
  * rank_of and partitioned by pl->plan.first. */
 static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_rank_mem_t *m)
@@ -54,8 +53,8 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
          * pass's placement; msg_buffers.c) */
         bool next_here = !sp.head && rank_of(pl, S, s + 1) == rank;
         bool prev_here = !sp.embed && rank_of(pl, S, s - 1) == rank;
-        if (pl->opts->cuda) { /* a GPU rank: its device memory, stage by stage */
-            pl_cuda_stage_static(pl, &sp, prev_here, next_here, m);
+        if (pl->dev->stage_static) { /* the device's own buffers, stage by stage */
+            pl->dev->stage_static(pl, &sp, prev_here, next_here, m);
             continue;
         }
         msg_bufs += !sp.embed ? (double)pl->M : 0;
@@ -63,7 +62,7 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
         msg_bufs += !sp.head && !next_here;
         msg_bufs += !sp.embed && !prev_here;
     }
-    if (pl->opts->cuda)
+    if (pl->dev->stage_static)
         return;
     const double F = sizeof(float);
     double count = (double)zb_gpt2_params_part_count(&pl->mcfg, spans, n);
@@ -80,6 +79,21 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
     m->messages = msg_bufs * (double)pl->NC * F;
     if (embed && !head && !shared) /* the tied gradient's exchange buffer */
         m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
+}
+
+/* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
+void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
+{
+    for (int s = 0; s < S; s++) {
+        zb_gpt2_span_t span = zb_partition_span(first, S, s);
+        size_t after_f, after_b;
+        pl->dev->stage_memory(pl, &span, &after_f, &after_b);
+        costs->m_f[s] = (double)after_f;
+        costs->m_b[s] = (double)after_b - (double)after_f;
+        costs->m_w[s] = -(double)after_b;
+        if (costs->m_keep)
+            costs->m_keep[s] = 0.0;
+    }
 }
 
 static void add_total(zb_rank_mem_t *m)
@@ -150,9 +164,9 @@ void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double act
     memset(m, 0, sizeof *m);
     static_part(pl, pl->plan.S, sched_rank, rank, m);
     m->activations = activations;
-    const bool gpu = pl->opts->cuda != NULL;
+    const bool host = !pl->dev->stage_stash; /* stash pools and message buffers on the host */
     const zb_rank_program_t *prog = &pl->plan.sched->rank[rank];
-    if (!gpu) { /* static_part's message buffers bound M in flight; the program says how many */
+    if (host) { /* static_part's message buffers bound M in flight; the program says how many */
         int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
         m->messages = e == rank && h != rank && !pl_wte_shared(pl, e, h)
                           ? (double)pl_wte_chunk((size_t)pl->mcfg.padded_vocab *
@@ -164,8 +178,8 @@ void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double act
         if (zb_stage_rank(pl->plan.sched, s) != rank)
             continue;
         zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
-        if (gpu) { /* device buffers as static_part counted them, a stash per in flight */
-            pl_cuda_stage_stash(pl, prog, s, &sp, m);
+        if (!host) { /* device buffers as static_part counted them, its stashes */
+            pl->dev->stage_stash(pl, prog, s, &sp, m);
         } else {
             m->messages += (double)stage_msg_slots(pl, rank, s, &sp) * (double)pl->NC * sizeof(float);
             size_t scratch = 0;
@@ -197,6 +211,7 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
     pl_t pl;
     memset(&pl, 0, sizeof pl);
     pl.opts = &o;
+    pl.dev = pl_rank_device(&o);
     pl.mcfg = *cfg;
     pl.P = sched->ranks, pl.N = 1, pl.plan.S = sched->stages, pl.M = sched->microbatches;
     pl.mbB = mbB, pl.T = T, pl.keep = keep;
@@ -232,35 +247,8 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
 
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)
 {
-    const pl_t *pl = R->pl;
-    const double F = sizeof(float);
     memset(m, 0, sizeof *m);
-    if (R->dev->memory) { /* a device's own figures (a GPU rank: its device memory) */
-        R->dev->memory(R, m);
-        add_total(m);
-        m->rss_peak = zb_rss_peak_bytes();
-        return;
-    }
-    /* a shared WTE is counted on the embedding rank; the head's accumulator is then its
-     * gradient's WTE part */
-    double shared = R->wte_shared && R->has_head ? (double)R->params.sizes[ZB_WTE] : 0;
-    bool own_acc = R->grads.wte_head && R->grads.wte_head != R->grads.g.t[ZB_WTE];
-    m->params = ((double)R->params.count - shared) * F;
-    m->grads = ((double)R->grads.g.count + (own_acc ? (double)R->grads.g.sizes[ZB_WTE] : 0)) * F;
-    m->optimizer = ((double)R->opt.m.count + (double)R->opt.v.count - 2 * shared) * F;
-    m->backup = 0; /* in the stash and message memory (optimistic.c) */
-    double buf = (double)pl->NC * F;
-    for (int i = 0; i < R->n_local; i++) {
-        const pl_stage_t *ls = &R->st[i];
-        m->messages += buf * (ls->x_in.n + ls->dx_out.n + ls->own_x_out.n + ls->own_dx_in.n);
-        if (ls->r_out)
-            m->messages += (double)pl->NC * F;
-        m->stash_alloc += (double)pl_stash_pool_bytes(&ls->pool);
-    }
-    m->stash_alloc += (double)R->stash_scratch_bytes;
-    if (R->wte_chunk)
-        m->messages += (double)pl_wte_chunk(R->params.sizes[ZB_WTE]) * F;
-    m->activations = (double)R->live_peak;
+    R->dev->memory(R, m); /* the device's figures, from its allocations */
     add_total(m);
     m->rss_peak = zb_rss_peak_bytes();
 }

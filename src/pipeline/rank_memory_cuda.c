@@ -6,7 +6,8 @@
  * WTE), message buffers have a slot per microbatch, a stash is a whole stash per microbatch in
  * flight (taken at F or R, given back after W; a non-saving F gives it back when it ends), and a
  * post-validation backup is 3 x the state. */
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_rank.h"
+#include "pipeline/rank_memory_cuda.h"
 #include "zbpp/cuda.h"
 
 /* The stage's layout figures; zeros when they cannot be had (a build without CUDA). */

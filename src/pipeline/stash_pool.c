@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/stash_pool.h"
 
 enum { FW = 0, FB = 1, BW = 2 };
 
@@ -238,4 +238,12 @@ size_t pl_stash_pool_bytes(const pl_stash_pool_t *p)
     for (int k = 0; k < 3; k++)
         sum += (size_t)p->n[k] * p->bytes[k];
     return sum;
+}
+
+bool pl_stage_recomputes(const zb_rank_program_t *prog, int stage)
+{
+    for (int i = 0; i < prog->len; i++)
+        if (prog->actions[i].type == ZB_ACT_R && prog->actions[i].stage == stage)
+            return true;
+    return false;
 }

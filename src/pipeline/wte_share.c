@@ -19,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/rank_cpu_state.h"
+#include "pipeline/rank_device.h"
+#include "pipeline/wte_share.h"
 
 bool pl_wte_shared(const pl_t *pl, int embed_rank, int head_rank)
 {
-    return !pl->opts->transport && !pl->opts->cuda && pl->N <= 1 && embed_rank != head_rank;
+    return pl->dev->shares_wte && !pl->opts->transport && pl->N <= 1 && embed_rank != head_rank;
 }
 
 /* Lay p's tensors over mem in llm.c order, WTE last when wte_last, copying what p held (except
@@ -62,9 +64,9 @@ zb_status_t pl_wte_share_embed(pl_t *pl, pl_rank_t *R, size_t head_count, zb_err
         if (!joint)
             return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for the shared WTE", R->rank);
         rebase(bufs[k], joint + rest, false, false);
-        R->wte_joint[k] = joint;
+        pl_cpu_rank(R)->wte_joint[k] = joint;
     }
-    R->wte_head_rest = rest;
+    pl_cpu_rank(R)->wte_head_rest = rest;
     R->wte_shared = true;
     (void)pl;
     return ZB_OK;
@@ -73,13 +75,14 @@ zb_status_t pl_wte_share_embed(pl_t *pl, pl_rank_t *R, size_t head_count, zb_err
 zb_status_t pl_wte_share_head(pl_t *pl, pl_rank_t *R, zb_err_t *err)
 {
     const pl_rank_t *E = &pl->ranks[R->replica * pl->P + pl->plan.embed_rank];
+    const pl_cpu_rank_t *EC = pl_cpu_rank(E);
     size_t W = R->params.sizes[ZB_WTE];
-    if (!E->wte_shared || E->wte_head_rest + W != R->params.count)
+    if (!E->wte_shared || EC->wte_head_rest + W != R->params.count)
         return zb_err_set(err, ZB_EINVAL, "rank %d: the embedding rank holds no shared WTE for it",
                           R->rank);
     zb_gpt2_params_t *bufs[3] = {&R->params, &R->opt.m, &R->opt.v};
     for (int k = 0; k < 3; k++) /* WTE is already there: the embedding rank's */
-        rebase(bufs[k], E->wte_joint[k], true, true);
+        rebase(bufs[k], EC->wte_joint[k], true, true);
     float *g = calloc(R->grads.g.count, sizeof(float));
     if (!g)
         return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its gradients", R->rank);
@@ -100,7 +103,7 @@ void pl_wte_share_release(pl_rank_t *R)
     if (R->grads.wte_head && R->grads.wte_head == R->grads.g.t[ZB_WTE])
         R->grads.wte_head = NULL;
     for (int k = 0; k < 3; k++)
-        free(R->wte_joint[k]);
+        free(pl_cpu_rank(R)->wte_joint[k]);
 }
 
 void pl_wte_fold_shared(pl_rank_t *R)

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "zbpp/pipeline.h"
+#include "zbpp/profile.h"
 
 void zb_block_costs_flops(const zb_gpt2_config_t *cfg, int T, double *block, double *embed,
                           double *head)

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zbpp/cuda.h"
+#include "cuda/stream.h"
+#include "zbpp/profile.h"
 #include "zbpp/util.h"
 
 enum { ROUND = 4, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1, PART_HEAD = 2 };

@@ -3,7 +3,6 @@
  * memory; span and makespan swap roles with by_span). */
 #include "schedule/auto_sweep.h"
 
-#include "schedule/auto_recompute.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,0 +1,183 @@
+/* zbpp — the CUDA stage's streams, events and page-locked host memory: the pieces a pipeline
+ * rank moves messages with (device to device after an event, or staged through pinned host
+ * buffers on the stage's copy streams). */
+#include <stdlib.h>
+
+#include "cuda/stage.h"
+
+zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream, int sms,
+                                     zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda use stream: stage is NULL");
+    cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
+    if (e != cudaSuccess)
+        return cuda_err(e, "use stream", err);
+    if (!s->borrowed_stream && s->ctx.stream)
+        cudaStreamDestroy(s->ctx.stream);
+    s->ctx.stream = (cudaStream_t)stream;
+    s->ctx.sm_target = sms > 0 ? sms : 0;
+    s->borrowed_stream = true;
+    return ZB_OK;
+}
+
+zb_status_t zb_cuda_event_new(zb_cuda_stage_t *s, struct CUevent_st **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda event: stage is NULL");
+    cudaError_t e = cudaSetDevice(s->ctx.device);
+    cudaEvent_t ev = NULL;
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return cuda_err(e, "event create", err);
+    *out = ev;
+    return ZB_OK;
+}
+
+void zb_cuda_event_free(struct CUevent_st *ev)
+{
+    if (ev)
+        cudaEventDestroy(ev);
+}
+
+zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err)
+{
+    if (!s || !ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda event record: stage and event are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "event record", err);
+    return st != ZB_OK ? st : cuda_err(cudaEventRecord(ev, s->ctx.stream), "event record", err);
+}
+
+zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
+                               int src_device, size_t n, struct CUevent_st *after, zb_err_t *err)
+{
+    if (!s || !dst_dev || !src_dev)
+        return zb_err_set(err, ZB_EINVAL, "cuda copy after: stage and buffers are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "device message", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = after ? cudaStreamWaitEvent(s->ctx.stream, after, 0) : cudaSuccess;
+    if (e == cudaSuccess)
+        e = src_device == s->ctx.device
+                ? cudaMemcpyAsync(dst_dev, src_dev, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  s->ctx.stream)
+                : cudaMemcpyPeerAsync(dst_dev, s->ctx.device, src_dev, src_device,
+                                      n * sizeof(float), s->ctx.stream);
+    return cuda_err(e, "device message", err);
+}
+
+int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return s ? s->ctx.device : -1; }
+
+/* ---- messages staged through page-locked host buffers, on the stage's copy stream ---- */
+
+zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err)
+{
+    void *p = NULL;
+    *out = NULL;
+    cudaError_t e = cudaHostAlloc(&p, (n ? n : 1) * sizeof(float), cudaHostAllocDefault);
+    if (e != cudaSuccess)
+        return cuda_err(e, "pinned host buffer", err);
+    *out = p;
+    return ZB_OK;
+}
+
+void zb_cuda_host_free(float *host)
+{
+    if (host)
+        cudaFreeHost(host);
+}
+
+/* The copy stream of one direction, made on first use (non-blocking: it never waits for the
+ * legacy stream, only for the events it is told to). */
+static zb_status_t copy_stream(zb_cuda_stage_t *s, cudaStream_t *stream, const char *what,
+                               zb_err_t *err)
+{
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, what, err);
+    if (st != ZB_OK || *stream)
+        return st;
+    cudaError_t e = cudaSetDevice(s->ctx.device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking);
+    return cuda_err(e, "copy stream", err);
+}
+
+zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const float *src_dev,
+                                   size_t n, struct CUevent_st *produced, struct CUevent_st *done,
+                                   zb_err_t *err)
+{
+    if (!s || !dst_host || !src_dev || !produced || !done)
+        return zb_err_set(err, ZB_EINVAL, "cuda download: stage, buffers and events are required");
+    zb_status_t st = copy_stream(s, &s->down_stream, "message download", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = cudaEventRecord(produced, s->ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(s->down_stream, produced, 0);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dst_host, src_dev, n * sizeof(float), cudaMemcpyDeviceToHost,
+                            s->down_stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(done, s->down_stream);
+    return cuda_err(e, "message download", err);
+}
+
+zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float *src_host,
+                                 size_t n, struct CUevent_st *done, zb_err_t *err)
+{
+    if (!s || !dst_dev || !src_host || !done)
+        return zb_err_set(err, ZB_EINVAL, "cuda upload: stage, buffers and event are required");
+    zb_status_t st = copy_stream(s, &s->up_stream, "message upload", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = cudaMemcpyAsync(dst_dev, src_host, n * sizeof(float),
+                                    cudaMemcpyHostToDevice, s->up_stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(done, s->up_stream);
+    return cuda_err(e, "message upload", err);
+}
+
+zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err)
+{
+    if (!s || !ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda wait: stage and event are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "event wait", err);
+    return st != ZB_OK ? st : cuda_err(cudaStreamWaitEvent(s->ctx.stream, ev, 0), "event wait", err);
+}
+
+zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err)
+{
+    if (!ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda event sync: no event");
+    return cuda_err(cudaEventSynchronize(ev), "event sync", err);
+}
+
+zb_status_t zb_cuda_event_query(struct CUevent_st *ev, bool *done, zb_err_t *err)
+{
+    *done = false;
+    if (!ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda event query: no event");
+    cudaError_t e = cudaEventQuery(ev);
+    if (e == cudaErrorNotReady) {
+        /* "not yet" is an answer, not an error: keep it from being seen as the last error by
+         * the next launch check (a real error stays: only this code is cleared) */
+        if (cudaPeekAtLastError() == cudaErrorNotReady)
+            (void)cudaGetLastError();
+        return ZB_OK;
+    }
+    *done = e == cudaSuccess;
+    return cuda_err(e, "event query", err);
+}
+
+struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s)
+{
+    return s ? (struct CUstream_st *)s->ctx.stream : NULL;
+}
+
+zb_status_t zb_cuda_stage_bind(zb_cuda_stage_t *s, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda bind: stage is NULL");
+    return cuda_err(cudaSetDevice(s->ctx.device), "set device", err);
+}

@@ -1,0 +1,19 @@
+/* zbpp — faults a test injects into the pipeline trainer (zb_pipeline_opts_t.test_hooks, which
+ * is NULL outside tests). Not part of the public API: tests include this header. */
+#ifndef ZBPP_PL_HOOKS_H
+#define ZBPP_PL_HOOKS_H
+
+/* -1 = off. At step inject_inf_step, after the tied fold, the first gradient element of norm
+ * unit inject_inf_unit becomes +Inf on the rank that owns the unit; a failing compute on
+ * `fail_rank` at step fail_step (its `fail_action`-th compute). */
+typedef struct zb_pipeline_test_hooks {
+    long inject_inf_step;
+    int inject_inf_unit;
+    long fail_step;
+    int fail_rank, fail_action;
+} zb_pipeline_test_hooks_t;
+
+/* Every hook off. */
+#define ZB_PIPELINE_TEST_HOOKS_OFF ((zb_pipeline_test_hooks_t){-1, -1, -1, -1, -1})
+
+#endif

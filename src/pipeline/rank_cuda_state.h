@@ -1,0 +1,54 @@
+/* zbpp — the private state of a pipeline rank on a GPU (R->devst of pl_rank_cuda): its stages
+ * on the device, their message slots and events, the timer. Only rank_cuda.c and
+ * rank_cuda_msg.c include it. */
+#ifndef ZBPP_PL_RANK_CUDA_STATE_H
+#define ZBPP_PL_RANK_CUDA_STATE_H
+
+#include "cuda/stream.h"
+#include "pipeline/pipeline_types.h"
+#include "zbpp/cuda.h"
+
+typedef struct {
+    zb_cuda_stage_t *stage;
+    zb_cuda_stash_t **stash; /* [M] microbatch m's stash while it is in flight */
+    zb_cuda_stash_t **idle;  /* [M] allocated stashes not in use */
+    int n_idle, n_made;
+    unsigned char *forgot; /* [M] a non-saving F ran, its R has not: nothing kept but the input */
+    /* device message buffers, one NC slot per microbatch; r_out: an R's output */
+    float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
+    float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
+    bool prev_here, next_here;
+    /* device messages: the events recorded after each outgoing slot is written, the handles
+     * sent (out_*) and received (in_*), [M] each */
+    struct CUevent_st **ev_x_out, **ev_dx_in;
+    struct cu_msg *out_x, *out_dx, *in_x, *in_dx;
+    /* staging (all but device messages): pinned host slots [M·NC] of what the stage sends (pin_x_out,
+     * pin_dx_in) and receives (pin_x_in, pin_dx_out); events [2M] (k = m forward, M + m
+     * backward): the producing F/B done (ev_prod), its download done (ev_down), the upload done
+     * (ev_up); arrived[k]: 0 nothing, 1 the transport filled the pinned slot, 2 upload queued */
+    float *pin_x_out, *pin_dx_in, *pin_x_in, *pin_dx_out;
+    struct CUevent_st **ev_prod, **ev_down, **ev_up;
+    unsigned char *arrived;
+} cu_stage_t;
+
+/* A device message: where the sender's slot is and the event after which it may be read. */
+typedef struct cu_msg {
+    const float *src;
+    struct CUevent_st *ev;
+    int device;
+} cu_msg_t;
+
+typedef struct {
+    int device;
+    bool device_messages;
+    bool null_messages; /* --gpu-messages none: skip_copies from the second training step */
+    bool skip_copies;
+    long first_step;    /* the run's first training step (-1 before it) */
+    zb_cuda_timer_t *timer; /* --trace: CUDA events around every action of the program */
+    double t_begin;         /* host time (since the step's t0) of the timer's step start */
+    cu_stage_t *st; /* [n_local], as R->st */
+} cu_rank_t;
+
+static inline cu_rank_t *CU(const pl_rank_t *R) { return (cu_rank_t *)R->devst; }
+
+#endif

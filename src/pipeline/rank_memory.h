@@ -1,0 +1,25 @@
+/* zbpp — whole-rank memory, predicted and measured (rank_memory.c) */
+#ifndef ZBPP_PL_RANK_MEMORY_H
+#define ZBPP_PL_RANK_MEMORY_H
+
+#include "pipeline/pipeline_types.h"
+
+/* Whole-rank memory (zb_rank_mem_t). pl_static_bound: the most any rank's non-activation memory
+ * can be with S stages partitioned by `first`, over the placements a schedule may use (message
+ * buffers as the comm pass places their actions; a lowered file may need more, which the exact
+ * check after planning sees); what a --mem-limit leaves the activations is the limit minus
+ * this. pl_mem_predict: rank's figures from `plan` (its partition and program) with the memory
+ * model's activation peak; pl_mem_measure: the device's figures from its allocations. */
+double pl_static_bound(const pl_t *pl, int S, const int *first);
+void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
+                    zb_rank_mem_t *m);
+/* What rank `rank` of the compute-only schedule s holds besides its activations (bytes). */
+double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank);
+void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
+
+/* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (partition `first`
+ * of S stages, mbB, T; on GPUs the device stash's), and m_keep 0: a non-saving F's input stays
+ * in its receive buffer (or the batch), counted with the messages. */
+void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs);
+
+#endif

@@ -12,7 +12,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/device_flags.h"
-#include "cli/pipeline_flags.h"
+#include "cli/pipeline_print.h"
 #include "zbpp/pipeline.h"
 #include "zbpp/nn.h"
 #include "zbpp/plan.h"

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/device_flags.h"
 #include "cli/pipeline_flags.h"
+#include "cli/pipeline_run.h"
 #include "cli/train_outputs.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli/train_report.h"
+#include "zbpp/nn.h"
 
 void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_t *sum)
 {
@@ -17,4 +18,18 @@ void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_
         printf("val loss %.4f (%d batches)\n", sum->val_loss, c->val_steps);
     if (sum->interrupted)
         printf("interrupted after step %ld of %ld\n", sum->first_step + sum->steps_run, c->steps);
+}
+
+void zb_cli_print_kernel_header(bool verbose)
+{
+    const zb_blas_kernel_t *k = zb_blas_kernel();
+    bool warn = k->state == ZB_BLAS_CORE_LOW || k->state == ZB_BLAS_CORE_FAILED;
+    if (!verbose && !warn) /* an error after this must stay the run's one stderr line */
+        return;
+    fprintf(stderr, "zbpp train: CPU kernels: %s\n", k->line);
+    if (verbose) {
+        char f[160];
+        fprintf(stderr, "zbpp train: CPU features: %s\n",
+                zb_cpu_features_str(k->features, f, sizeof f));
+    }
 }

@@ -3,7 +3,8 @@
 # (faked with ZBPP_TEST_BLAS_CHOSE, as on a CPU whose model a VM hides) and the user set no
 # OPENBLAS_CORETYPE, zbpp re-executes itself with the best one, and the run header names the
 # kernel that really ran; an OPENBLAS_CORETYPE the user set is never overridden; when OpenBLAS
-# does not take zbpp's setting, a one-line warning says so even with --quiet.
+# does not take zbpp's setting, a one-line warning says so even with --quiet. --precision bf16 on
+# the CPU is refused with one line giving the reason.
 # usage: cli_blas_core.sh <zbpp binary> <source dir>
 set -u
 ZBPP=$(readlink -f "$1")
@@ -54,6 +55,17 @@ grep -q 'zbpp set' "$TMP/err" && fail "zbpp set a kernel over the user's: $(cat 
 [ "$(grep -c '^zbpp train: CPU kernels: warning: ' "$TMP/err")" -eq 1 ] \
   || fail "no one-line warning for a kernel OpenBLAS did not take: $(cat "$TMP/err")"
 grep -q 'did not take OPENBLAS_CORETYPE=NoSuchKernel' "$TMP/err" || fail "warning lacks the why: $(cat "$TMP/err")"
+
+# bf16 on the CPU: one line, exit 2, the reason (on a CPU without the instructions, that one)
+"$ZBPP" "${RUN[@]}" --precision bf16 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "--precision bf16 on the CPU: exit $rc, want 2"
+[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "--precision bf16: not one stderr line: $(cat "$TMP/err")"
+grep -q -- '--precision bf16 needs --device cuda here: ' "$TMP/err" || fail "bf16 refusal: $(cat "$TMP/err")"
+if ! grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null; then
+  grep -q 'this CPU has no AVX512-BF16 or AMX-BF16 instructions' "$TMP/err" \
+    || fail "bf16 refusal does not name the missing instructions: $(cat "$TMP/err")"
+fi
 
 [ "$fails" -eq 0 ] && echo "cli_blas_core: all passed"
 [ "$fails" -eq 0 ]

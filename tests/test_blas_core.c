@@ -2,7 +2,8 @@
  * table, with every kernel and with Debian OpenBLAS 0.3.21's set; the decision's states; that an
  * OPENBLAS_CORETYPE the user set is never overridden and that no kernel the CPU cannot run is
  * ever proposed (both over every feature combination); and that this process's report agrees
- * with /proc/cpuinfo and with the library. Whatever the environment sets, these hold. */
+ * with /proc/cpuinfo and with the library. Whatever the environment sets, these hold. Also the
+ * reasons `--precision bf16` is refused on a CPU, in the order they are checked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -226,6 +227,29 @@ static void process_report(void **state)
 #endif
 }
 
+static void bf16_refusal(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    assert_int_equal(zb_cpu_bf16_check_for(AVX2 | AVX512, 1, &e), ZB_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "no AVX512-BF16 or AMX-BF16"));
+    assert_non_null(strstr(e.msg, "avx512f")); /* says what the CPU has */
+    assert_int_equal(zb_cpu_bf16_check_for(AVX2 | AVX512 | ZB_CPU_AVX512_BF16, 0, &e),
+                     ZB_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "no bf16 GEMM"));
+    assert_int_equal(zb_cpu_bf16_check_for(AVX2 | AVX512 | AMX, 0, &e), ZB_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "no bf16 GEMM"));
+    assert_int_equal(zb_cpu_bf16_check_for(AVX2 | AVX512 | ZB_CPU_AVX512_BF16, 1, &e),
+                     ZB_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "fp32 only"));
+    /* this process: refused, and for the first missing piece */
+    zb_err_t here;
+    assert_int_equal(zb_cpu_bf16_check(&here), ZB_EUNSUPPORTED);
+    if (!(zb_cpu_features() & (ZB_CPU_AVX512_BF16 | ZB_CPU_AMX_BF16)))
+        assert_non_null(strstr(here.msg, "no AVX512-BF16"));
+    assert_null(strchr(here.msg, '\n'));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +258,7 @@ int main(void)
         cmocka_unit_test(user_setting_never_overridden),
         cmocka_unit_test(features_match_cpuinfo),
         cmocka_unit_test(process_report),
+        cmocka_unit_test(bf16_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,4 +170,11 @@ const char *zb_blas_best_core(unsigned features, int (*has_core)(const char *));
  * so it is safe before zb_blas_init). */
 const zb_blas_kernel_t *zb_blas_kernel(void);
 
+/* Whether this CPU build can train with bf16 products: ZB_OK, or ZB_EUNSUPPORTED and the one
+ * reason in err (no AVX512-BF16/AMX-BF16 instructions; no bf16 GEMM in the BLAS; no CPU bf16
+ * path in the trainer), checked in that order. */
+zb_status_t zb_cpu_bf16_check(zb_err_t *err);
+/* The same decision for given ZB_CPU_* features and BLAS (tests). */
+zb_status_t zb_cpu_bf16_check_for(unsigned features, int has_sbgemm, zb_err_t *err);
+
 #endif

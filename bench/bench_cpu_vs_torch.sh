@@ -4,7 +4,10 @@
 # (zbpp train; bench/torch_gpt2.py --device cpu, eager). Each run trains STEPS+1 steps and its
 # figure is the median of steps 2..STEPS+1 (the first warms caches and allocators); the two
 # take turns at each thread count, REPS times, and the table shows the median over the reps,
-# so a noisy neighbour hits both. Prints the BLAS kernel each one ran.
+# so a noisy neighbour hits both. Prints the BLAS kernel each one ran. On a loaded machine wall
+# time says little, so a last row compares one-thread CPU time per step (zbpp: bench_gpt2_step's
+# whole step, the same model, batch and AdamW without data loading; torch: the process's CPU
+# time of each step), which a neighbour does not inflate the same way.
 # PyTorch: Debian's python3-torch (run with /usr/bin/python3) or any torch on $PYTHON; its BLAS
 # threads follow OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, set here to the thread count.
 #
@@ -48,18 +51,34 @@ torch_ms() {
         --mode eager --times >"$W/tout" 2>&1 ||
         { echo "torch --threads $1 failed: $(tail -1 "$W/tout")" >&2; return 1; }
     sed -n 's/^step_ms //p' "$W/tout" | tr ' ' '\n' | median
+    [ "$1" -eq 1 ] && sed -n 's/^cpu_ms //p' "$W/tout" | tr ' ' '\n' | median >>"$W/tcpu"
+    return 0
+}
+zbpp_cpu_ms() { # one thread, whole step, thread CPU time (bench_gpt2_step)
+    "$(dirname "$Z")/bench_gpt2_step" "$STEPS" $B $T "$L" >"$W/zout" 2>&1 ||
+        { echo "bench_gpt2_step failed: $(tail -1 "$W/zout")" >&2; return 1; }
+    sed -n 's/^ *whole step thread CPU *//p' "$W/zout"
 }
 
 for t in $THREADS; do : >"$W/z$t"; : >"$W/t$t"; done
+: >"$W/zcpu"; : >"$W/tcpu"
 for rep in $(seq 1 "$REPS"); do
     for t in $THREADS; do
         zbpp_ms "$t" >>"$W/z$t" || exit 1
         torch_ms "$t" >>"$W/t$t" || exit 1
     done
+    if [ -x "$(dirname "$Z")/bench_gpt2_step" ] && [[ " $THREADS " == *" 1 "* ]]; then
+        zbpp_cpu_ms >>"$W/zcpu" || exit 1
+    fi
 done
 printf "%-8s %12s %12s %12s\n" threads "zbpp ms" "torch ms" "zbpp/torch"
 for t in $THREADS; do
     z=$(median <"$W/z$t") p=$(median <"$W/t$t")
     printf "%-8s %12.0f %12.0f %12.3f\n" "$t" "$z" "$p" "$(awk -v a="$z" -v b="$p" 'BEGIN {print a / b}')"
 done
+if [ -s "$W/zcpu" ] && [ -s "$W/tcpu" ]; then
+    z=$(median <"$W/zcpu") p=$(median <"$W/tcpu")
+    printf "%-8s %12.0f %12.0f %12.3f   (CPU time per step)\n" "1 cpu" "$z" "$p" \
+        "$(awk -v a="$z" -v b="$p" 'BEGIN {print a / b}')"
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -115,14 +115,16 @@ def run(prec, mode, B, T, M, steps, L, probe=False, device="cuda", times_out=Fal
     sync(device)
     if probe:
         return
-    times = []
+    times, cpu = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = step()
         sync(device)
         times.append(time.perf_counter() - t0)
-    if times_out:
+        cpu.append(time.process_time() - c0)
+    if times_out:  # wall and process CPU time (all threads) of each step
         print("step_ms " + " ".join(f"{t * 1e3:.1f}" for t in times), flush=True)
+        print("cpu_ms " + " ".join(f"{t * 1e3:.1f}" for t in cpu), flush=True)
     med = statistics.median(times)
     nparams = sum(p.numel() for p in model.parameters()) - (50304 - 50257) * 768
     tok = M * B * T

@@ -109,7 +109,11 @@ void zb_blas_core_decide(zb_blas_kernel_t *out, unsigned features, int (*has_cor
 
     if (!in_use || !best) {
         out->state = ZB_BLAS_CORE_OTHER;
-        snprintf(out->line, sizeof out->line, "%s", in_use ? in_use : "not OpenBLAS");
+        if (in_use) /* a build with one kernel, or a CPU none of the table fits */
+            snprintf(out->line, sizeof out->line, "OpenBLAS %s (nothing to choose from here)",
+                     in_use);
+        else
+            snprintf(out->line, sizeof out->line, "not OpenBLAS");
     } else if (by_zbpp) {
         bool took = !strcasecmp(in_use, user_env);
         out->state = took ? ZB_BLAS_CORE_SWITCHED : ZB_BLAS_CORE_FAILED;

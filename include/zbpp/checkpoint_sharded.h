@@ -84,6 +84,14 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
                                float *params, float *m, float *v, unsigned char *covered,
                                zb_err_t *err);
 
+/* The same into the buffers of a (whole or stage-local) layout: only the shard's parameters that
+ * `layout` holds are kept (params, m, v have layout's shape), read in bounded pieces; `covered`
+ * (may be NULL, layout->count bytes) gets 1 for each element of layout's buffer written. */
+zb_status_t zb_ckpt_shard_read_into(const char *file, const zb_ckpt_shard_ref_t *ref, int rank,
+                                    long step, size_t param_count,
+                                    const zb_gpt2_params_t *layout, float *params, float *m,
+                                    float *v, unsigned char *covered, zb_err_t *err);
+
 /* After the manifest at `path` (parsed as *m) is committed: remove the shards of earlier saves
  * that it does not reference, "<base>.<step>-<nonce>.rank<K>" with step <= m->step (left by a
  * save killed before its manifest, or by an old manifest nobody could read), and their unlocked

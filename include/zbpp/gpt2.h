@@ -67,7 +67,16 @@ typedef struct {
      * tensors are [held_layers, ...]; cfg stays the whole model's. */
     int *slot;
     int held_layers;
+    size_t accounted; /* bytes this buffer adds to zb_gpt2_buffer_bytes (freed with it) */
 } zb_gpt2_params_t;
+
+/* Bytes of parameter-shaped buffers (parameters, gradients with their tied-head accumulators,
+ * moments: everything zb_gpt2_params_alloc*, zb_gpt2_grads_alloc* and zb_adamw_state_alloc*
+ * allocate) the process holds now, and the most it has held since the last reset: the library's
+ * own count of what a model costs a process, e.g. at a pipeline's start-up. Thread-safe. */
+size_t zb_gpt2_buffer_bytes(void);
+size_t zb_gpt2_buffer_peak_bytes(void);
+void zb_gpt2_buffer_reset_peak(void);
 
 /* Allocate a zeroed buffer for cfg. Free with zb_gpt2_params_free. */
 zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg, zb_err_t *err);
@@ -89,17 +98,37 @@ float *zb_gpt2_slice(const zb_gpt2_params_t *p, int tensor, int layer, size_t *c
 bool zb_gpt2_holds_span(const zb_gpt2_params_t *p, const zb_gpt2_span_t *span);
 /* Copy the slices of norm unit `unit` that both buffers hold (same cfg) from src to dst. */
 void zb_gpt2_copy_unit(zb_gpt2_params_t *dst, const zb_gpt2_params_t *src, int unit);
+/* The parts of the whole model's flat buffer (llm.c order, as in a model file) elements
+ * [global, global + n) that p holds: fn(ctx, local, at, count) for each piece, `local` its
+ * offset in p->data (p's layout, whole or stage-local), `at` its offset from `global`. */
+typedef void (*zb_gpt2_piece_fn)(void *ctx, size_t local, size_t at, size_t count);
+void zb_gpt2_params_pieces(const zb_gpt2_params_t *p, size_t global, size_t n,
+                           zb_gpt2_piece_fn fn, void *ctx);
+/* Copy src, elements [global, global + n) of a whole model's flat buffer, into dst (a buffer of
+ * p's layout: p's data, or gradients / moments shaped like it) where p holds them. */
+void zb_gpt2_scatter(const zb_gpt2_params_t *p, float *dst, size_t global, const float *src,
+                     size_t n);
 /* Bytes of the buffer (count floats). */
 size_t zb_gpt2_params_bytes(const zb_gpt2_params_t *p);
 
 /* GPT-2 initialisation, deterministic in seed: weights N(0, 0.02) (residual projections
- * ATTPROJW and FCPROJW scaled by 1/sqrt(2L)), LayerNorm weights 1, biases 0; padded vocab rows 0. */
+ * ATTPROJW and FCPROJW scaled by 1/sqrt(2L)), LayerNorm weights 1, biases 0; padded vocab rows 0.
+ * A stage-local buffer gets exactly the bits its tensors have in a whole model of the same seed
+ * (per-element random stream), so each pipeline rank initialises only what it holds. */
 void zb_gpt2_params_init_random(zb_gpt2_params_t *p, uint64_t seed);
 
 /* llm.c model checkpoint: header of 256 int32 (magic 20240326, version 3 = fp32 with padded
  * vocab, maxT, V, L, NH, C, Vp), then the 16 tensors as fp32 in order. Load rejects a wrong
  * magic/version, bad sizes, truncated or oversized files. Save is atomic. */
 zb_status_t zb_gpt2_load_llmc(const char *path, zb_gpt2_params_t *out, zb_err_t *err);
+/* The model shape of an llm.c model file (header and size checked as by load), nothing read. */
+zb_status_t zb_gpt2_peek_llmc(const char *path, zb_gpt2_config_t *cfg, zb_err_t *err);
+/* Read into the allocated buffer p (whole or stage-local) the tensors it holds, streaming the
+ * file in bounded pieces: memory is p's, whatever the model's size. ZB_EMISMATCH when the file's
+ * shape is not p->cfg. *hash (may be NULL) gets zb_hash_bytes of the whole file, the same in every
+ * process that reads the same file. */
+zb_status_t zb_gpt2_load_llmc_into(const char *path, zb_gpt2_params_t *p, uint64_t *hash,
+                                   zb_err_t *err);
 zb_status_t zb_gpt2_save_llmc(const char *path, const zb_gpt2_params_t *p, zb_err_t *err);
 
 /* ---- stages ---- */

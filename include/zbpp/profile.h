@@ -44,8 +44,9 @@ typedef struct {
 
 #define ZB_PROFILE_MAX_THREADS 64
 
-/* Measure. params: the model to time (NULL = a random model of shape *cfg, seed 1; the
- * parameters are never changed). B, T: microbatch shape (T <= cfg->max_seq). reps >= 1 timed
+/* Measure. params: the model to time (NULL = random weights, seed 1, of one block of shape *cfg
+ * timed as each block: the memory of one block whatever the depth; the parameters are never
+ * changed). B, T: microbatch shape (T <= cfg->max_seq). reps >= 1 timed
  * rounds (after one untimed warm-up round). threads (1..ZB_PROFILE_MAX_THREADS): that many
  * threads measure at the same time and their samples are pooled (the median of threads x reps),
  * so with threads = P the cores are as busy as when P ranks train. With pin, thread i is pinned

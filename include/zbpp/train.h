@@ -113,6 +113,8 @@ struct zb_trainer {
     int *all_units;     /* [n_units] 0, 1, ..., n_units-1: the units a single process updates */
     zb_gpt2_stash_t *stash; /* zb_trainer_compute's whole-model stash, B/M sequences */
     struct zb_val *val;     /* the validation data (cfg val_*), NULL = none */
+    uint64_t init_hash; /* zb_trainer_init_host: what the initial state is made from (the seed
+                         * and shape, or the checkpoint); the pipeline adds a model file's */
 };
 
 /* Build a trainer: model (resume > init_from > fresh), data (opened, checked against the model's
@@ -120,6 +122,11 @@ struct zb_trainer {
  * the checkpoint (see zb_train_load). The config's strings must outlive the trainer. On failure
  * everything is released. */
 zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err);
+/* The same without the model's buffers (params, grads, opt and stash stay empty), for a caller
+ * that builds only parts of the model elsewhere (pipeline ranks): shape (model, param_count),
+ * data, validation, batch buffers; with resume_path the checkpoint's checks, data position and
+ * step (zb_train_resume_header), its tensors left to zb_train_load_into. */
+zb_status_t zb_trainer_init_host(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err);
 void zb_trainer_free(zb_trainer_t *t);
 
 /* Load the next batch into t->inputs / t->targets. */
@@ -174,6 +181,16 @@ zb_status_t zb_train_peek(const char *path, zb_train_config_t *cfg, zb_err_t *er
  * or oversized file or corrupt payload; ZB_EMISMATCH when the model, data or any
  * determinism-relevant setting (all of the stored config but `steps`) differs from t->cfg. */
 zb_status_t zb_train_load(zb_trainer_t *t, const char *path, zb_err_t *err);
+/* A checkpoint's state without its tensors, for a trainer whose buffers live elsewhere
+ * (zb_trainer_init_host): the checks of zb_train_load, then the data position, step and skipped
+ * count. *hash (may be NULL) identifies the checkpoint's whole content (header checksum). */
+zb_status_t zb_train_resume_header(zb_trainer_t *t, const char *path, uint64_t *hash,
+                                   zb_err_t *err);
+/* The tensors of a checkpoint that `layout` (whole or stage-local) holds, into params, m and v
+ * (buffers of layout's shape), streamed in bounded pieces and checked against the checksum
+ * (ZB_EFORMAT: the buffers then hold part of a corrupt file). ZB_EMISMATCH for another model. */
+zb_status_t zb_train_load_into(const char *path, const zb_gpt2_params_t *layout, float *params,
+                               float *m, float *v, zb_err_t *err);
 
 /* ---- progress and metrics (src/train/progress.c) ---- */
 

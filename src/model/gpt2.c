@@ -1,9 +1,9 @@
 /* GPT-2 configuration, parameter buffers (one allocation, llm.c tensor order), gradients with the
- * separate tied-head accumulator, deterministic initialisation and the norm units. */
+ * separate tied-head accumulator and the norm units (initialisation: gpt2_init.c). */
 #include "zbpp/gpt2.h"
 #include "zbpp/workers.h"
 
-#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +55,32 @@ void zb_gpt2_tensor_sizes(const zb_gpt2_config_t *cfg, size_t s[ZB_GPT2_NUM_TENS
     s[ZB_LNFB] = C;
 }
 
+static atomic_size_t held_bytes, peak_bytes;
+
+void zb_gpt2_account(zb_gpt2_params_t *p, size_t bytes)
+{
+    p->accounted += bytes;
+    size_t now = atomic_fetch_add(&held_bytes, bytes) + bytes;
+    size_t peak = atomic_load(&peak_bytes);
+    while (now > peak && !atomic_compare_exchange_weak(&peak_bytes, &peak, now))
+        ;
+}
+
+size_t zb_gpt2_buffer_bytes(void)
+{
+    return atomic_load(&held_bytes);
+}
+
+size_t zb_gpt2_buffer_peak_bytes(void)
+{
+    return atomic_load(&peak_bytes);
+}
+
+void zb_gpt2_buffer_reset_peak(void)
+{
+    atomic_store(&peak_bytes, atomic_load(&held_bytes));
+}
+
 zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cfg, zb_err_t *err)
 {
     memset(p, 0, sizeof *p);
@@ -70,6 +96,7 @@ zb_status_t zb_gpt2_params_alloc(zb_gpt2_params_t *p, const zb_gpt2_config_t *cf
     if (!p->data)
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate %zu parameters (%.1f MB)", p->count,
                           p->count * 4.0 / 1e6);
+    zb_gpt2_account(p, p->count * sizeof(float));
     float *ptr = p->data;
     for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++) {
         p->t[i] = ptr;
@@ -82,51 +109,10 @@ void zb_gpt2_params_free(zb_gpt2_params_t *p)
 {
     if (!p)
         return;
+    atomic_fetch_sub(&held_bytes, p->accounted);
     free(p->data);
     free(p->slot);
     memset(p, 0, sizeof *p);
-}
-
-/* splitmix64: tiny, seedable, good enough for initialisation. */
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double uniform01(uint64_t *s) /* (0, 1] */
-{
-    return ((splitmix64(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-}
-
-static void fill_normal(float *x, size_t n, double std, uint64_t *s)
-{
-    for (size_t i = 0; i < n; i += 2) { /* Box-Muller, two values per draw */
-        double r = sqrt(-2.0 * log(uniform01(s))), th = 6.283185307179586 * uniform01(s);
-        x[i] = (float)(std * r * cos(th));
-        if (i + 1 < n)
-            x[i + 1] = (float)(std * r * sin(th));
-    }
-}
-
-void zb_gpt2_params_init_random(zb_gpt2_params_t *p, uint64_t seed)
-{
-    const zb_gpt2_config_t *c = &p->cfg;
-    uint64_t s = seed;
-    double resid_std = 0.02 / sqrt(2.0 * c->layers);
-    memset(p->data, 0, p->count * sizeof(float));
-    fill_normal(p->t[ZB_WTE], (size_t)c->vocab * c->channels, 0.02, &s); /* padded rows stay 0 */
-    fill_normal(p->t[ZB_WPE], p->sizes[ZB_WPE], 0.02, &s);
-    fill_normal(p->t[ZB_QKVW], p->sizes[ZB_QKVW], 0.02, &s);
-    fill_normal(p->t[ZB_ATTPROJW], p->sizes[ZB_ATTPROJW], resid_std, &s);
-    fill_normal(p->t[ZB_FCW], p->sizes[ZB_FCW], 0.02, &s);
-    fill_normal(p->t[ZB_FCPROJW], p->sizes[ZB_FCPROJW], resid_std, &s);
-    static const zb_gpt2_tensor_t ones[] = {ZB_LN1W, ZB_LN2W, ZB_LNFW};
-    for (size_t k = 0; k < sizeof ones / sizeof ones[0]; k++)
-        for (size_t i = 0; i < p->sizes[ones[k]]; i++)
-            p->t[ones[k]][i] = 1.0f;
 }
 
 zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg, zb_err_t *err)
@@ -141,6 +127,7 @@ zb_status_t zb_gpt2_grads_alloc(zb_gpt2_grads_t *g, const zb_gpt2_config_t *cfg,
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate the tied-head gradient (%zu floats)",
                           (size_t)cfg->padded_vocab * cfg->channels);
     }
+    zb_gpt2_account(&g->g, g->g.sizes[ZB_WTE] * sizeof(float)); /* released with g->g */
     return ZB_OK;
 }
 

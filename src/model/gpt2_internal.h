@@ -14,4 +14,7 @@
 /* Element counts of the 16 tensors for a checked config. */
 void zb_gpt2_tensor_sizes(const zb_gpt2_config_t *cfg, size_t sizes[ZB_GPT2_NUM_TENSORS]);
 
+/* Count a buffer of `bytes` as held (into p->accounted, released by zb_gpt2_params_free). */
+void zb_gpt2_account(zb_gpt2_params_t *p, size_t bytes);
+
 #endif

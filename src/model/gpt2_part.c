@@ -35,6 +35,7 @@ static zb_status_t allocate(zb_gpt2_params_t *p, bool wte, bool wpe, bool lnf, z
     if (!p->data)
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate %zu parameters (%.1f MB)", p->count,
                           p->count * 4.0 / 1e6);
+    zb_gpt2_account(p, p->count * sizeof(float));
     float *ptr = p->data;
     for (int i = 0; i < ZB_GPT2_NUM_TENSORS; i++) {
         p->t[i] = p->sizes[i] ? ptr : NULL;
@@ -200,6 +201,7 @@ zb_status_t zb_gpt2_grads_alloc_like_for(zb_gpt2_grads_t *g, const zb_gpt2_param
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate the tied-head gradient (%zu floats)",
                           g->g.sizes[ZB_WTE]);
     }
+    zb_gpt2_account(&g->g, g->g.sizes[ZB_WTE] * sizeof(float)); /* released with g->g */
     return ZB_OK;
 }
 
@@ -229,4 +231,44 @@ size_t zb_gpt2_params_part_count(const zb_gpt2_config_t *cfg, const zb_gpt2_span
                  : i == ZB_WPE ? (wpe ? full[i] : 0)
                                : (lnf ? full[i] : 0);
     return count;
+}
+
+void zb_gpt2_params_pieces(const zb_gpt2_params_t *p, size_t global, size_t n,
+                           zb_gpt2_piece_fn fn, void *ctx)
+{
+    size_t full[ZB_GPT2_NUM_TENSORS], start = 0, end = global + n;
+    zb_gpt2_tensor_sizes(&p->cfg, full);
+    for (int i = 0; i < ZB_GPT2_NUM_TENSORS; start += full[i], i++) {
+        if (!p->t[i] || start >= end || start + full[i] <= global)
+            continue;
+        int slices = per_layer(i) ? p->cfg.layers : 1;
+        size_t each = full[i] / (size_t)slices;
+        for (int l = 0; l < slices; l++) {
+            size_t count = 0;
+            const float *s = zb_gpt2_slice(p, i, l, &count);
+            size_t lo = start + (size_t)l * each, hi = lo + count;
+            if (!s || hi <= global || lo >= end)
+                continue;
+            size_t a = lo > global ? lo : global, b = hi < end ? hi : end;
+            fn(ctx, (size_t)(s - p->data) + (a - lo), a - global, b - a);
+        }
+    }
+}
+
+typedef struct {
+    float *dst;
+    const float *src;
+} scatter_t;
+
+static void scatter_piece(void *ctx, size_t local, size_t at, size_t n)
+{
+    const scatter_t *s = ctx;
+    memcpy(s->dst + local, s->src + at, n * sizeof(float));
+}
+
+void zb_gpt2_scatter(const zb_gpt2_params_t *p, float *dst, size_t global, const float *src,
+                     size_t n)
+{
+    scatter_t s = {dst, src};
+    zb_gpt2_params_pieces(p, global, n, scatter_piece, &s);
 }

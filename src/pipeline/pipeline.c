@@ -45,9 +45,9 @@ zb_status_t zb_opt_sync_parse(const char *s, zb_opt_sync_t *out, zb_err_t *err)
     return ZB_OK;
 }
 
-/* The trainer's whole-model buffers serve start-up (init, resume, handshake) and gathering a
- * checkpoint or the final parameters; in between a pipeline process holds only its stages'
- * state (pl_rank_init), so they are released and brought back on demand. */
+/* The trainer's whole-model buffers serve only gathering a checkpoint or the final parameters
+ * of thread ranks: a pipeline process holds its stages' state (pl_rank_init, which builds it
+ * from the run's initial state unit by unit), so they are brought in on demand and released. */
 static void release_whole_model(zb_trainer_t *t)
 {
     zb_gpt2_stash_free(t->stash);
@@ -91,8 +91,8 @@ static void setup_shape(pl_t *pl, const zb_trainer_t *t)
 {
     const zb_pipeline_opts_t *o = pl->opts;
     const zb_train_config_t *c = pl->cfg;
-    pl->mcfg = t->params.cfg;
-    pl->param_count = t->params.count;
+    pl->mcfg = t->model;
+    pl->param_count = t->param_count;
     pl->P = o->ranks;
     pl->N = o->dp > 1 ? o->dp : 1;
     pl->M = c->microbatches;
@@ -116,13 +116,19 @@ static zb_status_t setup(pl_t *pl, zb_trainer_t *t, zb_pipeline_report_t *rep, z
         return st;
     if (!(pl->ranks = calloc((size_t)pl->P * (size_t)pl->N, sizeof *pl->ranks)))
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the pipeline");
+    /* a sharded checkpoint is restored into the ranks afterwards (pl_resume_sharded) */
+    const zb_train_config_t *c = pl->cfg;
+    bool sharded = c->resume_path && zb_ckpt_is_sharded(c->resume_path);
+    pl_init_t init = {.checkpoint = sharded ? NULL : c->resume_path,
+                      .model_file = c->resume_path ? NULL : c->init_from,
+                      .fresh = !c->resume_path && !c->init_from,
+                      .seed = c->seed};
     for (int g = 0; g < pl->P * pl->N && st == ZB_OK; g++)
         if (!pl->opts->transport || g == pl->opts->transport->rank) /* a process holds only
                                                                        its own rank */
-            /* fresh moments are zero: not copied (that would make them resident while the
-             * whole model still is); the rank writes them before its first step */
-            st = pl_rank_init(pl, g, &t->params, pl->cfg->resume_path ? &t->opt : NULL,
-                              t->skipped, err);
+            st = pl_rank_init(pl, g, &init, t->skipped, err);
+    if (st == ZB_OK && init.model_file) /* the file every process read, for the handshake */
+        t->init_hash = init.file_hash;
     return st;
 }
 
@@ -347,7 +353,8 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
     zb_train_config_t icfg = *cfg;
     if (sharded_resume)
         icfg.resume_path = NULL;
-    if (st == ZB_OK && (st = zb_trainer_init(&t, &icfg, err)) != ZB_OK && !net)
+    /* no whole model here: the ranks build their own parts (setup) */
+    if (st == ZB_OK && (st = zb_trainer_init_host(&t, &icfg, err)) != ZB_OK && !net)
         return st;
     pl_t pl = {.cfg = cfg, .opts = opts};
     pl_run_t run = {0};
@@ -356,7 +363,7 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         /* room for every compute thread's BLAS buffer, or a clear error now (blas_setup.c) */
         st = zb_blas_check_headroom(net ? 2 : pl.P * pl.N, err);
         if (st == ZB_OK)
-            st = pl_profile(&pl, &t.params, err);
+            st = pl_profile(&pl, NULL, err); /* timings need no trained weights */
     }
     /* MPI: every rank takes part (even one that already failed), so all plan from rank 0's
      * figures and nobody waits for a message that never comes */
@@ -372,7 +379,6 @@ zb_status_t zb_pipeline_train(const zb_train_config_t *cfg, const zb_pipeline_op
         rep->failed_together = true;
     if (st != ZB_OK)
         goto out;
-    release_whole_model(&t);
     long todo = cfg->steps > t.step ? cfg->steps - t.step : 0;
     run = (pl_run_t){.pl = &pl, .t = &t, .rep = rep};
     run.step_ms = calloc(todo > 0 ? (size_t)todo : 1, sizeof *run.step_ms);

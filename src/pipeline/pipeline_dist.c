@@ -64,11 +64,8 @@ zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_
             zb_err_t e2;
             init = zb_ckpt_manifest_read(c->resume_path, &m, &e2) == ZB_OK ? m.hash : 0;
             zb_ckpt_manifest_free(&m);
-        } else { /* every rank holds the full initial state: fresh, --init-from or --resume */
-            size_t bytes = t->params.count * sizeof(float);
-            init = zb_hash_bytes(ZB_HASH_SEED, t->params.data, bytes);
-            init = zb_hash_bytes(init, t->opt.m.data, bytes);
-            init = zb_hash_bytes(init, t->opt.v.data, bytes);
+        } else { /* fresh: the seed and shape; --init-from: the file; --resume: its checksums */
+            init = t->init_hash;
         }
         it[n++] = (zb_hs_item_t){"initial parameters", init};
         long steps[2] = {t->step, t->skipped};
@@ -426,23 +423,26 @@ static bool same_layout(const pl_t *pl, const zb_ckpt_manifest_t *m)
     return memcmp(m->first, pl->plan.first, (size_t)(pl->plan.S + 1) * sizeof(int)) == 0;
 }
 
-/* Every shard into t's full buffers; each parameter must be covered. */
-static zb_status_t assemble(const zb_ckpt_manifest_t *m, const char *dir, zb_trainer_t *t,
+/* Another layout's shards into rank R: from each shard the parameters R holds; every one of
+ * them must be covered. */
+static zb_status_t assemble(const zb_ckpt_manifest_t *m, const char *dir, pl_rank_t *R,
                             zb_err_t *err)
 {
-    unsigned char *covered = calloc(t->params.count, 1);
+    const zb_gpt2_params_t *p = &R->params;
+    unsigned char *covered = calloc(p->count ? p->count : 1, 1);
     if (!covered)
         return zb_err_set(err, ZB_ENOMEM, "out of memory resuming");
     zb_status_t st = ZB_OK;
     for (int r = 0; r < m->ranks && st == ZB_OK; r++) {
         char file[4400];
         snprintf(file, sizeof file, "%s%s", dir, m->shard[r].file);
-        st = zb_ckpt_shard_read(file, &m->shard[r], r, m->step, t->params.count, NULL, 0,
-                                t->params.data, t->opt.m.data, t->opt.v.data, covered, err);
+        st = zb_ckpt_shard_read_into(file, &m->shard[r], r, m->step, m->param_count, p, p->data,
+                                     R->opt.m.data, R->opt.v.data, covered, err);
     }
-    for (size_t i = 0; st == ZB_OK && i < t->params.count; i++)
+    for (size_t i = 0; st == ZB_OK && i < p->count; i++)
         if (!covered[i])
-            st = zb_err_set(err, ZB_EFORMAT, "sharded checkpoint: parameter %zu is in no shard", i);
+            st = zb_err_set(err, ZB_EFORMAT,
+                            "sharded checkpoint: a parameter of rank %d is in no shard", R->rank);
     free(covered);
     return st;
 }
@@ -459,8 +459,6 @@ zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_er
     if ((st = zb_ckpt_manifest_check(path, &m, t, err)) == ZB_OK)
         st = zb_data_seek(t->data, &m.pos, err);
     bool own = same_layout(pl, &m);
-    if (st == ZB_OK && !own)
-        st = assemble(&m, dir, t, err);
     for (int g = 0; g < pl->P * pl->N && st == ZB_OK; g++) { /* every replica restores */
         if (pl->opts->transport && pl->opts->transport->rank != g)
             continue;
@@ -469,11 +467,7 @@ zb_status_t pl_resume_sharded(pl_t *pl, zb_trainer_t *t, const char *path, zb_er
         R->skipped = m.skipped;
         R->touch_opt = false; /* restored below */
         if (!own) {
-            for (int u = 0; u < pl->plan.n_units; u++) {
-                zb_gpt2_copy_unit(&R->params, &t->params, u);
-                zb_gpt2_copy_unit(&R->opt.m, &t->opt.m, u);
-                zb_gpt2_copy_unit(&R->opt.v, &t->opt.v, u);
-            }
+            st = assemble(&m, dir, R, err);
             continue;
         }
         zb_ckpt_range_t *rg = ranges_of(R);

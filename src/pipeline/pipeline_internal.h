@@ -198,9 +198,18 @@ zb_status_t pl_report_run(const pl_local_t *L, bool stepped, zb_pipeline_report_
 zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const double *peaks,
                                zb_pipeline_report_t *rep, zb_err_t *err);
 
+/* Where a rank's initial state comes from: each rank builds only its own units from it, never
+ * the whole model. Nothing set (a sharded resume, restored afterwards): zeros. */
+typedef struct {
+    const char *model_file; /* llm.c model file (--init-from) */
+    const char *checkpoint; /* single-file training checkpoint (--resume): params and moments */
+    bool fresh;             /* random weights from `seed` (the bits of a whole-model init) */
+    uint64_t seed;
+    uint64_t file_hash;     /* out: zb_hash_bytes of the model file (the MPI handshake's) */
+} pl_init_t;
+
 /* Rank state pl->ranks[global] (pipeline rank global % P of replica global / P). */
-zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
-                         const zb_adamw_state_t *opt, long skipped, zb_err_t *err);
+zb_status_t pl_rank_init(pl_t *pl, int global, pl_init_t *init, long skipped, zb_err_t *err);
 void pl_rank_free(pl_rank_t *R);
 /* The zb_rank_fn of one training step (compute, tied exchange, norm, optimizer). */
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err);

@@ -95,10 +95,24 @@ static zb_status_t add_unit_ranges(pl_rank_t *R, int unit)
     return ZB_OK;
 }
 
+/* The rank's own parameters (and, resuming, moments) from where the run starts: only the
+ * tensors of its stages are initialised or read, so no process ever holds the whole model. */
+static zb_status_t fill_local_state(pl_rank_t *R, pl_init_t *init, zb_err_t *err)
+{
+    R->touch_opt = !init->checkpoint; /* fresh moments are zeros, written before the first step */
+    if (init->checkpoint)
+        return zb_train_load_into(init->checkpoint, &R->params, R->params.data, R->opt.m.data,
+                                  R->opt.v.data, err);
+    if (init->model_file)
+        return zb_gpt2_load_llmc_into(init->model_file, &R->params, &init->file_hash, err);
+    if (init->fresh)
+        zb_gpt2_params_init_random(&R->params, init->seed);
+    return ZB_OK;
+}
+
 /* Stage-local parameters, gradients and moments for the stages `rank` holds, filled from the
- * whole-model init (opt may be NULL: zero moments). */
-static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_params_t *init,
-                                     const zb_adamw_state_t *opt, zb_err_t *err)
+ * run's initial state. */
+static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, pl_init_t *init, zb_err_t *err)
 {
     zb_gpt2_span_t spans[1024];
     int n = 0;
@@ -111,18 +125,12 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
     zb_status_t st;
     if ((st = zb_gpt2_params_alloc_part(&R->params, &pl->mcfg, spans, n, err)) != ZB_OK)
         return st;
-    for (int u = 0; u < pl->plan.n_units; u++)
-        zb_gpt2_copy_unit(&R->params, init, u);
     /* the head part of WTE's gradient accumulates where the head is; the embedding-only rank
      * folds it in chunk by chunk as it arrives (tied_embedding) */
     if ((st = zb_gpt2_grads_alloc_like_for(&R->grads, &R->params, head, err)) != ZB_OK ||
-        (st = zb_adamw_state_alloc_like(&R->opt, &R->params, err)) != ZB_OK)
+        (st = zb_adamw_state_alloc_like(&R->opt, &R->params, err)) != ZB_OK ||
+        (st = fill_local_state(R, init, err)) != ZB_OK)
         return st;
-    R->touch_opt = !opt;
-    for (int u = 0; opt && u < pl->plan.n_units; u++) {
-        zb_gpt2_copy_unit(&R->opt.m, &opt->m, u);
-        zb_gpt2_copy_unit(&R->opt.v, &opt->v, u);
-    }
     /* thread ranks: one WTE for the embedding and the head rank (wte_share.c) */
     int e = zb_stage_rank(pl->plan.sched, 0), h = zb_stage_rank(pl->plan.sched, pl->plan.S - 1);
     if (!pl_wte_shared(pl, e, h))
@@ -137,8 +145,7 @@ static zb_status_t alloc_local_state(pl_t *pl, pl_rank_t *R, const zb_gpt2_param
     return R->rank == h ? pl_wte_share_head(pl, R, err) : ZB_OK;
 }
 
-zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
-                         const zb_adamw_state_t *opt, long skipped, zb_err_t *err)
+zb_status_t pl_rank_init(pl_t *pl, int global, pl_init_t *init, long skipped, zb_err_t *err)
 {
     pl_rank_t *R = &pl->ranks[global];
     memset(R, 0, sizeof *R);
@@ -151,7 +158,7 @@ zb_status_t pl_rank_init(pl_t *pl, int global, const zb_gpt2_params_t *init,
     R->dev = pl->opts->cuda ? &pl_rank_cuda : &pl_rank_cpu;
     R->msg_bytes = pl->NC * sizeof(float); /* a device may carry a handle instead (open) */
     /* Own copies of only what its stages use, like separate processes (docs/runtime.md). */
-    zb_status_t st = alloc_local_state(pl, R, init, opt, err);
+    zb_status_t st = alloc_local_state(pl, R, init, err);
     if (st != ZB_OK)
         return st;
 

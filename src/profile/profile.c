@@ -32,14 +32,16 @@ typedef struct {
     zb_err_t err;
 } compute_job_t;
 
-static zb_gpt2_span_t part_span(const zb_gpt2_config_t *cfg, int part)
+/* Part `part` of `parts` (embedding, blocks, head) in the model `cfg` the job times: the whole
+ * model, or one block standing for each of them. */
+static zb_gpt2_span_t part_span(const zb_gpt2_config_t *cfg, int parts, int part)
 {
-    int L = cfg->layers;
+    int L = cfg->layers, l = (part - 1) % L;
     if (part == 0)
         return (zb_gpt2_span_t){0, 0, true, false};
-    if (part == L + 1)
+    if (part == parts - 1)
         return (zb_gpt2_span_t){L, L, false, true};
-    return (zb_gpt2_span_t){part - 1, part, false, false};
+    return (zb_gpt2_span_t){l, l + 1, false, false};
 }
 
 static zb_status_t time_parts(compute_job_t *job, zb_err_t *err)
@@ -57,7 +59,7 @@ static zb_status_t time_parts(compute_job_t *job, zb_err_t *err)
     if (st == ZB_OK)
         st = zb_gpt2_grads_alloc(&g, cfg, err);
     for (int k = 0; st == ZB_OK && k < job->parts; k++) {
-        zb_gpt2_span_t sp = part_span(cfg, k);
+        zb_gpt2_span_t sp = part_span(cfg, job->parts, k);
         st = zb_gpt2_stash_new(cfg, &sp, job->B, job->T, &stash[k], err);
     }
     if (st != ZB_OK)
@@ -73,7 +75,7 @@ static zb_status_t time_parts(compute_job_t *job, zb_err_t *err)
     /* round -1 warms caches, page tables and the BLAS up; it is not recorded */
     for (int r = -1; r < job->reps && st == ZB_OK; r++)
         for (int k = 0; k < job->parts && st == ZB_OK; k++) {
-            zb_gpt2_span_t sp = part_span(cfg, k);
+            zb_gpt2_span_t sp = part_span(cfg, job->parts, k);
             double t0 = zb_now();
             st = zb_gpt2_forward(job->params, &sp, stash[k], sp.embed ? tokens : NULL,
                                  sp.embed ? NULL : x_in, sp.head ? targets : NULL,
@@ -192,13 +194,15 @@ zb_status_t zb_profile_measure_ranks(const zb_gpt2_params_t *params, const zb_gp
     zb_blas_init(); /* single-threaded BLAS, as in a pipeline rank */
     zb_gpt2_params_t own;
     memset(&own, 0, sizeof own);
-    if (!params) {
-        if ((st = zb_gpt2_params_alloc(&own, cfg, err)) != ZB_OK)
+    if (!params) { /* random weights of one block, timed as every block (same shapes) */
+        zb_gpt2_config_t one = *cfg;
+        one.layers = 1;
+        if ((st = zb_gpt2_params_alloc(&own, &one, err)) != ZB_OK)
             return st;
         zb_gpt2_params_init_random(&own, 1);
         params = &own;
     }
-    int L = cfg->layers, nt = threads;
+    int L = cfg->layers, nt = threads; /* the model's blocks, whatever params holds */
     size_t per = (size_t)reps * (size_t)(L + 2) * 3;
     compute_job_t jobs[ZB_PROFILE_MAX_THREADS];
     void *args[ZB_PROFILE_MAX_THREADS];

@@ -174,8 +174,10 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
     double start = zb_now();
     zb_gpt2_params_t own;
     memset(&own, 0, sizeof own);
-    if (!params) {
-        if ((st = zb_gpt2_params_alloc(&own, cfg, err)) != ZB_OK)
+    if (!params) { /* random weights of one block, timed as every block (same shapes) */
+        zb_gpt2_config_t one = *cfg;
+        one.layers = 1;
+        if ((st = zb_gpt2_params_alloc(&own, &one, err)) != ZB_OK)
             return st;
         zb_gpt2_params_init_random(&own, 1);
         params = &own;

@@ -87,10 +87,39 @@ static zb_status_t hr_get(FILE *f, void *p, size_t n, const char *file, zb_err_t
     return ZB_OK;
 }
 
-zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref, int rank,
-                               long step, size_t param_count, const zb_ckpt_range_t *want, int n,
-                               float *params, float *m, float *v, unsigned char *covered,
-                               zb_err_t *err)
+typedef struct {
+    const zb_gpt2_params_t *layout; /* NULL: the buffers are whole-model flat buffers */
+    float *buf[3];                  /* params, m, v */
+    unsigned char *covered;
+} shard_dst_t;
+
+static void cover_piece(void *ctx, size_t local, size_t at, size_t n)
+{
+    (void)at;
+    memset((unsigned char *)ctx + local, 1, n);
+}
+
+#define STREAM_FLOATS ((size_t)1 << 18)
+
+/* Range r of the shard's block b (f positioned at it) into dst: straight into whole-model
+ * buffers, or in bounded pieces scattered into a stage-local layout. */
+static zb_status_t read_range(FILE *f, const char *file, const zb_ckpt_range_t *r, size_t at,
+                              int b, const shard_dst_t *dst, float *piece, zb_err_t *err)
+{
+    if (!dst->layout)
+        return hr_get(f, dst->buf[b] + at, r->count * sizeof(float), file, err);
+    zb_status_t st = ZB_OK;
+    for (size_t done = 0; done < r->count && st == ZB_OK; done += STREAM_FLOATS) {
+        size_t n = r->count - done < STREAM_FLOATS ? r->count - done : STREAM_FLOATS;
+        if ((st = hr_get(f, piece, n * sizeof(float), file, err)) == ZB_OK)
+            zb_gpt2_scatter(dst->layout, dst->buf[b], r->off + done, piece, n);
+    }
+    return st;
+}
+
+static zb_status_t shard_read(const char *file, const zb_ckpt_shard_ref_t *ref, int rank,
+                              long step, size_t param_count, const zb_ckpt_range_t *want, int n,
+                              const shard_dst_t *dst, zb_err_t *err)
 {
     FILE *f;
     zb_status_t st = zb_fopen_regular(file, "checkpoint shard", &f, err);
@@ -156,17 +185,41 @@ zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref,
                             "checkpoint shard %s holds other parameters than rank %d updates now",
                             file, rank);
     }
-    float *bufs[3] = {params, m, v};
+    float *piece = NULL;
+    if (st == ZB_OK && dst->layout && !(piece = malloc(STREAM_FLOATS * sizeof *piece)))
+        st = zb_err_set(err, ZB_ENOMEM, "out of memory reading %s", file);
     for (int b = 0; b < 3 && st == ZB_OK; b++)
         for (int i = 0; i < nr && st == ZB_OK; i++)
-            st = hr_get(f, bufs[b] + (want ? want[i].loc : rg[i].off), rg[i].count * sizeof(float),
-                        file, err);
-    for (int i = 0; st == ZB_OK && covered && i < nr; i++)
-        memset(covered + rg[i].off, 1, rg[i].count);
+            st = read_range(f, file, &rg[i], want ? want[i].loc : rg[i].off, b, dst, piece, err);
+    free(piece);
+    for (int i = 0; st == ZB_OK && dst->covered && i < nr; i++) {
+        if (dst->layout)
+            zb_gpt2_params_pieces(dst->layout, rg[i].off, rg[i].count, cover_piece, dst->covered);
+        else
+            memset(dst->covered + rg[i].off, 1, rg[i].count);
+    }
 out:
     free(rg);
     fclose(f);
     return st;
+}
+
+zb_status_t zb_ckpt_shard_read(const char *file, const zb_ckpt_shard_ref_t *ref, int rank,
+                               long step, size_t param_count, const zb_ckpt_range_t *want, int n,
+                               float *params, float *m, float *v, unsigned char *covered,
+                               zb_err_t *err)
+{
+    shard_dst_t dst = {NULL, {params, m, v}, covered};
+    return shard_read(file, ref, rank, step, param_count, want, n, &dst, err);
+}
+
+zb_status_t zb_ckpt_shard_read_into(const char *file, const zb_ckpt_shard_ref_t *ref, int rank,
+                                    long step, size_t param_count,
+                                    const zb_gpt2_params_t *layout, float *params, float *m,
+                                    float *v, unsigned char *covered, zb_err_t *err)
+{
+    shard_dst_t dst = {layout, {params, m, v}, covered};
+    return shard_read(file, ref, rank, step, param_count, NULL, 0, &dst, err);
 }
 
 /* ---- manifest ---- */
@@ -522,8 +575,7 @@ zb_status_t zb_ckpt_manifest_check(const char *path, const zb_ckpt_manifest_t *m
                                    const zb_trainer_t *t, zb_err_t *err)
 {
     const zb_train_config_t *s = &m->cfg, *c = &t->cfg;
-    if (memcmp(&s->model, &t->params.cfg, sizeof s->model) != 0 ||
-        m->param_count != t->params.count)
+    if (memcmp(&s->model, &t->model, sizeof s->model) != 0 || m->param_count != t->param_count)
         return zb_err_set(err, ZB_EMISMATCH, "checkpoint %s holds a different model (L=%d NH=%d C=%d V=%d maxT=%d)",
                           path, s->model.layers, s->model.heads, s->model.channels,
                           s->model.vocab, s->model.max_seq);

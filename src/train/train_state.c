@@ -278,13 +278,13 @@ static zb_status_t check_match(const char *path, const uint64_t *h, const zb_tra
     memset(&s, 0, sizeof s);
     get_config(h, &s);
     const zb_train_config_t *c = &t->cfg;
-    const zb_gpt2_config_t *m = &t->params.cfg;
+    const zb_gpt2_config_t *m = &t->model;
     if (memcmp(&s.model, m, sizeof *m) != 0)
         return zb_err_set(err, ZB_EMISMATCH,
                           "checkpoint %s holds a different model (L=%d NH=%d C=%d V=%d maxT=%d)",
                           path, s.model.layers, s.model.heads, s.model.channels, s.model.vocab,
                           s.model.max_seq);
-    if (h[H_PARAM_COUNT] != t->params.count)
+    if (h[H_PARAM_COUNT] != t->param_count)
         return zb_err_set(err, ZB_EMISMATCH, "checkpoint %s: parameter count differs", path);
     if (s.batch != c->batch)
         return MISMATCH("--batch", "%d", s.batch, c->batch);
@@ -331,6 +331,77 @@ static zb_status_t check_match(const char *path, const uint64_t *h, const zb_tra
     return ZB_OK;
 }
 
+#define STREAM_FLOATS ((size_t)1 << 18) /* 1 MiB pieces */
+
+/* The payload (params, m, v of the whole model, in that order) from f, positioned after the
+ * header, checked against the header's checksum. With `layout` NULL it is only checked; else
+ * every piece that layout holds goes into dst[0..2] (buffers of layout's shape). */
+static zb_status_t stream_payload(FILE *f, const char *path, const uint64_t *h,
+                                  const zb_gpt2_params_t *layout, float *const dst[3],
+                                  zb_err_t *err)
+{
+    size_t count = (size_t)h[H_PARAM_COUNT];
+    float *buf = malloc(STREAM_FLOATS * sizeof *buf);
+    if (!buf)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory reading checkpoint %s", path);
+    zb_status_t st = ZB_OK;
+    uint64_t sum = 0xCBF29CE484222325ull;
+    for (int b = 0; b < 3 && st == ZB_OK; b++)
+        for (size_t at = 0; at < count; at += STREAM_FLOATS) {
+            size_t n = count - at < STREAM_FLOATS ? count - at : STREAM_FLOATS;
+            if (fread(buf, sizeof *buf, n, f) != n) {
+                st = zb_err_set(err, ZB_EIO, "cannot read checkpoint %s", path);
+                break;
+            }
+            sum = fnv1a(sum, buf, n * sizeof *buf);
+            if (layout)
+                zb_gpt2_scatter(layout, dst[b], at, buf, n);
+        }
+    free(buf);
+    if (st == ZB_OK && sum != h[H_CHECKSUM])
+        st = zb_err_set(err, ZB_EFORMAT, "checkpoint %s is corrupt (checksum mismatch)", path);
+    return st;
+}
+
+zb_status_t zb_train_resume_header(zb_trainer_t *t, const char *path, uint64_t *hash,
+                                   zb_err_t *err)
+{
+    uint64_t h[HEADER_WORDS];
+    FILE *f;
+    zb_status_t st = read_header(path, h, &f, err);
+    if (st != ZB_OK)
+        return st;
+    fclose(f);
+    zb_data_pos_t pos = {h[H_POS_EPOCH], h[H_POS_SHARD], h[H_POS_OFFSET]};
+    if ((st = check_match(path, h, t, err)) == ZB_OK &&
+        (st = zb_data_seek(t->data, &pos, err)) == ZB_OK) {
+        t->step = (long)h[H_STEP];
+        t->skipped = (long)h[H_SKIPPED];
+        if (hash) /* covers the payload's checksum, the step and the data position */
+            *hash = h[H_HEADER_SUM];
+    }
+    return st;
+}
+
+zb_status_t zb_train_load_into(const char *path, const zb_gpt2_params_t *layout, float *params,
+                               float *m, float *v, zb_err_t *err)
+{
+    uint64_t h[HEADER_WORDS];
+    FILE *f;
+    zb_status_t st = read_header(path, h, &f, err);
+    if (st != ZB_OK)
+        return st;
+    zb_train_config_t c;
+    get_config(h, &c);
+    if (memcmp(&c.model, &layout->cfg, sizeof c.model) != 0)
+        st = zb_err_set(err, ZB_EMISMATCH, "checkpoint %s holds a different model", path);
+    float *const dst[3] = {params, m, v};
+    if (st == ZB_OK)
+        st = stream_payload(f, path, h, layout, dst, err);
+    fclose(f);
+    return st;
+}
+
 zb_status_t zb_train_load(zb_trainer_t *t, const char *path, zb_err_t *err)
 {
     uint64_t h[HEADER_WORDS];
@@ -339,29 +410,22 @@ zb_status_t zb_train_load(zb_trainer_t *t, const char *path, zb_err_t *err)
     if (st != ZB_OK)
         return st;
     st = check_match(path, h, t, err);
-    size_t count = t->params.count;
-    float *blocks[3] = {t->params.data, t->opt.m.data, t->opt.v.data};
-    /* read into scratch first so a corrupt file leaves the trainer untouched */
-    float *buf = NULL;
-    if (st == ZB_OK) {
-        buf = malloc(3 * count * sizeof *buf);
-        if (!buf)
-            st = zb_err_set(err, ZB_ENOMEM, "out of memory reading checkpoint %s", path);
-    }
-    if (st == ZB_OK && fread(buf, sizeof *buf, 3 * count, f) != 3 * count)
+    /* checked in a first pass, so a corrupt file leaves the trainer untouched */
+    float *const dst[3] = {t->params.data, t->opt.m.data, t->opt.v.data};
+    long payload = (long)(HEADER_WORDS * sizeof(uint64_t));
+    if (st == ZB_OK)
+        st = stream_payload(f, path, h, NULL, dst, err);
+    if (st == ZB_OK && fseek(f, payload, SEEK_SET) != 0)
         st = zb_err_set(err, ZB_EIO, "cannot read checkpoint %s", path);
-    fclose(f);
-    if (st == ZB_OK && fnv1a(0xCBF29CE484222325ull, buf, 3 * count * sizeof *buf) != h[H_CHECKSUM])
-        st = zb_err_set(err, ZB_EFORMAT, "checkpoint %s is corrupt (checksum mismatch)", path);
     zb_data_pos_t pos = {h[H_POS_EPOCH], h[H_POS_SHARD], h[H_POS_OFFSET]};
     if (st == ZB_OK)
         st = zb_data_seek(t->data, &pos, err);
+    if (st == ZB_OK)
+        st = stream_payload(f, path, h, &t->params, dst, err);
+    fclose(f);
     if (st == ZB_OK) {
-        for (int b = 0; b < 3; b++)
-            memcpy(blocks[b], buf + (size_t)b * count, count * sizeof *buf);
         t->step = (long)h[H_STEP];
         t->skipped = (long)h[H_SKIPPED];
     }
-    free(buf);
     return st;
 }

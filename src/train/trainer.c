@@ -7,6 +7,7 @@
 #include "train/divergence.h"
 #include "train/train_loop.h"
 #include "train/val.h"
+#include "zbpp/handshake.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
 #include "zbpp/workers.h"
@@ -91,29 +92,33 @@ zb_status_t zb_train_config_check(const zb_train_config_t *c, zb_err_t *err)
 
 /* ---- setup ---- */
 
+/* The model's shape: the checkpoint's (resume), the model file's (init_from), or the flags'. */
+static zb_status_t model_shape(const zb_train_config_t *c, zb_gpt2_config_t *m, zb_err_t *err)
+{
+    if (c->resume_path) {
+        zb_train_config_t stored = *c;
+        zb_status_t st = zb_train_peek(c->resume_path, &stored, err);
+        *m = stored.model;
+        return st;
+    }
+    if (c->init_from)
+        return zb_gpt2_peek_llmc(c->init_from, m, err);
+    *m = c->model;
+    if (m->max_seq == 0)
+        m->max_seq = c->seq;
+    if (m->padded_vocab == 0)
+        m->padded_vocab = m->vocab > 0 ? (m->vocab + 127) / 128 * 128 : 0;
+    return zb_gpt2_config_check(m, err);
+}
+
+/* The whole model's parameters: fresh or from init_from (resume: restored by zb_train_load). */
 static zb_status_t setup_model(zb_trainer_t *t, zb_err_t *err)
 {
     const zb_train_config_t *c = &t->cfg;
-    if (c->resume_path) {
-        /* shape from the checkpoint; values are restored by zb_train_load afterwards */
-        zb_train_config_t stored = *c;
-        zb_status_t st = zb_train_peek(c->resume_path, &stored, err);
-        if (st != ZB_OK)
-            return st;
-        return zb_gpt2_params_alloc(&t->params, &stored.model, err);
-    }
-    if (c->init_from)
-        return zb_gpt2_load_llmc(c->init_from, &t->params, err);
-    zb_gpt2_config_t m = c->model;
-    if (m.max_seq == 0)
-        m.max_seq = c->seq;
-    if (m.padded_vocab == 0)
-        m.padded_vocab = m.vocab > 0 ? (m.vocab + 127) / 128 * 128 : 0;
-    zb_status_t st = zb_gpt2_config_check(&m, err);
-    if (st != ZB_OK)
-        return st;
-    st = zb_gpt2_params_alloc(&t->params, &m, err);
-    if (st == ZB_OK)
+    zb_status_t st = zb_gpt2_params_alloc(&t->params, &t->model, err);
+    if (st == ZB_OK && c->init_from && !c->resume_path)
+        st = zb_gpt2_load_llmc_into(c->init_from, &t->params, NULL, err);
+    else if (st == ZB_OK && !c->resume_path)
         zb_gpt2_params_init_random(&t->params, c->seed);
     return st;
 }
@@ -121,7 +126,7 @@ static zb_status_t setup_model(zb_trainer_t *t, zb_err_t *err)
 static zb_status_t setup_data(zb_trainer_t *t, zb_err_t *err)
 {
     const zb_train_config_t *c = &t->cfg;
-    int vocab = t->params.cfg.vocab;
+    int vocab = t->model.vocab;
     zb_status_t st = c->data_glob ? zb_data_open_glob(c->data_glob, vocab, &t->data, err)
                                   : zb_data_open_text(c->text_path, vocab, &t->data, err);
     if (st != ZB_OK)
@@ -129,29 +134,28 @@ static zb_status_t setup_data(zb_trainer_t *t, zb_err_t *err)
     return zb_data_configure(t->data, c->batch, c->seq, c->shuffle, c->seed, err);
 }
 
-zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err)
+/* Everything but the model's buffers: config, shape, data, validation, batch buffers. */
+static zb_status_t init_host(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err)
 {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     zb_status_t st = zb_train_config_check(cfg, err);
     if (st == ZB_OK) /* before the model: the BLAS maps its work buffer while there is room */
         st = zb_blas_check_headroom(1, err);
-    if (st == ZB_OK)
-        st = setup_model(t, err);
-    if (st == ZB_OK && cfg->seq > t->params.cfg.max_seq)
+    if (st == ZB_OK && (st = model_shape(cfg, &t->model, err)) == ZB_OK) {
+        zb_gpt2_span_t all = {0, t->model.layers, true, true};
+        t->param_count = zb_gpt2_params_part_count(&t->model, &all, 1);
+    }
+    if (st == ZB_OK && cfg->seq > t->model.max_seq)
         st = zb_err_set(err, ZB_EINVAL, "--seq %d exceeds the model's maximum sequence length %d",
-                        cfg->seq, t->params.cfg.max_seq);
+                        cfg->seq, t->model.max_seq);
     if (st == ZB_OK)
         st = setup_data(t, err);
     if (st == ZB_OK)
-        st = zb_val_open(cfg, t->params.cfg.vocab, &t->val, err);
-    if (st == ZB_OK)
-        st = zb_gpt2_grads_alloc(&t->grads, &t->params.cfg, err);
-    if (st == ZB_OK)
-        st = zb_adamw_state_alloc(&t->opt, &t->params.cfg, err);
+        st = zb_val_open(cfg, t->model.vocab, &t->val, err);
     if (st == ZB_OK) {
         size_t bt = (size_t)cfg->batch * (size_t)cfg->seq;
-        t->n_units = zb_gpt2_num_units(&t->params.cfg);
+        t->n_units = zb_gpt2_num_units(&t->model);
         t->inputs = malloc(bt * sizeof *t->inputs);
         t->targets = malloc(bt * sizeof *t->targets);
         t->unit_sumsq = calloc((size_t)t->n_units, sizeof *t->unit_sumsq);
@@ -161,19 +165,40 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
         if (!t->inputs || !t->targets || !t->unit_sumsq || !t->all_units)
             st = zb_err_set(err, ZB_ENOMEM, "out of memory for the batch buffers");
     }
+    return st;
+}
+
+zb_status_t zb_trainer_init_host(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err)
+{
+    zb_status_t st = init_host(t, cfg, err);
+    if (st == ZB_OK && cfg->resume_path)
+        st = zb_train_resume_header(t, cfg->resume_path, &t->init_hash, err);
+    else if (st == ZB_OK && !cfg->init_from) /* fresh: the seed and shape decide every bit */
+        t->init_hash = zb_hash_bytes(zb_hash_bytes(ZB_HASH_SEED, &cfg->seed, sizeof cfg->seed),
+                                     &t->model, sizeof t->model);
+    if (st != ZB_OK)
+        zb_trainer_free(t);
+    return st;
+}
+
+zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_err_t *err)
+{
+    zb_status_t st = init_host(t, cfg, err);
+    if (st == ZB_OK)
+        st = setup_model(t, err);
+    if (st == ZB_OK)
+        st = zb_gpt2_grads_alloc(&t->grads, &t->model, err);
+    if (st == ZB_OK)
+        st = zb_adamw_state_alloc(&t->opt, &t->model, err);
     if (st == ZB_OK) {
-        zb_gpt2_span_t whole = {0, t->params.cfg.layers, true, true};
-        st = zb_gpt2_stash_new(&t->params.cfg, &whole, cfg->batch / cfg->microbatches, cfg->seq,
+        zb_gpt2_span_t whole = {0, t->model.layers, true, true};
+        st = zb_gpt2_stash_new(&t->model, &whole, cfg->batch / cfg->microbatches, cfg->seq,
                                &t->stash, err);
     }
     if (st == ZB_OK && cfg->resume_path)
         st = zb_train_load(t, cfg->resume_path, err);
-    if (st != ZB_OK) {
+    if (st != ZB_OK)
         zb_trainer_free(t);
-        return st;
-    }
-    t->model = t->params.cfg;
-    t->param_count = t->params.count;
     return st;
 }
 

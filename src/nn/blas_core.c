@@ -171,7 +171,7 @@ static zb_blas_kernel_t kernel;
 
 static void kernel_decide_once(void)
 {
-#if defined(ZB_BLAS_OPENBLAS) && defined(__x86_64__)
+#if defined(ZB_BLAS_OPENBLAS) /* off x86-64 the features are 0: nothing to choose */
     const char *in_use = openblas_get_corename();
     /* for the CLI test of the re-execution only: pretend OpenBLAS chose this kernel (ignored
      * once zbpp has set OPENBLAS_CORETYPE) */

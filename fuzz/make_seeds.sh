@@ -2,18 +2,21 @@
 # Write seed corpora for the file-reader fuzz harnesses: small files made the way the tests make
 # them (zbpp itself writes the checkpoints). Usage: make_seeds.sh <zbpp binary> <out dir> <source dir>
 # Creates <out>/<harness>/ for llmc, tokshard, text, costfile, trainckpt, manifest, ckptshard, csv,
-# tokenizer.
+# tokenizer, metrics.
 set -eu
 ZBPP=$(readlink -f "$1")
 OUT=$(readlink -f "$2")
 SRC=$(readlink -f "$3")
-mkdir -p "$OUT"/{llmc,tokshard,text,costfile,trainckpt,manifest,ckptshard,csv,tokenizer}
+mkdir -p "$OUT"/{llmc,tokshard,text,costfile,trainckpt,manifest,ckptshard,csv,tokenizer,metrics}
 W=$(mktemp -d "${TMPDIR:-/tmp}/zbpp-seeds.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 cd "$W"
 head -c 3000 "$SRC/data/demo_corpus.txt" >small.txt
 TINY=(--layers 2 --heads 2 --channels 16 --seq 8 --batch 2 --text small.txt --quiet)
-OPENBLAS_NUM_THREADS=1 "$ZBPP" train "${TINY[@]}" --steps 2 --save ck --save-model model.bin >/dev/null
+OPENBLAS_NUM_THREADS=1 "$ZBPP" train "${TINY[@]}" --steps 2 --save ck --save-model model.bin \
+  --metrics m.jsonl --val-text small.txt --val-every 1 --val-steps 1 >/dev/null
+cp m.jsonl "$OUT/metrics/train.jsonl"
+printf '{"step":1,"val_loss":null}\n{"step":2,"loss":3.5,"lr":null}\n\n' >"$OUT/metrics/nulls.jsonl"
 OPENBLAS_NUM_THREADS=1 "$ZBPP" train "${TINY[@]}" --steps 2 --ranks 2 --checkpoint-format sharded \
   --save sc >/dev/null
 cp model.bin "$OUT/llmc/model.bin"

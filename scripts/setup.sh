@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Install the Debian packages zbpp needs, only those missing. Never downloads anything else.
+# usage: scripts/setup.sh [run|test]
+#   run  — what `make run` needs: compiler, CMake, BLAS, GLPK, Open MPI
+#   test — all of the above plus what only the tests use (default): cmocka, BLIS (the second
+#          BLAS the tests compare), clang + its runtime (the fuzzers), python3 (the Python
+#          module's tests), Chromium (tests/svg_render.sh checks that the SVG charts render)
 set -euo pipefail
-packages=(build-essential cmake pkg-config libopenblas-dev libblis-dev libcmocka-dev libglpk-dev
-          libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3
-          chromium) # chromium: tests/svg_render.sh checks that the SVG charts render
+run_packages=(build-essential cmake pkg-config libopenblas-dev libglpk-dev libopenmpi-dev
+              openmpi-bin)
+test_packages=(libcmocka-dev libblis-dev clang libclang-rt-14-dev python3 chromium)
+case "${1:-test}" in
+  run) packages=("${run_packages[@]}") ;;
+  test) packages=("${run_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "usage: scripts/setup.sh [run|test]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,6 +35,14 @@ gen --prompt "The " --tokens 20 --top-k 1 --seed 3 >k.txt 2>/dev/null
 cmp -s g.txt k.txt || fail "--top-k 1 differs from --temperature 0"
 # no prompt: starts from the end-of-text token; the full window (48 positions) is allowed
 gen --tokens 48 --seed 1 >n.txt 2>err || fail "no prompt, 48 tokens: $(cat err)"
+[ -s err ] && fail "a full window is not a sliding one: $(cat err)"
+# past the window the context slides: the text of one pass while it fits, the same with ranks
+gen --prompt "abcd" --tokens 130 --seed 5 >s1.txt 2>err || fail "130 tokens past 48: $(cat err)"
+grep -q "the context slides (the last 24 tokens are kept" err || fail "no sliding note: $(cat err)"
+gen --prompt "abcd" --tokens 45 --seed 5 >s0.txt 2>/dev/null
+[ "$(head -c 49 s0.txt)" = "$(head -c 49 s1.txt)" ] || fail "sliding changed the first window's text"
+gen --prompt "abcd" --tokens 130 --seed 5 --ranks 2 >s2.txt 2>/dev/null || fail "sliding --ranks 2"
+cmp -s s1.txt s2.txt || fail "sliding with --ranks 2 differs from one process"
 
 # an llm.c tokenizer file for the byte vocabulary (token b = byte b, 256 = <|endoftext|>)
 python3 - <<'PY'
@@ -69,7 +77,6 @@ bad temp-neg 2 "temperature" --init-from m.bin --temperature -1
 bad temp-word 2 "temperature" --init-from m.bin --temperature hot
 bad topk-big 2 "top-k" --init-from m.bin --top-k 1000
 bad tokens-zero 2 "tokens" --init-from m.bin --tokens 0
-bad too-long 2 "max sequence is 48: at most --tokens 45" --init-from m.bin --prompt "abcd" --tokens 46
 bad ranks 2 "blocks" --init-from m.bin --ranks 3
 bad seed 2 "seed" --init-from m.bin --seed -4
 bad unknown 2 "unknown option" --init-from m.bin --frobnicate 1

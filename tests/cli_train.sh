@@ -105,7 +105,7 @@ cmp -s "$TMP/straight.ckpt" "$TMP/leg.ckpt" || fail "resumed checkpoint differs 
 diff <(sed 's/"step_ms.*//' "$TMP/s.jsonl") <(sed 's/"step_ms.*//' "$TMP/l.jsonl") >/dev/null ||
   fail "resumed losses differ from the straight run"
 expect_error 2 "--batch" --resume "$TMP/leg.ckpt" --text "$SRC/data/demo_corpus.txt" --batch 8 --steps 8
-expect_error 2 "fresh model" --resume "$TMP/leg.ckpt" --layers 3
+expect_error 2 "--layers 3 differs from the model of --resume" --resume "$TMP/leg.ckpt" --layers 3
 head -c 1000 "$TMP/leg.ckpt" >"$TMP/trunc.ckpt"
 expect_error 1 "truncated" --resume "$TMP/trunc.ckpt" --text "$SRC/data/demo_corpus.txt"
 

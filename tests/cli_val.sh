@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # zbpp train validation and metrics from the command line: bad --val-* input gives one line and
 # exit 2; the val loss is printed and written as val_loss on the validated steps, with the same
-# bits at --ranks 1, 2 and 4 (threads); --peak-tflops gives a numeric mfu, none gives null;
+# bits at --ranks 1, 2 and 4 (threads); mfu against --peak-tflops, else the CPU's measured peak;
 # the metrics "step" is numbered like the console.
 # usage: cli_val.sh <zbpp binary> <source dir>
 set -u
@@ -64,15 +64,18 @@ D=("${M[@]:0:16}" --val-data "$TMP/val.bin" --val-every 2 --val-steps 3)
 # elapsed time and ETA on the progress line
 grep -q '^step 1/4 .* elapsed, ETA ' "$TMP/err1" || fail "no elapsed/ETA: $(head -1 "$TMP/err1")"
 
-# metrics: step 1..4, mfu null without a peak, a number with one
+# metrics: step 1..4; mfu against this CPU's measured FMA peak without --peak-tflops (named in
+# the report, shown on the progress line), against the given peak with it
 [ "$(grep -o '^{"step":[0-9]*' "$TMP/r1.jsonl" | tr -d '{"step:' | tr '\n' ' ')" = "1 2 3 4 " ] ||
   fail "metrics steps are not 1..4"
-[ "$(grep -c '"mfu":null' "$TMP/r1.jsonl")" -eq 4 ] || fail "mfu is not null without --peak-tflops"
+[ "$(grep -c '"mfu":[0-9][0-9.e+-]*,' "$TMP/r1.jsonl")" -eq 4 ] || fail "no measured-peak mfu in the metrics"
+grep -q '^step 1/4 .* tok/s  mfu [0-9.]*%  ' "$TMP/err1" || fail "no mfu on the progress line: $(head -1 "$TMP/err1")"
 for p in 1 2; do
-  grep -q '^model FLOPs: .*, mfu n/a' "$TMP/out$p" || fail "--ranks $p: no 'mfu n/a' line"
+  grep -q '^model FLOPs: .*, mfu [0-9.]*% of [0-9.e+-]* TFLOP/s (measured fp32 FMA peak of [0-9]* cores\?;' "$TMP/out$p" ||
+    fail "--ranks $p: no measured-peak mfu line: $(grep FLOPs "$TMP/out$p")"
 done
 "$ZBPP" train --text "$TEXT" --steps 2 --peak-tflops 0.5 >"$TMP/out" 2>/dev/null
-grep -q '^model FLOPs: .*, mfu [0-9.]*% of 0.5 TFLOP/s$' "$TMP/out" || fail "no mfu line: $(cat "$TMP/out")"
+grep -q '^model FLOPs: .*, mfu [0-9.]*% of 0.5 TFLOP/s (--peak-tflops)$' "$TMP/out" || fail "no mfu line: $(cat "$TMP/out")"
 "$ZBPP" train --text "$TEXT" --steps 2 --quiet --peak-tflops 0.5 --metrics "$TMP/p.jsonl" ||
   fail "--peak-tflops run"
 [ "$(grep -c '"mfu":[0-9][0-9.e+-]*,' "$TMP/p.jsonl")" -eq 2 ] || fail "no mfu: $(cat "$TMP/p.jsonl")"

@@ -5,7 +5,7 @@
 # sanitizer report, hang or broken invariant fails.
 # Usage: fuzz_smoke.sh <zbpp-binary> <source-dir>
 #   FUZZ_SECONDS   total seconds of fuzzing, shared by the harnesses (default 40: fuzz_csv gets
-#                  12, every reader 4)
+#                  12, the 9 readers 3 each)
 #   FUZZ_EACH      seconds per harness instead (the longer campaign: `make fuzz` sets 600)
 #   FUZZ_ONLY      space-separated harness names (e.g. "llmc manifest") to run only those
 #   FUZZ_KEEP      a directory to keep each harness's growing corpus in (default: a scratch copy)
@@ -13,7 +13,7 @@ set -u
 ZBPP=$1
 SRC=$(readlink -f "${2:-.}")
 TOTAL=${FUZZ_SECONDS:-40}
-HARNESSES=${FUZZ_ONLY:-"csv llmc tokshard text costfile trainckpt manifest ckptshard tokenizer"}
+HARNESSES=${FUZZ_ONLY:-"csv llmc tokshard text costfile trainckpt manifest ckptshard tokenizer metrics"}
 
 if ! command -v clang >/dev/null 2>&1; then
   echo "fuzz_smoke: SKIP: clang not found (install clang and libclang-rt-dev to fuzz)"
@@ -47,7 +47,7 @@ fails=0
 for h in $HARNESSES; do
   if [ -n "${FUZZ_EACH:-}" ]; then secs=$FUZZ_EACH
   elif [ "$h" = csv ]; then secs=$((TOTAL * 3 / 10))
-  else secs=$((TOTAL / 10)); fi
+  else secs=$((TOTAL * 7 / 10 / 9)); fi
   [ "$secs" -ge 1 ] || secs=1
   # libFuzzer adds interesting inputs to the first corpus directory
   corpus="$WORK/corpus/$h"

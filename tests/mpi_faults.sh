@@ -74,12 +74,28 @@ kill -STOP "$victim"
 t0=$(date +%s)
 wait $RUN && fail "the job succeeded with a stopped rank"
 t1=$(date +%s)
-grep -q "rank 1 failed or stopped responding (timeout after 2 s at" out.txt ||
+grep -q "rank 1 failed or stopped responding (no answer to a liveness check within 2 s; rank 0 timed out after 2 s" out.txt ||
     fail "no timeout message: $(head -5 out.txt)"
 [ $((t1 - t0)) -le 20 ] || fail "took $((t1 - t0)) s to notice a stopped rank with --comm-timeout 2"
 kill -CONT "$victim" 2>/dev/null
 echo "ok: stopped rank reported after $((t1 - t0)) s: $(grep -m1 'stopped responding' out.txt)"
 resume_ok "SIGSTOP"
+
+# four ranks, rank 2 stopped: whoever times out first (waiting on rank 2, or on a rank that
+# itself waits on rank 2) names rank 2, found by a liveness check, and nobody else
+start_long_run 4 "--comm-timeout 2"
+sleep 0.5
+victim=$(rank_pid $RUN 2)
+[ -n "$victim" ] || fail "cannot find rank 2's pid"
+kill -STOP "$victim"
+wait $RUN && fail "the job succeeded with a stopped rank"
+kill -CONT "$victim" 2>/dev/null
+grep -q "rank 2 failed or stopped responding (no answer to a liveness check" out.txt ||
+    fail "rank 2 not named: $(head -5 out.txt)"
+grep -E "ranks? [0-9, ]*[013][0-9, ]* failed or stopped responding" out.txt &&
+    fail "a live rank was blamed: $(head -5 out.txt)"
+echo "ok: 4 ranks, rank 2 stopped -> $(grep -m1 -o 'rank 2 failed or stopped responding ([^;]*' out.txt)"
+# (its checkpoint resumes like any other: the -np 2 case above checks that)
 
 # a rank killed mid-run: mpirun ends the job with a non-zero status, nothing hangs
 start_long_run 4 "--schedule zb-h1"
@@ -93,6 +109,10 @@ rc=$?
 t1=$(date +%s)
 [ $rc -ne 0 ] || fail "mpirun exited 0 after a rank was killed"
 [ $((t1 - t0)) -le 30 ] || fail "took $((t1 - t0)) s to end the job after kill -9"
+# the survivors' SIGTERM comes from mpirun: one line from rank 0 says so, no promise to save
+grep -q "stopping after this step and saving" out.txt && fail "survivors promised a save: $(cat out.txt)"
+[ "$(grep -c "the MPI launcher is ending the job" out.txt)" -le 1 ] ||
+    fail "more than one line about the launcher: $(cat out.txt)"
 echo "ok: kill -9 of rank 2 -> mpirun exit $rc after $((t1 - t0)) s"
 resume_ok "kill -9"
 

@@ -172,6 +172,7 @@ static void manifest_round_trip_and_damage(void **state)
     memcpy(m.first, first, sizeof first);
     zb_train_config_defaults(&m.cfg);
     m.cfg.model = (zb_gpt2_config_t){16, 257, 384, 4, 2, 32};
+    m.cfg.seq = 16; /* a run never has sequences longer than its model's maximum */
     m.cfg.adamw.lr = 1.2345e-4f;
     m.param_count = 1000;
     m.data_fp = 0xDEADBEEFCAFEull;

@@ -18,6 +18,9 @@
 #include "nn/fastmath.h"
 #include "train/divergence.h"
 #include "zbpp/checkpoint_sharded.h"
+#include "zbpp/handshake.h"
+#include "zbpp/train.h"
+#include "zbpp/transport.h"
 #include "zbpp/util.h"
 
 static char dir[64];
@@ -149,17 +152,101 @@ static void test_divergence_rule(void **state)
     zb_diverge_t d;
     zb_err_t err;
     zb_diverge_init(&d, 3);
-    assert_int_equal(zb_diverge_step(&d, true, 1, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 1, &err), ZB_OK);
     assert_false(zb_diverge_may_save(&d));
-    assert_int_equal(zb_diverge_step(&d, true, 2, &err), ZB_OK);
-    assert_int_equal(zb_diverge_step(&d, false, 3, &err), ZB_OK); /* a spike, not divergence */
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 2, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, false, 2.5f, 3, &err), ZB_OK); /* a spike, not divergence */
     assert_true(zb_diverge_may_save(&d));
-    assert_int_equal(zb_diverge_step(&d, true, 4, &err), ZB_OK);
-    assert_int_equal(zb_diverge_step(&d, true, 5, &err), ZB_OK);
-    assert_int_equal(zb_diverge_step(&d, true, 6, &err), ZB_ENUMERIC);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 4, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 5, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, true, 2.5f, 6, &err), ZB_ENUMERIC);
     assert_non_null(strstr(err.msg, "steps 4-6"));
     zb_diverge_init(&d, 0);
     assert_int_equal(d.limit, ZB_DIVERGE_MAX_SKIPS);
+}
+
+/* A run whose last loss is NaN has diverged: no periodic save, and the end refuses to save;
+ * weights with a NaN or an infinity are never written. */
+static void test_divergence_final_loss(void **state)
+{
+    (void)state;
+    zb_diverge_t d;
+    zb_err_t err;
+    zb_diverge_init(&d, 0);
+    assert_int_equal(zb_diverge_step(&d, false, 5.5f, 4, &err), ZB_OK);
+    assert_true(zb_diverge_may_save(&d));
+    assert_int_equal(zb_diverge_final(&d, &err), ZB_OK);
+    assert_int_equal(zb_diverge_step(&d, false, NAN, 5, &err), ZB_OK); /* not K skips */
+    assert_false(zb_diverge_may_save(&d));
+    assert_int_equal(zb_diverge_final(&d, &err), ZB_ENUMERIC);
+    assert_non_null(strstr(err.msg, "loss of step 5"));
+    float w[4] = {1, 2, 3, 4};
+    assert_int_equal(zb_diverge_check_weights(w, 4, "m.bin", &err), ZB_OK);
+    w[2] = INFINITY;
+    assert_int_equal(zb_diverge_check_weights(w, 4, "m.bin", &err), ZB_ENUMERIC);
+    assert_non_null(strstr(err.msg, "1 of 4 weights"));
+    assert_non_null(strstr(err.msg, "m.bin not saved"));
+}
+
+/* A sequence length stored in a manifest that its own model cannot hold is the file's fault:
+ * the message says so, not "--seq N exceeds ..." of a flag nobody gave. */
+static void test_manifest_seq_beyond_model(void **state)
+{
+    (void)state;
+    char body[1024], path[256];
+    int n = snprintf(body, sizeof body,
+                     "zbpp-sharded-checkpoint 1\nstep 2\nskipped 0\nranks 2\n"
+                     "schedule 1f1b 1 2\nstage_rank 0 1\npartition 0 1 2\n"
+                     "model 64 257 384 2 4 64\nparams 128768\n"
+                     "config 4 100000 2 2 1 1337 399d4952 3f666666 3f733333 322bcc77 3dcccccd "
+                     "3f800000 1 0 00000000\ndata 3deaed0ec8e2f680 381124 1\n"
+                     "position 0 0 2\nshard 0 m.rank0 944160 513c227ba3b8e741\n"
+                     "shard 1 m.rank1 896560 2ef022d16b1065cf\n");
+    snprintf(body + n, sizeof body - (size_t)n, "end %016llx\n",
+             (unsigned long long)zb_hash_bytes(ZB_HASH_SEED, body, (size_t)n));
+    snprintf(path, sizeof path, "%s/seq.ckpt", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    zb_train_config_t c;
+    zb_train_config_defaults(&c);
+    zb_err_t err;
+    assert_int_equal(zb_ckpt_sharded_peek(path, &c, &err), ZB_EFORMAT);
+    assert_non_null(strstr(err.msg, "holds sequence length 100000, more than its model's maximum 64"));
+    assert_null(strstr(err.msg, "--seq"));
+}
+
+/* A GPU run's MFU without --peak-tflops: the data sheet's dense figure of a known GPU for the
+ * precision in use, 0 for anything unknown (never a guess). */
+static void test_gpu_spec_peak(void **state)
+{
+    (void)state;
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 80GB HBM3, sm_90, 132 SMs", "bf16") == 989.4);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 80GB HBM3", "fp32") == 66.9);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 PCIe", "bf16") == 756.0);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H200", "tf32") == 494.7);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA GeForce GTX 1080", "fp32") == 0);
+    assert_true(zb_gpu_spec_peak_tflops("NVIDIA H100 80GB HBM3", "fp8") == 0);
+    assert_true(zb_gpu_spec_peak_tflops(NULL, "fp32") == 0);
+    /* the CPU's measured figure: positive, and the same on a second call (cached) */
+    double a = zb_cpu_peak_flops_per_core();
+    assert_true(a > 1e8);
+    assert_true(zb_cpu_peak_flops_per_core() == a);
+}
+
+/* A timeout past time_t's reach is refused (it made every wait spin at 100% CPU), the bound
+ * itself is accepted. */
+static void test_timeout_bounded(void **state)
+{
+    (void)state;
+    zb_thread_world_t *w = NULL;
+    zb_err_t err;
+    assert_int_equal(zb_thread_world_new(2, 4, 1e300, &w, &err), ZB_EINVAL);
+    assert_null(w);
+    assert_non_null(strstr(err.msg, "timeout"));
+    assert_int_equal(zb_thread_world_new(2, 4, ZB_TIMEOUT_MAX_S, &w, &err), ZB_OK);
+    zb_thread_world_free(w);
 }
 
 /* Defect 7: opening a FIFO for reading must not block (the test would hang before the fix). */
@@ -184,6 +271,10 @@ int main(void)
         cmocka_unit_test(test_manifest_dotdot_shard),
         cmocka_unit_test(test_fast_expf_nan),
         cmocka_unit_test(test_divergence_rule),
+        cmocka_unit_test(test_divergence_final_loss),
+        cmocka_unit_test(test_manifest_seq_beyond_model),
+        cmocka_unit_test(test_gpu_spec_peak),
+        cmocka_unit_test(test_timeout_bounded),
         cmocka_unit_test(test_reader_refuses_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -97,10 +97,14 @@ typedef struct {
     double *comm;            /* latency of a message between stage s and a stage on another rank
                                 (sent from s) */
     double *m_f, *m_b, *m_w; /* memory delta of F, B, W at stage s; m_f + m_b + m_w == 0 */
-    double mem_limit;        /* per-rank limit on the running memory sum; INFINITY = none */
+    double mem_limit;        /* limit on every rank's running memory sum; INFINITY = none */
     /* Recompute (optional: NULL = the default). A non-saving F adds m_keep[s] (default 0) and its
      * R adds m_f[s] - m_keep[s]; R takes t_r[s] (default t_f[s]). */
     double *t_r, *m_keep;
+    /* Per-rank limits (optional; set with zb_costs_set_rank_limits): rank r's limit is
+     * rank_limit[r] instead of mem_limit. limit_ranks must then equal the schedule's P. */
+    int limit_ranks;
+    double *rank_limit;
 } zb_costs_t;
 
 /* Largest time or |memory delta| a cost model accepts: sums over millions of actions then stay
@@ -119,6 +123,17 @@ zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err
 /* Set every stage's recompute time and kept memory (allocating t_r and m_keep if absent).
  * ZB_EINVAL for a time outside [0, ZB_COST_MAX] or a keep outside [0, |m_f|] of some stage. */
 zb_status_t zb_costs_set_recompute(zb_costs_t *c, double t_r, double m_keep, zb_err_t *err);
+/* Give each of `ranks` ranks its own memory limit (copied; INFINITY = none), overriding
+ * mem_limit; limits == NULL (or ranks == 0) drops them, so mem_limit holds for every rank again.
+ * ZB_EINVAL for a NaN limit or ranks < 0; ZB_ENOMEM. */
+zb_status_t zb_costs_set_rank_limits(zb_costs_t *c, int ranks, const double *limits,
+                                     zb_err_t *err);
+/* Memory limit of rank r: rank_limit[r] when per-rank limits are set, else mem_limit. */
+double zb_costs_limit(const zb_costs_t *c, int rank);
+/* Loosest limit over ranks 0..ranks-1 (mem_limit without per-rank limits). */
+double zb_costs_limit_max(const zb_costs_t *c, int ranks);
+/* True if some rank has a finite limit. */
+bool zb_costs_limited(const zb_costs_t *c);
 /* Recompute time and kept memory of stage s, defaults applied. */
 double zb_costs_t_r(const zb_costs_t *c, int s);
 double zb_costs_m_keep(const zb_costs_t *c, int s);

@@ -201,6 +201,11 @@ typedef struct zb_progress zb_progress_t;
  * append=true continues an existing file (resume). */
 zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metrics_path,
                              bool append, long total_steps, zb_err_t *err);
+/* The published dense peak, in TFLOP/s, of a GPU whose name (as the CUDA runtime gives it, e.g.
+ * "NVIDIA H100 80GB HBM3") contains a known model, for matrix products in `precision` ("fp32",
+ * "tf32", "bf16"); 0 when the GPU or the precision is not known. */
+double zb_gpu_spec_peak_tflops(const char *device_name, const char *precision);
+
 /* Model FLOPs of one training step (for MFU) and the hardware peak in FLOP/s (0 = unknown). */
 void zb_progress_set_flops(zb_progress_t *p, double flops_per_step, double peak_flops);
 /* FLOPs of one training step of B·T tokens, forward + backward, as llm.c and nanoGPT count

@@ -96,6 +96,10 @@ typedef struct {
     void (*destroy)(zb_transport_t *t);
 } zb_transport_ops_t;
 
+/* The longest wait a timeout may ask for (30 days): beyond it a deadline stops being a time the
+ * clock can reach (time_t overflows), so transports refuse larger values with ZB_EINVAL. */
+#define ZB_TIMEOUT_MAX_S (30.0 * 86400.0)
+
 struct zb_transport {
     const zb_transport_ops_t *ops;
     const char *name; /* "threads", "mpi" */
@@ -165,8 +169,8 @@ zb_status_t zb_transport_group_init(zb_transport_group_t *g, zb_transport_t *par
 
 /* A world of P ranks sharing mailboxes. Each rank's mailbox holds at most `capacity` messages
  * (>= 1); a send to a full mailbox waits. The runtime sizes it from the schedule so that a valid
- * schedule never waits on capacity. `timeout` seconds (<= 0 = forever) applies to every
- * blocking call of every rank. */
+ * schedule never waits on capacity. `timeout` seconds (<= 0 = forever, at most
+ * ZB_TIMEOUT_MAX_S) applies to every blocking call of every rank. */
 typedef struct zb_thread_world zb_thread_world_t;
 
 zb_status_t zb_thread_world_new(int ranks, int capacity, double timeout, zb_thread_world_t **out,

@@ -13,6 +13,9 @@ double zb_now(void);
  * unknown). */
 double zb_rss_peak_bytes(void);
 double zb_rss_bytes(void);
+/* Measured fp32 FLOP/s of one core of this CPU at its FMA ceiling (a few ms the first time, then
+ * cached): the peak MFU is taken against when no peak is given. */
+double zb_cpu_peak_flops_per_core(void);
 
 /* Sort v[0..n-1] ascending, in place. */
 void zb_sort_doubles(double *v, size_t n);
@@ -31,7 +34,8 @@ double zb_median(double *v, size_t n);
  *                               a FIFO nobody reads is refused (ZB_EIO) instead of blocking;
  *   directory, block device, socket -> refused (ZB_EIO), nothing written.
  * The temp file is locked (flock) while written; zb_atomic_open removes unlocked
- * "<path>.tmp.<digits>" files left by killed writers. tmp_path is "" when writing in place. */
+ * "<path>.tmp.<digits>" files left by killed writers. tmp_path is "" when writing in place.
+ * A replaced regular file keeps its permission bits (a 0600 file stays 0600). */
 typedef struct {
     FILE *f;             /* write here */
     char path[4096];
@@ -41,6 +45,14 @@ typedef struct {
 zb_status_t zb_atomic_open(zb_atomic_file_t *af, const char *path, zb_err_t *err);
 zb_status_t zb_atomic_commit(zb_atomic_file_t *af, zb_err_t *err);
 void zb_atomic_abort(zb_atomic_file_t *af);
+
+/* Would zb_atomic_open(path) succeed now? The same rules, checked without writing anything, so a
+ * long job can refuse a bad output before it starts rather than lose its work at the end:
+ * ZB_EIO naming the problem (a dangling symlink, a directory, a FIFO nobody reads, a missing or
+ * unwritable directory). For a FIFO that has a reader, *held_fd (when not NULL) receives a
+ * write descriptor the caller keeps open until its real write, so the reader does not see
+ * end-of-file in between; otherwise *held_fd is -1. */
+zb_status_t zb_atomic_check(const char *path, int *held_fd, zb_err_t *err);
 
 /* Open `path` for reading, refusing anything but a regular file without blocking (a FIFO or a
  * device is rejected before any read, so a reader never hangs on one). `what` names the file in

@@ -264,6 +264,27 @@ class Formats(unittest.TestCase):
             zbpp.overlay_svg(meas, pred)
 
 
+class ArgumentErrors(unittest.TestCase):
+    """A bad argument is named: ZbError for a bad value, TypeError for a bad type, never a
+    ctypes error or an AttributeError from deep inside."""
+
+    def test_values_and_types_are_named(self):
+        with self.assertRaisesRegex(zbpp.ZbError, "ranks must be >= 1, got 0"):
+            zbpp.generate("1f1b", ranks=0, microbatches=4)
+        with self.assertRaisesRegex(TypeError, "ranks must be an int, not str '4'"):
+            zbpp.generate("1f1b", ranks="4", microbatches=4)
+        with self.assertRaisesRegex(TypeError, "microbatches must be an int"):
+            zbpp.plan(4, 8.0)
+        with self.assertRaisesRegex(TypeError, "schedule must be a Schedule, not NoneType"):
+            zbpp.simulate(None)
+        with self.assertRaisesRegex(TypeError, "costs must be a Costs or None, not int"):
+            zbpp.best(4, 8, costs=3)
+        with self.assertRaisesRegex(TypeError, "schedule must be a Schedule, not str"):
+            zbpp.validate("1f1b")
+        with self.assertRaisesRegex(TypeError, "family must be a str"):
+            zbpp.generate(None, 4, 8)
+
+
 class Loading(unittest.TestCase):
     def test_bad_library_path_is_one_clear_error(self):
         env = dict(os.environ, ZBPP_LIBRARY="/nonexistent/libzbpp.so")

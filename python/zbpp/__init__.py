@@ -272,6 +272,42 @@ def families() -> List[str]:
 _RECOMPUTE = ["none", "all", "auto"]
 
 
+def _int_arg(name: str, value, lo: int = 1) -> int:
+    """An integer argument: TypeError naming it when it is not an int (a str "4" included),
+    ZbError naming it when it is below lo, before anything reaches the library."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s must be an int, not %s %r" % (name, type(value).__name__, value))
+    if value < lo:
+        raise ZbError(1, "%s must be >= %d, got %d" % (name, lo, value))
+    return value
+
+
+def _num_arg(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("%s must be a number, not %s %r" % (name, type(value).__name__, value))
+    return float(value)
+
+
+def _typed_arg(name: str, value, cls, optional: bool = False):
+    """value must be a cls (or None when optional): TypeError naming the argument otherwise."""
+    if value is None and optional:
+        return value
+    if not isinstance(value, cls):
+        raise TypeError("%s must be a %s%s, not %s" % (name, cls.__name__,
+                                                      " or None" if optional else "",
+                                                      type(value).__name__))
+    return value
+
+
+def _shape_args(ranks, microbatches, costs=None, time_limit=0.0, chunks=None):
+    _int_arg("ranks", ranks)
+    _int_arg("microbatches", microbatches)
+    if chunks is not None:
+        _int_arg("chunks", chunks, lo=0)
+    _typed_arg("costs", costs, Costs, optional=True)
+    _num_arg("time_limit", time_limit)
+
+
 def _recompute_mode(recompute: str) -> int:
     if recompute not in _RECOMPUTE:
         raise ZbError(1, "recompute: %r is not none, all or auto" % (recompute,))
@@ -286,6 +322,8 @@ def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
     are needed by auto and optimal and respected by every family that looks at them.
     recompute: "none", "all" (every F non-saving, an R before each backward; any family) or
     "auto" (family auto only: the search picks what to recompute; costs.r, costs.mem_keep)."""
+    _typed_arg("family", family, str)
+    _shape_args(ranks, microbatches, costs, time_limit, chunks)
     mode = _recompute_mode(recompute)
     n = costs.stage_count() if costs is not None else None
     if not chunks:
@@ -317,6 +355,7 @@ def best(ranks: int, microbatches: int, costs: Optional[Costs] = None,
     """The schedule plan() ranks first (smallest makespan within the memory limit), generated
     with the costs split over its chunking; its .costs is that per-stage model. costs are per
     rank (one stage per rank). Raises ZbError(EMEMLIMIT) when no family fits."""
+    _shape_args(ranks, microbatches, costs, time_limit)
     c = Costs() if costs is None else costs
     if mem_limit is not None:
         c = replace(c, mem_limit=mem_limit)
@@ -352,6 +391,7 @@ def auto(ranks: int, microbatches: int, costs: Optional[Costs] = None,
     won, and .chunks/.placement tell the chunking of the result. recompute "auto" lets the
     search recompute activations (costs.r, costs.mem_keep) where that fits the limit faster;
     "all" recomputes every F."""
+    _shape_args(ranks, microbatches, costs, time_limit)
     c = Costs() if costs is None else costs
     if mem_limit is not None:
         c = replace(c, mem_limit=mem_limit)
@@ -382,6 +422,7 @@ def plan(ranks: int, microbatches: int, costs: Optional[Costs] = None,
     the times of a rank's whole model part) and memory limit: fitting rows first, best
     (smallest makespan) first, then the others with a reason. recompute "all" or "auto" adds
     a "<family>+R" row per family (every F recomputed) and "auto+R" (auto in that mode)."""
+    _shape_args(ranks, microbatches, costs, time_limit)
     mode = _recompute_mode(recompute)
     c = Costs() if costs is None else costs
     if mem_limit is not None:
@@ -418,6 +459,8 @@ class Validation:
 def validate(schedule: Schedule, costs: Optional[Costs] = None) -> Validation:
     """Completeness, placement, dependencies, memory (when costs has a mem_limit) and deadlock
     freedom of the lowered program."""
+    _typed_arg("schedule", schedule, Schedule)
+    _typed_arg("costs", costs, Costs, optional=True)
     cs = _CSchedule.of(schedule)
     costs = costs if costs is not None else schedule.costs
     cc = _CCosts(costs, schedule.stages) if costs is not None else None
@@ -499,6 +542,8 @@ def simulate(schedule: Schedule, costs: Optional[Costs] = None) -> Simulation:
     """Event-driven simulation (compute-only: comm latency on cross-rank dependencies; lowered:
     messages arrive `comm` after their send). costs default to schedule.costs, else unit costs.
     Raises ZbError(EDEADLOCK) if it cannot finish."""
+    _typed_arg("schedule", schedule, Schedule)
+    _typed_arg("costs", costs, Costs, optional=True)
     costs = costs if costs is not None else schedule.costs
     c = _CSim(schedule, costs)
     tot = (ctypes.c_double * 4)()
@@ -523,6 +568,8 @@ def simulate(schedule: Schedule, costs: Optional[Costs] = None) -> Simulation:
 
 def _text(fmt: str, schedule: Schedule, costs: Optional[Costs] = None, title=None,
           scale: float = 0.0, sim: Optional[Simulation] = None) -> str:
+    _typed_arg("schedule", schedule, Schedule)
+    _typed_arg("costs", costs, Costs, optional=True)
     c = _CSim.of(sim) if sim is not None else _CSim(schedule, costs)
     out = ctypes.c_void_p()
     n = ctypes.c_size_t()
@@ -539,6 +586,7 @@ def _text(fmt: str, schedule: Schedule, costs: Optional[Costs] = None, title=Non
 def to_csv(schedule: Schedule, comms: bool = False) -> str:
     """PyTorch pipelining CSV: compute only (_load_csv(path, "compute_only")) or, with comms,
     SEND/RECV inserted (_load_csv(path, "compute_comms"))."""
+    _typed_arg("schedule", schedule, Schedule)
     cs = _CSchedule.of(schedule)
     out = ctypes.c_void_p()
     n = ctypes.c_size_t()

@@ -457,20 +457,13 @@ void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time)
 
 zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err)
 {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    struct stat st;
-    if (!*path || path[strlen(path) - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-        return zb_err_set(err, ZB_EIO, "%s %s: is a directory, not a file", flag, path);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return zb_err_set(err, ZB_EIO, "%s %s: directory %s does not exist", flag, path, dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return zb_err_set(err, ZB_EIO, "%s %s: directory %s is not writable", flag, path, dir);
+    /* a FIFO with a reader stays open for writing until the process ends, so the reader
+     * does not see end-of-file before the real write */
+    int held = -1;
+    zb_err_t why;
+    zb_err_clear(&why);
+    zb_status_t st = zb_atomic_check(path, &held, &why);
+    if (st != ZB_OK)
+        return zb_err_set(err, st, "%s %s", flag, why.msg);
     return ZB_OK;
 }

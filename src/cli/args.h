@@ -52,10 +52,16 @@ int zb_cli_bad_value(const char *cmd, zb_status_t st, const zb_err_t *err);
 bool zb_cli_no_operands(const char *cmd, int argc, char **argv, int first);
 const char *zb_cli_one_file(const char *cmd, int argc, char **argv, int first);
 
-/* Check, before any work starts, that `path` (given with `flag`) can be written: its directory
- * exists and is writable and the path is not a directory. ZB_EIO with a message naming the flag
- * otherwise, so a long run never ends in "cannot write". */
+/* Check, before any work starts, that `path` (given with `flag`) can be written as
+ * zb_atomic_open writes it (zb_atomic_check: no dangling symlink, no directory, no FIFO nobody
+ * reads, an existing writable directory). ZB_EIO with a message naming the flag otherwise, so a
+ * long run never ends in "cannot write". A FIFO with a reader is kept open for writing until
+ * the process exits (its reader must not see end-of-file before the real write). */
 zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err);
+
+/* The schedule family `name` was probably meant to be ("zb-h1" for "zbh1" or "zb-hh1"): the
+ * nearest family name by edit distance when it is close and unique, else NULL. */
+const char *zb_cli_suggest_schedule(const char *name);
 
 /* A finite number; with nonneg also >= 0. `what` names the flag in the message. */
 zb_status_t zb_cli_parse_number(const char *s, bool nonneg, const char *what, double *out,

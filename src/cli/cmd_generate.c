@@ -11,12 +11,14 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "zbpp/checkpoint_sharded.h"
 #include "zbpp/data.h"
 #include "zbpp/gpt2.h"
 #include "zbpp/gpt2_infer.h"
 #include "zbpp/nn.h"
 #include "zbpp/pipeline_generate.h"
 #include "zbpp/tokenizer.h"
+#include "zbpp/train.h"
 
 #define CMD "generate"
 
@@ -32,8 +34,10 @@ static void usage(FILE *out)
             "                       prompt (greedy longest match) and decode; without it tokens\n"
             "                       are bytes (the demo corpus's byte-level tokenizer)\n"
             "  --prompt TEXT        text to continue (default: the end-of-text token)\n"
-            "  --tokens N           new tokens to generate (default 64); the prompt plus N-1\n"
-            "                       must fit the model's max sequence (no sliding window)\n"
+            "  --tokens N           new tokens to generate (default 64); past the model's max\n"
+            "                       sequence T the context slides: the last T/2 tokens are\n"
+            "                       fed again and generation goes on (same text as one pass\n"
+            "                       while it fits)\n"
             "  --temperature X      softmax temperature, >= 0 (default 1; 0 = greedy)\n"
             "  --top-k K            sample among the K most likely tokens (default 0 = all)\n"
             "  --seed S             sampling seed (default 1337): same seed, same text\n"
@@ -118,6 +122,82 @@ static zb_status_t encode_prompt(const char *prompt, const zb_gpt2_tok_t *tok, i
     return ZB_OK;
 }
 
+/* One pass with a KV cache: n_new tokens after prompt[0..n), n + n_new - 1 <= max_seq. */
+static zb_status_t generate_pass(const zb_gpt2_params_t *p, int ranks, const int *prompt, int n,
+                                 int n_new, zb_sampler_t *s, int *out, printer_t *pr,
+                                 zb_err_t *err)
+{
+    if (ranks > 1)
+        return zb_pipeline_generate(p, ranks, prompt, n, n_new, s, out, NULL, on_token, pr, err);
+    return zb_gpt2_generate(p, prompt, n, n_new, s, out, NULL, on_token, pr, err);
+}
+
+/* n_new tokens after prompt[0..n_prompt), as many as asked whatever the model's max sequence T:
+ * while the context fits, one pass (the text of a plain KV-cache run); when the window is full,
+ * its last T/2 tokens become the prompt of a fresh pass. The positions are learned and absolute,
+ * so a cache cannot shift: the kept half is fed again (one prefill per T/2 new tokens, rather
+ * than one per token as a window sliding by one would cost). A prompt longer than T keeps its
+ * last T tokens. */
+static zb_status_t generate_sliding(const zb_gpt2_params_t *p, int ranks, const int *prompt,
+                                    int n_prompt, int n_new, zb_sampler_t *s, printer_t *pr,
+                                    zb_err_t *err)
+{
+    const int T = p->cfg.max_seq, keep = T / 2 > 0 ? T / 2 : 1;
+    int *ctx = malloc(((size_t)T + 1) * sizeof *ctx); /* the window, then a pass's tokens */
+    if (!ctx)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for a %d-token window", T);
+    int n = n_prompt < T ? n_prompt : T;
+    memcpy(ctx, prompt + (n_prompt - n), (size_t)n * sizeof *ctx);
+    if (n_prompt + (long)n_new - 1 > T)
+        fprintf(stderr, "zbpp generate: note: %ld tokens do not fit the model's %d positions: the "
+                        "context slides (the last %d tokens are kept each time it is full)\n",
+                (long)n_prompt + n_new - 1, T, keep);
+    zb_status_t st = ZB_OK;
+    for (int left = n_new; left > 0 && st == ZB_OK;) {
+        int room = T - n + 1, k = left < room ? left : room;
+        st = generate_pass(p, ranks, ctx, n, k, s, ctx + n, pr, err);
+        left -= k;
+        if (left > 0) { /* n + k <= T + 1 tokens: keep the newest `keep` */
+            memmove(ctx, ctx + n + k - keep, (size_t)keep * sizeof *ctx);
+            n = keep;
+        }
+    }
+    free(ctx);
+    return st;
+}
+
+/* A training checkpoint (--save) given where a model is wanted: say what it is and how to get
+ * a model from it, rather than what its header lacks. */
+static bool is_training_checkpoint(const char *path)
+{
+    zb_train_config_t c;
+    zb_train_config_defaults(&c);
+    zb_err_t err;
+    const char *kind = NULL;
+    if (zb_ckpt_is_sharded(path))
+        kind = "a sharded training checkpoint (the manifest of --checkpoint-format sharded)";
+    else if (zb_train_peek(path, &c, &err) == ZB_OK)
+        kind = "a training checkpoint (zbpp train --save)";
+    if (kind)
+        zb_cli_error(CMD, "%s is %s, not a model: write the model with `zbpp train --resume %s "
+                          "--save-model MODEL.bin`, then `zbpp generate --init-from MODEL.bin`",
+                     path, kind, path);
+    return kind != NULL;
+}
+
+/* NaN or infinite weights (a diverged run's): the model would print garbage, refuse it. */
+static bool weights_finite(const zb_gpt2_params_t *p, const char *path)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < p->count; i++)
+        bad += !isfinite(p->data[i]);
+    if (bad)
+        zb_cli_error(CMD, "%s: %zu of %zu weights are NaN or infinite (a diverged run?): not a "
+                          "usable model",
+                     path, bad, p->count);
+    return bad == 0;
+}
+
 int zb_cmd_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *tok_path = NULL, *prompt = NULL;
@@ -180,12 +260,16 @@ int zb_cmd_generate(int argc, char **argv)
     zb_gpt2_tok_t *tok = NULL;
     zb_sampler_t sampler = {0};
     int *ids = NULL, n_prompt = 0, rc = ZB_EXIT_FAIL;
+    if (is_training_checkpoint(model_path))
+        return ZB_EXIT_USAGE;
     zb_status_t st = zb_gpt2_load_llmc(model_path, &params, &err);
     if (st != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
         return ZB_EXIT_FAIL;
     }
     const zb_gpt2_config_t *cfg = &params.cfg;
+    if (!weights_finite(&params, model_path))
+        goto out;
     if (tok_path && (st = zb_gpt2_tok_load(tok_path, &tok, &err)) != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
         goto out;
@@ -227,18 +311,6 @@ int zb_cmd_generate(int argc, char **argv)
             rc = ZB_EXIT_USAGE;
             goto out;
         }
-    if ((long)n_prompt + n_new - 1 > cfg->max_seq) {
-        long room = (long)cfg->max_seq - n_prompt + 1;
-        if (room >= 1)
-            zb_cli_error(CMD, "--tokens %d with a %d-token prompt needs %ld positions, but the "
-                              "model's max sequence is %d: at most --tokens %ld",
-                         n_new, n_prompt, (long)n_prompt + n_new - 1, cfg->max_seq, room);
-        else
-            zb_cli_error(CMD, "the prompt has %d tokens, more than the model's max sequence %d",
-                         n_prompt, cfg->max_seq);
-        rc = ZB_EXIT_USAGE;
-        goto out;
-    }
     if ((st = zb_sampler_init(&sampler, (float)temperature, top_k, cfg->vocab, seed, &err)) !=
         ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
@@ -249,12 +321,7 @@ int zb_cmd_generate(int argc, char **argv)
     printer_t pr = {.tok = tok, .out = stdout};
     if (prompt && *prompt) /* the prompt as given (the tokens' text is the same bytes) */
         fputs(prompt, stdout);
-    if (ranks > 1)
-        st = zb_pipeline_generate(&params, ranks, ids, n_prompt, n_new, &sampler, NULL, NULL,
-                                  on_token, &pr, &err);
-    else
-        st = zb_gpt2_generate(&params, ids, n_prompt, n_new, &sampler, NULL, NULL, on_token, &pr,
-                              &err);
+    st = generate_sliding(&params, ranks, ids, n_prompt, n_new, &sampler, &pr, &err);
     fputc('\n', stdout);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         zb_cli_error(CMD, "cannot write the output");

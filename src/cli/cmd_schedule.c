@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -146,7 +147,13 @@ int zb_cmd_schedule(int argc, char **argv)
         zb_schedule_t *none = NULL;
         zb_generate(name, &p, &none, &err); /* its message lists the known families */
         zb_schedule_free(none);
-        zb_cli_error(CMD, "%s", err.msg);
+        const char *near = zb_cli_suggest_schedule(name);
+        const char *known = strstr(err.msg, "(known:");
+        if (near)
+            zb_cli_error(CMD, "unknown schedule family '%s': did you mean %s? %s", name, near,
+                         known ? known : "");
+        else
+            zb_cli_error(CMD, "%s", err.msg);
         goto out;
     }
 

@@ -13,11 +13,13 @@
 #include "cli/cli.h"
 #include "cli/device_flags.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_outputs.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/checkpoint_sharded.h"
 #include "zbpp/nn.h"
 #include "zbpp/train.h"
+#include "zbpp/util.h"
 #include "zbpp/workers.h"
 
 #define GPT2_VOCAB 50257
@@ -207,9 +209,33 @@ typedef struct {
     zb_train_config_t *c;
     zb_cli_pipeline_t *pipe;
     zb_cli_device_t *dev;
+    zb_gpt2_config_t shape; /* the shape flags given (0 = not given), to compare with --resume */
     bool model_flag, vocab_given, verbose, microbatches_given;
     const char *lr_sched, *val_flag;
 } train_flags_t;
+
+/* A shape flag given with --resume must agree with the checkpoint's model (in c->model after
+ * the peek): 0, or 2 after naming the first flag that differs and both values. */
+static int shape_agrees(const zb_gpt2_config_t *ckpt, const zb_gpt2_config_t *flags,
+                        const char *path)
+{
+    const struct {
+        const char *flag;
+        int given, stored;
+    } f[] = {{"--layers", flags->layers, ckpt->layers},
+             {"--heads", flags->heads, ckpt->heads},
+             {"--channels", flags->channels, ckpt->channels},
+             {"--vocab", flags->vocab, ckpt->vocab},
+             {"--max-seq", flags->max_seq, ckpt->max_seq}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].given && f[i].given != f[i].stored) {
+            fprintf(stderr, "zbpp train: %s %d differs from the model of --resume %s (%s %d): "
+                            "leave it out, or give %d\n",
+                    f[i].flag, f[i].given, path, f[i].flag + 2, f[i].stored, f[i].stored);
+            return 2;
+        }
+    return 0;
+}
 
 /* One flag `a` ("--name") with its value v (NULL for a switch): 0, or 2 after printing why. */
 static int train_flag(train_flags_t *t, const char *a, const char *v)
@@ -230,15 +256,15 @@ static int train_flag(train_flags_t *t, const char *a, const char *v)
     if (!strcmp(a, "--init-from"))
         t->c->init_from = v;
     else if (!strcmp(a, "--layers"))
-        bad = parse_int(a, v, 1, &t->c->model.layers), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.layers), t->model_flag = true, t->c->model.layers = t->shape.layers;
     else if (!strcmp(a, "--heads"))
-        bad = parse_int(a, v, 1, &t->c->model.heads), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.heads), t->model_flag = true, t->c->model.heads = t->shape.heads;
     else if (!strcmp(a, "--channels"))
-        bad = parse_int(a, v, 1, &t->c->model.channels), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.channels), t->model_flag = true, t->c->model.channels = t->shape.channels;
     else if (!strcmp(a, "--vocab"))
-        bad = parse_int(a, v, 1, &t->c->model.vocab), t->model_flag = t->vocab_given = true;
+        bad = parse_int(a, v, 1, &t->shape.vocab), t->model_flag = t->vocab_given = true, t->c->model.vocab = t->shape.vocab;
     else if (!strcmp(a, "--max-seq"))
-        bad = parse_int(a, v, 1, &t->c->model.max_seq), t->model_flag = true;
+        bad = parse_int(a, v, 1, &t->shape.max_seq), t->model_flag = true, t->c->model.max_seq = t->shape.max_seq;
     else if (!strcmp(a, "--data"))
         t->c->data_glob = v;
     else if (!strcmp(a, "--text"))
@@ -318,6 +344,41 @@ static int train_flag(train_flags_t *t, const char *a, const char *v)
     return bad ? 2 : 0;
 }
 
+/* The peak MFU is taken against when --peak-tflops is not given, named for the report: this
+ * CPU's measured FMA ceiling times the cores in use, or a known GPU's published figure for the
+ * precision; 0 (mfu n/a) for an unknown GPU. */
+static double default_peak(const zb_train_config_t *c, const zb_cli_pipeline_t *pipe,
+                           const zb_cli_device_t *dev, bool piped)
+{
+    char src[200];
+    if (dev->cuda) {
+        char desc[256];
+        zb_err_t err;
+        const char *prec = zb_cuda_precision_name(dev->opts.precision);
+        if (zb_cuda_device_describe(dev->opts.device, desc, sizeof desc, &err) != ZB_OK)
+            return 0;
+        /* pipeline ranks spread over the visible GPUs, several to a GPU when they are fewer */
+        int ranks = piped ? (pipe->opts.ranks > 0 ? pipe->opts.ranks : 1) : 1, gpus = 1;
+        if (ranks > 1 && zb_cuda_device_count(&gpus, &err) == ZB_OK)
+            gpus = gpus < 1 ? 1 : gpus < ranks ? gpus : ranks;
+        double one = zb_gpu_spec_peak_tflops(desc, prec);
+        if (!(one > 0))
+            return 0; /* a GPU without a known figure: mfu n/a */
+        desc[strcspn(desc, ",")] = '\0'; /* the name, without "sm_90, 132 SMs, ..." */
+        snprintf(src, sizeof src, "%.96s dense %s peak from the data sheet, x %d GPU%s; "
+                 "--peak-tflops sets it", desc, prec, gpus, gpus == 1 ? "" : "s");
+        zb_cli_set_peak_source(src);
+        return one * gpus;
+    }
+    int replicas = pipe->opts.dp > 1 ? pipe->opts.dp : 1;
+    int ranks = piped ? (pipe->opts.ranks > 0 ? pipe->opts.ranks : 1) * replicas : 1;
+    int cores = ranks * zb_workers_resolve(c->threads, ranks);
+    snprintf(src, sizeof src, "measured fp32 FMA peak of %d core%s; --peak-tflops sets it", cores,
+             cores == 1 ? "" : "s");
+    zb_cli_set_peak_source(src);
+    return zb_cpu_peak_flops_per_core() * cores * 1e-12;
+}
+
 int zb_cmd_train(int argc, char **argv)
 {
     zb_train_config_t c;
@@ -348,6 +409,7 @@ int zb_cmd_train(int argc, char **argv)
             }
         }
 
+    const zb_gpt2_config_t stored_shape = c.model; /* the checkpoint's, with --resume */
     train_flags_t t = {.c = &c, .pipe = &pipe, .dev = &dev};
     optind = 0;
     while (rc == 0 && (ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
@@ -375,12 +437,14 @@ int zb_cmd_train(int argc, char **argv)
         if (st != ZB_OK)
             return fail(st, &err);
     }
-    if (model_flag && (c.init_from || c.resume_path)) {
+    if (model_flag && c.init_from) {
         fprintf(stderr, "zbpp train: --layers/--heads/--channels/--vocab/--max-seq describe a fresh "
-                        "model; the shape comes from %s\n",
-                c.init_from ? "--init-from" : "--resume");
+                        "model; the shape comes from --init-from\n");
         return 2;
     }
+    /* the original command plus --resume: shape flags that agree with the checkpoint are fine */
+    if (model_flag && c.resume_path && (rc = shape_agrees(&stored_shape, &t.shape, c.resume_path)))
+        return rc;
     if (c.data_glob && c.text_path) {
         fprintf(stderr, "zbpp train: use either --data or --text, not both\n");
         return 2;
@@ -417,22 +481,18 @@ int zb_cmd_train(int argc, char **argv)
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)
         return fail(st, &err);
-    /* Outputs are checked before training starts. Under MPI only rank 0 writes some of them and
-     * other hosts may not have those directories, so there the writers report it. */
-    const char *outputs[][2] = {{"--save", c.save_path},
-                                {"--save-model", c.save_model_path},
-                                {"--metrics", c.metrics_path},
-                                {"--trace", pipe.opts.trace_path},
-                                {"--trace-svg", pipe.opts.trace_svg_path}};
-    for (size_t k = 0; k < sizeof outputs / sizeof outputs[0] && !pipe.mpi; k++)
-        if (outputs[k][1] && (st = zb_cli_check_writable(outputs[k][0], outputs[k][1], &err)))
-            return fail(st, &err);
+    /* Outputs are checked before training starts. Under MPI rank 0 checks them once the
+     * transport is up (mpi_run.c): other hosts may not have the directories rank 0 writes to. */
+    if (!pipe.mpi && (st = zb_cli_check_train_outputs(&c, &pipe.opts, &err)) != ZB_OK)
+        return fail(st, &err);
     /* --sm-per-rank with one rank runs it as a one-rank pipeline in a partition of K SMs */
     bool piped = zb_cli_pipeline_wanted(&pipe, &c) || (dev.cuda && dev.opts.sm_per_rank > 0);
     if (!piped && pipe.inert) /* a pipeline flag that a single process has no use for */
         fprintf(stderr, "zbpp train: warning: %s has no effect with one rank in one process "
                         "(give --ranks P > 1)\n", pipe.inert);
-    c.stop = zb_cli_train_signals(c.save_path, c.save_model_path);
+    if (!(c.peak_tflops > 0) && !pipe.mpi) /* MFU against the device's peak */
+        c.peak_tflops = default_peak(&c, &pipe, &dev, piped);
+    c.stop = zb_cli_train_signals(c.save_path, c.save_model_path, piped && pipe.mpi);
     if (!dev.cuda)
         zb_cli_print_kernel_header(verbose);
     if (verbose) {

@@ -9,9 +9,12 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/pipeline_flags.h"
+#include "cli/train_outputs.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
 #include "zbpp/transport_mpi.h"
+#include "zbpp/util.h"
+#include "zbpp/workers.h"
 
 static void print_error(const zb_transport_t *net, zb_status_t st, const zb_err_t *err)
 {
@@ -50,7 +53,23 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         pc->opts.ranks = net->size / replicas;
     pc->opts.transport = net;
     pc->opts.pin = false; /* one process per rank: the launcher binds processes to cores */
+    /* rank 0 writes the checkpoint, model, metrics and trace: its outputs are checked before
+     * any work; a bad one ends the job at once (the others are waiting in start-up) */
+    if (net->rank == 0 && (st = zb_cli_check_train_outputs(c, &pc->opts, &err)) != ZB_OK) {
+        print_error(net, st, &err);
+        fflush(stderr);
+        zb_mpi_abort_job(net, zb_cli_exit_code(st)); /* does not return */
+    }
     zb_train_config_t mine = *c;
+    if (net->rank == 0 && !(mine.peak_tflops > 0) && !pc->opts.cuda) {
+        /* MFU against the CPUs' peak: rank 0's core measured, times every process's cores */
+        int cores = zb_workers_resolve(c->threads, 1) * net->size;
+        mine.peak_tflops = zb_cpu_peak_flops_per_core() * cores * 1e-12;
+        char src[160];
+        snprintf(src, sizeof src, "measured fp32 FMA peak of %d cores (rank 0's core x %d "
+                 "processes); --peak-tflops sets it", cores, net->size);
+        zb_cli_set_peak_source(src);
+    }
     if (net->rank != 0) { /* one voice: rank 0 prints progress and writes the metrics */
         mine.quiet = true;
         mine.metrics_path = NULL;
@@ -80,7 +99,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
         return code;
     }
     if (net->rank == 0 && !c->quiet)
-        zb_cli_print_pipeline_report(pc, c, &sum, rep, all, net->size);
+        zb_cli_print_pipeline_report(pc, &mine, &sum, rep, all, net->size);
     /* every rank agreed on the stop; the status is the signal's where this process got one */
     int status = sum.interrupted ? (zb_cli_train_signal_status() ? zb_cli_train_signal_status()
                                                                  : 130)

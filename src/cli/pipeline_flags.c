@@ -13,6 +13,7 @@
 #include "zbpp/cuda.h"
 #include "zbpp/pipeline_trace.h"
 #include "zbpp/schedule_io.h"
+#include "zbpp/transport.h"
 #include "zbpp/util.h"
 
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc)
@@ -64,8 +65,15 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         r = parse_pos_int(a, v, 1024, &o->ranks), pc->ranks_given = 1;
     else if (!strcmp(a, "--dp"))
         r = parse_pos_int(a, v, 1024, &o->dp), pc->dp_given = 1;
-    else if (!strcmp(a, "--schedule"))
+    else if (!strcmp(a, "--schedule")) {
+        if (!zb_generator_find(v)) {
+            const char *near = zb_cli_suggest_schedule(v);
+            fprintf(stderr, "zbpp train: unknown schedule '%s'%s%s%s (see zbpp schedule --help)\n",
+                    v, near ? ": did you mean " : "", near ? near : "", near ? "?" : "");
+            return -1;
+        }
         o->schedule = v, r = 1, pc->schedule_given = 1;
+    }
     else if (!strcmp(a, "--schedule-file"))
         o->schedule_file = v, r = 1;
     else if (!strcmp(a, "--chunks"))
@@ -96,6 +104,8 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         pc->mpi = !strcmp(v, "mpi"), r = 1;
     } else if (!strcmp(a, "--comm-timeout")) {
         r = parse_bytes(a, v, 1.0, &o->timeout);
+        if (r > 0 && o->timeout > ZB_TIMEOUT_MAX_S)
+            r = bad(a, v, "a number of seconds up to 2592000 (30 days)");
         pc->timeout_given = 1;
     } else if (!strcmp(a, "--recompute")) {
         zb_err_t err;
@@ -137,8 +147,9 @@ void zb_cli_pipeline_usage(FILE *out)
             "                       to the file's and must agree with it\n"
             "  --chunks V           stages per rank (default: the family's)\n"
             "  --optimizer-sync post-validation|barrier   (default post-validation)\n"
-            "  --mem-limit BYTES | --mem-limit-mb X   refuse schedules whose activation stash\n"
-            "                       per rank would exceed it\n"
+            "  --mem-limit BYTES | --mem-limit-mb X   a limit on each rank's whole memory\n"
+            "                       (parameters, gradients, optimizer state, messages and the\n"
+            "                       activation peak): schedules that would exceed it are refused\n"
             "  --trace FILE         timeline of the last step, measured (FILE, Chrome trace JSON)\n"
             "                       and predicted (STEM.predicted.json), and both as SVG\n"
             "                       (STEM.svg, STEM.predicted.svg); STEM = FILE without .json\n"

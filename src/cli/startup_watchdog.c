@@ -33,7 +33,8 @@ static void *watch(void *arg)
     }
     pthread_mutex_lock(&wd_lock);
     int rc = 0;
-    while (!wd_done && rc != ETIMEDOUT)
+    /* any error ends the wait: EINVAL is never a wake-up (looping on it would spin) */
+    while (!wd_done && rc == 0)
         rc = pthread_cond_timedwait(&wd_cond, &wd_lock, &until);
     bool fire = !wd_done;
     pthread_mutex_unlock(&wd_lock);
@@ -54,6 +55,8 @@ void zb_cli_watchdog_start(double seconds, const char *what)
 {
     if (!(seconds > 0) || wd_running)
         return;
+    if (seconds > 30.0 * 86400.0) /* a deadline the clock can reach (the flag is bounded too) */
+        seconds = 30.0 * 86400.0;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

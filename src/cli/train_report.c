@@ -4,20 +4,29 @@
 #include "cli/train_report.h"
 #include "zbpp/nn.h"
 
+static char g_peak_source[256] = "--peak-tflops";
+
+void zb_cli_set_peak_source(const char *source)
+{
+    snprintf(g_peak_source, sizeof g_peak_source, "%s", source);
+}
+
 void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_t *sum)
 {
     if (sum->steps_run > 0 && sum->flops_per_token > 0) {
         double tflops = sum->flops_per_token * sum->median_tokens_per_s * 1e-12;
         printf("model FLOPs: %.4f TFLOP/s at the median step (6·N + attention per token)", tflops);
         if (c->peak_tflops > 0)
-            printf(", mfu %.2f%% of %g TFLOP/s\n", 100 * tflops / c->peak_tflops, c->peak_tflops);
+            printf(", mfu %.2f%% of %.4g TFLOP/s (%s)\n", 100 * tflops / c->peak_tflops,
+                   c->peak_tflops, g_peak_source);
         else
             printf(", mfu n/a (give --peak-tflops)\n");
     }
     if (sum->has_val)
         printf("val loss %.4f (%d batches)\n", sum->val_loss, c->val_steps);
     if (sum->interrupted)
-        printf("interrupted after step %ld of %ld\n", sum->first_step + sum->steps_run, c->steps);
+        printf("interrupted after step %ld of %ld%s\n", sum->first_step + sum->steps_run, c->steps,
+               c->save_path || c->save_model_path ? "" : "; nothing saved (no --save)");
 }
 
 void zb_cli_print_kernel_header(bool verbose)

@@ -7,6 +7,9 @@
 
 #include "zbpp/train.h"
 
+/* Where the MFU's peak comes from, named in the report ("--peak-tflops" unless set). */
+void zb_cli_set_peak_source(const char *source);
+
 /* "model FLOP/s ... mfu X% of --peak-tflops" (or "mfu n/a"), "val loss ...", "interrupted ..."
  * after a run that did steps; nothing else. */
 void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_t *sum);

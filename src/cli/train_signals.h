@@ -6,11 +6,15 @@
 #define ZBPP_CLI_TRAIN_SIGNALS_H
 
 #include <signal.h>
+#include <stdbool.h>
 
 /* Install the handlers; `save_path` / `save_model_path` (may be NULL) name the files whose temp
- * files a second signal removes. Returns the flag for zb_train_config_t.stop: 0, or the number
- * of the signal received. */
-volatile sig_atomic_t *zb_cli_train_signals(const char *save_path, const char *save_model_path);
+ * files a second signal removes (and, when both are NULL, the first signal says that nothing
+ * will be saved). With `mpi`, a signal from the parent process (the MPI launcher ending the job
+ * after a rank ended, or mpirun interrupted) is told apart: rank 0 says so, the others say
+ * nothing. Returns the flag for zb_train_config_t.stop: 0, or the number of the signal. */
+volatile sig_atomic_t *zb_cli_train_signals(const char *save_path, const char *save_model_path,
+                                            bool mpi);
 /* Exit status after a run the flag stopped: 128 + signal (130 for SIGINT, 143 for SIGTERM). */
 int zb_cli_train_signal_status(void);
 

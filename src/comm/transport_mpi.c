@@ -14,8 +14,12 @@
 #include "zbpp/transport_mpi.h"
 #include "zbpp/util.h"
 
-/* Tag kinds 0..6 belong to zb_tag; 15 carries abort notices (outside any zb_tag_kind_t). */
+/* Tag kinds 0..6 belong to zb_tag; 15 carries abort notices, 14 and 13 the liveness check's
+ * question and answer (outside any zb_tag_kind_t). */
 #define ABORT_TAG ((int)zb_tag((zb_tag_kind_t)15, 0, 0))
+#define PING_TAG ((int)zb_tag((zb_tag_kind_t)14, 0, 0))
+#define PONG_TAG ((int)zb_tag((zb_tag_kind_t)13, 0, 0))
+#define LIVENESS_MAX_S 10.0 /* the liveness check waits min(timeout, this) for answers */
 #define MAX_SENDS 4096   /* staging buffers in flight before send() waits for one */
 #define MAX_POSTED 1024  /* early receives outstanding */
 #define SPIN_S 50e-6     /* poll without sleeping this long, for latency */
@@ -72,6 +76,17 @@ static zb_status_t aborted_error(mpi_t *m, zb_err_t *err)
     return zb_err_set(err, ZB_EABORT, "%s", m->abort_msg);
 }
 
+static void pause_a_little(double waited, long *sleep_ns)
+{
+    if (waited < SPIN_S)
+        return;
+    *sleep_ns = *sleep_ns ? *sleep_ns * 2 : 2000;
+    if (*sleep_ns > MAX_SLEEP_NS)
+        *sleep_ns = MAX_SLEEP_NS;
+    struct timespec ts = {0, *sleep_ns};
+    nanosleep(&ts, NULL);
+}
+
 /* Has another rank sent an abort notice? Takes it (first reason wins). */
 static bool poll_abort(mpi_t *m)
 {
@@ -89,23 +104,97 @@ static bool poll_abort(mpi_t *m)
     MPI_Recv(reason, n, MPI_CHAR, st.MPI_SOURCE, ABORT_TAG, m->comm, MPI_STATUS_IGNORE);
     reason[n > 0 ? n - 1 : 0] = '\0';
     m->aborted = true;
-    snprintf(m->abort_msg, sizeof m->abort_msg, "rank %d failed: %.400s", st.MPI_SOURCE, reason);
+    /* a reason that names its rank (a timeout's "rank 2 failed or stopped responding") stays
+     * as it is: prefixing the reporter would blame it instead */
+    if (!strncmp(reason, "rank ", 5))
+        snprintf(m->abort_msg, sizeof m->abort_msg, "%.400s (reported by rank %d)", reason,
+                 st.MPI_SOURCE);
+    else
+        snprintf(m->abort_msg, sizeof m->abort_msg, "rank %d failed: %.400s", st.MPI_SOURCE,
+                 reason);
     return true;
 }
 
-static void pause_a_little(double waited, long *sleep_ns)
+/* Answer every liveness question waiting for us (a rank that timed out asks who is alive). */
+static void answer_pings(mpi_t *m)
 {
-    if (waited < SPIN_S)
-        return;
-    *sleep_ns = *sleep_ns ? *sleep_ns * 2 : 2000;
-    if (*sleep_ns > MAX_SLEEP_NS)
-        *sleep_ns = MAX_SLEEP_NS;
-    struct timespec ts = {0, *sleep_ns};
-    nanosleep(&ts, NULL);
+    static char none; /* zero-byte messages still need a buffer */
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, PING_TAG, m->comm, &flag, &st) != MPI_SUCCESS || !flag)
+            return;
+        MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, PING_TAG, m->comm, MPI_STATUS_IGNORE);
+        MPI_Request req;
+        if (MPI_Isend(&none, 0, MPI_BYTE, st.MPI_SOURCE, PONG_TAG, m->comm, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
 }
 
-/* Wait for `req` while watching for aborts and the timeout. `peer` is whom we wait on (named in
- * the timeout message), `what` says for what. On failure the request is left to the caller. */
+/* After a timeout waiting on one rank: which ranks are stopped? The one we waited on may itself
+ * be waiting on another, so ask everyone. A rank that waits in this transport answers at once
+ * (every wait loop answers); a stopped process (SIGSTOP, a frozen node) cannot. Writes the ranks
+ * that gave no answer within the window into `silent` ("2", "2, 3"), "" when all answered.
+ * Returns false if an abort notice arrived meanwhile. */
+static bool find_silent_ranks(mpi_t *m, double window, char *silent, size_t cap)
+{
+    static char none;
+    int P = m->base.size, me = m->base.rank, left = P - 1;
+    bool *answered = calloc((size_t)P, sizeof *answered);
+    silent[0] = '\0';
+    if (!answered)
+        return true;
+    for (int r = 0; r < P; r++) {
+        MPI_Request req;
+        if (r != me && MPI_Isend(&none, 0, MPI_BYTE, r, PING_TAG, m->comm, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+    double t0 = zb_now();
+    long sleep_ns = 0;
+    bool aborted = false;
+    while (left > 0 && zb_now() - t0 < window && !(aborted = poll_abort(m))) {
+        answer_pings(m);
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, PONG_TAG, m->comm, &flag, &st) == MPI_SUCCESS && flag) {
+            MPI_Recv(&none, 0, MPI_BYTE, st.MPI_SOURCE, PONG_TAG, m->comm, MPI_STATUS_IGNORE);
+            if (!answered[st.MPI_SOURCE])
+                answered[st.MPI_SOURCE] = true, left--;
+            continue;
+        }
+        pause_a_little(zb_now() - t0, &sleep_ns);
+    }
+    size_t used = 0;
+    for (int r = 0; r < P && !aborted; r++)
+        if (r != me && !answered[r] && used < cap)
+            used += (size_t)snprintf(silent + used, cap - used, "%s%d", used ? ", " : "", r);
+    free(answered);
+    return !aborted;
+}
+
+/* The error of a wait that timed out (`what` says on whom): names the ranks really stopped. */
+static zb_status_t timed_out(mpi_t *m, const char *what, zb_err_t *err)
+{
+    double window = m->base.timeout < LIVENESS_MAX_S ? m->base.timeout : LIVENESS_MAX_S;
+    char silent[256];
+    if (!find_silent_ranks(m, window, silent, sizeof silent))
+        return aborted_error(m, err);
+    if (silent[0])
+        return zb_err_set(err, ZB_ETIMEOUT,
+                          "rank%s %s failed or stopped responding (no answer to a liveness check "
+                          "within %g s; rank %d timed out after %g s %s)",
+                          strchr(silent, ',') ? "s" : "", silent, window, m->base.rank,
+                          m->base.timeout, what);
+    return zb_err_set(err, ZB_ETIMEOUT,
+                      "rank %d timed out after %g s %s, yet every rank answers: none is stopped, "
+                      "they wait on each other or one is slower than --comm-timeout allows",
+                      m->base.rank, m->base.timeout, what);
+}
+
+/* Wait for `req` while watching for aborts and the timeout, answering liveness questions.
+ * `what` says for what and on whom (`peer`, who may itself be waiting: on a timeout the
+ * liveness check names the ranks really stopped). On failure the request is left to the
+ * caller. */
 static zb_status_t wait_req(mpi_t *m, MPI_Request *req, MPI_Status *status, int peer,
                             const char *what, zb_err_t *err)
 {
@@ -127,11 +216,11 @@ static zb_status_t wait_req(mpi_t *m, MPI_Request *req, MPI_Status *status, int 
             m->stats.wait_s += waited;
             return aborted_error(m, err);
         }
+        answer_pings(m);
         if (m->base.timeout > 0 && waited > m->base.timeout) {
             m->stats.wait_s += waited;
-            return zb_err_set(err, ZB_ETIMEOUT,
-                              "rank %d failed or stopped responding (timeout after %g s at %s)",
-                              peer, m->base.timeout, what);
+            (void)peer;
+            return timed_out(m, what, err);
         }
         pause_a_little(waited, &sleep_ns);
     }
@@ -479,6 +568,9 @@ zb_status_t zb_mpi_transport_new(int *argc, char ***argv, double timeout, zb_tra
                                  zb_err_t *err)
 {
     *out = NULL;
+    if (!(timeout <= ZB_TIMEOUT_MAX_S))
+        return zb_err_set(err, ZB_EINVAL, "MPI transport: timeout %g s (at most %g s, <= 0 = "
+                                          "none)", timeout, ZB_TIMEOUT_MAX_S);
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);

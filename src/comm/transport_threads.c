@@ -81,14 +81,25 @@ static struct timespec deadline_after(double seconds)
     return ts;
 }
 
-/* Wait on `c` with the world lock held. Returns false on timeout. */
-static bool wait_on(zb_thread_world_t *w, pthread_cond_t *c, const struct timespec *deadline)
+/* Wait on `c` with the world lock held: 0 when woken (the caller re-checks its condition),
+ * ETIMEDOUT at the deadline, or another error code of pthread_cond_timedwait, which must end the
+ * wait too (taking it for a wake-up would spin). */
+static int wait_on(zb_thread_world_t *w, pthread_cond_t *c, const struct timespec *deadline)
 {
-    if (w->timeout <= 0) {
-        pthread_cond_wait(c, &w->lock);
-        return true;
-    }
-    return pthread_cond_timedwait(c, &w->lock, deadline) != ETIMEDOUT;
+    if (w->timeout <= 0)
+        return pthread_cond_wait(c, &w->lock);
+    return pthread_cond_timedwait(c, &w->lock, deadline);
+}
+
+/* The error of a wait that ended with `rc` (not 0): a timeout, or the wait itself failing. */
+static zb_status_t wait_failed(zb_thread_world_t *w, int rc, int self, const char *doing,
+                               zb_err_t *err)
+{
+    if (rc == ETIMEDOUT)
+        return zb_err_set(err, ZB_ETIMEOUT, "rank %d: timed out after %.1f s %s", self,
+                          w->timeout, doing);
+    return zb_err_set(err, ZB_ECOMM, "rank %d: waiting failed (%s) %s", self, strerror(rc),
+                      doing);
 }
 
 static zb_status_t th_send(zb_transport_t *t, const void *buf, size_t bytes, int peer,
@@ -111,11 +122,13 @@ static zb_status_t th_send(zb_transport_t *t, const void *buf, size_t bytes, int
     zb_status_t st = ZB_OK;
     pthread_mutex_lock(&w->lock);
     while (!w->aborted && box->count >= w->capacity) {
-        if (!wait_on(w, &box->cond, &deadline)) {
-            st = zb_err_set(err, ZB_ETIMEOUT,
-                            "rank %d: timed out after %.1f s sending to rank %d (its mailbox of "
-                            "%d messages stayed full)",
-                            t->rank, w->timeout, peer, w->capacity);
+        int rc = wait_on(w, &box->cond, &deadline);
+        if (rc != 0) {
+            char doing[160];
+            snprintf(doing, sizeof doing,
+                     "sending to rank %d (its mailbox of %d messages stayed full)", peer,
+                     w->capacity);
+            st = wait_failed(w, rc, t->rank, doing, err);
             break;
         }
     }
@@ -175,12 +188,13 @@ static zb_status_t th_recv(zb_transport_t *t, void *buf, size_t bytes, int peer,
             pthread_cond_broadcast(&box->cond); /* a sender may wait for room */
             break;
         }
-        if (!wait_on(w, &box->cond, &deadline)) {
-            st = zb_err_set(err, ZB_ETIMEOUT,
-                            "rank %d: timed out after %.1f s waiting for a %s message from rank "
-                            "%d (stage %d, microbatch %d)",
-                            t->rank, w->timeout, tag_kind_name(tag), peer, zb_tag_stage(tag),
-                            zb_tag_mb(tag));
+        int rc = wait_on(w, &box->cond, &deadline);
+        if (rc != 0) {
+            char doing[160];
+            snprintf(doing, sizeof doing,
+                     "waiting for a %s message from rank %d (stage %d, microbatch %d)",
+                     tag_kind_name(tag), peer, zb_tag_stage(tag), zb_tag_mb(tag));
+            st = wait_failed(w, rc, t->rank, doing, err);
             break;
         }
     }
@@ -275,6 +289,9 @@ zb_status_t zb_thread_world_new(int ranks, int capacity, double timeout, zb_thre
     if (capacity < 1)
         return zb_err_set(err, ZB_EINVAL, "thread world: mailbox capacity %d (need >= 1)",
                           capacity);
+    if (!(timeout <= ZB_TIMEOUT_MAX_S))
+        return zb_err_set(err, ZB_EINVAL, "thread world: timeout %g s (at most %g s, <= 0 = "
+                                          "none)", timeout, ZB_TIMEOUT_MAX_S);
     zb_thread_world_t *w = calloc(1, sizeof *w);
     if (!w)
         return zb_err_set(err, ZB_ENOMEM, "thread world: out of memory");

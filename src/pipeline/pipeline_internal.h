@@ -291,13 +291,6 @@ bool pl_rank_backs_up(const pl_t *pl);
 double pl_static_bound(const pl_t *pl, int S, const int *first);
 void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
                     zb_rank_mem_t *m);
-/* Does the (compute-only) schedule s fit --mem-limit rank by rank: each rank's own fixed part
- * plus its simulated activation peak (costs in bytes)? The scalar activation budget the planner
- * gives every rank (limit - pl_static_bound) is the heaviest rank's; ranks differ (the one that
- * holds the shared WTE), so a schedule it refuses may still fit; then costs->mem_limit is
- * raised to the schedule's largest peak, so the scalar checks after planning accept it (the
- * exact check of every rank's total follows them). */
-bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs);
 /* What rank `rank` of the compute-only schedule s holds besides its activations (bytes). */
 double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank);
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);

@@ -350,6 +350,25 @@ static zb_status_t make_plain(const pl_t *pl, candidate_t *out, zb_err_t *err)
         *err = last_err;
     return last_err.status != ZB_OK ? last_err.status : ZB_EINVAL;
 }
+/* Each rank's own activation budget for schedule s: --mem-limit less what the rank holds besides
+ * its activations under s's placement (the planning budget, limit - pl_static_bound, is the
+ * heaviest rank's; a lighter rank, e.g. one without the shared WTE, has more). Without
+ * --mem-limit the costs keep no limit. */
+static zb_status_t set_rank_budgets(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs,
+                                    zb_err_t *err)
+{
+    if (pl->opts->mem_limit <= 0)
+        return ZB_OK;
+    double *budget = malloc(sizeof(double) * (size_t)s->ranks);
+    if (!budget)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
+    for (int r = 0; r < s->ranks; r++)
+        budget[r] = pl->opts->mem_limit - pl_rank_fixed_bytes(pl, s, r);
+    zb_status_t st = zb_costs_set_rank_limits(costs, s->ranks, budget, err);
+    free(budget);
+    return st;
+}
+
 /* --recompute on the planned schedule. The runtime keeps a non-saving F's input in its receive
  * buffer (or the batch), which the whole-rank model already counts: the stash's kept memory is 0,
  * and an R takes an F's time (it is that forward again). `all` recomputes every microbatch;
@@ -362,14 +381,16 @@ static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, zb_costs_t
     zb_recompute_t mode = pl->opts->recompute;
     if (mode == ZB_RECOMPUTE_NONE || zb_schedule_has_recompute(*s))
         return ZB_OK;
+    zb_status_t st = set_rank_budgets(pl, *s, costs, err);
+    if (st != ZB_OK)
+        return st;
     if (mode == ZB_RECOMPUTE_AUTO) {
         zb_err_t fit;
-        zb_status_t st = zb_validate(*s, costs, &fit);
-        if (st != ZB_EMEMLIMIT || pl_fits_each_rank(pl, *s, costs))
+        if (zb_validate(*s, costs, &fit) != ZB_EMEMLIMIT)
             return ZB_OK; /* fits (or fails for another reason the caller reports) */
     }
     zb_schedule_t *rc = NULL;
-    zb_status_t st = zb_add_recompute(*s, NULL, &rc, err);
+    st = zb_add_recompute(*s, NULL, &rc, err);
     if (st != ZB_OK)
         return st;
     long long work = 64LL * (long long)rc->stages * rc->microbatches;
@@ -486,11 +507,8 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
     zb_status_t st = zb_transport_check_sizes(plan->S, pl->M, err);
     if (st != ZB_OK)
         return st;
-    /* costs.mem_limit: what the whole-rank limit leaves the activations of the heaviest rank
-     * (plan_stages); a lighter rank may use more, so over it, ask rank by rank (which raises
-     * the budget to the schedule's peak when every rank fits; check_mem_limit is exact) */
-    st = zb_validate(plain, &c->costs, err);
-    if (st == ZB_EMEMLIMIT && pl_fits_each_rank(pl, plain, &c->costs))
+    /* every rank against what the whole-rank limit leaves its own activations */
+    if ((st = set_rank_budgets(pl, plain, &c->costs, err)) == ZB_OK)
         st = zb_validate(plain, &c->costs, err);
     if (st != ZB_OK)
         return st == ZB_EMEMLIMIT ? activations_over_limit(pl, plain, &c->costs, err) : st;

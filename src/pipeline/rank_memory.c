@@ -141,29 +141,6 @@ double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank)
     return m.total;
 }
 
-bool pl_fits_each_rank(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs)
-{
-    if (pl->opts->mem_limit <= 0)
-        return true;
-    zb_costs_t c;
-    zb_sim_t sim;
-    if (zb_costs_clone(&c, costs, NULL) != ZB_OK)
-        return false;
-    c.mem_limit = INFINITY;
-    bool ok = zb_simulate(s, &c, &sim, NULL) == ZB_OK, fits = ok;
-    double peak = 0;
-    for (int r = 0; fits && r < s->ranks; r++) {
-        peak = fmax(peak, sim.peak_mem[r]);
-        fits = pl_rank_fixed_bytes(pl, s, r) + sim.peak_mem[r] <= pl->opts->mem_limit;
-    }
-    if (ok)
-        zb_sim_free(&sim);
-    zb_costs_free(&c);
-    if (fits) /* the scalar checks that follow see what the schedule itself needs */
-        costs->mem_limit = fmax(costs->mem_limit, peak);
-    return fits;
-}
-
 void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double activations,
                     zb_rank_mem_t *m)
 {

@@ -115,6 +115,21 @@ double zb_schedule_peak_memory(const zb_schedule_t *s, const zb_costs_t *c, doub
     return best;
 }
 
+bool zb_fits_limits(const zb_schedule_t *s, const zb_costs_t *c, double cap, double *peak)
+{
+    double *peaks = malloc(sizeof(double) * (size_t)s->ranks);
+    if (!peaks)
+        return false;
+    *peak = zb_schedule_peak_memory(s, c, peaks);
+    bool fits = true;
+    for (int r = 0; r < s->ranks && fits; r++) {
+        double lim = c->rank_limit ? fmin(cap, zb_costs_limit(c, r)) : cap;
+        fits = peaks[r] <= lim + 1e-9 * fmax(1.0, fabs(lim));
+    }
+    free(peaks);
+    return fits;
+}
+
 zb_status_t zb_min_memory_schedule(const char *name, int P, int v, zb_placement_t pl, int M,
                                    zb_schedule_t **out, zb_err_t *err)
 {
@@ -166,6 +181,7 @@ typedef struct {
     double *due;        /* [P] clock of a rank with actions left, INFINITY once it is done (the
                            key of T and of the heap below; a frozen rank's is not kept up) */
     double *mem;        /* [P] running memory */
+    double *cap;        /* [P] memory cap: opts' mem_cap, tighter where the costs limit a rank */
     double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
     mb_state_t *mbs;    /* [P*M] what a microbatch holds on a rank (one record: read together) */
     int *fifo_head, *fifo_tail; /* [P] microbatches that left / entered the rank: the active
@@ -364,7 +380,7 @@ static bool is_first_stage(const greedy_t *g, int r, int st) { return g->stages[
  * younger ones). A microbatch being admitted joins at the back with nothing applied yet. */
 static bool safe_after(const greedy_t *g, int r, int m, double d)
 {
-    double cap = g->o->mem_cap;
+    double cap = g->cap[r];
     if (isinf(cap))
         return true;
     const int M = g->M;
@@ -386,7 +402,7 @@ static bool safe_after(const greedy_t *g, int r, int m, double d)
 /* May rank r run F(st, m) now as far as memory and the in-flight cap go? */
 static bool f_allowed(const greedy_t *g, int r, int st, int m)
 {
-    double cap = g->o->mem_cap;
+    double cap = g->cap[r];
     if (g->o->fb_order)
         return g->mem[r] + g->c->m_f[st] <= cap + EPS;
     if (is_first_stage(g, r, st) && g->o->max_inflight > 0) {
@@ -573,8 +589,8 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
             double pre = g->o->b_pre ? g->o->b_pre[cand[i].st] : 0; /* a folded R's moment */
             double hi = fmax(db, pre);
             bool fits = g->o->fb_order
-                            ? g->mem[r] + hi <= g->o->mem_cap + EPS
-                            : hi <= 0 || (g->mem[r] + hi <= g->o->mem_cap + EPS &&
+                            ? g->mem[r] + hi <= g->cap[r] + EPS
+                            : hi <= 0 || (g->mem[r] + hi <= g->cap[r] + EPS &&
                                           safe_after(g, r, cand[i].m, db) &&
                                           (pre <= 0 || safe_after(g, r, cand[i].m, pre)));
             if (!fits) {
@@ -599,7 +615,7 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
     bool have_w = g->wq_head[r] < g->wq_tail[r];
     const int *w_item = have_w ? &g->wq[2 * (r * g->v * g->M + g->wq_head[r])] : NULL;
     int w_st = have_w ? w_item[0] : 0, w_m = have_w ? w_item[1] : 0;
-    bool w_fits = have_w && g->mem[r] + g->c->m_w[w_st] <= g->o->mem_cap + EPS;
+    bool w_fits = have_w && g->mem[r] + g->c->m_w[w_st] <= g->cap[r] + EPS;
 
     bool f_wins = best_f >= 0 && best_b >= 0 &&
                   (g->o->oldest_first ? cand[best_f].m < cand[best_b].m : g->o->f_over_b);
@@ -611,11 +627,11 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
     }
     if (best_f >= 0) {
         bool prefer_w = false;
-        if (w_fits && g->o->w_mode == ZB_WMODE_TIGHT && isfinite(g->o->mem_cap)) {
+        if (w_fits && g->o->w_mode == ZB_WMODE_TIGHT && isfinite(g->cap[r])) {
             double after = g->o->fb_order
                                ? g->mem[r] + g->c->m_f[cand[best_f].st]
                                : committed_after(g, r, cand[best_f].st, cand[best_f].m);
-            prefer_w = after > g->o->w_tight * g->o->mem_cap + EPS;
+            prefer_w = after > g->o->w_tight * g->cap[r] + EPS;
         }
         if (!prefer_w)
             return place(g, r, ZB_ACT_F, cand[best_f].st, cand[best_f].m) ? -1 : 1;
@@ -665,7 +681,7 @@ static void greedy_free(greedy_t *g)
         if (g->mq)
             zb_maxq_free(&g->mq[r]);
     }
-    free(g->ft); free(g->mq); free(g->ctot); free(g->fbtot);
+    free(g->ft); free(g->mq); free(g->ctot); free(g->fbtot); free(g->cap);
 }
 
 zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
@@ -712,8 +728,14 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.in_fz = calloc(P, sizeof(bool));
     g.back = malloc(sizeof(int) * (size_t)P);
     g.ctot = calloc(P, sizeof(double));
+    g.cap = malloc(sizeof(double) * (size_t)P);
+    bool any_cap = false;
+    for (int r = 0; g.cap && r < P; r++) {
+        g.cap[r] = g.c->rank_limit ? fmin(o->mem_cap, zb_costs_limit(g.c, r)) : o->mem_cap;
+        any_cap = any_cap || !isinf(g.cap[r]);
+    }
     g.fbtot = calloc(P, sizeof(double));
-    g.bank = !o->fb_order && !isinf(o->mem_cap);
+    g.bank = !o->fb_order && any_cap;
     bool trees = zb_heap_init(&g.later, P) && zb_iheap_init(&g.fz, P);
     if (g.bank && v > 1 && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
         for (int r = 0; r < P && trees; r++)
@@ -727,7 +749,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
         !g.clock || !g.due || !g.mem || !g.need || !g.mbs ||
         !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !trees || !g.s) {
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !g.cap || !trees || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }

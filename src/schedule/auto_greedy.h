@@ -73,6 +73,10 @@ double zb_min_memory_needed(int ranks, int chunks, zb_placement_t pl, const zb_c
  * returns the max over ranks. */
 double zb_schedule_peak_memory(const zb_schedule_t *s, const zb_costs_t *costs, double *peaks);
 
+/* True if every rank's peak under c stays within cap and within the rank's own limit in c
+ * (per-rank limits); *peak gets the max over ranks. False on out of memory. */
+bool zb_fits_limits(const zb_schedule_t *s, const zb_costs_t *c, double cap, double *peak);
+
 /* Local improvement: reorder actions within a rank (move a W later/earlier, swap adjacent
  * F/W or B/W) keeping dependencies and the memory limit, keep a change when zb_simulate's
  * makespan drops. At most `max_evals` simulations. *s is replaced when improved. */

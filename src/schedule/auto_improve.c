@@ -78,7 +78,6 @@ zb_status_t zb_improve_local(zb_schedule_t **sp, const zb_costs_t *c, int max_ev
     if (st != ZB_OK)
         return st;
     score_t cur = score_of(s, &sim);
-    double limit = c->mem_limit;
     int evals = 0;
     bool improved = true;
     while (improved && evals < max_evals) {
@@ -95,7 +94,8 @@ zb_status_t zb_improve_local(zb_schedule_t **sp, const zb_costs_t *c, int max_ev
                 if (!later && !earlier)
                     continue;
                 swap(p, i);
-                if (isfinite(limit) && rank_peak(p, c) > limit + 1e-9 * fmax(1.0, limit)) {
+                const double limit = zb_costs_limit(c, r);
+                if (isfinite(limit) && rank_peak(p, c) > limit + 1e-9 * fmax(1.0, fabs(limit))) {
                     swap(p, i);
                     continue;
                 }

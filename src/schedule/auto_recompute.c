@@ -69,7 +69,7 @@ static zb_status_t try_set(const zb_gen_params_t *p, int v, zb_placement_t pl,
                            bool with_fixed, zb_sweep_best_t *best, zb_err_t *err)
 {
     const int P = p->ranks, M = p->microbatches, S = v * P;
-    const double cap = c->mem_limit;
+    const double cap = zb_costs_limit_max(c, P);
     zb_costs_t folded;
     double *pre = malloc(sizeof(double) * (size_t)S);
     bool *which = malloc(sizeof(bool) * (size_t)S * (size_t)M);
@@ -196,8 +196,8 @@ zb_status_t zb_recompute_prune(zb_schedule_t *s, const zb_costs_t *c, long long 
 {
     if (dropped)
         *dropped = 0;
-    const double limit = c->mem_limit, tol = 1e-9 * fmax(1.0, fabs(limit));
     for (int r = 0; r < s->ranks && work > 0; r++) {
+        const double limit = zb_costs_limit(c, r), tol = 1e-9 * fmax(1.0, fabs(limit));
         zb_rank_program_t *p = &s->rank[r];
         double *cur = malloc(sizeof(double) * (size_t)(p->len ? p->len : 1));
         bool *gone = calloc((size_t)(p->len ? p->len : 1), sizeof(bool));

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "schedule/auto_heuristic.h"
 #include "schedule/auto_recompute.h"
 #include "schedule/auto_sweep.h"
 #include "schedule/gen_v.h"
@@ -38,6 +39,11 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int P, int v, zb_placement_t
         dst->m_w[s] = src->m_w[r] / v;
     }
     dst->mem_limit = src->mem_limit;
+    if (src->rank_limit &&
+        (st = zb_costs_set_rank_limits(dst, src->limit_ranks, src->rank_limit, err)) != ZB_OK) {
+        zb_costs_free(dst);
+        return st;
+    }
     if (src->t_r || src->m_keep) {
         /* the recompute costs split like the others (defaults filled in per rank) */
         st = zb_costs_set_recompute(dst, 0, 0, err);
@@ -76,7 +82,7 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
                                    const zb_costs_t *c, zb_sweep_best_t *best, zb_err_t *err)
 {
     const int P = p->ranks, M = p->microbatches;
-    const double cap = c->mem_limit;
+    const double cap = zb_costs_limit_max(c, P);
     zb_err_t e;
     zb_sweep_best_t local;
     zb_sweep_init(&local);
@@ -93,6 +99,34 @@ static zb_status_t search_chunking(const zb_gen_params_t *p, int v, zb_placement
         return zb_err_set(err, st, "%s", e.msg);
     }
     st = ZB_OK;
+    /* The zero-bubble paper's own heuristic (one stage per rank): its variants time themselves
+     * as the simulator would, so only the best (span, then makespan) is offered. */
+    if (v == 1 && pl == ZB_PLACE_LOOP) {
+        zb_schedule_t *keep = NULL;
+        double keep_span = INFINITY, keep_mk = INFINITY;
+        int keep_k = 0;
+        for (int k = 0; k < ZB_HEURISTIC_VARIANTS; k++) {
+            zb_schedule_t *s = NULL;
+            double span, mk;
+            zb_status_t hs = zb_zb_heuristic(P, M, c, k, &s, &span, &mk, &e);
+            if (hs == ZB_ENOMEM) {
+                zb_schedule_free(keep);
+                zb_sweep_clear(&local);
+                return zb_err_set(err, hs, "%s", e.msg);
+            }
+            if (hs != ZB_OK)
+                continue;
+            const double tol = 1e-9 * fmax(1.0, span);
+            if (span < keep_span - tol || (span <= keep_span + tol && mk < keep_mk - tol)) {
+                zb_schedule_free(keep);
+                keep = s, keep_span = span, keep_mk = mk, keep_k = k;
+            } else {
+                zb_schedule_free(s);
+            }
+        }
+        if (keep)
+            zb_sweep_offer(&local, keep, c, cap, zb_zb_heuristic_label(keep_k));
+    }
     /* Handcrafted families of this chunking. */
     size_t nf;
     const zb_generator_info_t *fam = zb_generators(&nf);
@@ -176,7 +210,13 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
         if (p->recompute != ZB_RECOMPUTE_NONE)
             ymin = fmin(ymin, zb_min_memory_recompute(P, ch[k].v, ch[k].pl, &ch[k].c));
     }
-    double limit = p->costs->mem_limit;
+    if (p->costs->rank_limit && p->costs->limit_ranks != P) {
+        st = zb_err_set(err, ZB_EINVAL, "auto: the cost model has memory limits for %d ranks, "
+                                        "P is %d", p->costs->limit_ranks, P);
+        goto out;
+    }
+    /* a necessary condition: the loosest rank's limit (each rank's own is checked in the end) */
+    double limit = zb_costs_limit_max(p->costs, P);
     if (limit < ymin - 1e-9 * fmax(1.0, fabs(ymin))) {
         st = zb_err_set(err, ZB_EMEMLIMIT,
                         "auto: memory limit %g is below the minimum %g that any schedule needs "
@@ -202,6 +242,8 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
             if (ch[k].v == best.s->chunks && ch[k].pl == best.s->placement)
                 wc = &ch[k].c;
         double before = best.makespan, after = before;
+        /* about 1e6 simulated actions in all (at least 2 runs: at P=128 M=1024 each is about
+         * 3% of the search) */
         int evals = (int)fmin(300.0, 1e6 / (double)(3LL * best.s->chunks * P * p->microbatches));
         zb_err_t e;
         int dropped = 0;
@@ -216,7 +258,7 @@ zb_status_t zb_gen_auto(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
                 snprintf(pruned, sizeof pruned, "; %d recompute%s dropped where memory allows",
                          dropped, dropped == 1 ? "" : "s");
         }
-        if (zb_improve_local(&best.s, wc, evals < 10 ? 10 : evals, &after, &e) != ZB_OK)
+        if (zb_improve_local(&best.s, wc, evals < 2 ? 2 : evals, &after, &e) != ZB_OK)
             after = before;
         snprintf(best.s->name, sizeof best.s->name, "auto");
         snprintf(p->note, sizeof p->note, "auto chose %s%s; makespan %g%s", best.label, pruned,

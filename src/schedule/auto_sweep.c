@@ -27,8 +27,8 @@ void zb_sweep_clear(zb_sweep_best_t *b)
 bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, double cap,
                     const char *label)
 {
-    double peak = zb_schedule_peak_memory(s, c, NULL);
-    if (peak > cap + 1e-9 * fmax(1.0, fabs(cap))) {
+    double peak = 0;
+    if (!zb_fits_limits(s, c, cap, &peak)) {
         zb_schedule_free(s);
         return false;
     }

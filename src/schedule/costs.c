@@ -145,7 +145,59 @@ zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err)
     }
     if (isnan(c->mem_limit))
         return zb_err_set(err, ZB_EINVAL, "costs: memory limit is NaN");
+    if (c->limit_ranks < 0 || (c->limit_ranks > 0 && !c->rank_limit))
+        return zb_err_set(err, ZB_EINVAL, "costs: per-rank limits missing");
+    for (int r = 0; r < c->limit_ranks; r++)
+        if (isnan(c->rank_limit[r]))
+            return zb_err_set(err, ZB_EINVAL, "costs: memory limit of rank %d is NaN", r);
     return ZB_OK;
+}
+
+zb_status_t zb_costs_set_rank_limits(zb_costs_t *c, int ranks, const double *limits,
+                                     zb_err_t *err)
+{
+    if (!c || ranks < 0)
+        return zb_err_set(err, ZB_EINVAL, "costs: bad per-rank limits");
+    for (int r = 0; limits && r < ranks; r++)
+        if (isnan(limits[r]))
+            return zb_err_set(err, ZB_EINVAL, "costs: memory limit of rank %d is NaN", r);
+    double *copy = NULL;
+    if (limits && ranks > 0) {
+        if (!(copy = malloc(sizeof(double) * (size_t)ranks)))
+            return zb_err_set(err, ZB_ENOMEM, "costs: out of memory for %d ranks", ranks);
+        memcpy(copy, limits, sizeof(double) * (size_t)ranks);
+    }
+    free(c->rank_limit);
+    c->rank_limit = copy;
+    c->limit_ranks = copy ? ranks : 0;
+    return ZB_OK;
+}
+
+double zb_costs_limit(const zb_costs_t *c, int rank)
+{
+    if (c->rank_limit && rank >= 0 && rank < c->limit_ranks)
+        return c->rank_limit[rank];
+    return c->mem_limit;
+}
+
+double zb_costs_limit_max(const zb_costs_t *c, int ranks)
+{
+    if (!c->rank_limit)
+        return c->mem_limit;
+    double most = -INFINITY;
+    for (int r = 0; r < ranks; r++)
+        most = fmax(most, zb_costs_limit(c, r));
+    return most;
+}
+
+bool zb_costs_limited(const zb_costs_t *c)
+{
+    if (!c->rank_limit)
+        return isfinite(c->mem_limit);
+    for (int r = 0; r < c->limit_ranks; r++)
+        if (isfinite(c->rank_limit[r]))
+            return true;
+    return false;
 }
 
 zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err)
@@ -168,6 +220,11 @@ zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err
     memcpy(dst->m_b, src->m_b, n);
     memcpy(dst->m_w, src->m_w, n);
     dst->mem_limit = src->mem_limit;
+    if (src->rank_limit && (st = zb_costs_set_rank_limits(dst, src->limit_ranks,
+                                                          src->rank_limit, err)) != ZB_OK) {
+        zb_costs_free(dst);
+        return st;
+    }
     if (src->t_r || src->m_keep) {
         dst->t_r = malloc(n);
         dst->m_keep = malloc(n);
@@ -196,5 +253,6 @@ void zb_costs_free(zb_costs_t *c)
     free(c->m_w);
     free(c->t_r);
     free(c->m_keep);
+    free(c->rank_limit);
     memset(c, 0, sizeof *c);
 }

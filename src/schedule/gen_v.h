@@ -10,6 +10,11 @@
  * that many chunk-0 warm-up forwards of each rank into the steady state (less memory). */
 zb_status_t zb_v_template(zb_schedule_t *s, bool with_w, int cut, zb_err_t *err);
 
+/* Append the periodic V construction (v-half when half, else v-min; see gen_v_pattern.c) to
+ * every rank of the empty V-placed schedule s. ZB_ENOMEM, or ZB_ESCHEDULE if the building block
+ * does not fit this P. */
+zb_status_t zb_v_pattern(zb_schedule_t *s, bool half, zb_err_t *err);
+
 /* Registered families (see gen_zbv.c, gen_v.c, gen_dualpipev.c, gen_interleaved_zb.c, auto_search.c,
  * optimal_glpk.c). */
 zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);

@@ -21,7 +21,7 @@ static const zb_generator_info_t registry[] = {
     {"zb-v", "ZB-V: V placement, 2 chunks, peak 2P chunk activations (1F1B's), ~zero bubble",
      zb_gen_zbv},
     {"v-half", "V-Half: V placement, about half of 1F1B's memory and bubble", zb_gen_vhalf},
-    {"v-min", "V-Min: V placement, about 1/3 of 1F1B's memory, 2/3 of its bubble", zb_gen_vmin},
+    {"v-min", "V-Min: V placement, about 1/3 of 1F1B's memory, less bubble than 1F1B", zb_gen_vmin},
     {"dualpipev", "DeepSeek DualPipeV: V placement, M >= 2P, W's deferred in the cool-down",
      zb_gen_dualpipev},
     {"auto", "best schedule under --mem-limit (greedy search + families + local moves)",

@@ -19,7 +19,7 @@ enum {
     SVG_ROW = 26,    /* lane height */
     SVG_GAP = 4,     /* vertical gap inside a lane */
     SVG_AXIS = 40,   /* axis, tick labels and the axis title */
-    SVG_LEGEND = 46, /* two legend lines */
+    SVG_LEGEND_LINE = 20, /* one legend line */
     SVG_MIN_PLOT = 600,
     SVG_MAX_PLOT = 4000,
     SVG_MAX_ARROWS = 20000,
@@ -55,7 +55,15 @@ typedef struct {
     int ranks;
     bool kind_present[ZB_ACT_COUNT];
     bool second_chunk;  /* some action of a rank's second (or later) chunk is drawn */
+    const char *extra;  /* the legend's last line (arrows, overlay lanes), or NULL */
 } layout_t;
+
+/* Legend lines: the kinds, then the chunk shading and the extra note, each on its own line so
+ * that neither runs past the right edge. */
+static int legend_lines(const layout_t *L)
+{
+    return 1 + (L->second_chunk ? 1 : 0) + (L->extra ? 1 : 0);
+}
 
 static void time_bounds(const zb_sim_t *sim, double *t0, double *t1)
 {
@@ -97,7 +105,8 @@ static void note_kinds(layout_t *L, const zb_sim_t *sim)
 static void begin(FILE *out, const layout_t *L, int *width, int *height)
 {
     *width = SVG_LEFT + (int)L->plot_w + SVG_RIGHT;
-    *height = SVG_TOP + L->ranks * L->lanes * SVG_ROW + SVG_AXIS + SVG_LEGEND;
+    *height = SVG_TOP + L->ranks * L->lanes * SVG_ROW + SVG_AXIS + 6 +
+              SVG_LEGEND_LINE * legend_lines(L);
     fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                  "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
@@ -126,9 +135,10 @@ static void rows(FILE *out, const layout_t *L, const char *const *lane_names)
 }
 
 /* One rectangle per compute action of `sim` in lane `lane`, its timeline shifted by -origin and
- * multiplied by tscale. */
+ * multiplied by tscale; with `labels`, their microbatch numbers instead (a second pass, drawn
+ * after the arrows so that no arrow covers a number). */
 static void actions(FILE *out, const layout_t *L, const zb_sim_t *sim, int lane, double origin,
-                    double tscale, double opacity)
+                    double tscale, double opacity, bool labels)
 {
     const zb_schedule_t *s = sim->schedule;
     for (int r = 0; r < sim->ranks; r++) {
@@ -144,11 +154,16 @@ static void actions(FILE *out, const layout_t *L, const zb_sim_t *sim, int lane,
             /* A rank's second chunk is drawn lighter, so interleaved / V schedules read clearly
              * (the legend says so). */
             bool later_chunk = zb_io_local_chunk(s, a->stage) > 0;
-            fprintf(out, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
-                         "fill-opacity=\"%.2g\" stroke=\"white\" stroke-width=\"0.5\">"
-                         "<title>%s stage %d mb %d [%.6g, %.6g]</title></rect>\n",
-                    x, y, w, h, svg_fill(t), opacity * (later_chunk ? 0.55 : 1.0),
-                    zb_action_type_name(t), a->stage, a->mb, sim->start[r][i], sim->end[r][i]);
+            if (!labels) {
+                fprintf(out, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                             "fill=\"%s\" fill-opacity=\"%.2g\" stroke=\"white\" "
+                             "stroke-width=\"0.5\"><title>%s stage %d mb %d [%.6g, %.6g]"
+                             "</title></rect>\n",
+                        x, y, w, h, svg_fill(t), opacity * (later_chunk ? 0.55 : 1.0),
+                        zb_action_type_name(t), a->stage, a->mb, sim->start[r][i],
+                        sim->end[r][i]);
+                continue;
+            }
             /* The microbatch number, at 11 px when it fits, else at 8 px, else not at all
              * (digit advance ~0.6 em). */
             char label[16];
@@ -212,8 +227,14 @@ static zb_status_t arrows(FILE *out, const layout_t *L, const zb_sim_t *sim, dou
                     continue;
                 double x1 = SVG_LEFT + (sim->end[a.rank][a.idx] - origin) * L->xs;
                 double x2 = SVG_LEFT + (sim->start[b.rank][b.idx] - origin) * L->xs;
-                double y1 = SVG_TOP + (a.rank * L->lanes + 0.5) * SVG_ROW;
-                double y2 = SVG_TOP + (b.rank * L->lanes + 0.5) * SVG_ROW;
+                /* from the sender's box edge facing the receiver to the receiver's facing
+                 * edge: between neighbouring ranks the arrow runs in the gap between rows,
+                 * off the boxes and their numbers */
+                bool down = b.rank > a.rank;
+                double y1 = SVG_TOP + a.rank * L->lanes * SVG_ROW +
+                            (down ? SVG_ROW - SVG_GAP / 2.0 : SVG_GAP / 2.0);
+                double y2 = SVG_TOP + b.rank * L->lanes * SVG_ROW +
+                            (down ? SVG_GAP / 2.0 : SVG_ROW - SVG_GAP / 2.0);
                 fprintf(out, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>\n", x1,
                         y1, x2, y2);
             }
@@ -243,7 +264,7 @@ static void axis(FILE *out, const layout_t *L, const char *unit)
 }
 
 /* Legend: the kinds present, then what the lighter shade (and the overlay lanes) mean. */
-static void legend(FILE *out, const layout_t *L, const char *extra)
+static void legend(FILE *out, const layout_t *L)
 {
     static const zb_action_type_t kinds[] = {ZB_ACT_F, ZB_ACT_B, ZB_ACT_W, ZB_ACT_BW, ZB_ACT_R};
     static const char *const names[] = {"F forward", "B input gradient", "W weight gradient",
@@ -258,7 +279,7 @@ static void legend(FILE *out, const layout_t *L, const char *extra)
                 x, yl, svg_fill(kinds[k]), x + 19, yl + 10, names[k]);
         x += 40 + 6 * (int)strlen(names[k]);
     }
-    int y2 = yl + 20;
+    int y2 = yl + SVG_LEGEND_LINE;
     x = SVG_LEFT;
     if (L->second_chunk) {
         fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"12\" fill=\"%s\"/>"
@@ -266,10 +287,10 @@ static void legend(FILE *out, const layout_t *L, const char *extra)
                      "fill-opacity=\"0.55\"/><text x=\"%d\" y=\"%d\">darker: a rank's first "
                      "chunk (model part); lighter: its second chunk</text>\n",
                 x, y2, svg_fill(ZB_ACT_F), x + 16, y2, svg_fill(ZB_ACT_F), x + 35, y2 + 10);
-        x += 360;
+        y2 += SVG_LEGEND_LINE;
     }
-    if (extra)
-        fprintf(out, "<text x=\"%d\" y=\"%d\">%s</text>\n", x, y2 + 10, extra);
+    if (L->extra)
+        fprintf(out, "<text x=\"%d\" y=\"%d\">%s</text>\n", x, y2 + 10, L->extra);
 }
 
 static zb_status_t finish(FILE *out, zb_err_t *err)
@@ -299,6 +320,9 @@ zb_status_t zb_svg_write_opts(const zb_sim_t *sim, const zb_svg_opts_t *opts, FI
     L.plot_w = fmin(SVG_MAX_PLOT, fmax(SVG_MIN_PLOT, 12.0 * (double)action_count(sim) / sim->ranks));
     L.xs = L.plot_w / L.range;
     note_kinds(&L, sim);
+    L.extra = o.arrows ? "arrows: messages between ranks (activations forward, gradients "
+                         "backward)"
+                       : NULL;
 
     int width, height;
     begin(out, &L, &width, &height);
@@ -307,12 +331,12 @@ zb_status_t zb_svg_write_opts(const zb_sim_t *sim, const zb_svg_opts_t *opts, FI
     fprintf(out, " \xe2\x80\x94 P=%d, v=%d, M=%d, makespan %.4g, bubble %.1f%%</text>\n",
             s->ranks, s->chunks, s->microbatches, sim->makespan, 100.0 * sim->bubble_rate);
     rows(out, &L, NULL);
-    actions(out, &L, sim, 0, L.t0, 1.0, 1.0);
+    actions(out, &L, sim, 0, L.t0, 1.0, 1.0, false);
     if (o.arrows && (st = arrows(out, &L, sim, L.t0, err)) != ZB_OK)
         return st;
+    actions(out, &L, sim, 0, L.t0, 1.0, 1.0, true);
     axis(out, &L, o.time_unit);
-    legend(out, &L, o.arrows ? "arrows: messages between ranks (activations forward, "
-                               "gradients backward)" : NULL);
+    legend(out, &L);
     return finish(out, err);
 }
 
@@ -352,6 +376,8 @@ zb_status_t zb_svg_write_overlay(const zb_sim_t *measured, const zb_sim_t *predi
     L.xs = L.plot_w / L.range;
     note_kinds(&L, measured);
     note_kinds(&L, predicted);
+    L.extra = "per rank: predicted lane (faded) above, measured lane below; both timelines "
+              "start at 0";
 
     int width, height;
     begin(out, &L, &width, &height);
@@ -364,10 +390,11 @@ zb_status_t zb_svg_write_overlay(const zb_sim_t *measured, const zb_sim_t *predi
             100.0 * measured->bubble_rate, 100.0 * predicted->bubble_rate);
     static const char *const lanes[] = {"predicted", "measured"};
     rows(out, &L, lanes);
-    actions(out, &L, predicted, 0, p0, ps, 0.5);
-    actions(out, &L, measured, 1, m0, 1.0, 1.0);
+    for (int pass = 0; pass < 2; pass++) { /* the boxes, then their numbers */
+        actions(out, &L, predicted, 0, p0, ps, 0.5, pass == 1);
+        actions(out, &L, measured, 1, m0, 1.0, 1.0, pass == 1);
+    }
     axis(out, &L, o.time_unit);
-    legend(out, &L, "per rank: predicted lane (faded) above, measured lane below; "
-                    "both timelines start at 0");
+    legend(out, &L);
     return finish(out, err);
 }

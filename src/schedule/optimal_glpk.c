@@ -10,6 +10,10 @@
  *   memory         for each a that allocates: sum of deltas of the actions before a + delta_a
  *                  <= limit (the running sum at a, as the validator counts it)
  *   C >= e_a; minimise C.
+ * Bounds: e_a in [head_a, ub - tail_a] and C in [lb, ub], with ub = auto's makespan (its
+ * schedule is the incumbent, so nothing worse is needed) and lb the larger of the per-rank
+ * one-machine bounds (heads, work, tails); each pair's big-M is the widest gap those bounds
+ * allow, not the whole horizon.
  * glp_intopt runs without presolve so that auto's schedule can be handed over as the first
  * incumbent (glp_ios_heur_sol in the callback); the callback also records the best bound of the
  * open nodes, so a run stopped by the time limit reports a proven lower bound and the gap.
@@ -94,7 +98,8 @@ typedef struct {
     bool warm_ok;    /* the warm start keeps the orders the model fixes */
     double *head, *tail; /* [n] earliest end; least time still needed after the end */
     double c_lb;     /* lower bound on C from heads, tails and per-rank work */
-    double H;        /* big-M: everything in series */
+    double H;        /* big-M: everything in series, or ub when known */
+    double ub;       /* auto's makespan when its schedule is a point of the model, else INF */
     glp_prob *lp;
     int ncol;
     int npairs;
@@ -198,8 +203,93 @@ static zb_status_t opt_warm_start(opt_t *o, zb_err_t *err)
             }
         }
     }
-    o->warm_ok = true; /* cleared by opt_add_orders if auto breaks an order the model fixes */
+    /* auto's schedule is a point of the model unless it breaks an order the model fixes */
+    o->warm_ok = true;
+    for (int r = 0; r < o->P && o->warm_ok; r++)
+        for (int i = 0; i < o->rank_cnt[r] && o->warm_ok; i++)
+            for (int j = 0; j < o->rank_cnt[r] && o->warm_ok; j++) {
+                int a = o->rank_acts[r][i], b = o->rank_acts[r][j];
+                if (implied_before(&o->acts[a], &o->acts[b]) && o->wpos[a] > o->wpos[b])
+                    o->warm_ok = false;
+            }
+    o->ub = o->warm_ok ? o->wsim.makespan * (1 + 1e-9) + 1e-9 : INFINITY;
     return ZB_OK;
+}
+
+typedef struct {
+    double rel, dur, tail;
+} job_t;
+
+static int by_rel_desc(const void *x, const void *y)
+{
+    double a = ((const job_t *)x)->rel, b = ((const job_t *)y)->rel;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+static int by_tail_desc(const void *x, const void *y)
+{
+    double a = ((const job_t *)x)->tail, b = ((const job_t *)y)->tail;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Rank r as one machine with release times (earliest starts) and tails: any set of its actions
+ * runs after the set's earliest release, takes its summed work, and is followed by the set's
+ * smallest tail. The sets worth trying are those released from some time on, and those with
+ * tails from some length up. NAN on out of memory. */
+static double one_machine_bound(const opt_t *o, int r)
+{
+    const int k = o->rank_cnt[r];
+    job_t *j = malloc(sizeof *j * (size_t)(k ? k : 1));
+    if (!j)
+        return NAN;
+    for (int i = 0; i < k; i++) {
+        int a = o->rank_acts[r][i];
+        j[i] = (job_t){o->head[a] - o->acts[a].dur, o->acts[a].dur, o->tail[a]};
+    }
+    double lb = 0, work = 0, low = INFINITY;
+    qsort(j, (size_t)k, sizeof *j, by_rel_desc);
+    for (int i = 0; i < k; i++) {
+        work += j[i].dur;
+        low = fmin(low, j[i].tail);
+        lb = fmax(lb, j[i].rel + work + low);
+    }
+    work = 0, low = INFINITY;
+    qsort(j, (size_t)k, sizeof *j, by_tail_desc);
+    for (int i = 0; i < k; i++) {
+        work += j[i].dur;
+        low = fmin(low, j[i].rel);
+        lb = fmax(lb, low + work + j[i].tail);
+    }
+    free(j);
+    return lb;
+}
+
+/* Memory arcs into F(s, m) when each rank holds one stage and B, W only free memory: with
+ * limit L on the rank, F(s, m) (the (m+1)-th F) fits only after enough B's and W's of earlier
+ * microbatches: (m+1) m_f + nb m_b + nw m_w <= L with nw <= nb <= m gives
+ * nb >= m + 1 - L/m_f and nw >= ((m+1) m_f + m m_b - L)/|m_w|. *kb, *kw: the microbatch whose B,
+ * W must have ended before F(s, m) starts (microbatch order per stage makes it the last needed),
+ * or -1. */
+static void mem_arcs(const opt_t *o, int s, int m, int *kb, int *kw)
+{
+    *kb = *kw = -1;
+    const zb_costs_t *c = o->c;
+    if (o->S != o->P || !(c->m_f[s] > 0) || c->m_b[s] > 0 || c->m_w[s] > 0)
+        return;
+    const double L0 = zb_costs_limit(c, o->acts[act_index(o->S, o->M, 0, s, 0)].rank);
+    if (!isfinite(L0))
+        return;
+    const double L = L0 + 1e-9 * fmax(1.0, fabs(L0)), eps = 1e-9;
+    double nb = ceil(m + 1 - L / c->m_f[s] - eps);
+    if (nb >= 1)
+        *kb = (int)nb - 1;
+    if (c->m_w[s] < 0) {
+        double nw = ceil(((m + 1) * c->m_f[s] + m * c->m_b[s] - L) / -c->m_w[s] - eps);
+        if (nw >= 1)
+            *kw = (int)fmin(nw, m) - 1;
+    }
+    if (*kb >= m)
+        *kb = m - 1;
 }
 
 /* Phase 3: heads (earliest end along the dependency chain) and tails (least time still needed
@@ -215,11 +305,13 @@ static zb_status_t opt_bounds(opt_t *o, zb_err_t *err)
         H += acts[i].dur;
     for (int s = 0; s < S; s++)
         H += 2 * c->comm[s] * M;
-    o->H = fmax(H, 1.0) * 1.01 + 1.0;
+    o->H = fmin(fmax(H, 1.0) * 1.01 + 1.0, o->ub);
     double *head = o->head = calloc((size_t)n, sizeof(double));
     double *tail = o->tail = calloc((size_t)n, sizeof(double));
     if (!head || !tail)
         return oom(err);
+    /* heads, microbatch by microbatch: chains across stages, microbatch order per (type,
+     * stage), and the memory arcs into each F */
     for (int m = 0; m < M; m++) {
         for (int s = 0; s < S; s++) {
             int f = act_index(S, M, 0, s, m);
@@ -228,26 +320,45 @@ static zb_status_t opt_bounds(opt_t *o, zb_err_t *err)
                 int pf = act_index(S, M, 0, s - 1, m);
                 rdy = head[pf] + (acts[pf].rank != acts[f].rank ? c->comm[s - 1] : 0);
             }
+            if (m > 0)
+                rdy = fmax(rdy, head[f - 1]);
+            int kb, kw;
+            mem_arcs(o, s, m, &kb, &kw);
+            if (kb >= 0)
+                rdy = fmax(rdy, head[act_index(S, M, 1, s, kb)]);
+            if (kw >= 0)
+                rdy = fmax(rdy, head[act_index(S, M, 2, s, kw)]);
             head[f] = rdy + acts[f].dur;
         }
         for (int s = S - 1; s >= 0; s--) {
             int b = act_index(S, M, 1, s, m), f = act_index(S, M, 0, s, m);
+            int w = act_index(S, M, 2, s, m);
             double rdy = head[f];
             if (s < S - 1) {
                 int nb = act_index(S, M, 1, s + 1, m);
                 rdy = fmax(rdy, head[nb] + (acts[nb].rank != acts[b].rank ? c->comm[s + 1] : 0));
             }
+            if (m > 0)
+                rdy = fmax(rdy, head[b - 1]);
             head[b] = rdy + acts[b].dur;
-            head[act_index(S, M, 2, s, m)] = head[b] + acts[act_index(S, M, 2, s, m)].dur;
+            head[w] = fmax(head[b], m > 0 ? head[w - 1] : 0) + acts[w].dur;
         }
-        for (int s = 0; s < S; s++) { /* tails of B: the rest of the B chain, or its W */
-            int b = act_index(S, M, 1, s, m);
-            double t = acts[act_index(S, M, 2, s, m)].dur;
+    }
+    /* tails, last microbatch first (the same arcs backwards; a memory arc into F(s, m) gives
+     * the B or W it waits for a tail through that F) */
+    for (int m = M - 1; m >= 0; m--) {
+        for (int s = 0; s < S; s++) {
+            int w = act_index(S, M, 2, s, m), b = act_index(S, M, 1, s, m);
+            if (m < M - 1)
+                tail[w] = fmax(tail[w], acts[w + 1].dur + tail[w + 1]);
+            double t = fmax(tail[b], acts[w].dur + tail[w]);
             if (s > 0) {
                 int pb = act_index(S, M, 1, s - 1, m);
                 t = fmax(t, (acts[pb].rank != acts[b].rank ? c->comm[s] : 0) + acts[pb].dur +
                                 tail[pb]);
             }
+            if (m < M - 1)
+                t = fmax(t, acts[b + 1].dur + tail[b + 1]);
             tail[b] = t;
         }
         for (int s = S - 1; s >= 0; s--) {
@@ -258,19 +369,27 @@ static zb_status_t opt_bounds(opt_t *o, zb_err_t *err)
                 t = fmax(t, (acts[nf].rank != acts[f].rank ? c->comm[s] : 0) + acts[nf].dur +
                                 tail[nf]);
             }
+            if (m < M - 1)
+                t = fmax(t, acts[f + 1].dur + tail[f + 1]);
             tail[f] = t;
+            int kb, kw;
+            mem_arcs(o, s, m, &kb, &kw);
+            if (kb >= 0) {
+                int x = act_index(S, M, 1, s, kb);
+                tail[x] = fmax(tail[x], acts[f].dur + t);
+            }
+            if (kw >= 0) {
+                int x = act_index(S, M, 2, s, kw);
+                tail[x] = fmax(tail[x], acts[f].dur + t);
+            }
         }
     }
     o->c_lb = 0;
     for (int r = 0; r < o->P; r++) {
-        double first = INFINITY, busy = 0, last = INFINITY;
-        for (int i = 0; i < o->rank_cnt[r]; i++) {
-            int a = o->rank_acts[r][i];
-            first = fmin(first, head[a] - acts[a].dur);
-            last = fmin(last, tail[a]);
-            busy += acts[a].dur;
-        }
-        o->c_lb = fmax(o->c_lb, first + busy + last);
+        double lb = one_machine_bound(o, r);
+        if (isnan(lb))
+            return oom(err);
+        o->c_lb = fmax(o->c_lb, lb);
     }
     return ZB_OK;
 }
@@ -304,10 +423,14 @@ static zb_status_t opt_alloc_model(opt_t *o, zb_err_t *err)
     glp_set_obj_dir(o->lp, GLP_MIN);
     o->ncol = 1 + n;
     glp_add_cols(o->lp, o->ncol);
-    glp_set_col_bnds(o->lp, 1, GLP_LO, o->c_lb, 0);
+    if (isfinite(o->ub))
+        glp_set_col_bnds(o->lp, 1, GLP_DB, o->c_lb, fmax(o->c_lb, o->ub));
+    else
+        glp_set_col_bnds(o->lp, 1, GLP_LO, o->c_lb, 0);
     glp_set_obj_coef(o->lp, 1, 1.0);
     for (int i = 0; i < n; i++)
-        glp_set_col_bnds(o->lp, 2 + i, GLP_DB, o->head[i], o->H);
+        glp_set_col_bnds(o->lp, 2 + i, GLP_DB, o->head[i],
+                         fmax(o->head[i], fmin(o->H, o->ub - o->tail[i])));
     return ZB_OK;
 }
 
@@ -325,8 +448,6 @@ static void opt_add_orders(opt_t *o)
                 bool ab = implied_before(&acts[a], &acts[b]);
                 if (ab || implied_before(&acts[b], &acts[a])) {
                     int f = ab ? a : b, s2 = ab ? b : a;
-                    if (o->wpos[f] > o->wpos[s2])
-                        o->warm_ok = false;
                     /* e_s2 - d_s2 - e_f >= 0 */
                     int row = glp_add_rows(o->lp, 1);
                     glp_set_row_bnds(o->lp, row, GLP_LO, acts[s2].dur, 0);
@@ -341,17 +462,20 @@ static void opt_add_orders(opt_t *o)
                 o->pair_b[o->npairs] = b;
                 o->npairs++;
                 o->pair_col[(size_t)a * n + b] = col;
-                /* y=1: a before b: e_a - e_b + H y <= H - d_b */
+                /* the widest e_a - e_b (and e_b - e_a) the column bounds allow */
+                const double ha = fmin(H, o->ub - o->tail[a] - o->head[b] + acts[b].dur);
+                const double hb = fmin(H, o->ub - o->tail[b] - o->head[a] + acts[a].dur);
+                /* y=1: a before b: e_a - e_b + ha y <= ha - d_b */
                 int row = glp_add_rows(o->lp, 2);
-                glp_set_row_bnds(o->lp, row, GLP_UP, 0, H - acts[b].dur);
+                glp_set_row_bnds(o->lp, row, GLP_UP, 0, ha - acts[b].dur);
                 nz_add(o, row, 2 + a, 1.0);
                 nz_add(o, row, 2 + b, -1.0);
-                nz_add(o, row, col, H);
-                /* y=0: b before a: e_b - e_a - H y <= -d_a */
+                nz_add(o, row, col, ha);
+                /* y=0: b before a: e_b - e_a - hb y <= -d_a */
                 glp_set_row_bnds(o->lp, row + 1, GLP_UP, 0, -acts[a].dur);
                 nz_add(o, row + 1, 2 + b, 1.0);
                 nz_add(o, row + 1, 2 + a, -1.0);
-                nz_add(o, row + 1, col, -H);
+                nz_add(o, row + 1, col, -hb);
             }
 }
 
@@ -383,6 +507,28 @@ static void opt_add_dependencies(opt_t *o)
         }
 }
 
+/* The memory arcs as rows: e_F - d_F >= e_X for the B or W an F must wait for (implied by the
+ * memory rows for integral orders, but the LP relaxation does not see it). */
+static void opt_add_memory_arcs(opt_t *o)
+{
+    const int S = o->S, M = o->M;
+    for (int s = 0; s < S; s++)
+        for (int m = 0; m < M; m++) {
+            int kb, kw, f = act_index(S, M, 0, s, m);
+            mem_arcs(o, s, m, &kb, &kw);
+            const int pre[2] = {kb >= 0 ? act_index(S, M, 1, s, kb) : -1,
+                                kw >= 0 ? act_index(S, M, 2, s, kw) : -1};
+            for (int k = 0; k < 2; k++) {
+                if (pre[k] < 0)
+                    continue;
+                int row = glp_add_rows(o->lp, 1);
+                glp_set_row_bnds(o->lp, row, GLP_LO, o->acts[f].dur, 0);
+                nz_add(o, row, 2 + f, 1.0);
+                nz_add(o, row, 2 + pre[k], -1.0);
+            }
+        }
+}
+
 /* C >= e_a + tail_a for every action. */
 static void opt_add_makespan(opt_t *o)
 {
@@ -398,12 +544,12 @@ static void opt_add_makespan(opt_t *o)
  * within the limit (the running sum at a, as the validator counts it). */
 static void opt_add_memory(opt_t *o)
 {
-    const double L = o->c->mem_limit;
-    if (!isfinite(L))
-        return;
     const act_t *acts = o->acts;
     const size_t n = (size_t)o->n;
-    for (int r = 0; r < o->P; r++)
+    for (int r = 0; r < o->P; r++) {
+        const double L = zb_costs_limit(o->c, r);
+        if (!isfinite(L))
+            continue;
         for (int i = 0; i < o->rank_cnt[r]; i++) {
             int a = o->rank_acts[r][i];
             if (acts[a].mem <= 0)
@@ -427,6 +573,7 @@ static void opt_add_memory(opt_t *o)
             }
             glp_set_row_bnds(o->lp, row, GLP_UP, 0, rhs);
         }
+    }
 }
 
 /* Phase 4: the whole model, loaded into GLPK. */
@@ -437,6 +584,7 @@ static zb_status_t opt_build_model(opt_t *o, zb_err_t *err)
         return st;
     opt_add_orders(o);
     opt_add_dependencies(o);
+    opt_add_memory_arcs(o);
     opt_add_makespan(o);
     opt_add_memory(o);
     glp_load_matrix(o->lp, (int)o->nz, o->ia, o->ja, o->ar);

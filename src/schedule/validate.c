@@ -185,11 +185,16 @@ static zb_status_t check_comms(const index_t *ix, zb_err_t *err)
 
 static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
 {
-    if (!isfinite(c->mem_limit))
-        return ZB_OK;
-    /* Tolerate float noise from summing many deltas. */
-    const double limit = c->mem_limit + 1e-9 * fmax(1.0, fabs(c->mem_limit));
+    if (c->rank_limit && c->limit_ranks != s->ranks)
+        return zb_err_set(err, ZB_EINVAL,
+                          "validate: the cost model has memory limits for %d ranks, the schedule "
+                          "has %d", c->limit_ranks, s->ranks);
     for (int r = 0; r < s->ranks; r++) {
+        const double lim = zb_costs_limit(c, r);
+        if (!isfinite(lim))
+            continue;
+        /* Tolerate float noise from summing many deltas. */
+        const double limit = lim + 1e-9 * fmax(1.0, fabs(lim));
         double sum = 0;
         for (int i = 0; i < s->rank[r].len; i++) {
             const zb_action_t *a = &s->rank[r].actions[i];
@@ -198,8 +203,7 @@ static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_
                 return zb_err_set(err, ZB_EMEMLIMIT,
                                   "validate: rank %d needs %g memory after %s(stage %d, mb %d) "
                                   "(action %d), limit %g (memory units of the cost model)",
-                                  r, sum, zb_action_type_name(a->type), a->stage, a->mb, i,
-                                  c->mem_limit);
+                                  r, sum, zb_action_type_name(a->type), a->stage, a->mb, i, lim);
         }
     }
     return ZB_OK;

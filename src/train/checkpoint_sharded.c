@@ -503,6 +503,11 @@ static zb_status_t parse(const char *path, char *text, size_t len, zb_ckpt_manif
         if (zb_train_config_check(&chk, &why) != ZB_OK)
             return zb_err_set(err, ZB_EFORMAT,
                               "checkpoint manifest %s holds an invalid setting: %s", path, why.msg);
+        if (c->seq > g->max_seq)
+            return zb_err_set(err, ZB_EFORMAT,
+                              "checkpoint manifest %s holds sequence length %d, more than its "
+                              "model's maximum %d",
+                              path, c->seq, g->max_seq);
     }
     uint64_t pe, ps, po;
     if (!(p = field(text, "data")) ||

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "zbpp/train.h"
@@ -68,10 +69,17 @@ zb_status_t zb_ckpt_rotate(const char *path, long step, int keep, zb_err_t *err)
     char link_path[4200];
     if (snprintf(link_path, sizeof link_path, "%s.step%06ld", path, step) >= (int)sizeof link_path)
         return zb_err_set(err, ZB_EINVAL, "--keep-last: path too long: %.64s...", path);
+    /* through a symlink to the file it names: linking the link itself would make every kept
+     * step point at whatever PATH names later; a device or FIFO has no copy to keep */
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return zb_err_set(err, ZB_EIO, "--keep-last: cannot read %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return zb_err_set(err, ZB_EINVAL, "--keep-last: %s is not a regular file", path);
     if (remove(link_path) != 0 && errno != ENOENT) /* a file of an earlier run at this step */
         return zb_err_set(err, ZB_EIO, "--keep-last: cannot replace %s: %s", link_path,
                           strerror(errno));
-    if (link(path, link_path) != 0) {
+    if (linkat(AT_FDCWD, path, AT_FDCWD, link_path, AT_SYMLINK_FOLLOW) != 0) {
         zb_status_t st = copy_file(path, link_path, err);
         if (st != ZB_OK)
             return st;

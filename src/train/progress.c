@@ -2,6 +2,7 @@
  * otherwise, and a JSON-lines metrics file (one object per step, flushed as it goes so a crashed
  * run still leaves its history). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,23 @@ static void times(const zb_progress_t *p, const zb_step_stats_t *s, char *el, ch
         fmt_duration(eta, cap, done_here > 0 ? *elapsed / (double)done_here * (double)left : -1);
 }
 
+/* The metrics file for appending or from scratch. Never waits in open: a FIFO nobody reads
+ * fails at once with ENXIO (fopen would block until a reader comes, forever if none does). */
+static FILE *open_metrics(const char *path, bool append)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
+                            (append ? O_APPEND : O_TRUNC), 0666);
+    if (fd < 0)
+        return NULL;
+    int flags = fcntl(fd, F_GETFL); /* writes may wait for a slow reader, as with fopen */
+    if (flags >= 0)
+        (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f)
+        close(fd);
+    return f;
+}
+
 zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metrics_path,
                              bool append, long total_steps, zb_err_t *err)
 {
@@ -80,7 +98,7 @@ zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metri
     p->first_step = -1;
     if (metrics_path) {
         p->metrics_path = strdup(metrics_path);
-        p->metrics = fopen(metrics_path, append ? "a" : "w");
+        p->metrics = open_metrics(metrics_path, append);
         if (!p->metrics_path || !p->metrics) {
             int saved = errno;
             if (p->metrics)
@@ -88,11 +106,21 @@ zb_status_t zb_progress_open(zb_progress_t **out, FILE *human, const char *metri
             free(p->metrics_path);
             free(p);
             return zb_err_set(err, ZB_EIO, "cannot write metrics file %s: %s", metrics_path,
-                              strerror(saved));
+                              saved == ENXIO ? "it is a FIFO and nothing reads it"
+                                             : strerror(saved));
         }
     }
     *out = p;
     return ZB_OK;
+}
+
+/* "  mfu 12.3%" of this step against the peak, "" when the peak is unknown. */
+static void mfu_text(const zb_progress_t *p, const zb_step_stats_t *s, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (p->peak_flops > 0 && p->flops_per_step > 0 && s->step_ms > 0)
+        snprintf(buf, cap, "  mfu %.1f%%",
+                 100 * p->flops_per_step / (s->step_ms * 1e-3) / p->peak_flops);
 }
 
 static void draw_bar(zb_progress_t *p, const zb_step_stats_t *s, const char *el, const char *eta)
@@ -107,8 +135,10 @@ static void draw_bar(zb_progress_t *p, const zb_step_stats_t *s, const char *el,
         bar[i] = i < fill ? '#' : '.';
     bar[WIDTH] = '\0';
     /* \r redraws in place; \033[K clears what a longer previous line left behind */
-    fprintf(p->human, "\r[%s] step %ld/%ld  loss %.4f  %.0f tok/s  %s elapsed, ETA %s%s\033[K",
-            bar, done, p->total, s->loss, s->tokens_per_s, el, eta,
+    char mfu[24];
+    mfu_text(p, s, mfu, sizeof mfu);
+    fprintf(p->human, "\r[%s] step %ld/%ld  loss %.4f  %.0f tok/s%s  %s elapsed, ETA %s%s\033[K",
+            bar, done, p->total, s->loss, s->tokens_per_s, mfu, el, eta,
             s->skipped ? "  (skipped)" : "");
     fflush(p->human);
     p->bar_drawn = true;
@@ -136,11 +166,13 @@ zb_status_t zb_progress_step(zb_progress_t *p, const zb_step_stats_t *s, zb_err_
                 p->last_draw = zb_now();
             }
         } else {
+            char mfu[24];
+            mfu_text(p, s, mfu, sizeof mfu);
             fprintf(p->human,
-                    "step %ld/%ld  loss %.6f  lr %.3e  norm %.4f  %.1f ms  %.0f tok/s  "
+                    "step %ld/%ld  loss %.6f  lr %.3e  norm %.4f  %.1f ms  %.0f tok/s%s  "
                     "%s elapsed, ETA %s%s\n",
                     s->step + 1, p->total, s->loss, s->lr, s->grad_norm, s->step_ms,
-                    s->tokens_per_s, el, eta,
+                    s->tokens_per_s, mfu, el, eta,
                     s->skipped ? "  skipped: non-finite gradient norm" : "");
             if (s->has_val)
                 fprintf(p->human, "step %ld/%ld  val loss %.4f\n", s->step + 1, p->total,

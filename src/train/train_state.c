@@ -181,6 +181,11 @@ static zb_status_t check_stored_settings(const char *path, const uint64_t *h, zb
     if (zb_train_config_check(&c, &why) != ZB_OK)
         return zb_err_set(err, ZB_EFORMAT, "checkpoint %s holds an invalid setting: %s", path,
                           why.msg);
+    if (c.seq > (int)h[H_MAXT])
+        return zb_err_set(err, ZB_EFORMAT,
+                          "checkpoint %s holds sequence length %d, more than its model's "
+                          "maximum %d",
+                          path, c.seq, (int)h[H_MAXT]);
     return ZB_OK;
 }
 

@@ -356,6 +356,8 @@ static zb_status_t save(const zb_train_hooks_t *h, zb_trainer_t *t, zb_err_t *er
         st = h->save(h->ctx, t, err);
     } else {
         if ((st = to_host(h, true, err)) == ZB_OK)
+            st = zb_diverge_check_weights(t->params.data, t->params.count, cfg->save_path, err);
+        if (st == ZB_OK)
             st = zb_train_save(t, cfg->save_path, err);
         host_done(h);
         if (st == ZB_OK && cfg->keep_last > 0)
@@ -377,6 +379,9 @@ static zb_status_t sample(const zb_train_hooks_t *h, zb_trainer_t *t, FILE *huma
 static zb_status_t save_model(const zb_train_hooks_t *h, zb_trainer_t *t, zb_err_t *err)
 {
     zb_status_t st = to_host(h, false, err);
+    if (st == ZB_OK)
+        st = zb_diverge_check_weights(t->params.data, t->params.count, t->cfg.save_model_path,
+                                      err);
     if (st == ZB_OK)
         st = zb_gpt2_save_llmc(t->cfg.save_model_path, &t->params, err);
     host_done(h);
@@ -448,7 +453,7 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
         summary->skipped += s.skipped;
         st = zb_progress_step(prog, &s, err);
         if (st == ZB_OK) /* K skipped steps in a row: diverged, stop before any save */
-            st = zb_diverge_step(&div, s.skipped, t->step, err);
+            st = zb_diverge_step(&div, s.skipped, s.loss, t->step, err);
         if (st == ZB_OK && cfg->sample_every > 0 && t->step % cfg->sample_every == 0)
             st = sample(h, t, human, err);
         if (st == ZB_OK && cfg->save_every > 0 && t->step % cfg->save_every == 0 &&
@@ -462,6 +467,8 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
         if (err)
             *err = close_err;
     }
+    if (st == ZB_OK && summary->steps_run > 0) /* every rank saw this loss: all stop here */
+        st = zb_diverge_final(&div, err);
     if (st == ZB_OK && cfg->save_path)
         st = save(h, t, err);
     if (st == ZB_OK && cfg->save_model_path)

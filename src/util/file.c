@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -136,6 +137,33 @@ static int only_digits_after(const char *name, void *prefix)
     return 0;
 }
 
+/* `path` itself, or for a symlink the file it points to (written through, the link kept: renaming
+ * over the link would replace the link). A dangling link is refused, naming its target. */
+static zb_status_t resolve_link(const char *path, const char *prefix, char *out, size_t cap,
+                                zb_err_t *err)
+{
+    snprintf(out, cap, "%s", path);
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode))
+        return ZB_OK;
+    char resolved[PATH_MAX];
+    if (!realpath(path, resolved)) {
+        int saved = errno;
+        char target[PATH_MAX];
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        if (saved == ENOENT)
+            return zb_err_set(err, ZB_EIO, "%s%s: it is a symlink to a missing file (%s)", prefix,
+                              path, n > 0 ? target : "?");
+        return zb_err_set(err, ZB_EIO, "%s%s: it is a symlink to %s (%s)", prefix, path,
+                          n > 0 ? target : "?", strerror(saved));
+    }
+    if (strlen(resolved) >= cap)
+        return zb_err_set(err, ZB_EINVAL, "path too long: %.64s...", resolved);
+    snprintf(out, cap, "%s", resolved);
+    return ZB_OK;
+}
+
 /* Open a character device or FIFO for writing in place (no temp file, no rename). */
 static zb_status_t open_in_place(zb_atomic_file_t *af, const char *shown, zb_err_t *err)
 {
@@ -164,30 +192,26 @@ zb_status_t zb_atomic_open(zb_atomic_file_t *af, const char *path, zb_err_t *err
     af->tmp_path[0] = '\0';
     if (strlen(path) >= sizeof af->path)
         return zb_err_set(err, ZB_EINVAL, "path too long: %.64s...", path);
-    snprintf(af->path, sizeof af->path, "%s", path);
+    zb_status_t rs = resolve_link(path, "cannot write ", af->path, sizeof af->path, err);
+    if (rs != ZB_OK)
+        return rs;
     struct stat st;
-    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
-        /* replace what the link points to and keep the link (renaming over it would not) */
-        char resolved[PATH_MAX];
-        if (!realpath(path, resolved))
-            return zb_err_set(err, ZB_EIO, "cannot write %s: it is a symlink to %s (%s)", path,
-                              "a missing file", strerror(errno));
-        if (strlen(resolved) >= sizeof af->path)
-            return zb_err_set(err, ZB_EINVAL, "path too long: %.64s...", resolved);
-        snprintf(af->path, sizeof af->path, "%s", resolved);
-    }
     if (stat(af->path, &st) == 0 && !S_ISREG(st.st_mode)) {
         if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
             return open_in_place(af, path, err);
         return zb_err_set(err, ZB_EIO, "cannot write %s: it is %s, not a regular file", path,
                           file_kind(st.st_mode));
     }
+    bool replacing = stat(af->path, &st) == 0; /* a regular file (others returned above) */
     snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", af->path, (long)getpid());
     int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd >= 0 && flock(fd, LOCK_EX) != 0) { /* marks it live for zb_remove_stale_temps */
         close(fd);
         fd = -1;
     }
+    /* the new file takes the permissions of the one it replaces (not the umask's default) */
+    if (fd >= 0 && replacing)
+        (void)fchmod(fd, st.st_mode & 07777);
     af->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!af->f) {
         int saved = errno;
@@ -203,6 +227,49 @@ zb_status_t zb_atomic_open(zb_atomic_file_t *af, const char *path, zb_err_t *err
     dir_of(af->path, dir, sizeof dir, &base);
     snprintf(prefix, sizeof prefix, "%s.tmp.", base);
     zb_remove_stale_temps(dir, prefix, only_digits_after, prefix);
+    return ZB_OK;
+}
+
+zb_status_t zb_atomic_check(const char *path, int *held_fd, zb_err_t *err)
+{
+    if (held_fd)
+        *held_fd = -1;
+    struct stat st;
+    if (!*path || path[strlen(path) - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+        return zb_err_set(err, ZB_EIO, "%s: is a directory, not a file", path);
+    char real[4096];
+    zb_status_t rs = resolve_link(path, "", real, sizeof real, err);
+    if (rs != ZB_OK)
+        return rs;
+    if (stat(real, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+            return zb_err_set(err, ZB_EIO, "%s: is %s, not a regular file", path,
+                              file_kind(st.st_mode));
+        /* written in place: it must open now, without waiting (a FIFO needs its reader) */
+        int fd = open(real, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno == ENXIO)
+            return zb_err_set(err, ZB_EIO, "%s: is a FIFO and nothing reads it", path);
+        if (fd < 0)
+            return zb_err_set(err, ZB_EIO, "%s: cannot write: %s", path, strerror(errno));
+        if (held_fd && S_ISFIFO(st.st_mode))
+            *held_fd = fd;
+        else
+            close(fd);
+        return ZB_OK;
+    }
+    /* a new file or a replaced one: made in the directory, then renamed */
+    char dir[4096];
+    const char *slash = strrchr(real, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == real)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - real), real);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return zb_err_set(err, ZB_EIO, "%s: directory %s does not exist", path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return zb_err_set(err, ZB_EIO, "%s: directory %s is not writable", path, dir);
     return ZB_OK;
 }
 

@@ -134,7 +134,7 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
 void zb_cli_pipeline_usage(FILE *out)
 {
     fprintf(out,
-            "pipeline (ranks are threads of this process; bit-identical to --ranks 1):\n"
+            "pipeline (ranks are threads, or MPI processes with --transport mpi; bit-identical to --ranks 1):\n"
             "  --ranks P            pipeline ranks (default 1: the single-process trainer)\n"
             "  --dp N               N data-parallel replicas of the P-rank pipeline (N·P ranks;\n"
             "                       --batch is global, B/N sequences per replica; docs/runtime.md)\n"

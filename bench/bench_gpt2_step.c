@@ -67,6 +67,7 @@ int main(int argc, char **argv)
     double *tf = malloc(sizeof(double) * (size_t)steps), *tb = malloc(sizeof(double) * (size_t)steps);
     double *tw = malloc(sizeof(double) * (size_t)steps), *to = malloc(sizeof(double) * (size_t)steps);
     double *tc = malloc(sizeof(double) * (size_t)steps);
+    double *tcs = malloc(sizeof(double) * (size_t)steps); /* whole step, thread CPU time */
     float loss = 0;
     for (int it = -1; it < steps; it++) { /* step -1 warms up caches and page faults */
         zb_gpt2_grads_zero(&g);
@@ -85,8 +86,10 @@ int main(int argc, char **argv)
         zb_gpt2_fold_tied(&g);
         zb_adamw_update_units(&p, &g.g, &opt, &h, h.lr, it + 2, 1.0f, units, units_n);
         double t4 = zb_now();
+        double c4 = cpu_now();
         if (it >= 0) {
             tc[it] = c3 - c0;
+            tcs[it] = c4 - c0;
             tf[it] = t1 - t0, tb[it] = t2 - t1, tw[it] = t3 - t2, to[it] = t4 - t3;
             printf("step %d: loss %.4f  F %.0f ms  B %.0f ms  W %.0f ms  optimizer %.0f ms\n", it,
                    loss, tf[it] * 1e3, tb[it] * 1e3, tw[it] * 1e3, to[it] * 1e3);
@@ -108,6 +111,7 @@ int main(int argc, char **argv)
            mc * 1e3, 6.0 * (double)nparams * N / mc / 1e9);
     printf("  %-22s %8.1f\n  %-22s %8.1f   (%.0f tokens/s)\n", "fold + AdamW", mo * 1e3,
            "whole step", (mt + mo) * 1e3, N / (mt + mo));
+    printf("  %-22s %8.1f\n", "whole step thread CPU", zb_median(tcs, steps) * 1e3);
     size_t af, ab;
     zb_gpt2_stage_mem(&cfg, &span, B, T, &af, &ab);
     printf("stash: %.1f MB after F, %.1f MB after B\n", af / 1e6, ab / 1e6);
@@ -115,6 +119,6 @@ int main(int argc, char **argv)
     zb_adamw_state_free(&opt);
     zb_gpt2_grads_free(&g);
     zb_gpt2_params_free(&p);
-    free(tok), free(tgt), free(units), free(tf), free(tb), free(tw), free(to), free(tot), free(tc);
+    free(tok), free(tgt), free(units), free(tf), free(tb), free(tw), free(to), free(tot), free(tc), free(tcs);
     return 0;
 }

@@ -5,8 +5,13 @@ compute, fp32 master weights and gradients). Attention is PyTorch's scaled_dot_p
 
 Usage: python3 bench/torch_gpt2.py [--precision fp32,tf32,bf16] [--mode eager,compile]
                                    [--B 0] [--T 1024] [--M 2] [--steps 10] [--layers 12]
+                                   [--device cuda|cpu] [--threads N]
 B = 0 takes, per precision, the largest B of a fixed ladder that runs eagerly, and times both
-modes at that B. Prints one line per (precision, mode)."""
+modes at that B. Prints one line per (precision, mode).
+--device cpu (bench/bench_cpu_vs_torch.sh): the same step on the CPU with N threads (set
+OPENBLAS_NUM_THREADS and OMP_NUM_THREADS to N too: the BLAS reads them when it loads); it also
+prints the BLAS library and kernel torch runs, and per-step times with --times. Works with
+Debian's torch 1.13, which has no scaled_dot_product_attention (a masked softmax instead)."""
 import argparse
 import gc
 import math
@@ -18,6 +23,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 PEAK_BF16 = 989e12  # H100 SXM dense bf16
+
+
+def attention(q, k, v):
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return att.masked_fill(mask, float("-inf")).softmax(dim=-1) @ v
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 class Block(nn.Module):
@@ -36,7 +55,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         shape = (B, T, self.nh, C // self.nh)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = attention(q, k, v)
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -66,48 +85,73 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.V), targets.reshape(-1))
 
 
-def run(prec, mode, B, T, M, steps, L, probe=False):
+def run(prec, mode, B, T, M, steps, L, probe=False, device="cuda", times_out=False):
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
     torch.backends.cudnn.allow_tf32 = prec == "tf32"
     torch.manual_seed(0)
-    model = GPT2(L=L).cuda()
+    model = GPT2(L=L).to(device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": rest, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
+    adam = dict(lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    opt = torch.optim.AdamW(groups, fused=True, **adam) if device == "cuda" else \
+        torch.optim.AdamW(groups, **adam)
     fwd = torch.compile(model) if mode == "compile" else model
-    idx = torch.randint(0, 50257, (M, B, T), device="cuda")
-    tgt = torch.randint(0, 50257, (M, B, T), device="cuda")
+    idx = torch.randint(0, 50257, (M, B, T), device=device)
+    tgt = torch.randint(0, 50257, (M, B, T), device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
         for m in range(M):
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=prec == "bf16"):
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=prec == "bf16"):
                 loss = fwd(idx[m], tgt[m]) / M
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss.item() * M
 
-    for _ in range(1 if probe else 3):
+    for _ in range(1 if probe or device == "cpu" else 3):
         step()
-    torch.cuda.synchronize()
+    sync(device)
     if probe:
         return
-    times = []
+    times, cpu = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = step()
-        torch.cuda.synchronize()
+        sync(device)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    if times_out:  # wall and process CPU time (all threads) of each step
+        print("step_ms " + " ".join(f"{t * 1e3:.1f}" for t in times), flush=True)
+        print("cpu_ms " + " ".join(f"{t * 1e3:.1f}" for t in cpu), flush=True)
     med = statistics.median(times)
     nparams = sum(p.numel() for p in model.parameters()) - (50304 - 50257) * 768
     tok = M * B * T
     flops = (6 * nparams + 12 * L * T * 768) * tok
+    mfu = f"MFU {100 * flops / med / PEAK_BF16:5.1f}%  " if device == "cuda" else ""
     print(f"torch {mode:7s} {prec}: B={B} T={T} M={M} {med * 1e3:8.2f} ms/step "
-          f"{tok / med:9.0f} tokens/s  MFU {100 * flops / med / PEAK_BF16:5.1f}%  loss {loss:.4f}",
-          flush=True)
+          f"{tok / med:9.0f} tokens/s  {mfu}loss {loss:.4f}", flush=True)
+
+
+def cpu_blas():
+    """The BLAS library torch loaded (from this process's mappings) and, for OpenBLAS, the
+    kernel it runs."""
+    import ctypes
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if "blas" in path.rsplit("/", 1)[-1] and path.startswith("/"):
+                libs.add(path)
+    for path in sorted(libs):
+        try:
+            core = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        core.restype = ctypes.c_char_p
+        return f"OpenBLAS {core().decode()} ({path})"
+    return "BLAS: " + (", ".join(sorted(libs)) or "none found")
 
 
 def main():
@@ -119,7 +163,20 @@ def main():
     ap.add_argument("--M", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    ap.add_argument("--times", action="store_true", help="also print every timed step")
     a = ap.parse_args()
+    if a.device == "cpu":
+        if a.threads:
+            torch.set_num_threads(a.threads)
+        print(f"device: cpu, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+              f"{cpu_blas()}", flush=True)
+        for prec in a.precision.split(","):
+            for mode in a.mode.split(","):
+                run(prec, mode, a.B or 8, a.T, a.M, a.steps, a.layers, device="cpu",
+                    times_out=a.times)
+        return
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     for prec in a.precision.split(","):
         # one B per precision for both modes: the largest of a fixed ladder that runs eagerly

@@ -25,10 +25,13 @@ RUN=(--text "$TEXT" --seq $T --batch 4 --microbatches 4 --partition flops --quie
 # parameters of the big model in KiB (llm.c layout, vocab padded to 128)
 model_kib=$(( 4 * (V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C) / 1024 ))
 
-# "rank KiB" lines, one per process, sorted by rank
+# "rank KiB" lines, one per process, sorted by rank. Each process's figure goes to a file of its
+# own: mpirun's forwarding of the processes' last stderr lines at exit is not reliable under load.
 peaks() {
-    $MPIRUN -np 4 sh -c '/usr/bin/time -f "rss $OMPI_COMM_WORLD_RANK %M" "$@"' sh \
-        "$Z" train "$@" --ranks 4 --transport mpi 2>&1 | awk '/^rss / { print $2, $3 }' | sort -n
+    rm -f rss.*
+    $MPIRUN -np 4 sh -c '/usr/bin/time -o "rss.$OMPI_COMM_WORLD_RANK" -f "rss $OMPI_COMM_WORLD_RANK %M" "$@"' sh \
+        "$Z" train "$@" --ranks 4 --transport mpi >/dev/null 2>&1
+    cat rss.* 2>/dev/null | awk '/^rss / { print $2, $3 }' | sort -n
 }
 
 compare() { # what, model-sized buffers read (1, or 3 resuming), peaks of the big model's run,

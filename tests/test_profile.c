@@ -126,6 +126,32 @@ static void test_stage_and_rank_costs(void **state)
     assert_int_equal(zb_profile_stage_costs(&p, bad, 2, &c, &err), ZB_EINVAL);
 }
 
+/* The one-call chain gives the partition and costs of the three steps done by hand. */
+static void test_profile_partition_is_the_chain(void **state)
+{
+    (void)state;
+    zb_op_time_t blocks[4];
+    zb_profile_t p;
+    fake_profile(&p, blocks);
+    zb_err_t err;
+    int first[3];
+    zb_costs_t c;
+    assert_int_equal(zb_profile_partition(&p, 2, first, &c, &err), ZB_OK);
+    assert_true(first[0] == 0 && first[1] == 3 && first[2] == 4); /* the heavy block alone */
+    zb_costs_t by_hand;
+    assert_int_equal(zb_profile_stage_costs(&p, first, 2, &by_hand, &err), ZB_OK);
+    for (int s = 0; s < 2; s++)
+        assert_true(c.t_f[s] == by_hand.t_f[s] && c.t_b[s] == by_hand.t_b[s] &&
+                    c.t_w[s] == by_hand.t_w[s] && c.m_f[s] == by_hand.m_f[s] &&
+                    c.m_keep[s] == by_hand.m_keep[s]);
+    zb_costs_free(&by_hand);
+    zb_costs_free(&c);
+    /* more stages than blocks: the partitioner's error, nothing to free */
+    int first9[10];
+    assert_int_not_equal(zb_profile_partition(&p, 9, first9, &c, &err), ZB_OK);
+    assert_true(err.msg[0] != '\0');
+}
+
 /* ---- pipeline with measured costs vs the single process ---- */
 
 static void tiny_config(zb_train_config_t *c, int M) { pt_tiny_config(c, 8, 8, M, STEPS); }
@@ -266,6 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_measure_is_complete),
         cmocka_unit_test(test_stage_and_rank_costs),
+        cmocka_unit_test(test_profile_partition_is_the_chain),
         cmocka_unit_test(test_auto_with_measured_costs_bit_identical),
         cmocka_unit_test(test_flop_model_still_available),
         cmocka_unit_test(test_trace_files),

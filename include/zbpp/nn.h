@@ -107,4 +107,74 @@ const char *zb_blas_init(void);
  * Call after the model and its buffers are allocated (docs/reliability.md). */
 zb_status_t zb_blas_check_headroom(int threads, zb_err_t *err);
 
+/* ---- CPU features and the BLAS kernel choice (docs/blas.md, "Kernel choice") ---- */
+
+/* What the CPU can run, from CPUID, counting a vector extension only when the OS saves its
+ * registers (XGETBV). ZB_CPU_AMD is the vendor, not an instruction set. */
+enum {
+    ZB_CPU_SSE3 = 1u << 0,
+    ZB_CPU_SSE42 = 1u << 1,
+    ZB_CPU_AVX = 1u << 2,
+    ZB_CPU_AVX2 = 1u << 3,
+    ZB_CPU_FMA = 1u << 4,
+    ZB_CPU_AVX512F = 1u << 5,
+    ZB_CPU_AVX512BW = 1u << 6,
+    ZB_CPU_AVX512VL = 1u << 7,
+    ZB_CPU_AVX512DQ = 1u << 8,
+    ZB_CPU_AVX512_BF16 = 1u << 9,
+    ZB_CPU_AMX_TILE = 1u << 10,
+    ZB_CPU_AMX_BF16 = 1u << 11,
+    ZB_CPU_AMD = 1u << 12,
+};
+/* The ZB_CPU_* bits of the CPU this runs on (0 on a CPU that is not x86-64). */
+unsigned zb_cpu_features(void);
+/* The bits' names, space-separated ("avx2 fma ..."), into buf (always terminated). */
+const char *zb_cpu_features_str(unsigned features, char *buf, size_t size);
+
+/* How the BLAS kernel in use compares with the best one the BLAS library has for this CPU. */
+typedef enum {
+    ZB_BLAS_CORE_BEST,     /* the library chose the best kernel it has for the CPU */
+    ZB_BLAS_CORE_USER,     /* OPENBLAS_CORETYPE was set by the user: respected, never changed */
+    ZB_BLAS_CORE_LOW,      /* below the CPU's best: set OPENBLAS_CORETYPE=best before the library
+                            * loads (the zbpp CLI re-executes itself to do so) */
+    ZB_BLAS_CORE_SWITCHED, /* zbpp set OPENBLAS_CORETYPE=best and the library took it */
+    ZB_BLAS_CORE_FAILED,   /* zbpp set OPENBLAS_CORETYPE=best and the library did not take it */
+    ZB_BLAS_CORE_UNKNOWN,  /* a kernel name missing from zbpp's table: left as it is */
+    ZB_BLAS_CORE_OTHER,    /* not OpenBLAS, or not x86-64: nothing to choose */
+} zb_blas_core_state_t;
+
+typedef struct {
+    zb_blas_core_state_t state;
+    unsigned features; /* ZB_CPU_* */
+    char in_use[32];   /* the kernel running now, e.g. "SkylakeX" ("" if not OpenBLAS) */
+    char best[32];     /* the best kernel the library has for the CPU's features */
+    char chosen[32];   /* what OpenBLAS chose on its own, when zbpp set the variable */
+    char line[256];    /* one line saying all of the above, for run headers and warnings */
+} zb_blas_kernel_t;
+
+/* The environment variable through which zbpp tells its re-executed self that it set
+ * OPENBLAS_CORETYPE: "<OpenBLAS's own choice>><the core zbpp set>". */
+#define ZB_BLAS_CORE_ENV "ZBPP_BLAS_CORE_SET"
+
+/* The decision, without side effects (tested table by table): `features` are ZB_CPU_* bits,
+ * `has_core(name)` says whether the library has that kernel (NULL: every kernel), `in_use` the
+ * kernel OpenBLAS runs, `user_env` the value of OPENBLAS_CORETYPE (NULL if unset) and `zbpp_env`
+ * that of ZB_BLAS_CORE_ENV (NULL if unset). An OPENBLAS_CORETYPE that zbpp did not set is never
+ * overridden. Fills every field of *out. */
+void zb_blas_core_decide(zb_blas_kernel_t *out, unsigned features, int (*has_core)(const char *),
+                         const char *in_use, const char *user_env, const char *zbpp_env);
+/* The best kernel of zbpp's table for `features` that has_core accepts (NULL: any), or NULL
+ * when none fits. */
+const char *zb_blas_best_core(unsigned features, int (*has_core)(const char *));
+/* The decision for this process (computed once; never touches the BLAS's threads or buffers,
+ * so it is safe before zb_blas_init). */
+const zb_blas_kernel_t *zb_blas_kernel(void);
+
+/* Whether this CPU build can train with bf16 products: ZB_OK, or ZB_EUNSUPPORTED and the one
+ * reason in err (no AVX512-BF16/AMX-BF16 instructions; no bf16 GEMM in the BLAS; no CPU bf16
+ * path in the trainer), checked in that order. */
+zb_status_t zb_cpu_bf16_check(zb_err_t *err);
+/* The same decision for given ZB_CPU_* features and BLAS (tests). */
+zb_status_t zb_cpu_bf16_check_for(unsigned features, int has_sbgemm, zb_err_t *err);
+
 #endif

@@ -104,6 +104,13 @@ void zb_profile_block_costs(const zb_profile_t *p, zb_block_costs_t *bc);
 zb_status_t zb_profile_stage_costs(const zb_profile_t *p, const int *first, int stages,
                                    zb_costs_t *out, zb_err_t *err);
 
+/* Profile -> partition -> per-stage costs, the chain that zbpp profile and the pipeline trainer
+ * both plan from: the blocks partitioned into `stages` balancing their measured F+B+W
+ * (zb_profile_block_costs, zb_partition) into first[0..stages], and that partition's cost model
+ * (zb_profile_stage_costs) in *out (free with zb_costs_free). */
+zb_status_t zb_profile_partition(const zb_profile_t *p, int stages, int *first, zb_costs_t *out,
+                                 zb_err_t *err);
+
 /* One stage per rank: rank r's figures are the sums over the stages it holds (chunks per rank,
  * placement pl) of the per-stage model `stage` (stage->stages == ranks·chunks); comm is the
  * largest of its stages'. Free with zb_costs_free. */

@@ -13,7 +13,8 @@ int zb_cmd_plan(int argc, char **argv); /* cmd_plan.c */
 int zb_cmd_profile(int argc, char **argv); /* cmd_profile.c */
 int zb_cmd_plot(int argc, char **argv);    /* cmd_plot.c */
 int zb_cmd_generate(int argc, char **argv); /* cmd_generate.c */
-/* Under `ulimit -v`, re-execute once with OPENBLAS_NUM_THREADS=1 (blas_env.c). */
+/* Re-execute once with OPENBLAS_CORETYPE set when OpenBLAS chose kernels below the CPU's, and
+ * with OPENBLAS_NUM_THREADS=1 under `ulimit -v` (blas_env.c). */
 void zb_cli_blas_env(char **argv);
 /* End the process (exit 1, one line naming `what`) unless zb_cli_watchdog_stop is called within
  * `seconds` (<= 0: no watchdog). For MPI start-up, which has no timeout (startup_watchdog.c). */

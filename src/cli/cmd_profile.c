@@ -12,7 +12,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/device_flags.h"
-#include "cli/pipeline_flags.h"
+#include "cli/pipeline_print.h"
 #include "zbpp/pipeline.h"
 #include "zbpp/nn.h"
 #include "zbpp/plan.h"
@@ -496,17 +496,11 @@ static int run(opts_t *o, zb_err_t *err)
         return zb_cli_error(CMD, "%s", err->msg), ZB_EXIT_FAIL;
 
     int first[1025];
-    zb_block_costs_t bc = {.block = malloc((size_t)cfg.layers * sizeof(double))};
     zb_costs_t sc, rc;
     zb_plan_t plan;
     memset(&plan, 0, sizeof plan);
     int exit_rc = ZB_EXIT_FAIL;
-    if (!bc.block)
-        st = zb_err_set(err, ZB_ENOMEM, "out of memory");
-    else
-        zb_profile_block_costs(&prof, &bc);
-    if (st != ZB_OK || (st = zb_partition(&bc, S, first, err)) != ZB_OK ||
-        (st = zb_profile_stage_costs(&prof, first, S, &sc, err)) != ZB_OK)
+    if ((st = zb_profile_partition(&prof, S, first, &sc, err)) != ZB_OK)
         goto done_prof;
     sc.mem_limit = o->mem_limit > 0 ? o->mem_limit : INFINITY;
     if ((st = zb_profile_rank_costs(&sc, o->ranks, o->chunks, o->placement, &rc, err)) == ZB_OK) {
@@ -525,7 +519,6 @@ static int run(opts_t *o, zb_err_t *err)
     zb_plan_free(&plan);
     zb_costs_free(&sc);
 done_prof:
-    free(bc.block);
     zb_profile_free(&prof);
     if (st != ZB_OK)
         zb_cli_error(CMD, "%s", err->msg);

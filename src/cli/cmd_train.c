@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/device_flags.h"
 #include "cli/pipeline_flags.h"
+#include "cli/pipeline_run.h"
 #include "cli/train_outputs.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
@@ -493,6 +494,8 @@ int zb_cmd_train(int argc, char **argv)
     if (!(c.peak_tflops > 0) && !pipe.mpi) /* MFU against the device's peak */
         c.peak_tflops = default_peak(&c, &pipe, &dev, piped);
     c.stop = zb_cli_train_signals(c.save_path, c.save_model_path, piped && pipe.mpi);
+    if (!dev.cuda)
+        zb_cli_print_kernel_header(verbose);
     if (verbose) {
         /* ranks sharing this process: the pipeline's threads, or one (single process, MPI) */
         int local = piped && !pipe.mpi ? pipe.opts.ranks * (pipe.opts.dp > 1 ? pipe.opts.dp : 1) : 1;
@@ -534,6 +537,8 @@ int zb_cmd_train(int argc, char **argv)
         else if (!sum.interrupted)
             printf("nothing to do: already at step %ld of %ld\n", sum.first_step, c.steps);
         zb_cli_print_run_extras(&c, &sum);
+        if (!dev.cuda)
+            printf("CPU kernels: %s\n", zb_blas_kernel()->line);
         if (c.save_path)
             printf("saved %s\n", c.save_path);
         if (c.save_model_path)

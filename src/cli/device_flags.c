@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/device_flags.h"
+#include "zbpp/nn.h"
 
 /* The flags zb_cli_device_flag takes (keep the lists with it). */
 const char *const zb_cli_device_value_flags[] = {"device", "precision", "sm-per-rank",
@@ -110,6 +111,13 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
         }
         d->opts.null_messages = !strcmp(d->gpu_messages, "none");
         d->opts.device_messages = d->opts.null_messages || !strcmp(d->gpu_messages, "device");
+    }
+    zb_err_t bf16_err;
+    if (!d->cuda && d->opts.precision == ZB_CUDA_BF16 && !d->tf32 &&
+        zb_cpu_bf16_check(&bf16_err) != ZB_OK) {
+        fprintf(stderr, "zbpp %s: --precision bf16 needs --device cuda here: %s\n", cmd,
+                bf16_err.msg);
+        return 2;
     }
     if (!d->cuda && d->opts.precision != ZB_CUDA_FP32) {
         fprintf(stderr, "zbpp %s: %s needs --device cuda (the CPU computes in fp32)\n", cmd,

@@ -8,7 +8,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "cli/pipeline_flags.h"
+#include "cli/mpi_run.h"
+#include "cli/pipeline_print.h"
 #include "cli/train_outputs.h"
 #include "cli/train_report.h"
 #include "cli/train_signals.h"
@@ -106,8 +107,7 @@ int zb_cli_pipeline_run_mpi(zb_cli_pipeline_t *pc, const zb_train_config_t *c)
                                  : 0;
     if (rep->replicas_checked && rep->replicas_differ > 0) { /* every rank knows: never expected */
         if (net->rank == 0)
-            fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",
-                    rep->replicas_differ);
+            zb_cli_print_replicas_differ(rep);
         status = 1;
     }
     fflush(stdout);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli/train_report.h"
+#include "zbpp/nn.h"
 
 static char g_peak_source[256] = "--peak-tflops";
 
@@ -26,4 +27,18 @@ void zb_cli_print_run_extras(const zb_train_config_t *c, const zb_train_summary_
     if (sum->interrupted)
         printf("interrupted after step %ld of %ld%s\n", sum->first_step + sum->steps_run, c->steps,
                c->save_path || c->save_model_path ? "" : "; nothing saved (no --save)");
+}
+
+void zb_cli_print_kernel_header(bool verbose)
+{
+    const zb_blas_kernel_t *k = zb_blas_kernel();
+    bool warn = k->state == ZB_BLAS_CORE_LOW || k->state == ZB_BLAS_CORE_FAILED;
+    if (!verbose && !warn) /* an error after this must stay the run's one stderr line */
+        return;
+    fprintf(stderr, "zbpp train: CPU kernels: %s\n", k->line);
+    if (verbose) {
+        char f[160];
+        fprintf(stderr, "zbpp train: CPU features: %s\n",
+                zb_cpu_features_str(k->features, f, sizeof f));
+    }
 }

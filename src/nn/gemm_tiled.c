@@ -9,10 +9,18 @@
 
 /* Below this many multiply-adds one call is cheaper than sharing (and the tiles would be small). */
 #define TILE_MIN_MACS (1L << 22)
-/* The split dimension is cut into at most this many tiles of at least TILE_MIN_WIDTH (a multiple
- * of 32, OpenBLAS's micro-tile sizes): 12 divides evenly among 1, 2, 3, 4, 6 and 12 threads. */
-#define TILE_MAX_COUNT 12
+/* A tile is at least TILE_MIN_WIDTH rows and columns (unless it spans the whole dimension), in
+ * multiples of TILE_ALIGN (OpenBLAS's micro-tiles divide 32). */
 #define TILE_MIN_WIDTH 128
+#define TILE_ALIGN 32
+/* The preferred plan: a grid of exactly GRID_TILES tiles, which divide evenly among 1, 2, 4, 8 and
+ * 16 threads. Of the grids that fit, the one that packs the fewest operand floats: every tile
+ * packs its rows of op(A) and its columns of op(B), so a grid of mt x nt tiles packs A nt times
+ * and B mt times (a whole-dimension split packs one of them once, the other per tile). */
+#define GRID_TILES 16
+/* Otherwise (small products) the longer of M and N is cut into at most LINE_MAX_TILES tiles:
+ * 12 divides evenly among 1, 2, 3, 4, 6 and 12 threads. */
+#define LINE_MAX_TILES 12
 
 typedef struct {
     int ta, tb, M, N, K;
@@ -20,45 +28,75 @@ typedef struct {
     const float *A, *B;
     float *C;
     int lda, ldb, ldc;
-    int split_rows; /* tiles cut M (else N) */
-    int width;      /* rows or columns per tile */
-    int dim;        /* M or N */
+    int rows, cols;   /* rows and columns per tile */
+    int mt, nt;       /* tiles along M and N */
 } tiled_t;
 
 static void tile_run(void *ctx, size_t chunk, int worker)
 {
     (void)worker;
     const tiled_t *g = ctx;
-    int lo = (int)chunk * g->width;
-    int len = g->dim - lo < g->width ? g->dim - lo : g->width;
-    if (g->split_rows) {
-        /* rows lo.. of C and of op(A): A's row lo (not transposed) or column lo (transposed) */
-        const float *A = g->ta ? g->A + lo : g->A + (size_t)lo * g->lda;
-        zb_sgemm(g->ta, g->tb, len, g->N, g->K, g->alpha, A, g->lda, g->B, g->ldb, g->beta,
-                 g->C + (size_t)lo * g->ldc, g->ldc);
-    } else {
-        /* columns lo.. of C and of op(B): B's column lo (not transposed) or row lo (transposed) */
-        const float *B = g->tb ? g->B + (size_t)lo * g->ldb : g->B + lo;
-        zb_sgemm(g->ta, g->tb, g->M, len, g->K, g->alpha, g->A, g->lda, B, g->ldb, g->beta,
-                 g->C + lo, g->ldc);
+    int r0 = (int)(chunk / (size_t)g->nt) * g->rows, c0 = (int)(chunk % (size_t)g->nt) * g->cols;
+    int m = g->M - r0 < g->rows ? g->M - r0 : g->rows;
+    int n = g->N - c0 < g->cols ? g->N - c0 : g->cols;
+    /* rows r0.. of op(A): A's row r0 (not transposed) or column r0 (transposed); columns c0.. of
+     * op(B): B's column c0 (not transposed) or row c0 (transposed) */
+    const float *A = g->ta ? g->A + r0 : g->A + (size_t)r0 * g->lda;
+    const float *B = g->tb ? g->B + (size_t)c0 * g->ldb : g->B + c0;
+    zb_sgemm(g->ta, g->tb, m, n, g->K, g->alpha, A, g->lda, B, g->ldb, g->beta,
+             g->C + (size_t)r0 * g->ldc + c0, g->ldc);
+}
+
+/* Width of each of `count` tiles over `dim` (aligned), and how many tiles that really makes. */
+static int cut(int dim, int count, int *width)
+{
+    if (count <= 1) {
+        *width = dim;
+        return 1;
     }
+    int w = (dim + count - 1) / count;
+    w = (w + TILE_ALIGN - 1) / TILE_ALIGN * TILE_ALIGN;
+    *width = w;
+    return w < TILE_MIN_WIDTH ? 0 : (dim + w - 1) / w;
+}
+
+/* The grid of exactly GRID_TILES tiles that packs least, if one fits. */
+static int plan_grid(tiled_t *g)
+{
+    double best = -1;
+    for (int mt = 1; mt <= GRID_TILES; mt *= 2) {
+        int nt = GRID_TILES / mt, rows, cols;
+        if (cut(g->M, mt, &rows) != mt || cut(g->N, nt, &cols) != nt)
+            continue;
+        double packed = (double)nt * g->M * g->K + (double)mt * g->K * g->N;
+        if (best < 0 || packed < best) {
+            best = packed;
+            g->mt = mt, g->nt = nt, g->rows = rows, g->cols = cols;
+        }
+    }
+    return best < 0 ? 0 : GRID_TILES;
 }
 
 /* How a shape is cut: the number of tiles (1 = one plain call). */
 static int plan_tiles(tiled_t *g)
 {
+    g->mt = g->nt = 1, g->rows = g->M, g->cols = g->N;
     if ((long)g->M * g->N * g->K < TILE_MIN_MACS)
         return 1;
-    g->split_rows = g->M > g->N;
-    g->dim = g->split_rows ? g->M : g->N;
-    int count = g->dim / TILE_MIN_WIDTH;
-    if (count > TILE_MAX_COUNT)
-        count = TILE_MAX_COUNT;
+    if (plan_grid(g))
+        return GRID_TILES;
+    int split_rows = g->M > g->N, dim = split_rows ? g->M : g->N;
+    int count = dim / TILE_MIN_WIDTH;
+    if (count > LINE_MAX_TILES)
+        count = LINE_MAX_TILES;
     if (count <= 1)
         return 1;
-    int w = (g->dim + count - 1) / count;
-    g->width = (w + 31) & ~31;
-    return (g->dim + g->width - 1) / g->width;
+    int w, tiles = cut(dim, count, &w);
+    if (split_rows)
+        g->mt = tiles, g->rows = w;
+    else
+        g->nt = tiles, g->cols = w;
+    return tiles;
 }
 
 int zb_sgemm_tile_count(int M, int N, int K)

@@ -134,28 +134,33 @@ static zb_status_t flop_stage_costs(const zb_block_costs_t *bc, int S, const int
     return st;
 }
 
+/* The FLOP model's partition of S stages into first[] and its per-stage costs. */
+static zb_status_t flop_partition(const pl_t *pl, int S, int *first, zb_costs_t *costs,
+                                  zb_err_t *err)
+{
+    int L = pl->mcfg.layers;
+    double *block = malloc((size_t)L * sizeof *block);
+    if (!block)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory planning stages");
+    zb_block_costs_t bc = {.layers = L, .block = block};
+    zb_block_costs_flops(&pl->mcfg, pl->T, block, &bc.embed, &bc.head);
+    zb_status_t st = zb_partition(&bc, S, first, err);
+    if (st == ZB_OK)
+        st = flop_stage_costs(&bc, S, first, costs, err);
+    free(block);
+    return st;
+}
+
 /* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
  * (owned by the caller on success). */
 static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *costs,
                                zb_err_t *err)
 {
-    int L = pl->mcfg.layers;
     if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds first[] */
         return zb_err_set(err, ZB_EINVAL, "%d stages: at most %d are supported", S,
                           ZB_TAG_MAX_STAGE + 1);
-    double *block = malloc((size_t)L * sizeof *block);
-    if (!block)
-        return zb_err_set(err, ZB_ENOMEM, "out of memory planning stages");
-    zb_block_costs_t bc = {.layers = L, .block = block};
-    if (pl->prof)
-        zb_profile_block_costs(pl->prof, &bc);
-    else
-        zb_block_costs_flops(&pl->mcfg, pl->T, block, &bc.embed, &bc.head);
-    zb_status_t st = zb_partition(&bc, S, first, err);
-    if (st == ZB_OK)
-        st = pl->prof ? zb_profile_stage_costs(pl->prof, first, S, costs, err)
-                      : flop_stage_costs(&bc, S, first, costs, err);
-    free(block);
+    zb_status_t st = pl->prof ? zb_profile_partition(pl->prof, S, first, costs, err)
+                              : flop_partition(pl, S, first, costs, err);
     if (st != ZB_OK)
         return st;
     pl_stage_memory(pl, S, first, costs);

@@ -315,6 +315,18 @@ zb_status_t zb_profile_stage_costs(const zb_profile_t *p, const int *first, int 
     return st;
 }
 
+zb_status_t zb_profile_partition(const zb_profile_t *p, int stages, int *first, zb_costs_t *out,
+                                 zb_err_t *err)
+{
+    zb_block_costs_t bc = {.block = malloc((size_t)p->layers * sizeof(double))};
+    if (!bc.block)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory partitioning the profile");
+    zb_profile_block_costs(p, &bc);
+    zb_status_t st = zb_partition(&bc, stages, first, err);
+    free(bc.block);
+    return st == ZB_OK ? zb_profile_stage_costs(p, first, stages, out, err) : st;
+}
+
 zb_status_t zb_profile_rank_costs(const zb_costs_t *stage, int ranks, int chunks,
                                   zb_placement_t pl, zb_costs_t *out, zb_err_t *err)
 {

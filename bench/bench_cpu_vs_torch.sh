@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# bench_cpu_vs_torch.sh — one GPT-2 124M training step on the CPU, zbpp next to PyTorch, at 1, 2
+# and all cores: B=8, T=128, fp32, one microbatch; forward, backward, grad clip 1.0, AdamW
+# (zbpp train; bench/torch_gpt2.py --device cpu, eager). Each run trains STEPS+1 steps and its
+# figure is the median of steps 2..STEPS+1 (the first warms caches and allocators); the two
+# take turns at each thread count, REPS times, and the table shows the median over the reps,
+# so a noisy neighbour hits both. Prints the BLAS kernel each one ran. On a loaded machine wall
+# time says little, so a last row compares one-thread CPU time per step (zbpp: bench_gpt2_step's
+# whole step, the same model, batch and AdamW without data loading; torch: the process's CPU
+# time of each step), which a neighbour does not inflate the same way.
+# PyTorch: Debian's python3-torch (run with /usr/bin/python3) or any torch on $PYTHON; its BLAS
+# threads follow OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, set here to the thread count.
+#
+# usage: bash bench/bench_cpu_vs_torch.sh [zbpp] [steps reps layers "threads..."]
+#        (defaults: build/zbpp 3 1 12 "1 2 <all cores>")
+set -u
+Z=${1:-build/zbpp}
+STEPS=${2:-3} REPS=${3:-1} L=${4:-12}
+ALL=$(nproc)
+THREADS=${5:-$(printf '%s\n' 1 2 "$ALL" | awk '!seen[$1]++ && $1 <= '"$ALL"'' | tr '\n' ' ')}
+PY=${PYTHON:-/usr/bin/python3}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+W=$(mktemp -d /tmp/zbpp_bench_cpu_torch.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+B=8 T=128
+MODEL="--text $SRC/data/demo_corpus.txt --layers $L --channels 768 --heads 12 --vocab 50257
+--max-seq 1024 --batch $B --seq $T --steps $((STEPS + 1)) --quiet"
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+"$PY" -c 'import torch' 2>/dev/null || { echo "no torch for $PY (apt-get install python3-torch)"; exit 77; }
+# shellcheck disable=SC2086
+zk=$("$Z" train $MODEL --steps 0 --verbose 2>&1 | sed -n 's/^zbpp train: CPU kernels: //p')
+tk=$(OPENBLAS_NUM_THREADS=1 "$PY" "$SRC/bench/torch_gpt2.py" --device cpu --threads 1 \
+     --layers 0 --B 1 --T 8 --steps 0 --precision fp32 --mode eager 2>&1 | head -1)
+echo "GPT-2 124M (L=$L) B=$B T=$T fp32, one step; $STEPS timed steps x $REPS reps; cores: $ALL;" \
+     "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+echo "zbpp:  $zk"
+echo "torch: $tk"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+zbpp_ms() { # threads -> median step ms of one run
+    # shellcheck disable=SC2086
+    "$Z" train $MODEL --threads "$1" --metrics "$W/m.jsonl" >"$W/out" 2>&1 ||
+        { echo "zbpp --threads $1 failed: $(tail -1 "$W/out")" >&2; return 1; }
+    grep -o '"step_ms": *[0-9.]*' "$W/m.jsonl" | tail -n +2 | sed 's/.*: *//' | median
+}
+torch_ms() {
+    OPENBLAS_NUM_THREADS=$1 OMP_NUM_THREADS=$1 "$PY" "$SRC/bench/torch_gpt2.py" --device cpu \
+        --threads "$1" --layers "$L" --B $B --T $T --M 1 --steps "$STEPS" --precision fp32 \
+        --mode eager --times >"$W/tout" 2>&1 ||
+        { echo "torch --threads $1 failed: $(tail -1 "$W/tout")" >&2; return 1; }
+    sed -n 's/^step_ms //p' "$W/tout" | tr ' ' '\n' | median
+    [ "$1" -eq 1 ] && sed -n 's/^cpu_ms //p' "$W/tout" | tr ' ' '\n' | median >>"$W/tcpu"
+    return 0
+}
+zbpp_cpu_ms() { # one thread, whole step, thread CPU time (bench_gpt2_step)
+    "$(dirname "$Z")/bench_gpt2_step" "$STEPS" $B $T "$L" >"$W/zout" 2>&1 ||
+        { echo "bench_gpt2_step failed: $(tail -1 "$W/zout")" >&2; return 1; }
+    sed -n 's/^ *whole step thread CPU *//p' "$W/zout"
+}
+
+for t in $THREADS; do : >"$W/z$t"; : >"$W/t$t"; done
+: >"$W/zcpu"; : >"$W/tcpu"
+for rep in $(seq 1 "$REPS"); do
+    for t in $THREADS; do
+        zbpp_ms "$t" >>"$W/z$t" || exit 1
+        torch_ms "$t" >>"$W/t$t" || exit 1
+    done
+    if [ -x "$(dirname "$Z")/bench_gpt2_step" ] && [[ " $THREADS " == *" 1 "* ]]; then
+        zbpp_cpu_ms >>"$W/zcpu" || exit 1
+    fi
+done
+printf "%-8s %12s %12s %12s\n" threads "zbpp ms" "torch ms" "zbpp/torch"
+for t in $THREADS; do
+    z=$(median <"$W/z$t") p=$(median <"$W/t$t")
+    printf "%-8s %12.0f %12.0f %12.3f\n" "$t" "$z" "$p" "$(awk -v a="$z" -v b="$p" 'BEGIN {print a / b}')"
+done
+if [ -s "$W/zcpu" ] && [ -s "$W/tcpu" ]; then
+    z=$(median <"$W/zcpu") p=$(median <"$W/tcpu")
+    printf "%-8s %12.0f %12.0f %12.3f   (CPU time per step)\n" "1 cpu" "$z" "$p" \
+        "$(awk -v a="$z" -v b="$p" 'BEGIN {print a / b}')"
+fi
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,149 @@
+/* zbpp CLI — the printed report of a pipeline run (threads and MPI) and its memory table,
+ * shared with zbpp profile. The only place a pipeline report is printed. */
+#include <stdio.h>
+
+#include "cli/pipeline_print.h"
+#include "cli/train_report.h"
+#include "zbpp/cuda.h"
+#include "zbpp/pipeline_trace.h"
+
+void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled)
+{
+    if (!rep->measured) {
+        printf("bubble: predicted %.1f%% (simulator)\n", 100 * rep->bubble_predicted);
+        return;
+    }
+    printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
+           100 * rep->bubble_measured, replicas ? ", replica 0" : "", 100 * rep->bubble_predicted);
+    /* profiled costs are seconds: the predicted span compares with the measured one directly */
+    if (profiled && rep->span_predicted > 0)
+        printf("pipeline span (last step): measured %.2f ms, predicted %.2f ms (%+.1f%%)\n",
+               rep->span_measured * 1e3, rep->span_predicted * 1e3,
+               100 * (rep->span_measured / rep->span_predicted - 1));
+}
+
+static void mem_row(const char *what, const zb_rank_mem_t *m)
+{
+    const double MiB = 1048576.0;
+    printf("  %-9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f\n", what, m->params / MiB,
+           m->grads / MiB, m->optimizer / MiB, m->backup / MiB, m->messages / MiB,
+           m->activations / MiB, m->total / MiB, m->stash_alloc / MiB);
+}
+
+void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit)
+{
+    if (rep->mem_on_device)
+        printf("GPU memory per rank, MiB (device: params + grads + optimizer + backup + messages "
+               "+ activation peak; the host mirror is not counted; docs/cuda.md)\n");
+    else
+        printf("memory per rank, MiB (whole rank = params + grads + optimizer + backup + "
+               "messages + activation peak; docs/runtime.md)\n");
+    printf("  %-9s %8s %8s %8s %8s %8s %8s %9s %9s\n", "", "params", "grads", "optim", "backup",
+           "messages", "act.peak", "total", "act.alloc");
+    for (int r = 0; r < ranks && r < 1024; r++) {
+        printf(" rank %d\n", r);
+        mem_row("predicted", &rep->mem_predicted[r]);
+        if (rep->mem_measured_ok)
+            mem_row("measured", &rep->mem_measured[r]);
+    }
+    if (limit > 0)
+        printf("  memory limit (--mem-limit): %.2f MiB per rank, on the whole-rank total\n",
+               limit / 1048576.0);
+    double rss = rep->rss_peak_bytes;
+    if (rep->mem_measured_ok && rep->mem_measured[0].rss_peak > 0 && ranks > 0)
+        rss = rep->mem_measured[0].rss_peak;
+    if (rep->mem_measured_ok) {
+        bool per_process = false;
+        for (int r = 1; r < ranks && r < 1024; r++)
+            per_process |= rep->mem_measured[r].rss_peak != rep->mem_measured[0].rss_peak;
+        if (per_process) {
+            printf("  peak RSS per process (MiB):");
+            for (int r = 0; r < ranks && r < 1024; r++)
+                printf(" rank %d %.1f%s", r, rep->mem_measured[r].rss_peak / 1048576.0,
+                       r + 1 < ranks ? "," : "\n");
+        } else if (rss > 0) {
+            printf("  peak RSS of this process: %.1f MiB\n", rss / 1048576.0);
+        }
+    }
+}
+
+void zb_cli_print_trace_paths(const char *trace_path)
+{
+    char path[ZB_TRACE_FILES][4400];
+    for (int k = 0; k < ZB_TRACE_FILES; k++)
+        if (zb_pipeline_trace_path(trace_path, (zb_trace_file_t)k, path[k], sizeof path[k],
+                                   NULL) != ZB_OK)
+            path[k][0] = '\0';
+    printf("trace: measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_JSON],
+           path[ZB_TRACE_PREDICTED_JSON]);
+    printf("svg:   measured %s, predicted %s\n", path[ZB_TRACE_MEASURED_SVG],
+           path[ZB_TRACE_PREDICTED_SVG]);
+}
+
+void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_config_t *c,
+                                  const zb_train_summary_t *sum, const zb_pipeline_report_t *rep,
+                                  const zb_pipeline_rank_figures_t *figures, int world)
+{
+    const int P = pc->opts.ranks;
+    if (pc->mpi)
+        printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, world);
+    else
+        printf("pipeline: %s\n", rep->note);
+    if (rep->device[0]) /* --device cuda: the ranks' GPUs and SM partitions */
+        printf("device: cuda %s, %s\n", zb_cuda_precision_name(pc->opts.cuda->precision),
+               rep->device);
+    printf("partition (first block of each stage):");
+    for (int s = 0; s <= rep->stages; s++)
+        printf(" %d", rep->first[s]);
+    printf("\n");
+    if (sum->steps_run <= 0) {
+        if (!sum->interrupted)
+            printf("nothing to do: already at step %ld of %ld\n", sum->first_step, c->steps);
+        zb_cli_print_run_extras(c, sum);
+        return;
+    }
+    printf("trained steps %ld..%ld: loss %.4f -> %.4f, median step %.1f ms, %.0f tokens/s\n",
+           sum->first_step + 1, sum->first_step + sum->steps_run, sum->first_loss,
+           sum->last_loss, rep->step_ms_median, sum->median_tokens_per_s);
+    zb_cli_print_bubble(rep, world > P, pc->opts.profile);
+    long rollbacks = rep->rollbacks;
+    if (figures) { /* processes: each rank's own figures, gathered */
+        rollbacks = 0;
+        double steps = (double)sum->steps_run;
+        for (int g = 0; g < world; g++) {
+            const zb_pipeline_rank_figures_t *o = &figures[g];
+            char who[64] = "";
+            if (world > P) /* global rank = replica·P + pipeline rank */
+                snprintf(who, sizeof who, " (replica %d, pipeline rank %d)", g / P, g % P);
+            printf("rank %d%s: stash peak %.2f MiB (predicted %.2f), per step: sent %.3f MB in "
+                   "%.0f messages, received %.3f MB, waited %.2f ms\n",
+                   g, who, o->stash_peak_bytes / 1048576.0,
+                   rep->predicted_stash_bytes[g % P] / 1048576.0, o->bytes_sent / steps / 1e6,
+                   o->msgs_sent / steps, o->bytes_received / steps / 1e6,
+                   o->wait_s / steps * 1e3);
+            rollbacks += (long)o->rollbacks;
+        }
+    }
+    zb_cli_print_rank_memory(rep, P, pc->opts.mem_limit);
+    if (rep->replicas_checked)
+        printf("replicas: %d, %s after the run (parameter and AdamW state hashes)\n",
+               world / P, rep->replicas_differ ? "DIFFERENT" : "identical");
+    if (pc->opts.opt_sync == ZB_OPT_SYNC_POST_VALIDATION)
+        printf("optimizer post-validation: %ld rank-steps rolled back and redone\n", rollbacks);
+    if (pc->opts.trace_path && rep->measured)
+        zb_cli_print_trace_paths(pc->opts.trace_path);
+    if (pc->opts.trace_svg_path && rep->measured)
+        printf("overlay: measured vs predicted %s\n", pc->opts.trace_svg_path);
+    zb_cli_print_run_extras(c, sum);
+    if (c->save_path)
+        printf("saved %s%s\n", c->save_path,
+               pc->opts.sharded_checkpoint ? " (manifest; one shard per rank beside it)" : "");
+    if (c->save_model_path)
+        printf("saved model %s\n", c->save_model_path);
+}
+
+void zb_cli_print_replicas_differ(const zb_pipeline_report_t *rep)
+{
+    fprintf(stderr, "zbpp train: %d ranks ended with a state different from replica 0's\n",
+            rep->replicas_differ);
+}

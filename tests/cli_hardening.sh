@@ -149,5 +149,9 @@ rc=$?
 [ "$rc" -eq 130 ] || fail "Ctrl-C exit $rc (want 130)"
 grep -q "nothing will be saved (no --save)" int.err || fail "Ctrl-C without --save: $(cat int.err)"
 
+# ---- a model shorter than the default --seq: the message says the 64 is the default, not a flag ----
+expect_error 2 "sequence length 64 (--seq, default 64) exceeds the model's maximum sequence length 16: give --seq 16 or less" \
+  "$ZBPP" train --init-from m.bin --text "$SRC/data/demo_corpus.txt" --steps 1 --quiet
+
 [ "$fails" -eq 0 ] && echo "cli_hardening: all passed"
 exit $((fails > 0))

@@ -147,8 +147,10 @@ static zb_status_t init_host(zb_trainer_t *t, const zb_train_config_t *cfg, zb_e
         t->param_count = zb_gpt2_params_part_count(&t->model, &all, 1);
     }
     if (st == ZB_OK && cfg->seq > t->model.max_seq)
-        st = zb_err_set(err, ZB_EINVAL, "--seq %d exceeds the model's maximum sequence length %d",
-                        cfg->seq, t->model.max_seq);
+        st = zb_err_set(err, ZB_EINVAL,
+                        "sequence length %d (--seq, default 64) exceeds the model's maximum"
+                        " sequence length %d: give --seq %d or less",
+                        cfg->seq, t->model.max_seq, t->model.max_seq);
     if (st == ZB_OK)
         st = setup_data(t, err);
     if (st == ZB_OK)

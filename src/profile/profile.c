@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "zbpp/nn.h"
+#include "profile/profile_params.h"
 #include "zbpp/profile.h"
 #include "zbpp/transport.h"
 #include "zbpp/util.h"
@@ -175,6 +176,23 @@ zb_status_t zb_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_con
     return zb_profile_measure_ranks(params, cfg, B, T, reps, threads, 1, pin, out, err);
 }
 
+zb_status_t zb_profile_params(const zb_gpt2_config_t *cfg, const zb_gpt2_params_t *params,
+                              zb_gpt2_params_t *own, const zb_gpt2_params_t **use, zb_err_t *err)
+{
+    memset(own, 0, sizeof *own);
+    *use = params;
+    if (params)
+        return ZB_OK;
+    zb_gpt2_config_t one = *cfg;
+    one.layers = 1;
+    zb_status_t st = zb_gpt2_params_alloc(own, &one, err);
+    if (st == ZB_OK) {
+        zb_gpt2_params_init_random(own, 1);
+        *use = own;
+    }
+    return st;
+}
+
 zb_status_t zb_profile_measure_ranks(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
                                      int B, int T, int reps, int threads, int rank_threads,
                                      bool pin, zb_profile_t *out, zb_err_t *err)
@@ -193,15 +211,8 @@ zb_status_t zb_profile_measure_ranks(const zb_gpt2_params_t *params, const zb_gp
     double start = zb_now();
     zb_blas_init(); /* single-threaded BLAS, as in a pipeline rank */
     zb_gpt2_params_t own;
-    memset(&own, 0, sizeof own);
-    if (!params) { /* random weights of one block, timed as every block (same shapes) */
-        zb_gpt2_config_t one = *cfg;
-        one.layers = 1;
-        if ((st = zb_gpt2_params_alloc(&own, &one, err)) != ZB_OK)
-            return st;
-        zb_gpt2_params_init_random(&own, 1);
-        params = &own;
-    }
+    if ((st = zb_profile_params(cfg, params, &own, &params, err)) != ZB_OK)
+        return st;
     int L = cfg->layers, nt = threads; /* the model's blocks, whatever params holds */
     size_t per = (size_t)reps * (size_t)(L + 2) * 3;
     compute_job_t jobs[ZB_PROFILE_MAX_THREADS];

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cuda/stream.h"
+#include "profile/profile_params.h"
 #include "zbpp/profile.h"
 #include "zbpp/util.h"
 
@@ -174,15 +175,8 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
         return st;
     double start = zb_now();
     zb_gpt2_params_t own;
-    memset(&own, 0, sizeof own);
-    if (!params) { /* random weights of one block, timed as every block (same shapes) */
-        zb_gpt2_config_t one = *cfg;
-        one.layers = 1;
-        if ((st = zb_gpt2_params_alloc(&own, &one, err)) != ZB_OK)
-            return st;
-        zb_gpt2_params_init_random(&own, 1);
-        params = &own;
-    }
+    if ((st = zb_profile_params(cfg, params, &own, &params, err)) != ZB_OK)
+        return st;
     int L = cfg->layers, parts = L + 2;
     double *times = calloc((size_t)reps * (size_t)parts * 3, sizeof *times);
     double col[3][1000];

@@ -4,11 +4,12 @@
 #   run  — what `make run` needs: compiler, CMake, BLAS, GLPK, Open MPI
 #   test — all of the above plus what only the tests use (default): cmocka, BLIS (the second
 #          BLAS the tests compare), clang + its runtime (the fuzzers), python3 (the Python
-#          module's tests), Chromium (tests/svg_render.sh checks that the SVG charts render)
+#          module's tests), Chromium (tests/svg_render.sh checks that the SVG charts render),
+#          time (/usr/bin/time: tests/mpi_startup_memory.sh reads each process's peak memory)
 set -euo pipefail
 run_packages=(build-essential cmake pkg-config libopenblas-dev libglpk-dev libopenmpi-dev
               openmpi-bin)
-test_packages=(libcmocka-dev libblis-dev clang libclang-rt-14-dev python3 chromium)
+test_packages=(libcmocka-dev libblis-dev clang libclang-rt-14-dev python3 chromium time)
 case "${1:-test}" in
   run) packages=("${run_packages[@]}") ;;
   test) packages=("${run_packages[@]}" "${test_packages[@]}") ;;

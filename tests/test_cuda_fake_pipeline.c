@@ -399,7 +399,8 @@ static void test_device_messages(void **state)
 
 /* --trace on the (fake) GPU: every action of every rank's program timed in program order on the
  * rank's timer, resolved after each step into the timeline the trace files and the measured
- * bubble come from; the bits do not change. */
+ * bubble come from; no action's interval holds its stream's wait for a message (the wait is
+ * idle time, not busy); the bits do not change. */
 static void test_trace_times_every_action(void **state)
 {
     (void)state;
@@ -413,9 +414,12 @@ static void test_trace_times_every_action(void **state)
     zb_pipeline_opts_t o;
     opts(&o, 4, "zb-v", true);
     o.trace_path = trace;
-    long acts = timed_actions, res = timers_resolved;
+    long acts = timed_actions, res = timers_resolved, waits = fake_event_waits;
+    long waits_in = waits_inside_actions;
     zb_pipeline_report_t rep = {0};
     run_ok(&c, &o, loss, &got, &rep);
+    assert_true(fake_event_waits > waits); /* device messages: the consumers' streams waited */
+    assert_int_equal(waits_inside_actions - waits_in, 0);
     same_losses(loss, ref_loss, STEPS, "cuda --trace");
     pt_assert_same_params(&got, &ref, "cuda --trace");
     assert_int_equal(timers_resolved - res, 4 * STEPS);

@@ -116,8 +116,12 @@ typedef struct {
     int stages;
     int first[1025];          /* partition (first[stages] = layers) */
     double step_ms_median;
-    double bubble_measured;   /* last step, ZB definition, from the executor's timeline */
-    double bubble_predicted;  /* simulator with the cost model used (profiled or FLOPs) */
+    double step_ms_last;      /* the last step's wall time (its span is span_measured) */
+    /* the bubble, measured (last step, the executor's timeline: on a GPU the CUDA events of
+     * the actions) and predicted (simulator, the cost model used), both zb_sim_span_idle:
+     * 1 - sum of busy / (P x span) */
+    double bubble_measured;
+    double bubble_predicted;
     /* per-rank figures of replica 0's P ranks: arrays of `ranks` entries, allocated by
      * zb_pipeline_train (or zb_pipeline_report_init), freed by zb_pipeline_report_free */
     int ranks;

@@ -254,4 +254,10 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
                         zb_err_t *err);
 void zb_sim_free(zb_sim_t *sim);
 
+/* The pipeline trainer's bubble, one definition for its measured and predicted timelines:
+ * 1 - sum over ranks of busy / (ranks x span_max), the share of the P ranks' time within the
+ * longest span that no compute action used. Equals bubble_rate when every rank does the same
+ * work; counts the lighter ranks' waiting when stages are unbalanced. 0 for an empty timeline. */
+double zb_sim_span_idle(const zb_sim_t *sim);
+
 #endif

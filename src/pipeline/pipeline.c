@@ -229,6 +229,7 @@ static zb_status_t hook_step(void *ctx, zb_trainer_t *t, zb_step_stats_t *s, zb_
     *s = me->stats;
     zb_trainer_end_step(t, me->loss, in.t0, s);
     run->step_ms[run->n_steps++] = s->step_ms;
+    rep->step_ms_last = s->step_ms;
     return ZB_OK;
 }
 

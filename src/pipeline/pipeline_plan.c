@@ -502,7 +502,7 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
     zb_sim_t sim;
     if ((st = zb_simulate(plain, &c->costs, &sim, err)) != ZB_OK)
         return st;
-    rep->bubble_predicted = sim.bubble_rate;
+    rep->bubble_predicted = zb_sim_span_idle(&sim);
     rep->span_predicted = sim.span_max;
     rep->busy_predicted = sim.busy_max;
     for (int r = 0; r < pl->P && r < rep->ranks; r++)

@@ -86,7 +86,8 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
     zb_sim_t measured;
     zb_status_t st = zb_exec_fill_sim(pl->plan.sched, tls, peaks, &measured, err);
     if (st == ZB_OK) {
-        rep->bubble_measured = measured.bubble_rate;
+        /* the trace titles show the report's bubble */
+        rep->bubble_measured = measured.bubble_rate = zb_sim_span_idle(&measured);
         rep->span_measured = measured.span_max;
         rep->busy_measured = measured.busy_max;
         rep->measured = true;

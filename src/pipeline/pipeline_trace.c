@@ -78,6 +78,7 @@ zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
     zb_sim_t pred;
     memset(&pred, 0, sizeof pred);
     zb_status_t st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err);
+    pred.bubble_rate = zb_sim_span_idle(&pred); /* the report's bubble, as the measured one's */
     /* profiled costs are seconds, like the measured timeline; a FLOP-model unit shows as 1 ms */
     double pscale = pl->prof ? 1e6 : 1000;
     for (int k = 0; st == ZB_OK && path && k < ZB_TRACE_FILES; k++) {

@@ -280,6 +280,7 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     C->device_messages = pl->opts->cuda->device_messages && !pl->opts->transport;
     C->null_messages = C->device_messages && pl->opts->cuda->null_messages;
     C->first_step = -1;
+    C->begin_due = -1;
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
     zb_cuda_partitions_t *parts = run->parts[C->device];
@@ -329,8 +330,9 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         if (!R->st[i].span.embed)
             cs->dx_in = cs->prev_here ? C->st[R->local_of_stage[s - 1]].dx_out : cs->own_dx_in;
     }
-    /* --trace: the GPU's times of every action (on the rank's one stream) */
-    if (st == ZB_OK && (pl->opts->trace_path || pl->opts->trace_svg_path) && R->n_local > 0)
+    /* the GPU's times of every action (on the rank's one stream): the measured bubble and the
+     * --trace files are the device's, not the host's launch times */
+    if (st == ZB_OK && R->n_local > 0)
         st = zb_cuda_timer_new(zb_cuda_stage_stream(C->st[0].stage),
                                pl->plan.sched->rank[R->rank].len, &C->timer, err);
     /* the start-up state (fresh, --init-from, --resume) onto the device; fresh moments are the
@@ -417,6 +419,7 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
         if (training)
             st = zb_cuda_grads_zero(cs->stage, err);
     }
+    C->begin_due = -1;
     if (st == ZB_OK && training && C->timer) {
         st = zb_cuda_timer_step_begin(C->timer, err);
         C->t_begin = zb_now() - R->in->t0;
@@ -424,12 +427,32 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
     return st;
 }
 
+/* An action's begin event is recorded when its kernels are about to be queued (begin_kernels),
+ * after the stream's waits for its incoming message and that message's copy: the interval is
+ * the action's compute, and the time the stream waited stays idle time in the timeline, as in
+ * the simulator's. An action that queues no kernel (a message) gets it at its end. */
 static zb_status_t cuda_time_action(pl_rank_t *R, int i, bool begin, zb_err_t *err)
 {
-    zb_cuda_timer_t *t = CU(R)->timer;
-    if (!t)
+    cu_rank_t *C = CU(R);
+    if (!C->timer)
         return ZB_OK;
-    return begin ? zb_cuda_timer_begin(t, i, err) : zb_cuda_timer_end(t, i, err);
+    if (begin) {
+        C->begin_due = i;
+        return ZB_OK;
+    }
+    zb_status_t st = C->begin_due == i ? zb_cuda_timer_begin(C->timer, i, err) : ZB_OK;
+    C->begin_due = -1;
+    return st == ZB_OK ? zb_cuda_timer_end(C->timer, i, err) : st;
+}
+
+static zb_status_t begin_kernels(pl_rank_t *R, zb_err_t *err)
+{
+    cu_rank_t *C = CU(R);
+    if (!C->timer || C->begin_due < 0)
+        return ZB_OK;
+    int i = C->begin_due;
+    C->begin_due = -1;
+    return zb_cuda_timer_begin(C->timer, i, err);
 }
 
 /* The step's GPU times into R->tl, on the clock of the first rank on this GPU (thread ranks:
@@ -500,6 +523,8 @@ static zb_status_t cu_forward(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_c
     if (upload && x_in && !cs->prev_here)
         st = pl_cu_bring_in(R, ls, cs, true, m, x_in, err);
     if (st == ZB_OK)
+        st = begin_kernels(R, err);
+    if (st == ZB_OK)
         st = zb_cuda_forward(cs->stage, sh, ls->span.embed ? R->in->inputs + tok : NULL, x_in,
                              ls->span.head ? R->in->targets + tok : NULL,
                              ls->span.head ? NULL : x_out, ls->span.head ? loss : NULL, err);
@@ -515,6 +540,8 @@ static zb_status_t cu_backward_input(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *c
     zb_status_t st = ZB_OK;
     if (dx_out && !cs->next_here)
         st = pl_cu_bring_in(R, ls, cs, false, m, dx_out, err);
+    if (st == ZB_OK)
+        st = begin_kernels(R, err);
     if (st == ZB_OK)
         st = zb_cuda_backward_input(cs->stage, sh, dx_out, pl->grad_scale,
                                     ls->span.embed ? NULL : cs->dx_in + (size_t)m * NC, err);
@@ -575,7 +602,7 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
         if (!sh)
             return zb_err_set(err, ZB_ESCHEDULE, "stage %d: %s of microbatch %d before its F",
                               ls->stage, zb_action_type_name((zb_action_type_t)a->type), m);
-        st = a->type == ZB_ACT_W ? ZB_OK : cu_backward_input(R, ls, cs, sh, m, err);
+        st = a->type == ZB_ACT_W ? begin_kernels(R, err) : cu_backward_input(R, ls, cs, sh, m, err);
         if (st == ZB_OK && a->type != ZB_ACT_B)
             st = zb_cuda_backward_weight(cs->stage, sh, err);
         if (st == ZB_OK && a->type != ZB_ACT_B) {

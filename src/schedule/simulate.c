@@ -122,6 +122,17 @@ static void publish(sim_ctx_t *x, const zb_action_t *a, double end)
     }
 }
 
+double zb_sim_span_idle(const zb_sim_t *sim)
+{
+    if (!sim || sim->ranks < 1 || !(sim->span_max > 0))
+        return 0;
+    double busy = 0;
+    for (int r = 0; r < sim->ranks; r++)
+        busy += sim->busy[r];
+    double idle = 1 - busy / ((double)sim->ranks * sim->span_max);
+    return idle > 0 ? idle : 0;
+}
+
 void zb_sim_free(zb_sim_t *sim)
 {
     if (!sim)

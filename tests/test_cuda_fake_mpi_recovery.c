@@ -30,6 +30,7 @@ int main(void)
 #else
 
 #include "cuda_fake_device.inc"
+#include "cuda_fake_timer.inc" /* every GPU training step is timed */
 #include "pipeline_testutil.h"
 #include "cuda_fake_mpi_util.h"
 #include "pipeline/pipeline_hooks.h"

@@ -316,6 +316,56 @@ static void test_rollback_dp_and_validation(void **state)
     zb_pipeline_report_free(&rep);
 }
 
+/* The step's phases after the actions, from the (fake) GPU's events: a last step whose norm is
+ * +Inf on one unit makes the other ranks back up, step optimistically and roll back; every
+ * rank drains, exchanges norms and updates; the tied WTE's two ranks exchange it; each phase's
+ * device time is the sum of its segments, which follow one another and lie inside the host's
+ * intervals. */
+static void test_step_phases_timeline(void **state)
+{
+    (void)state;
+    enum { STEPS_HERE = 3 };
+    zb_train_config_t c;
+    tiny(&c, 4, STEPS_HERE);
+    zb_pipeline_opts_t o;
+    opts(&o, 4, "zb-h1", true);
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.inject_inf_step = STEPS_HERE - 1; /* the last step: the one reported */
+    hooks.inject_inf_unit = 3;
+    o.test_hooks = &hooks;
+    float loss[STEPS_HERE];
+    zb_pipeline_report_t rep = {0};
+    run_ok(&c, &o, loss, NULL, &rep);
+    assert_true(rep.measured && rep.phases);
+    int rolled = 0;
+    for (int r = 0; r < 4; r++) {
+        const zb_step_phases_t *ph = &rep.phases[r];
+        double sum[ZB_PHASES] = {0};
+        assert_true(ph->segments >= 3 && ph->segments <= ZB_STEP_SEGMENTS);
+        for (int k = 0; k < (int)ph->segments; k++) {
+            assert_true(ph->seg_start[k] <= ph->seg_end[k]);
+            if (k > 0)
+                assert_true(ph->seg_end[k - 1] <= ph->seg_start[k]);
+            sum[(int)ph->seg_phase[k]] += (ph->seg_end[k] - ph->seg_start[k]) * 1e3;
+        }
+        for (int p = 0; p < ZB_PHASES; p++) {
+            assert_true(fabs(sum[p] - ph->device_ms[p]) < 1e-9);
+            assert_true(ph->device_ms[p] <= ph->host_ms[p] + 1e-6);
+        }
+        assert_true(ph->host_ms[ZB_PHASE_DRAIN] > 0 && ph->host_ms[ZB_PHASE_NORM_SYNC] > 0);
+        assert_true(ph->host_ms[ZB_PHASE_GRAD_NORM] > 0);
+        assert_true(ph->host_ms[ZB_PHASE_OPTIMIZER] > 0 || ph->host_ms[ZB_PHASE_ROLLBACK] > 0);
+        if (ph->host_ms[ZB_PHASE_ROLLBACK] > 0) { /* after a backup and an optimistic step */
+            rolled++;
+            assert_true(ph->host_ms[ZB_PHASE_BACKUP] > 0 && ph->device_ms[ZB_PHASE_ROLLBACK] > 0);
+        }
+        bool tied = r == 0 || r == 3; /* the embedding's and the head's ranks */
+        assert_int_equal(ph->host_ms[ZB_PHASE_TIED_WTE] > 0, tied);
+    }
+    assert_true(rolled >= 1 && rolled == (int)rep.rollbacks);
+    zb_pipeline_report_free(&rep);
+}
+
 /* Device messages (opts.device_messages): the receiver copies from the sender's device slot
  * after the sender's event, no host round trip; the same bits for every family (P = 4, M = 8,
  * both optimizer syncs), with --dp 2 and through validation. */
@@ -422,7 +472,7 @@ static void test_trace_times_every_action(void **state)
     assert_int_equal(waits_inside_actions - waits_in, 0);
     same_losses(loss, ref_loss, STEPS, "cuda --trace");
     pt_assert_same_params(&got, &ref, "cuda --trace");
-    assert_int_equal(timers_resolved - res, 4 * STEPS);
+    assert_int_equal(timers_resolved - res, 2 * 4 * STEPS); /* the actions' and the phases' */
     assert_true(timed_actions - acts >= 4L * STEPS * 3 * 8); /* F, B, W of 8 mbs on each */
     assert_true(rep.measured);
     assert_true(rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0);
@@ -605,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_rollback_dp_and_validation),
         cmocka_unit_test(test_device_messages),
         cmocka_unit_test(test_trace_times_every_action),
+        cmocka_unit_test(test_step_phases_timeline),
         cmocka_unit_test(test_failing_rank_stops_all),
         cmocka_unit_test(test_checkpoints_cross_devices),
         cmocka_unit_test(test_device_memory_predicted_is_measured),

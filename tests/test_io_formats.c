@@ -253,6 +253,38 @@ static void test_trace(void **state)
     hand_free(h);
 }
 
+/* Extra intervals (a training step's phases) on their own process row; bad ones refused. */
+static void test_trace_spans(void **state)
+{
+    (void)state;
+    hand_t *h = hand_new();
+    capture_t c;
+    cap_open(&c);
+    zb_err_t err = {0};
+    const zb_trace_span_t spans[2] = {{1, "optimizer", 9.0, 9.5}, {0, "norm \"sync\"", 8, 8}};
+    assert_int_equal(zb_trace_write_spans(&h->sim, 1000.0, spans, 2, c.f, &err), ZB_OK);
+    char *out = cap_close(&c);
+    assert_int_equal(count(out, "\"ph\": \"X\""), 14); /* the 12 actions and the 2 spans */
+    assert_non_null(strstr(out, "\"args\": {\"name\": \"step phases\"}"));
+    assert_non_null(strstr(out, "{\"name\": \"optimizer\", \"cat\": \"phase\", \"ph\": \"X\", "
+                                "\"pid\": 1, \"tid\": 1, \"ts\": 9000.000000, \"dur\": 500.000000}"));
+    assert_non_null(strstr(out, "\"name\": \"norm \\\"sync\\\"\""));
+    free(out);
+
+    const zb_trace_span_t bad_rank = {2, "x", 0, 1}, backwards = {0, "x", 2, 1},
+                          no_name = {0, NULL, 0, 1}, inf = {0, "x", 0, INFINITY};
+    const zb_trace_span_t *bad[] = {&bad_rank, &backwards, &no_name, &inf};
+    for (int k = 0; k < 4; k++) {
+        cap_open(&c);
+        assert_int_equal(zb_trace_write_spans(&h->sim, 1000.0, bad[k], 1, c.f, &err), ZB_EINVAL);
+        free(cap_close(&c));
+    }
+    cap_open(&c);
+    assert_int_equal(zb_trace_write_spans(&h->sim, 1000.0, NULL, 1, c.f, &err), ZB_EINVAL);
+    free(cap_close(&c));
+    hand_free(h);
+}
+
 static void test_svg(void **state)
 {
     (void)state;
@@ -297,7 +329,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ascii_exact),     cmocka_unit_test(test_ascii_long_and_chunks),
         cmocka_unit_test(test_ascii_fallback),  cmocka_unit_test(test_json_fields),
-        cmocka_unit_test(test_trace),           cmocka_unit_test(test_svg),
+        cmocka_unit_test(test_trace),           cmocka_unit_test(test_trace_spans),
+        cmocka_unit_test(test_svg),
         cmocka_unit_test(test_inconsistent_sim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

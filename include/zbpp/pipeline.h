@@ -111,6 +111,38 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
                                        int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
                                        zb_rank_mem_t *out, zb_err_t *err);
 
+/* The parts of a training step after the pipeline's actions, in the order a step may run them
+ * (the optimizer may run twice, e.g. an optimistic step and the rest; rollback = restore and
+ * redo). */
+typedef enum {
+    ZB_PHASE_DRAIN,     /* the host waits for the rank's queued device work (end of the span) */
+    ZB_PHASE_TIED_WTE,  /* the tied embedding's gradient exchange between its two stages */
+    ZB_PHASE_REPLICAS,  /* the gradient sum over data-parallel replicas */
+    ZB_PHASE_GRAD_NORM, /* the squared norms of the rank's units */
+    ZB_PHASE_NORM_SYNC, /* the norm partials summed over the ranks (waits for the slowest) */
+    ZB_PHASE_BACKUP,    /* post-validation: params and moments saved */
+    ZB_PHASE_OPTIMIZER, /* AdamW */
+    ZB_PHASE_ROLLBACK,  /* post-validation: restore and redo with the global norm */
+    ZB_PHASES
+} zb_step_phase_t;
+
+/* Short name of a phase ("drain", "tied-wte", ...); "?" out of range. */
+const char *zb_step_phase_name(zb_step_phase_t p);
+
+#define ZB_STEP_SEGMENTS 16 /* phase intervals kept per step for the trace */
+
+/* One rank's phases of the last step. host_ms: host wall time in each phase; device_ms: the
+ * device's time between events recorded around it on the rank's stream (a GPU), the host's on
+ * the CPU. The segments: each phase interval in step order (seg_phase = its zb_step_phase_t), in
+ * seconds on the clock of the step's timeline (device times where there are), for the trace.
+ * All doubles: sent as one row over a transport. */
+typedef struct {
+    double host_ms[ZB_PHASES];
+    double device_ms[ZB_PHASES];
+    double segments;
+    double seg_phase[ZB_STEP_SEGMENTS], seg_start[ZB_STEP_SEGMENTS], seg_end[ZB_STEP_SEGMENTS];
+} zb_step_phases_t;
+
 /* What the run measured and what the models predicted. */
 typedef struct {
     int stages;
@@ -139,6 +171,7 @@ typedef struct {
     /* the measured figures (bubble, span, busy, peaks, trace) are those of replica 0's P ranks;
      * with an external transport they are gathered to its rank 0 and filled there only */
     bool measured;            /* bubble_measured & co. are filled */
+    zb_step_phases_t *phases; /* [ranks] replica 0's, last step; filled when `measured` */
     /* --dp > 1: after the run every rank's parameters and AdamW moments were hashed and compared
      * with replica 0's rank of the same pipeline position; replicas_differ counts mismatches
      * (0 = all replicas identical, as they must be) */

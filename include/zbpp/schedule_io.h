@@ -65,6 +65,19 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
  * sim->schedule. ZB_EINVAL for a non-positive or non-finite time_scale. */
 zb_status_t zb_trace_write(const zb_sim_t *sim, double time_scale, FILE *out, zb_err_t *err);
 
+/* An interval outside the schedule's actions (e.g. a training step's optimizer), in sim time. */
+typedef struct {
+    int rank;
+    const char *name; /* shown as is (JSON-escaped) */
+    double start, end;
+} zb_trace_span_t;
+
+/* zb_trace_write plus `n` extra intervals as complete events on a second process ("step
+ * phases", pid 1, tid = rank), so they never overlap the actions' rows. ZB_EINVAL for a span
+ * with a rank out of range or a non-finite or negative-length interval. */
+zb_status_t zb_trace_write_spans(const zb_sim_t *sim, double time_scale,
+                                 const zb_trace_span_t *spans, int n, FILE *out, zb_err_t *err);
+
 /* Write an SVG Gantt chart of `sim`: one row per rank, a time axis, one rectangle per compute
  * action coloured by type (F, B, W, BW distinct), microbatch labels where they fit, a legend and
  * a title "<title> — makespan X, bubble Y%". title may be NULL (the schedule name is used). */

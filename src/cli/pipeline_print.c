@@ -7,6 +7,44 @@
 #include "zbpp/cuda.h"
 #include "zbpp/pipeline_trace.h"
 
+/* The last step's phases after the actions, one row per rank (replica 0's): on a GPU the
+ * device's time between the events around each phase next to the host's wall time (their
+ * difference is the host's launches, round trips and waits); on the CPU the wall time. Phases
+ * no rank ran are left out. */
+static void print_phases(const zb_pipeline_report_t *rep)
+{
+    bool ran[ZB_PHASES] = {false}, any = false;
+    for (int r = 0; r < rep->ranks && r < 1024; r++)
+        for (int p = 0; p < ZB_PHASES; p++)
+            any |= ran[p] |= rep->phases[r].host_ms[p] > 0;
+    if (!any)
+        return;
+    const bool dev = rep->mem_on_device;
+    printf("step phases after the actions (last step, ms%s):\n",
+           dev ? "; device events / host wall time" : "");
+    printf("  %-7s", "");
+    for (int p = 0; p < ZB_PHASES; p++)
+        if (ran[p])
+            printf(" %*s", dev ? 15 : 9, zb_step_phase_name((zb_step_phase_t)p));
+    printf(" %*s\n", dev ? 15 : 9, "sum");
+    for (int r = 0; r < rep->ranks && r < 1024; r++) {
+        const zb_step_phases_t *ph = &rep->phases[r];
+        double sum_dev = 0, sum_host = 0;
+        printf("  rank %-2d", r);
+        for (int p = 0; p < ZB_PHASES; p++) {
+            sum_dev += ph->device_ms[p], sum_host += ph->host_ms[p];
+            if (ran[p] && dev)
+                printf(" %7.2f/%7.2f", ph->device_ms[p], ph->host_ms[p]);
+            else if (ran[p])
+                printf(" %9.2f", ph->host_ms[p]);
+        }
+        if (dev)
+            printf(" %7.2f/%7.2f\n", sum_dev, sum_host);
+        else
+            printf(" %9.2f\n", sum_host);
+    }
+}
+
 void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled)
 {
     if (!rep->measured) {
@@ -15,6 +53,11 @@ void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool pr
     }
     printf("bubble: measured %.1f%% (last step%s), predicted %.1f%% (simulator)\n",
            100 * rep->bubble_measured, replicas ? ", replica 0" : "", 100 * rep->bubble_predicted);
+    /* profiled costs are seconds: the predicted span compares with the measured one directly */
+    if (profiled && rep->span_predicted > 0)
+        printf("pipeline span (last step): measured %.2f ms, predicted %.2f ms (%+.1f%%)\n",
+               rep->span_measured * 1e3, rep->span_predicted * 1e3,
+               100 * (rep->span_measured / rep->span_predicted - 1));
     /* what a user waits for beyond the schedule's actions: the step's wall time outside the
      * span (start-up of the step, optimizer, norms, exchanges, host waits) */
     if (rep->step_ms_last > 0) {
@@ -23,11 +66,8 @@ void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool pr
                "(%.1f%% of the step)\n",
                rep->step_ms_last, span_ms, out_ms, 100 * out_ms / rep->step_ms_last);
     }
-    /* profiled costs are seconds: the predicted span compares with the measured one directly */
-    if (profiled && rep->span_predicted > 0)
-        printf("pipeline span (last step): measured %.2f ms, predicted %.2f ms (%+.1f%%)\n",
-               rep->span_measured * 1e3, rep->span_predicted * 1e3,
-               100 * (rep->span_measured / rep->span_predicted - 1));
+    if (rep->phases)
+        print_phases(rep);
 }
 
 static void mem_row(const char *what, const zb_rank_mem_t *m)

@@ -12,6 +12,7 @@
 #include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_device.h"
 #include "pipeline/stash_pool.h"
+#include "pipeline/step_phases.h"
 #include "pipeline/wte_share.h"
 
 /* ---- setup ---- */
@@ -427,6 +428,22 @@ static zb_status_t inject_inf(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
     return ZB_OK;
 }
 
+/* phase p's end after its work `st` (a failed part leaves the phase open: the step fails) */
+static zb_status_t phase_end(pl_rank_t *R, zb_step_phase_t p, zb_status_t st, zb_err_t *err)
+{
+    return st == ZB_OK ? pl_phase(R, p, false, err) : st;
+}
+
+/* host-gradient work fn (on_host_grads) inside phase p */
+static zb_status_t grads_phase(zb_transport_t *t, pl_rank_t *R, zb_step_phase_t p, bool wte_only,
+                               host_grads_fn fn, zb_err_t *err)
+{
+    zb_status_t st = pl_phase(R, p, true, err);
+    if (st == ZB_OK)
+        st = on_host_grads(t, R, wte_only, fn, err);
+    return phase_end(R, p, st, err);
+}
+
 /* The replica's part of the step: execute the program, fold the tied embedding, and sum the
  * gradients over the replicas. */
 static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_rank_t *R,
@@ -441,12 +458,14 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .send_ready = R->dev->message_ready ? op_send_ready : NULL};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
     zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
-    if (st == ZB_OK && R->dev->finish)
-        st = R->dev->finish(R, err);
-    if (st == ZB_OK)
+    if (st == ZB_OK && R->dev->finish && (st = pl_phase(R, ZB_PHASE_DRAIN, true, err)) == ZB_OK)
+        st = phase_end(R, ZB_PHASE_DRAIN, R->dev->finish(R, err), err);
+    if (st == ZB_OK && (R->has_embed || R->has_head)) /* the others have nothing to exchange */
+        st = grads_phase(pipe, R, ZB_PHASE_TIED_WTE, true, pl_tied_embedding, err);
+    else if (st == ZB_OK)
         st = on_host_grads(pipe, R, true, pl_tied_embedding, err);
     if (st == ZB_OK && dp)
-        st = on_host_grads(dp, R, false, pl_dp_reduce, err);
+        st = grads_phase(dp, R, ZB_PHASE_REPLICAS, false, pl_dp_reduce, err);
     return st;
 }
 
@@ -467,6 +486,41 @@ bool pl_rank_backs_up(const pl_t *pl)
     return pl->opts->opt_sync == ZB_OPT_SYNC_POST_VALIDATION && pl->P * pl->N > 1;
 }
 
+/* The norm partials (loss last) summed over the pipeline's ranks: the step's collective. */
+static zb_status_t norm_sync(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+{
+    zb_status_t st = pl_phase(R, ZB_PHASE_NORM_SYNC, true, err);
+    if (st == ZB_OK)
+        st = zb_allreduce_sum(t, R->vec, R->pl->plan.n_units + 1, err);
+    return phase_end(R, ZB_PHASE_NORM_SYNC, st, err);
+}
+
+/* the device's whole update with the global partials in R->vec, as phase p */
+static zb_status_t update_phase(pl_rank_t *R, zb_step_phase_t p, zb_err_t *err)
+{
+    zb_status_t st = pl_phase(R, p, true, err);
+    if (st == ZB_OK)
+        st = R->dev->update(R, R->vec, err);
+    return phase_end(R, p, st, err);
+}
+
+static zb_status_t backup_phase(pl_rank_t *R, size_t K, bool save, zb_err_t *err)
+{
+    zb_status_t st = pl_phase(R, ZB_PHASE_BACKUP, true, err);
+    if (st == ZB_OK)
+        st = R->dev->backup(R, K, save, err);
+    return phase_end(R, ZB_PHASE_BACKUP, st, err);
+}
+
+static zb_status_t step_phase(pl_rank_t *R, size_t from, size_t to, float lr, long adam_t,
+                              zb_err_t *err)
+{
+    zb_status_t st = pl_phase(R, ZB_PHASE_OPTIMIZER, true, err);
+    if (st == ZB_OK)
+        st = R->dev->step_elems(R, from, to, lr, adam_t, err);
+    return phase_end(R, ZB_PHASE_OPTIMIZER, st, err);
+}
+
 /* The optimizer step with the unit partials in R->vec (loss last), over the pipeline `t`.
  * Barrier: sum the partials, then update. Post-validation: step with what this rank knows (its
  * own units) while the others finish, then check against the global norm. Its own partial norm is
@@ -483,9 +537,9 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
     double *sums = R->vec;
     zb_status_t st;
     if (pl->opts->opt_sync == ZB_OPT_SYNC_BARRIER) {
-        if ((st = zb_allreduce_sum(t, sums, U + 1, err)) != ZB_OK)
+        if ((st = norm_sync(t, R, err)) != ZB_OK)
             return st;
-        return dev->update(R, sums, err);
+        return update_phase(R, ZB_PHASE_OPTIMIZER, err);
     }
     double own_norm = zb_grad_norm_total(sums, U);
     float clip = pl->cfg->grad_clip;
@@ -495,27 +549,31 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
     zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
                               pl->cfg->warmup, pl->cfg->steps};
     float lr = zb_lr_at(&sched, R->in->step);
-    if (optimistic && ((st = dev->backup(R, K, true, err)) != ZB_OK ||
-                       (st = dev->step_elems(R, 0, K, lr, adam_t, err)) != ZB_OK))
+    if (optimistic && ((st = backup_phase(R, K, true, err)) != ZB_OK ||
+                       (st = step_phase(R, 0, K, lr, adam_t, err)) != ZB_OK))
         return st;
-    if ((st = zb_allreduce_sum(t, sums, U + 1, err)) != ZB_OK)
+    if ((st = norm_sync(t, R, err)) != ZB_OK)
         return st;
     double norm = zb_grad_norm_total(sums, U);
     bool right = isfinite(norm) && zb_grad_clip_scale(norm, clip) == 1.0f;
     if (optimistic && right) {
-        if ((st = dev->step_elems(R, K, R->backup_elems, lr, adam_t, err)) != ZB_OK)
+        if (K < R->backup_elems &&
+            (st = step_phase(R, K, R->backup_elems, lr, adam_t, err)) != ZB_OK)
             return st;
         /* what zb_train_update would report */
         R->stats = (zb_step_stats_t){.step = R->in->step, .lr = lr, .grad_norm = norm,
                                      .clip_scale = 1.0f, .skipped = false};
         return ZB_OK;
     }
-    if (optimistic) {
-        if ((st = dev->backup(R, K, false, err)) != ZB_OK)
-            return st;
-        R->rollbacks++;
-    }
-    return dev->update(R, sums, err);
+    if (!optimistic)
+        return update_phase(R, ZB_PHASE_OPTIMIZER, err);
+    /* the rollback: the backup restored and the update redone, one phase */
+    if ((st = pl_phase(R, ZB_PHASE_ROLLBACK, true, err)) != ZB_OK)
+        return st;
+    if ((st = dev->backup(R, K, false, err)) == ZB_OK)
+        st = dev->update(R, sums, err);
+    R->rollbacks++;
+    return phase_end(R, ZB_PHASE_ROLLBACK, st, err);
 }
 
 zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
@@ -526,6 +584,7 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     R->computes = 0;
     R->op_index = 0;
     zb_transport_t *pipe, *dp;
+    pl_phases_step_begin(R);
     zb_status_t st = R->dev->step_begin(R, true, err);
     if (st == ZB_OK)
         st = pl_dp_views(t, R, &pipe, &dp, err);
@@ -535,8 +594,10 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
         st = poke_inf(R, err);
     if (st == ZB_OK) {
         memset(R->vec, 0, (size_t)(pl->plan.n_units + 1) * sizeof(double));
+        st = pl_phase(R, ZB_PHASE_GRAD_NORM, true, err);
         for (int i = 0; i < R->n_owned && st == ZB_OK; i++)
             st = R->dev->unit_sumsq(R, R->units[i], &R->vec[R->units[i]], err);
+        st = phase_end(R, ZB_PHASE_GRAD_NORM, st, err);
         if (st == ZB_OK && R->has_head) {
             R->vec[pl->plan.n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
             if (dp) /* every rank of this dp group holds the head: all call it */

@@ -2,6 +2,7 @@
  * pipeline_plan.c): the figures of the ranks this process ran, replica 0's timelines and memory
  * gathered to rank 0 over a transport, the measured bubble and the --trace files, and every
  * rank's own figures gathered for the printer (zb_pipeline_gather_rank_figures). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +24,9 @@ zb_status_t zb_pipeline_report_init(zb_pipeline_report_t *rep, int ranks, zb_err
     rep->predicted_stash_bytes = calloc((size_t)ranks, sizeof *rep->predicted_stash_bytes);
     rep->mem_predicted = calloc((size_t)ranks, sizeof *rep->mem_predicted);
     rep->mem_measured = calloc((size_t)ranks, sizeof *rep->mem_measured);
+    rep->phases = calloc((size_t)ranks, sizeof *rep->phases);
     if (!rep->peak_stash_bytes || !rep->predicted_stash_bytes || !rep->mem_predicted ||
-        !rep->mem_measured) {
+        !rep->mem_measured || !rep->phases) {
         zb_pipeline_report_free(rep);
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the report of %d ranks", ranks);
     }
@@ -36,7 +38,7 @@ void zb_pipeline_report_free(zb_pipeline_report_t *rep)
     if (!rep)
         return;
     free(rep->peak_stash_bytes), free(rep->predicted_stash_bytes);
-    free(rep->mem_predicted), free(rep->mem_measured);
+    free(rep->mem_predicted), free(rep->mem_measured), free(rep->phases);
     memset(rep, 0, sizeof *rep);
 }
 
@@ -71,11 +73,23 @@ zb_status_t pl_report_run(const pl_local_t *L, bool stepped, zb_pipeline_report_
         for (int r = 0; r < pl->P; r++) { /* replica 0's ranks are pl->ranks[0..P-1] */
             tls[r] = pl->ranks[r].tl;
             peaks[r] = (double)pl->ranks[r].live_peak;
+            if (r < rep->ranks)
+                rep->phases[r] = pl->ranks[r].phases;
         }
         st = pl_report_measured(pl, tls, peaks, rep, err);
     }
     free(tls), free(peaks);
     return st;
+}
+
+/* the first action's start over the timelines: where zb_exec_fill_sim puts time 0 */
+static double timeline_origin(const zb_exec_timeline_t *tls, int P)
+{
+    double first = INFINITY;
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < tls[r].len; i++)
+            first = fmin(first, tls[r].start[i]);
+    return isfinite(first) ? first : 0;
 }
 
 zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const double *peaks,
@@ -92,14 +106,17 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
         rep->busy_measured = measured.busy_max;
         rep->measured = true;
         if (pl->opts->trace_path || pl->opts->trace_svg_path)
-            st = pl_write_traces(pl, &measured, err);
+            st = pl_write_traces(pl, &measured, rep->ranks >= pl->P ? rep->phases : NULL,
+                                 timeline_origin(tls, pl->P), err);
         zb_exec_sim_free(&measured);
     }
     return st;
 }
 
-/* doubles of a zb_rank_mem_t appended to each rank's report row */
+/* doubles of a zb_rank_mem_t and of a zb_step_phases_t appended to each rank's report row */
 #define MEM_FIELDS (sizeof(zb_rank_mem_t) / sizeof(double))
+#define PHASE_FIELDS (sizeof(zb_step_phases_t) / sizeof(double))
+#define EXTRA_FIELDS (1 + MEM_FIELDS + PHASE_FIELDS) /* stash peak, memory, phases */
 
 zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
 {
@@ -110,7 +127,7 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     if (me > 0 && me < P) { /* replica 0's ranks: timeline (start, end) and stash peak */
         const pl_rank_t *R = &pl->ranks[me];
         size_t len = (size_t)R->tl.len;
-        double *row = malloc((2 * len + 1 + MEM_FIELDS) * sizeof *row);
+        double *row = malloc((2 * len + EXTRA_FIELDS) * sizeof *row);
         if (!row)
             return zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
         memcpy(row, R->tl.start, len * sizeof *row);
@@ -119,7 +136,8 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
         zb_rank_mem_t mem;
         pl_mem_measure(R, &mem);
         memcpy(row + 2 * len + 1, &mem, sizeof mem);
-        st = zb_send(net, row, (2 * len + 1 + MEM_FIELDS) * sizeof *row, 0, tag, err);
+        memcpy(row + 2 * len + 1 + MEM_FIELDS, &R->phases, sizeof R->phases);
+        st = zb_send(net, row, (2 * len + EXTRA_FIELDS) * sizeof *row, 0, tag, err);
         free(row);
         if (st == ZB_OK)
             st = zb_flush(net, err);
@@ -133,22 +151,26 @@ zb_status_t pl_gather_report(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
             tls[0] = pl->ranks[0].tl;
             peaks[0] = (double)pl->ranks[0].live_peak;
             pl_mem_measure(&pl->ranks[0], &rep->mem_measured[0]);
+            rep->phases[0] = pl->ranks[0].phases;
         }
         /* receive from every rank even after a local failure: they have sent already */
         for (int r = 1; r < P && st == ZB_OK; r++) {
             size_t len = (size_t)pl->plan.sched->rank[r].len;
-            double *row = malloc((2 * len + 1 + MEM_FIELDS) * sizeof *row);
+            double *row = malloc((2 * len + EXTRA_FIELDS) * sizeof *row);
             if (!row) {
                 st = zb_err_set(err, ZB_ENOMEM, "out of memory for the report");
                 break;
             }
-            st = zb_recv(net, row, (2 * len + 1 + MEM_FIELDS) * sizeof *row, r, tag, err);
+            st = zb_recv(net, row, (2 * len + EXTRA_FIELDS) * sizeof *row, r, tag, err);
             if (rows && local == ZB_OK) {
                 rows[r] = row;
                 tls[r] = (zb_exec_timeline_t){(int)len, row, row + len};
                 peaks[r] = row[2 * len];
-                if (r < rep->ranks)
+                if (r < rep->ranks) {
                     memcpy(&rep->mem_measured[r], row + 2 * len + 1, sizeof(zb_rank_mem_t));
+                    memcpy(&rep->phases[r], row + 2 * len + 1 + MEM_FIELDS,
+                           sizeof(zb_step_phases_t));
+                }
             } else {
                 free(row);
             }

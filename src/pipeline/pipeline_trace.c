@@ -2,6 +2,7 @@
  * simulator's prediction from the plan's cost model, as Chrome traces and SVG charts, and the
  * overlay of both. */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pipeline/pipeline_trace.h"
@@ -30,14 +31,21 @@ zb_status_t zb_pipeline_trace_path(const char *path, zb_trace_file_t which, char
     return ZB_OK;
 }
 
+typedef struct {
+    zb_trace_span_t *at;
+    int n;
+} spans_t;
+
 static zb_status_t write_one(const char *path, const zb_sim_t *sim, bool svg, double scale,
-                             const char *title, zb_err_t *err)
+                             const char *title, const spans_t *extra, zb_err_t *err)
 {
     zb_atomic_file_t af;
     zb_status_t st = zb_atomic_open(&af, path, err);
     if (st != ZB_OK)
         return st;
-    st = svg ? zb_svg_write(sim, title, af.f, err) : zb_trace_write(sim, scale, af.f, err);
+    st = svg ? zb_svg_write(sim, title, af.f, err)
+             : zb_trace_write_spans(sim, scale, extra ? extra->at : NULL, extra ? extra->n : 0,
+                                    af.f, err);
     if (st != ZB_OK) {
         zb_atomic_abort(&af);
         return st;
@@ -71,13 +79,36 @@ static zb_status_t write_overlay(pl_t *pl, const zb_sim_t *measured, const zb_si
     return zb_atomic_commit(&af, err);
 }
 
-zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
+/* every rank's phase segments as trace intervals on the measured sim's clock */
+static zb_status_t phase_spans(const pl_t *pl, const zb_step_phases_t *phases, double shift,
+                               spans_t *out, zb_err_t *err)
+{
+    out->n = 0;
+    out->at = phases ? malloc((size_t)pl->P * ZB_STEP_SEGMENTS * sizeof *out->at) : NULL;
+    if (phases && !out->at)
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the trace's step phases");
+    for (int r = 0; phases && r < pl->P; r++)
+        for (int k = 0; k < (int)phases[r].segments && k < ZB_STEP_SEGMENTS; k++)
+            out->at[out->n++] = (zb_trace_span_t){
+                .rank = r,
+                .name = zb_step_phase_name((zb_step_phase_t)phases[r].seg_phase[k]),
+                .start = phases[r].seg_start[k] - shift,
+                .end = phases[r].seg_end[k] - shift};
+    return ZB_OK;
+}
+
+zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, const zb_step_phases_t *phases,
+                            double shift, zb_err_t *err)
 {
     const char *path = pl->opts->trace_path;
     char name[4400], title[200];
     zb_sim_t pred;
     memset(&pred, 0, sizeof pred);
-    zb_status_t st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err);
+    spans_t extra;
+    zb_status_t st = phase_spans(pl, phases, shift, &extra, err);
+    if (st != ZB_OK)
+        return st;
+    st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err);
     pred.bubble_rate = zb_sim_span_idle(&pred); /* the report's bubble, as the measured one's */
     /* profiled costs are seconds, like the measured timeline; a FLOP-model unit shows as 1 ms */
     double pscale = pl->prof ? 1e6 : 1000;
@@ -91,11 +122,12 @@ zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, zb_err_t *err)
         if ((st = zb_pipeline_trace_path(path, (zb_trace_file_t)k, name, sizeof name, err)) ==
             ZB_OK)
             st = write_one(name, is_pred ? &pred : measured, svg, is_pred ? pscale : 1e6, title,
-                           err);
+                           is_pred ? NULL : &extra, err);
     }
     if (st == ZB_OK && pl->opts->trace_svg_path)
         st = write_overlay(pl, measured, &pred, err);
     if (pred.len)
         zb_sim_free(&pred);
+    free(extra.at);
     return st;
 }

@@ -101,6 +101,9 @@ typedef struct {
     double *vec;     /* [n_units + 1] unit partials, loss last */
     size_t live_peak; /* bytes: the most the rank's stashes held live at once */
     zb_exec_timeline_t tl;
+    zb_step_phases_t phases; /* step_phases.c: the last step's phases after its actions */
+    int phase_open;          /* the phase begun and not ended, -1 none */
+    double phase_began;      /* its host begin (seconds since the step's t0) */
     long skipped;    /* steps skipped so far (same on every rank) */
     long rollbacks;
     int computes;

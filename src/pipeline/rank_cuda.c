@@ -335,6 +335,9 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     if (st == ZB_OK && R->n_local > 0)
         st = zb_cuda_timer_new(zb_cuda_stage_stream(C->st[0].stage),
                                pl->plan.sched->rank[R->rank].len, &C->timer, err);
+    if (st == ZB_OK && R->n_local > 0) /* and of the step's phases after them */
+        st = zb_cuda_timer_new(zb_cuda_stage_stream(C->st[0].stage), ZB_STEP_SEGMENTS,
+                               &C->phase_timer, err);
     /* the start-up state (fresh, --init-from, --resume) onto the device; fresh moments are the
      * stage's zeros already */
     if (st == ZB_OK)
@@ -368,6 +371,7 @@ static void cuda_close(pl_rank_t *R)
             (void)zb_cuda_sync(C->st[i].stage, &ignored);
     }
     zb_cuda_timer_free(C->timer);
+    zb_cuda_timer_free(C->phase_timer);
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
         for (int m = 0; cs->stash && m < R->pl->M; m++)
@@ -424,6 +428,8 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
         st = zb_cuda_timer_step_begin(C->timer, err);
         C->t_begin = zb_now() - R->in->t0;
     }
+    if (st == ZB_OK && training && C->phase_timer)
+        st = zb_cuda_timer_step_begin(C->phase_timer, err);
     return st;
 }
 
@@ -459,6 +465,36 @@ static zb_status_t begin_kernels(pl_rank_t *R, zb_err_t *err)
  * global rank `device`; every rank of a GPU shares its step-start event; across GPUs, and for
  * an MPI process's one rank, each clock starts at its first rank's host time of the step
  * start). */
+static zb_status_t cuda_time_phase(pl_rank_t *R, int seg, bool begin, zb_err_t *err)
+{
+    zb_cuda_timer_t *t = CU(R)->phase_timer;
+    if (!t)
+        return ZB_OK;
+    return begin ? zb_cuda_timer_begin(t, seg, err) : zb_cuda_timer_end(t, seg, err);
+}
+
+/* The phases' device times: the unused segments timed empty (the timer resolves a full step),
+ * then every segment's events on the actions' clock; device_ms summed per phase. */
+static zb_status_t resolve_phases(pl_rank_t *R, const zb_cuda_timer_t *origin, double origin_s,
+                                  zb_err_t *err)
+{
+    zb_step_phases_t *ph = &R->phases;
+    zb_cuda_timer_t *t = CU(R)->phase_timer;
+    zb_status_t st = ZB_OK;
+    for (int k = (int)ph->segments; k < ZB_STEP_SEGMENTS && st == ZB_OK; k++)
+        if ((st = zb_cuda_timer_begin(t, k, err)) == ZB_OK)
+            st = zb_cuda_timer_end(t, k, err);
+    double start[ZB_STEP_SEGMENTS], end[ZB_STEP_SEGMENTS];
+    if (st == ZB_OK)
+        st = zb_cuda_timer_resolve(t, origin, origin_s, start, end, ZB_STEP_SEGMENTS, err);
+    for (int k = 0; st == ZB_OK && k < (int)ph->segments; k++) {
+        ph->seg_start[k] = start[k];
+        ph->seg_end[k] = end[k];
+        ph->device_ms[(int)ph->seg_phase[k]] += (end[k] - start[k]) * 1e3;
+    }
+    return st;
+}
+
 static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
 {
     cu_rank_t *C = CU(R);
@@ -466,8 +502,10 @@ static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
         return ZB_OK;
     const cu_rank_t *O = R->pl->opts->transport ? C : R->pl->ranks[C->device].devst;
     const zb_cuda_timer_t *origin = O && O->timer ? O->timer : C->timer;
-    return zb_cuda_timer_resolve(C->timer, origin, origin == C->timer ? C->t_begin : O->t_begin,
-                                 R->tl.start, R->tl.end, R->tl.len, err);
+    double origin_s = origin == C->timer ? C->t_begin : O->t_begin;
+    zb_status_t st = zb_cuda_timer_resolve(C->timer, origin, origin_s, R->tl.start, R->tl.end,
+                                           R->tl.len, err);
+    return st == ZB_OK && C->phase_timer ? resolve_phases(R, origin, origin_s, err) : st;
 }
 
 static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
@@ -719,6 +757,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .finish = cuda_finish,
                                     .time_action = cuda_time_action,
                                     .step_end = cuda_step_end,
+                                    .time_phase = cuda_time_phase,
                                     .unit_sumsq = cuda_unit_sumsq,
                                     .update = cuda_update,
                                     .optimistic_elems = cuda_optimistic_elems,

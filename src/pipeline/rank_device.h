@@ -79,6 +79,10 @@ typedef struct pl_rank_dev {
      * replace the executor's host times in R->tl. NULL: the executor's times stand. */
     zb_status_t (*time_action)(pl_rank_t *R, int i, bool begin, zb_err_t *err);
     zb_status_t (*step_end)(pl_rank_t *R, zb_err_t *err);
+    /* Segment `seg` of the step's phases (step_phases.c) begins / ends: the device records its
+     * events; at step_end it writes each segment's times into R->phases (seg_start, seg_end on
+     * R->tl's clock) and sums R->phases.device_ms. NULL: the host's times stand. */
+    zb_status_t (*time_phase)(pl_rank_t *R, int seg, bool begin, zb_err_t *err);
     /* The rank's memory on the device in zb_rank_mem_t's fields (all but total and rss_peak),
      * from its allocations. */
     void (*memory)(const pl_rank_t *R, zb_rank_mem_t *m);

@@ -24,7 +24,50 @@ static const char *trace_cname(zb_action_type_t t)
 
 zb_status_t zb_trace_write(const zb_sim_t *sim, double time_scale, FILE *out, zb_err_t *err)
 {
+    return zb_trace_write_spans(sim, time_scale, NULL, 0, out, err);
+}
+
+static zb_status_t check_spans(const zb_sim_t *sim, const zb_trace_span_t *spans, int n,
+                               zb_err_t *err)
+{
+    if (n < 0 || (n > 0 && !spans))
+        return zb_err_set(err, ZB_EINVAL, "trace: %d extra intervals", n);
+    for (int k = 0; k < n; k++) {
+        const zb_trace_span_t *x = &spans[k];
+        if (x->rank < 0 || x->rank >= sim->ranks || !x->name)
+            return zb_err_set(err, ZB_EINVAL, "trace: extra interval %d: rank %d of %d%s", k,
+                              x->rank, sim->ranks, x->name ? "" : ", no name");
+        if (!isfinite(x->start) || !isfinite(x->end) || x->end < x->start)
+            return zb_err_set(err, ZB_EINVAL, "trace: extra interval %d (%s): [%g, %g]", k,
+                              x->name, x->start, x->end);
+    }
+    return ZB_OK;
+}
+
+static void write_spans(const zb_sim_t *sim, double time_scale, const zb_trace_span_t *spans,
+                        int n, FILE *out)
+{
+    fputs(",\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
+          "\"args\": {\"name\": \"step phases\"}}", out);
+    for (int r = 0; r < sim->ranks; r++)
+        fprintf(out, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                     "\"args\": {\"name\": \"rank %d\"}}", r, r);
+    for (int k = 0; k < n; k++) {
+        fputs(",\n{\"name\": ", out);
+        zb_io_json_string(out, spans[k].name);
+        fprintf(out, ", \"cat\": \"phase\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, "
+                     "\"ts\": %.6f, \"dur\": %.6f}",
+                spans[k].rank, spans[k].start * time_scale,
+                (spans[k].end - spans[k].start) * time_scale);
+    }
+}
+
+zb_status_t zb_trace_write_spans(const zb_sim_t *sim, double time_scale,
+                                 const zb_trace_span_t *spans, int n, FILE *out, zb_err_t *err)
+{
     zb_status_t st = zb_io_check_sim(sim, "trace", err);
+    if (st == ZB_OK)
+        st = check_spans(sim, spans, n, err);
     if (st != ZB_OK)
         return st;
     if (!out)
@@ -68,6 +111,8 @@ zb_status_t zb_trace_write(const zb_sim_t *sim, double time_scale, FILE *out, zb
                         tn, a->stage, a->mb, r, ts, trace_cname(t), a->stage, a->mb, tn);
         }
     }
+    if (n > 0)
+        write_spans(sim, time_scale, spans, n, out);
     fputs("\n]}\n", out);
     if (ferror(out))
         return zb_err_set(err, ZB_EIO, "trace: write failed");

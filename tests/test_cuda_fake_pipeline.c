@@ -366,6 +366,36 @@ static void test_step_phases_timeline(void **state)
     zb_pipeline_report_free(&rep);
 }
 
+/* The tied WTE's gradient folded on the device, once per step: between the embedding's rank and
+ * the head's (1f1b, P = 4: two thread ranks on one GPU, ordered by events) and inside one rank
+ * holding both (zb-v, P = 2: rank 0 has the first and the last stage); the bits of --ranks 1. */
+static void test_tied_wte_on_device(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 4, STEPS);
+    float ref_loss[STEPS], loss[STEPS];
+    zb_gpt2_params_t ref, got;
+    pt_reference(&c, NULL, NULL, ref_loss, &ref, NULL);
+    static const struct {
+        const char *schedule;
+        int P;
+    } runs[] = {{"1f1b", 4}, {"zb-v", 2}};
+    for (int k = 0; k < 2; k++) {
+        zb_pipeline_opts_t o;
+        opts(&o, runs[k].P, runs[k].schedule, true);
+        long folds = fake_add_inplace_calls;
+        zb_pipeline_report_t rep = {0};
+        run_ok(&c, &o, loss, &got, &rep);
+        assert_int_equal(fake_add_inplace_calls - folds, STEPS);
+        same_losses(loss, ref_loss, STEPS, runs[k].schedule);
+        pt_assert_same_params(&got, &ref, runs[k].schedule);
+        zb_gpt2_params_free(&got);
+        zb_pipeline_report_free(&rep);
+    }
+    zb_gpt2_params_free(&ref);
+}
+
 /* Device messages (opts.device_messages): the receiver copies from the sender's device slot
  * after the sender's event, no host round trip; the same bits for every family (P = 4, M = 8,
  * both optimizer syncs), with --dp 2 and through validation. */
@@ -656,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_device_messages),
         cmocka_unit_test(test_trace_times_every_action),
         cmocka_unit_test(test_step_phases_timeline),
+        cmocka_unit_test(test_tied_wte_on_device),
         cmocka_unit_test(test_failing_rank_stops_all),
         cmocka_unit_test(test_checkpoints_cross_devices),
         cmocka_unit_test(test_device_memory_predicted_is_measured),

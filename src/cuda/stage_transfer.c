@@ -70,6 +70,33 @@ zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *
 
 int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return s ? s->ctx.device : -1; }
 
+void zb_cuda_stage_wte_grads(const zb_cuda_stage_t *s, float **grad, const float **acc,
+                             size_t *n)
+{
+    bool has = s && s->sizes[ZB_WTE] > 0;
+    *grad = has ? G(s, ZB_WTE) : NULL;
+    *acc = has ? s->wte_head : NULL;
+    *n = has ? s->sizes[ZB_WTE] : 0;
+}
+
+zb_status_t zb_cuda_grad_wte_add(zb_cuda_stage_t *s, const float *acc_dev,
+                                 struct CUevent_st *after, zb_err_t *err)
+{
+    if (!s || !acc_dev || s->sizes[ZB_WTE] == 0)
+        return zb_err_set(err, ZB_EINVAL, "cuda WTE fold: a stage holding WTE and an accumulator "
+                                          "are required");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "WTE fold", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = after ? cudaStreamWaitEvent(s->ctx.stream, after, 0) : cudaSuccess;
+    if (e != cudaSuccess)
+        return cuda_err(e, "WTE fold", err);
+    /* the order of the CPU's fold: embedding's + head's */
+    zb_cuk_add_inplace(s->ctx.stream, G(s, ZB_WTE), acc_dev, s->sizes[ZB_WTE]);
+    zb_cu_launch_check(&s->ctx, "WTE fold");
+    return zb_cu_ctx_check(&s->ctx, "WTE fold", err);
+}
+
 /* ---- messages staged through page-locked host buffers, on the stage's copy stream ---- */
 
 zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err)

@@ -38,6 +38,15 @@ zb_status_t zb_cuda_event_record(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_e
 zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *src_dev,
                                int src_device, size_t n, struct CUevent_st *after, zb_err_t *err);
 int zb_cuda_stage_device(const zb_cuda_stage_t *s);
+/* The tied WTE's gradient between two stages of one device, no host round trip: *grad = the
+ * stage's WTE gradient (NULL when it holds no WTE), *acc = a head stage's accumulator of its
+ * WTE gradient (NULL when none), *n = the WTE's floats; zb_cuda_grad_wte_add queues on s's
+ * stream a wait for `after` (NULL: none) and its WTE gradient += acc_dev (n floats on s's
+ * device: another stage's accumulator). */
+void zb_cuda_stage_wte_grads(const zb_cuda_stage_t *s, float **grad, const float **acc,
+                             size_t *n);
+zb_status_t zb_cuda_grad_wte_add(zb_cuda_stage_t *s, const float *acc_dev,
+                                 struct CUevent_st *after, zb_err_t *err);
 /* Messages staged through the host (MPI ranks on GPUs). zb_cuda_host_alloc: a
  * page-locked host buffer of n floats (cudaHostAlloc), freed with zb_cuda_host_free (NULL is
  * fine). The stage's two COPY STREAMS (non-blocking, made on first use, freed with the stage;

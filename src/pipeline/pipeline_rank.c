@@ -435,13 +435,25 @@ static zb_status_t phase_end(pl_rank_t *R, zb_step_phase_t p, zb_status_t st, zb
 }
 
 /* host-gradient work fn (on_host_grads) inside phase p */
-static zb_status_t grads_phase(zb_transport_t *t, pl_rank_t *R, zb_step_phase_t p, bool wte_only,
-                               host_grads_fn fn, zb_err_t *err)
+static zb_status_t grads_phase(zb_transport_t *t, pl_rank_t *R, zb_step_phase_t p,
+                               bool wte_only, host_grads_fn fn, zb_err_t *err)
 {
     zb_status_t st = pl_phase(R, p, true, err);
     if (st == ZB_OK)
         st = on_host_grads(t, R, wte_only, fn, err);
     return phase_end(R, p, st, err);
+}
+
+/* the tied embedding's fold: on the device where it can, else through the host */
+static zb_status_t tied_phase(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
+{
+    bool done = false;
+    zb_status_t st = pl_phase(R, ZB_PHASE_TIED_WTE, true, err);
+    if (st == ZB_OK && R->dev->tied_wte)
+        st = R->dev->tied_wte(t, R, &done, err);
+    if (st == ZB_OK && !done)
+        st = on_host_grads(t, R, true, pl_tied_embedding, err);
+    return phase_end(R, ZB_PHASE_TIED_WTE, st, err);
 }
 
 /* The replica's part of the step: execute the program, fold the tied embedding, and sum the
@@ -461,7 +473,7 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
     if (st == ZB_OK && R->dev->finish && (st = pl_phase(R, ZB_PHASE_DRAIN, true, err)) == ZB_OK)
         st = phase_end(R, ZB_PHASE_DRAIN, R->dev->finish(R, err), err);
     if (st == ZB_OK && (R->has_embed || R->has_head)) /* the others have nothing to exchange */
-        st = grads_phase(pipe, R, ZB_PHASE_TIED_WTE, true, pl_tied_embedding, err);
+        st = tied_phase(pipe, R, err);
     else if (st == ZB_OK)
         st = on_host_grads(pipe, R, true, pl_tied_embedding, err);
     if (st == ZB_OK && dp)

@@ -372,6 +372,7 @@ static void cuda_close(pl_rank_t *R)
     }
     zb_cuda_timer_free(C->timer);
     zb_cuda_timer_free(C->phase_timer);
+    zb_cuda_event_free(C->ev_tied);
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
         for (int m = 0; cs->stash && m < R->pl->M; m++)
@@ -753,6 +754,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .message_ready = pl_cu_message_ready,
                                     .memory = cuda_memory,
                                     .grads = cuda_grads,
+                                    .tied_wte = pl_cu_tied_wte,
                                     .state = cuda_state,
                                     .finish = cuda_finish,
                                     .time_action = cuda_time_action,

@@ -23,5 +23,9 @@ zb_status_t pl_cu_message(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, vo
                           zb_err_t *err);
 zb_status_t pl_cu_message_ready(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, bool wait,
                                 bool *ready, zb_err_t *err);
+/* The tied WTE's gradient folded on the device (rank_cuda_tied.c): *done = it was (one rank
+ * holding both ends, or thread ranks on one GPU); else the caller takes the host path. Called
+ * by the embedding's and the head's ranks (and a rank holding both), after their programs. */
+zb_status_t pl_cu_tied_wte(zb_transport_t *t, pl_rank_t *R, bool *done, zb_err_t *err);
 
 #endif

@@ -68,6 +68,10 @@ typedef struct pl_rank_dev {
     /* R->grads <-> the device (wte_only: the tied WTE's parts: the embedding's gradient and the
      * head's accumulator to the host, the folded gradient back). NULL: the host is the device. */
     zb_status_t (*grads)(pl_rank_t *R, bool wte_only, bool to_host, zb_err_t *err);
+    /* The tied WTE's gradient folded where it lives (the embedding's and head's ranks, after
+     * their programs, over the pipeline transport t): *done = it was; else (or NULL) the host
+     * path (grads, pl_tied_embedding). Both ends must decide alike. */
+    zb_status_t (*tied_wte)(zb_transport_t *t, pl_rank_t *R, bool *done, zb_err_t *err);
     /* R->params and R->opt <-> the device (checkpoints, gather, replica check, resume). NULL:
      * the host is the device. */
     zb_status_t (*state)(pl_rank_t *R, bool to_host, zb_err_t *err);

@@ -335,7 +335,10 @@ static void test_step_phases_timeline(void **state)
     o.test_hooks = &hooks;
     float loss[STEPS_HERE];
     zb_pipeline_report_t rep = {0};
+    long launches = fake_adamw_launches;
     run_ok(&c, &o, loss, NULL, &rep);
+    /* one AdamW launch per rank and step, a rollback at most one more */
+    assert_true(fake_adamw_launches - launches <= 4L * STEPS_HERE + rep.rollbacks);
     assert_true(rep.measured && rep.phases);
     int rolled = 0;
     for (int r = 0; r < 4; r++) {
@@ -368,7 +371,8 @@ static void test_step_phases_timeline(void **state)
 
 /* The tied WTE's gradient folded on the device, once per step: between the embedding's rank and
  * the head's (1f1b, P = 4: two thread ranks on one GPU, ordered by events) and inside one rank
- * holding both (zb-v, P = 2: rank 0 has the first and the last stage); the bits of --ranks 1. */
+ * holding both (zb-v, P = 2: rank 0 has the first and the last stage); the optimizer's launches
+ * counted; the bits of --ranks 1. */
 static void test_tied_wte_on_device(void **state)
 {
     (void)state;
@@ -384,10 +388,17 @@ static void test_tied_wte_on_device(void **state)
     for (int k = 0; k < 2; k++) {
         zb_pipeline_opts_t o;
         opts(&o, runs[k].P, runs[k].schedule, true);
-        long folds = fake_add_inplace_calls;
+        long folds = fake_add_inplace_calls, launches = fake_adamw_launches;
+        long norms = fake_sum_rows_launches;
         zb_pipeline_report_t rep = {0};
         run_ok(&c, &o, loss, &got, &rep);
         assert_int_equal(fake_add_inplace_calls - folds, STEPS);
+        /* the optimizer: one AdamW launch and one norm reduction per stage and step (zb-v: two
+         * stages per rank), no rollback here (no clipping) */
+        long stages = runs[k].P * (k == 1 ? 2 : 1);
+        assert_int_equal(rep.rollbacks, 0);
+        assert_int_equal(fake_adamw_launches - launches, stages * STEPS);
+        assert_int_equal(fake_sum_rows_launches - norms, stages * STEPS);
         same_losses(loss, ref_loss, STEPS, runs[k].schedule);
         pt_assert_same_params(&got, &ref, runs[k].schedule);
         zb_gpt2_params_free(&got);

@@ -86,7 +86,11 @@ zb_status_t zb_cuda_fold_tied(zb_cuda_stage_t *s, zb_err_t *err);
 /* zb_grad_unit_sumsq on the device gradients (fixed-order double partials; the bits depend on
  * the GPU model, not on timing). */
 zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, zb_err_t *err);
-/* zb_adamw_update_units on the device: same formula, same per-step scalars. */
+/* out[k] = zb_cuda_grad_unit_sumsq of units[k], k < n (the same bits), with one host wait. */
+zb_status_t zb_cuda_grad_units_sumsq(zb_cuda_stage_t *s, const int *units, int n, double *out,
+                                     zb_err_t *err);
+/* zb_adamw_update_units on the device: same formula, same per-step scalars; one launch for all
+ * the units' tensors. */
 zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparams_t *h, float lr,
                                        long t, float grad_scale, const int *units, int n_units,
                                        zb_err_t *err);

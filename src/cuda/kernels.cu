@@ -2,6 +2,7 @@
 // cuBLASLt in ctx.c). One translation unit on purpose: nvcc time is the build's bottleneck.
 // Formulas follow src/nn/*.c; reductions are atomic-free and in a fixed order (kernels.h).
 #include "cuda/kernels.h"
+#include "cuda/adamw_elem.cuh"
 
 #include <math.h>
 #include <stdint.h>
@@ -347,16 +348,8 @@ __global__ void adamw_k(float *p, const float *g, float *m, float *v, size_t n, 
                         float bc1, float bc2, float eps, float wd, float lr, float gs)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i] * gs;
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = mi / bc1;
-        float vhat = vi / bc2;
-        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
-    }
+         i += (size_t)gridDim.x * blockDim.x)
+        zb_adamw_elem(p, g, m, v, i, b1, b2, bc1, bc2, eps, wd, lr, gs);
 }
 
 __global__ void sumsq_partials_k(double *part, const float *g, size_t n)

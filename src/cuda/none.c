@@ -48,6 +48,7 @@ STUB(zb_cuda_grads_download, zb_cuda_stage_t *s, zb_gpt2_grads_t *h)
 STUB(zb_cuda_grads_zero, zb_cuda_stage_t *s)
 STUB(zb_cuda_fold_tied, zb_cuda_stage_t *s)
 STUB(zb_cuda_grad_unit_sumsq, zb_cuda_stage_t *s, int unit, double *out)
+STUB(zb_cuda_grad_units_sumsq, zb_cuda_stage_t *s, const int *units, int n, double *out)
 STUB(zb_cuda_adamw_update_units, zb_cuda_stage_t *s, const zb_adamw_hparams_t *h, float lr, long t,
      float grad_scale, const int *units, int n_units)
 STUB(zb_cuda_stash_new, zb_cuda_stage_t *s, zb_cuda_stash_t **out)

@@ -160,6 +160,9 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
     }
     zb_cu_ctx_destroy(&s->ctx);
     cudaFree(s->backup);
+    cudaFree(s->adamw_dev);
+    free(s->adamw_host);
+    cudaFree(s->norm_parts);
     cudaFree(s->params);
     cudaFree(s->grads);
     cudaFree(s->wte_head);
@@ -300,6 +303,8 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
                           "state upload", err);
 }
 
+/* Saved or restored on the stage's stream, no host wait: the optimizer's launches queue behind
+ * it (a rollback costs the restore and one AdamW launch). */
 zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
 {
     if (!s)
@@ -313,14 +318,15 @@ zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
             return cuda_err(e, "backup allocation", err);
         }
     }
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, save ? "backup" : "restore", err);
     float *state[3] = {s->params, s->m, s->v};
-    zb_status_t st = ZB_OK;
-    for (int k = 0; k < 3 && st == ZB_OK; k++) {
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; k < 3 && st == ZB_OK && e == cudaSuccess; k++) {
         float *b = s->backup + (size_t)k * s->count;
-        st = copy(s, save ? b : state[k], save ? state[k] : b, s->count * sizeof(float),
-                  cudaMemcpyDeviceToDevice, save ? "backup" : "restore", err);
+        e = cudaMemcpyAsync(save ? b : state[k], save ? state[k] : b, s->count * sizeof(float),
+                            cudaMemcpyDeviceToDevice, s->ctx.stream);
     }
-    return st;
+    return st == ZB_OK ? cuda_err(e, save ? "backup" : "restore", err) : st;
 }
 
 zb_status_t zb_cuda_grads_zero(zb_cuda_stage_t *s, zb_err_t *err)
@@ -362,30 +368,102 @@ static int stage_unit_ranges(const zb_cuda_stage_t *s, int unit, size_t off[16],
 
 zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, zb_err_t *err)
 {
-    if (!s || !out)
-        return zb_err_set(err, ZB_EINVAL, "cuda grad sumsq: stage and output are required");
-    if (unit < 0 || unit >= zb_gpt2_num_units(&s->cfg))
-        return zb_err_set(err, ZB_EINVAL, "cuda grad sumsq: unit %d not in [0, %d)", unit,
-                          zb_gpt2_num_units(&s->cfg));
-    size_t off[16], cnt[16];
-    int tensor[16];
-    int n = stage_unit_ranges(s, unit, off, cnt, tensor);
-    /* every range's partials into its own slot, one copy back, summed in range order */
-    double part[16 * ZB_CU_SUMSQ_BLOCKS], sum = 0.0;
-    for (int r = 0; r < n; r++)
-        zb_cuk_sumsq_partials(s->ctx.stream, s->ctx.sumsq + (size_t)r * ZB_CU_SUMSQ_BLOCKS,
-                              s->grads + off[r], cnt[r]);
-    zb_cu_launch_check(&s->ctx, "grad sumsq");
-    zb_status_t st = copy(s, part, s->ctx.sumsq, (size_t)n * ZB_CU_SUMSQ_BLOCKS * sizeof(double),
-                          cudaMemcpyDeviceToHost, "grad sumsq", err);
-    if (st != ZB_OK)
-        return st;
-    for (int i = 0; i < n * ZB_CU_SUMSQ_BLOCKS; i++)
-        sum += part[i];
-    *out = sum;
+    return zb_cuda_grad_units_sumsq(s, &unit, 1, out, err);
+}
+
+/* Room for the partials of n units (16 ranges x ZB_CU_SUMSQ_BLOCKS each) and their n sums. */
+static zb_status_t norm_room(zb_cuda_stage_t *s, int n, zb_err_t *err)
+{
+    if (n <= s->norm_cap)
+        return ZB_OK;
+    cudaError_t e = cudaStreamSynchronize(s->ctx.stream); /* an earlier use may be queued */
+    if (e == cudaSuccess) {
+        cudaFree(s->norm_parts);
+        s->norm_parts = NULL;
+        s->norm_cap = 0;
+        e = cudaMalloc((void **)&s->norm_parts,
+                       (size_t)n * (16 * ZB_CU_SUMSQ_BLOCKS + 1) * sizeof(double));
+    }
+    if (e != cudaSuccess)
+        return cuda_err(e, "grad sumsq scratch", err);
+    s->norm_cap = n;
     return ZB_OK;
 }
 
+/* Every range's partials in its own slot of its unit's row (the rest of the row zeros), each
+ * row summed in order on the device (what the host summed: adding the zeros changes no bit),
+ * and one copy of the n sums back: one host wait for all the units. */
+zb_status_t zb_cuda_grad_units_sumsq(zb_cuda_stage_t *s, const int *units, int n, double *out,
+                                     zb_err_t *err)
+{
+    if (!s || (n > 0 && (!units || !out)) || n < 0)
+        return zb_err_set(err, ZB_EINVAL, "cuda grad sumsq: stage, units and output are required");
+    for (int u = 0; u < n; u++)
+        if (units[u] < 0 || units[u] >= zb_gpt2_num_units(&s->cfg))
+            return zb_err_set(err, ZB_EINVAL, "cuda grad sumsq: unit %d not in [0, %d)",
+                              units[u], zb_gpt2_num_units(&s->cfg));
+    if (n == 0)
+        return ZB_OK;
+    zb_status_t st = norm_room(s, n, err);
+    if (st != ZB_OK)
+        return st;
+    const size_t row = 16 * ZB_CU_SUMSQ_BLOCKS;
+    double *sums = s->norm_parts + (size_t)s->norm_cap * row;
+    cudaError_t e = cudaMemsetAsync(s->norm_parts, 0, (size_t)n * row * sizeof(double),
+                                    s->ctx.stream);
+    if (e != cudaSuccess)
+        return cuda_err(e, "grad sumsq", err);
+    for (int u = 0; u < n; u++) {
+        size_t off[16], cnt[16];
+        int tensor[16];
+        int nr = stage_unit_ranges(s, units[u], off, cnt, tensor);
+        for (int r = 0; r < nr; r++)
+            zb_cuk_sumsq_partials(s->ctx.stream,
+                                  s->norm_parts + (size_t)u * row + (size_t)r * ZB_CU_SUMSQ_BLOCKS,
+                                  s->grads + off[r], cnt[r]);
+    }
+    zb_cuk_sum_rows(s->ctx.stream, sums, s->norm_parts, n, (int)row);
+    zb_cu_launch_check(&s->ctx, "grad sumsq");
+    return copy(s, out, sums, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost, "grad sumsq",
+                err);
+}
+
+/* The AdamW descriptors of the units' tensors into s->adamw_host (grown as needed); their count,
+ * or -1 out of memory. */
+static int adamw_tables(zb_cuda_stage_t *s, const zb_adamw_hparams_t *h, const int *units,
+                        int n_units, zb_cu_adamw_tensor_t **out, size_t *max_n)
+{
+    zb_cu_adamw_tensor_t *d = malloc(((size_t)n_units * 16 + 1) * sizeof *d);
+    int n = 0;
+    *max_n = 0;
+    if (!d)
+        return -1;
+    for (int u = 0; u < n_units; u++) {
+        size_t off[16], cnt[16];
+        int tensor[16];
+        int nr = stage_unit_ranges(s, units[u], off, cnt, tensor);
+        for (int r = 0; r < nr; r++) {
+            if (cnt[r] == 0)
+                continue;
+            float wd = zb_adamw_decays((zb_gpt2_tensor_t)tensor[r]) ? h->weight_decay : 0.0f;
+            memset(&d[n], 0, sizeof d[n]); /* compared bytewise: no stray padding */
+            d[n].p = s->params + off[r];
+            d[n].g = s->grads + off[r];
+            d[n].m = s->m + off[r];
+            d[n].v = s->v + off[r];
+            d[n].shadow = NULL; /* fp32 storage: no bf16 copy to keep */
+            d[n].n = cnt[r];
+            d[n].wd = wd;
+            *max_n = cnt[r] > *max_n ? cnt[r] : *max_n;
+            n++;
+        }
+    }
+    *out = d;
+    return n;
+}
+
+/* One launch for all the units' tensors; the descriptor table goes to the device only when it
+ * differs from the last one (the first step, or other units). */
 zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparams_t *h, float lr,
                                        long t, float grad_scale, const int *units, int n_units,
                                        zb_err_t *err)
@@ -401,17 +479,33 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
     for (int u = 0; u < n_units; u++) /* all checked before any update is queued */
         if (units[u] < 0 || units[u] >= nu)
             return zb_err_set(err, ZB_EINVAL, "cuda adamw: unit %d not in [0, %d)", units[u], nu);
-    for (int u = 0; u < n_units; u++) {
-        size_t off[16], cnt[16];
-        int tensor[16];
-        int n = stage_unit_ranges(s, units[u], off, cnt, tensor);
-        for (int r = 0; r < n; r++) {
-            float wd = zb_adamw_decays((zb_gpt2_tensor_t)tensor[r]) ? h->weight_decay : 0.0f;
-            zb_cuk_adamw(s->ctx.stream, s->params + off[r], s->grads + off[r], s->m + off[r],
-                         s->v + off[r], cnt[r], h->beta1, h->beta2, bc1, bc2, h->eps, wd, lr,
-                         grad_scale);
+    zb_cu_adamw_tensor_t *d = NULL;
+    size_t max_n = 0;
+    int n = adamw_tables(s, h, units, n_units, &d, &max_n);
+    if (n < 0)
+        return zb_err_set(err, ZB_ENOMEM, "cuda adamw: out of memory for %d units", n_units);
+    zb_status_t st = ZB_OK;
+    if (n != s->adamw_count || (n > 0 && memcmp(d, s->adamw_host, (size_t)n * sizeof *d))) {
+        cudaError_t e = cudaStreamSynchronize(s->ctx.stream); /* a queued launch reads it */
+        cudaFree(s->adamw_dev);
+        free(s->adamw_host);
+        s->adamw_dev = NULL, s->adamw_host = NULL, s->adamw_count = 0;
+        if (e == cudaSuccess && n > 0)
+            e = cudaMalloc((void **)&s->adamw_dev, (size_t)n * sizeof *d);
+        st = cuda_err(e, "adamw table", err);
+        if (st == ZB_OK && n > 0)
+            st = copy(s, s->adamw_dev, d, (size_t)n * sizeof *d, cudaMemcpyHostToDevice,
+                      "adamw table", err);
+        if (st == ZB_OK) {
+            s->adamw_host = d, s->adamw_count = n, s->adamw_max_n = max_n;
+            d = NULL;
         }
     }
+    free(d);
+    if (st != ZB_OK || s->adamw_count == 0)
+        return st;
+    zb_cuk_adamw_multi(s->ctx.stream, s->adamw_dev, s->adamw_count, s->adamw_max_n, h->beta1,
+                       h->beta2, bc1, bc2, h->eps, lr, grad_scale);
     zb_cu_launch_check(&s->ctx, "adamw");
     return zb_cu_ctx_check(&s->ctx, "adamw", err);
 }

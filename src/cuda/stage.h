@@ -6,6 +6,7 @@
 
 #include "cuda/ctx.h"
 #include "cuda/kernels.h"
+#include "cuda/kernels_optim.h"
 #include "model/gpt2_internal.h"
 #include "cuda/stream.h"
 #include "zbpp/cuda.h"
@@ -30,6 +31,14 @@ struct zb_cuda_stage {
     float *tmp, *datty, *dfch_gelu, *att_scr, *losses;
     float *losses_host;
     float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
+    /* the optimizer's tables (stage.c, made on first use): the multi-tensor AdamW descriptors
+     * of the units last stepped (a host copy to see whether they changed), and room for the
+     * norm partials of norm_cap units and their sums */
+    zb_cu_adamw_tensor_t *adamw_dev, *adamw_host;
+    int adamw_count;
+    size_t adamw_max_n;
+    double *norm_parts;
+    int norm_cap;
     bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */
     /* message copies beside the compute (made on first use), one stream per direction: an
      * upload queued behind a download would wait for the download's producer F/B and its copy,

@@ -607,7 +607,9 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
     if (st == ZB_OK) {
         memset(R->vec, 0, (size_t)(pl->plan.n_units + 1) * sizeof(double));
         st = pl_phase(R, ZB_PHASE_GRAD_NORM, true, err);
-        for (int i = 0; i < R->n_owned && st == ZB_OK; i++)
+        if (st == ZB_OK && R->dev->units_sumsq)
+            st = R->dev->units_sumsq(R, R->vec, err);
+        for (int i = 0; i < R->n_owned && st == ZB_OK && !R->dev->units_sumsq; i++)
             st = R->dev->unit_sumsq(R, R->units[i], &R->vec[R->units[i]], err);
         st = phase_end(R, ZB_PHASE_GRAD_NORM, st, err);
         if (st == ZB_OK && R->has_head) {

@@ -674,6 +674,31 @@ static zb_status_t cuda_unit_sumsq(pl_rank_t *R, int unit, double *out, zb_err_t
     return zb_cuda_grad_unit_sumsq(CU(R)->st[i].stage, unit, out, err);
 }
 
+/* Every owned unit's squared norm, one device call (and one host wait) per local stage. */
+static zb_status_t cuda_units_sumsq(pl_rank_t *R, double *vec, zb_err_t *err)
+{
+    int *units = malloc((size_t)(R->n_owned + 1) * sizeof *units);
+    double *sums = malloc((size_t)(R->n_owned + 1) * sizeof *sums);
+    zb_status_t st = units && sums ? ZB_OK
+                                   : zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for "
+                                                                "the gradient norm", R->rank);
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+        int n = 0;
+        for (int k = 0; k < R->n_owned; k++)
+            if (unit_stage(R, R->units[k]) == i)
+                units[n++] = R->units[k];
+        st = zb_cuda_grad_units_sumsq(CU(R)->st[i].stage, units, n, sums, err);
+        for (int k = 0; k < n && st == ZB_OK; k++)
+            vec[units[k]] = sums[k];
+    }
+    for (int k = 0; k < R->n_owned && st == ZB_OK; k++) /* every owned unit has its stage */
+        if (unit_stage(R, R->units[k]) < 0)
+            st = zb_err_set(err, ZB_EINVAL, "rank %d owns unit %d but holds no stage of it",
+                            R->rank, R->units[k]);
+    free(units), free(sums);
+    return st;
+}
+
 /* AdamW with (lr, t, clip scale) on every unit each stage updates: its owned units, and a head
  * stage without the embedding steps its WTE copy (unit 0) with the same folded gradient. */
 static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, zb_err_t *err)
@@ -761,6 +786,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .step_end = cuda_step_end,
                                     .time_phase = cuda_time_phase,
                                     .unit_sumsq = cuda_unit_sumsq,
+                                    .units_sumsq = cuda_units_sumsq,
                                     .update = cuda_update,
                                     .optimistic_elems = cuda_optimistic_elems,
                                     .backup = cuda_backup,

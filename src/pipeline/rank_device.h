@@ -92,6 +92,9 @@ typedef struct pl_rank_dev {
     void (*memory)(const pl_rank_t *R, zb_rank_mem_t *m);
     /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
     zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
+    /* All of them at once: vec[u] = unit_sumsq of every owned unit u (the same bits), fewer
+     * host waits. NULL: unit_sumsq per unit. */
+    zb_status_t (*units_sumsq)(pl_rank_t *R, double *vec, zb_err_t *err);
     /* The optimizer's parts; the policy (barrier, or post-validation with rollback) is the
      * rank's, written once (pipeline_rank.c). update: zb_train_update's rules with the global
      * partials `sumsq` (fills R->stats) and the step on the device. optimistic_elems: how many

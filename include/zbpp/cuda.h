@@ -182,6 +182,11 @@ typedef struct zb_cuda_train_opts {
      * device gets (with sm_per_rank) — what a pipeline rank will run in; 0 or 1 with no
      * sm_per_rank = the whole device */
     int profile_ranks;
+    /* pipeline ranks that run on a whole GPU: plan cuBLASLt's matrix products for this many
+     * SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, what a partition of that size sets) instead of
+     * the device's; 0 = the device's. The same plans as in a partition give its bits (tests,
+     * docs/cuda.md "Partition against whole GPU"). A partition plans for its own SMs always. */
+    int gemm_sms;
 } zb_cuda_train_opts_t;
 
 /* ZB_OK when `device` is a usable CUDA device; otherwise ZB_EUNSUPPORTED with one line saying

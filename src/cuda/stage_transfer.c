@@ -70,6 +70,15 @@ zb_status_t zb_cuda_copy_after(zb_cuda_stage_t *s, float *dst_dev, const float *
 
 int zb_cuda_stage_device(const zb_cuda_stage_t *s) { return s ? s->ctx.device : -1; }
 
+zb_status_t zb_cuda_stage_plan_sms(zb_cuda_stage_t *s, int sms, zb_err_t *err)
+{
+    if (!s || sms < 0)
+        return zb_err_set(err, ZB_EINVAL, "cuda plan SMs: a stage and sms >= 0 are required");
+    if (sms > 0)
+        s->ctx.sm_target = sms;
+    return ZB_OK;
+}
+
 void zb_cuda_stage_wte_grads(const zb_cuda_stage_t *s, float **grad, const float **acc,
                              size_t *n)
 {

@@ -68,6 +68,9 @@ zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float
 zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
 zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err);
 zb_status_t zb_cuda_event_query(struct CUevent_st *ev, bool *done, zb_err_t *err);
+/* Plan the stage's matrix products for `sms` SMs (0: the SMs of its stream, as set by
+ * zb_cuda_stage_use_stream, or the device's) without changing where they run. */
+zb_status_t zb_cuda_stage_plan_sms(zb_cuda_stage_t *s, int sms, zb_err_t *err);
 /* The stream the stage's work is queued on (its own or one given by zb_cuda_stage_use_stream). */
 struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s);
 /* Make the stage's device the calling thread's current one (each rank thread, before its

@@ -303,6 +303,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         else if (st == ZB_OK && i > 0)
             st = zb_cuda_stage_use_stream(cs->stage, zb_cuda_stage_stream(C->st[0].stage), 0,
                                           err);
+        if (st == ZB_OK && !parts) /* the whole GPU, planned as a partition would be */
+            st = zb_cuda_stage_plan_sms(cs->stage, pl->opts->cuda->gemm_sms, err);
         if (st == ZB_OK && (!(cs->stash = calloc((size_t)pl->M, sizeof *cs->stash)) ||
                             !(cs->idle = calloc((size_t)pl->M, sizeof *cs->idle)) ||
                             !(cs->forgot = calloc((size_t)pl->M, 1))))

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Issue 13's goals on one GPU (docs/cuda.md, "Pipeline goals"), in one script:
+# The GPU pipeline's goals (docs/cuda.md, "Pipeline goals" and "The step on a GPU"), one script:
 #   bench/bench_gpu_pipeline.sh BUILD [STEPS=8] [LAYERS=16] [T=1024] [PRECISION=bf16] [P=4]
 # A GPT-2 124M-like model (C=768, 12 heads, V=50257) with LAYERS blocks, P ranks as threads on
-# one GPU (each in its own SM partition), one sequence of T tokens per microbatch, M = 8 and 16:
-#  1. bubble: 1f1b, zb-h2 and zb-v with --partition profile (the simulator is fed the stages'
-#     costs timed in a partition of the ranks' size) and --trace (CUDA-event times): measured
-#     bubble of the last step next to the predicted one (goal: within 3 points);
-#  2. ratios: zb-h2 / 1f1b and zb-v / 1f1b median step times next to the predicted span ratio
-#     (goal: within 3% of it);
-#  3. communication hidden: each schedule with device messages (--gpu-messages device) and with
-#     no-op transfers (--gpu-messages none: the same waits, no copies after step 1), run in
-#     alternation; the ratio of median step times (goal: <= 1.03).
-# Writes every run's log next to a table on stdout; without a GPU it says so and exits 77.
+# one GPU (each in its own SM partition), one sequence of T tokens per microbatch, M = 8 and 16,
+# 1f1b, zb-h2 and zb-v with --partition profile (the simulator is fed the stages' costs timed in
+# a partition of the ranks' size) and device messages. Per run, from its report:
+#  - step vs span: the median step, the last step's span, the optimizer's device time (the
+#    largest over the ranks, from the step-phase table) and step / (span + optimizer) (goal:
+#    <= 1.05), the time outside the span in % of the step (goal: <= 5 %);
+#  - the bubble, measured (CUDA events) and predicted (simulator), one definition (goal: within
+#    3 points);
+#  - zb-h2 / 1f1b and zb-v / 1f1b median step times next to the predicted span ratio (goal:
+#    within 3 %).
+# Then: communication hidden (device messages vs no-op transfers, 3 pairs in alternation, goal
+# <= 1.03); GPU memory per rank at P 1f1b against the same model with --ranks 1 (goal <= 0.5x,
+# predicted = measured); and the small model (L=8 C=256 T=256) for the three schedules, where
+# launch latency rules. Writes every run's log next to the tables on stdout; without a GPU it
+# says so and exits 77.
 set -uo pipefail
 B=${1:?usage: bench_gpu_pipeline.sh BUILD [STEPS] [LAYERS] [T] [PRECISION] [P]}
 STEPS=${2:-8}
@@ -32,18 +37,18 @@ if ! "$Z" train --device cuda --steps 0 --quiet --text "$TEXT" >/dev/null 2>"$OU
     fi
 fi
 
-# run NAME ARGS...: one training run, its log kept; prints nothing
+# run NAME ARGS...: one training run (model flags given by the caller), its log kept
 run() {
     local name=$1
     shift
     # bounded: a hung run must not eat the device call (a healthy one takes seconds)
-    timeout 180 "$Z" train --device cuda --precision "$PREC" --ranks "$P" --layers "$L" --channels 768 \
-        --heads 12 --vocab 50257 --seq "$T" --text "$TEXT" --steps "$STEPS" --lr-schedule constant \
-        "$@" >"$OUTDIR/$name.log" 2>&1
+    timeout 180 "$Z" train --device cuda --precision "$PREC" --text "$TEXT" \
+        --lr-schedule constant "$@" >"$OUTDIR/$name.log" 2>&1
     local rc=$?
     [ $rc -eq 0 ] || echo "FAILED ($rc): $name: $(tail -1 "$OUTDIR/$name.log")" >&2
     return $rc
 }
+big() { run "$@" --layers "$L" --channels 768 --heads 12 --vocab 50257 --seq "$T" --steps "$STEPS"; }
 # field NAME WHAT: a figure from a run's log
 field() {
     local log=$OUTDIR/$1.log
@@ -52,42 +57,87 @@ field() {
     bubble_m) sed -n 's/^bubble: measured \([0-9.]*\)%.*/\1/p' "$log" ;;
     bubble_p) sed -n 's/^bubble: .*predicted \([0-9.]*\)% (simulator).*/\1/p' "$log" ;;
     span_p) sed -n 's/^pipeline span .*predicted \([0-9.]*\) ms.*/\1/p' "$log" ;;
+    span_m) sed -n 's/^outside the span .*, span \([0-9.]*\) ms,.*/\1/p' "$log" ;;
+    outside_pct) sed -n 's/^outside the span .*(\([0-9.-]*\)% of the step)/\1/p' "$log" ;;
+    # the step-phase table: the largest device time of a phase over the ranks
+    optimizer | rollback | tied-wte | grad-norm | drain)
+        awk -v want="$2" '/^step phases after the actions/ { on = 1; next }
+            on && /^  rank / { v = $(col + 2); split(v, a, "/"); if (a[1] > m) m = a[1]; next }
+            on && !/^  rank / && NF > 1 && !hdr { for (i = 1; i <= NF; i++) if ($i == want) col = i;
+                                                  hdr = 1; next }
+            on && hdr && !/^  rank / { on = 0 }
+            END { printf "%.2f", col ? m : 0 }' "$log" ;;
+    # the memory table: the largest total over the ranks (MiB), predicted or measured
+    mem_predicted | mem_measured)
+        awk -v want="${2#mem_}" '$1 == want && NF >= 9 { if ($8 > m) m = $8 } END { printf "%.1f", m }' "$log" ;;
     esac
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "n/a" }'; }
 
 echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)," \
     "L=$L C=768 V=50257 T=$T, $PREC, P=$P thread ranks on one GPU, $STEPS steps"
-printf "%-3s %-6s %9s %9s %9s %9s %11s %11s\n" M sched "step ms" "bubble %" "pred %" \
-    "|diff|" "ratio/1f1b" "pred ratio"
+# table NAME_PREFIX M: the per-schedule goal rows of runs <prefix>_<sched>
+table() {
+    local pre=$1 M=$2
+    for s in 1f1b zb-h2 zb-v; do
+        local n=${pre}_$s st sp opt
+        st=$(field "$n" step) sp=$(field "$n" span_m) opt=$(field "$n" optimizer)
+        local bm bp
+        bm=$(field "$n" bubble_m) bp=$(field "$n" bubble_p)
+        printf "%-3s %-6s %8s %8s %7s %9s %8s %8s %7s %6s %10s %10s\n" "$M" "$s" "$st" "$sp" "$opt" \
+            "$(awk -v a="$st" -v b="$sp" -v c="$opt" 'BEGIN { if (b + c > 0) printf "%.3f", a / (b + c); else print "n/a" }')" \
+            "$(field "$n" outside_pct)" "$bm" "$bp" \
+            "$(awk -v a="$bm" -v b="$bp" 'BEGIN { if (a != "" && b != "") printf "%.1f", (a > b ? a - b : b - a); else print "n/a" }')" \
+            "$(ratio "$st" "$(field "${pre}_1f1b" step)")" \
+            "$(ratio "$(field "$n" span_p)" "$(field "${pre}_1f1b" span_p)")"
+    done
+}
+header() {
+    printf "%-3s %-6s %8s %8s %7s %9s %8s %8s %7s %6s %10s %10s\n" M sched "step ms" "span ms" \
+        "opt ms" "step/s+o" "out %" "bubble%" "pred%" "|diff|" "ratio/1f1b" "pred ratio"
+}
+header
 for M in 8 16; do
     for s in 1f1b zb-h2 zb-v; do
-        run "m${M}_$s" --schedule "$s" --batch "$M" --microbatches "$M" --partition profile \
-            --trace "$OUTDIR/m${M}_$s.json" --gpu-messages device
+        big "m${M}_$s" --ranks "$P" --schedule "$s" --batch "$M" --microbatches "$M" \
+            --partition profile --trace "$OUTDIR/m${M}_$s.json" --gpu-messages device
     done
-    for s in 1f1b zb-h2 zb-v; do
-        n=m${M}_$s
-        bm=$(field "$n" bubble_m) bp=$(field "$n" bubble_p)
-        diff=$(awk -v a="$bm" -v b="$bp" 'BEGIN { if (a != "" && b != "") printf "%.1f", (a > b ? a - b : b - a); else print "n/a" }')
-        printf "%-3s %-6s %9s %9s %9s %9s %11s %11s\n" "$M" "$s" "$(field "$n" step)" "$bm" "$bp" \
-            "$diff" "$(ratio "$(field "$n" step)" "$(field "m${M}_1f1b" step)")" \
-            "$(ratio "$(field "$n" span_p)" "$(field "m${M}_1f1b" span_p)")"
-    done
+    table "m$M" "$M"
 done
 
 echo
 echo "communication hidden (device messages vs no-op transfers, M=8, 3 pairs in alternation):"
 printf "%-6s %12s %12s %8s\n" sched "device ms" "no-op ms" ratio
+med() { printf "%s\n" "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 for s in 1f1b zb-h2 zb-v; do
     dev=() nul=()
     for k in 1 2 3; do
-        run "hide_${s}_dev$k" --schedule "$s" --batch 8 --microbatches 8 --gpu-messages device &&
-            dev+=("$(field "hide_${s}_dev$k" step)")
-        run "hide_${s}_nul$k" --schedule "$s" --batch 8 --microbatches 8 --gpu-messages none &&
-            nul+=("$(field "hide_${s}_nul$k" step)")
+        big "hide_${s}_dev$k" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
+            --gpu-messages device && dev+=("$(field "hide_${s}_dev$k" step)")
+        big "hide_${s}_nul$k" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
+            --gpu-messages none && nul+=("$(field "hide_${s}_nul$k" step)")
     done
-    med() { printf "%s\n" "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
     d=$(med "${dev[@]}") n=$(med "${nul[@]}")
     printf "%-6s %12s %12s %8s\n" "$s" "$d" "$n" "$(ratio "$d" "$n")"
 done
+
+echo
+echo "GPU memory per rank (MiB, the largest total over the ranks), M=8:"
+big one_rank --ranks 1 --schedule 1f1b --batch 8 --microbatches 8
+printf "%-22s %10s %10s %10s\n" run predicted measured "vs --ranks 1"
+printf "%-22s %10s %10s %10s\n" "--ranks 1" "$(field one_rank mem_predicted)" \
+    "$(field one_rank mem_measured)" 1.000
+printf "%-22s %10s %10s %10s\n" "--ranks $P 1f1b" "$(field m8_1f1b mem_predicted)" \
+    "$(field m8_1f1b mem_measured)" \
+    "$(ratio "$(field m8_1f1b mem_measured)" "$(field one_rank mem_measured)")"
+
+echo
+echo "small model (L=8 C=256 T=256, fp32, P=$P, M=8): launch latency rules"
+header
+for s in 1f1b zb-h2 zb-v; do
+    PREC=fp32 run "small_$s" --layers 8 --channels 256 --heads 8 --vocab 50257 --seq 256 \
+        --steps "$STEPS" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
+        --partition profile --gpu-messages device
+done
+table small 8
 echo "logs and traces: $OUTDIR"

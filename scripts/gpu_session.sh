@@ -12,8 +12,9 @@
 #   scripts/gpu_session.sh pipeline build, then the pipeline-rank tests on the GPU (issue 13: thread
 #                                   ranks, MPI ranks through the carried Open MPI) and
 #                                   zbpp train --device cuda --ranks 2|4 (partition line, bubble)
-#   scripts/gpu_session.sh goals    build, then issue 13's goals (bench/bench_gpu_pipeline.sh:
-#                                   bubble vs simulator, ZB/1F1B ratios, communication hidden)
+#   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
+#                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
+#                                   ratios, communication hidden, memory vs --ranks 1, small model)
 # A warm machine keeps build-gpu: then only an incremental build runs (the sent tree's changes).
 set -uo pipefail
 case "${1:-}" in

@@ -10,6 +10,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr unsigned kMaxBlocksPerTensor = 1024; // grid-stride beyond
+constexpr size_t kSharedRowBytes = 48 * 1024;  // dynamic shared memory without an opt-in
 
 // blockIdx.y: the tensor (looping past 65535); blockIdx.x: a grid-stride share of its elements
 __global__ void adamw_multi_k(const zb_cu_adamw_tensor_t *descs, int count, float b1, float b2,
@@ -26,16 +27,25 @@ __global__ void adamw_multi_k(const zb_cu_adamw_tensor_t *descs, int count, floa
     }
 }
 
-__global__ void sum_rows_k(double *out, const double *parts, int rows, int len)
+// One block per row: the block stages the row in shared memory (coalesced), then one thread
+// adds it in index order (the host's order): a chain of dependent adds on shared memory instead
+// of dependent global loads. A row too long for the shared memory is read from global memory.
+__global__ void sum_rows_k(double *out, const double *parts, int len, bool staged)
 {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows)
+    extern __shared__ double row_sh[];
+    const double *row = parts + (size_t)blockIdx.x * (size_t)len;
+    if (staged) {
+        for (int i = threadIdx.x; i < len; i += blockDim.x)
+            row_sh[i] = row[i];
+        __syncthreads();
+        row = row_sh;
+    }
+    if (threadIdx.x != 0)
         return;
-    const double *row = parts + (size_t)r * (size_t)len;
     double s = 0.0;
     for (int i = 0; i < len; i++)
         s += row[i];
-    out[r] = s;
+    out[blockIdx.x] = s;
 }
 
 } // namespace
@@ -56,9 +66,11 @@ void zb_cuk_adamw_multi(cudaStream_t s, const zb_cu_adamw_tensor_t *descs, int c
 
 void zb_cuk_sum_rows(cudaStream_t s, double *out, const double *parts, int rows, int len)
 {
-    if (rows < 1)
+    if (rows < 1 || len < 0)
         return;
-    sum_rows_k<<<(rows + 127) / 128, 128, 0, s>>>(out, parts, rows, len);
+    size_t bytes = (size_t)len * sizeof(double);
+    bool staged = bytes <= kSharedRowBytes;
+    sum_rows_k<<<(unsigned)rows, kThreads, staged ? bytes : 0, s>>>(out, parts, len, staged);
 }
 
 } // extern "C"

@@ -30,8 +30,8 @@ void zb_cuk_adamw_multi(cudaStream_t s, const zb_cu_adamw_tensor_t *descs, int c
                         size_t max_n, float b1, float b2, float bc1, float bc2, float eps,
                         float lr, float gs);
 
-/* out[r] = parts[r·len] + parts[r·len + 1] + ... in index order from 0.0, one thread per row:
- * the host loop's sum, the same bits. */
+/* out[r] = parts[r·len] + parts[r·len + 1] + ... in index order from 0.0 (one block per row,
+ * one thread adding): the host loop's sum, the same bits. */
 void zb_cuk_sum_rows(cudaStream_t s, double *out, const double *parts, int rows, int len);
 
 #ifdef __cplusplus

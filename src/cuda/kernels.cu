@@ -2,7 +2,7 @@
 // cuBLASLt in ctx.c). One translation unit on purpose: nvcc time is the build's bottleneck.
 // Formulas follow src/nn/*.c; reductions are atomic-free and in a fixed order (kernels.h).
 #include "cuda/kernels.h"
-#include "cuda/adamw_elem.cuh"
+#include "cuda/adamw_elem.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
 
 #include <cuda_bf16.h>
 
-#include "cuda/adamw_elem.cuh"
+#include "cuda/adamw_elem.h"
 
 namespace {
 

@@ -1,8 +1,8 @@
-// One AdamW element update, shared by the per-tensor kernel (kernels.cu) and the multi-tensor
-// one (kernels_optim.cu) so that both compile the same expression: the same bits. Formula of
-// src/model/optim.c.
-#ifndef ZBPP_CUDA_ADAMW_ELEM_CUH
-#define ZBPP_CUDA_ADAMW_ELEM_CUH
+// CUDA only (included by .cu files). One AdamW element update, shared by the per-tensor
+// kernel (kernels.cu) and the multi-tensor one (kernels_optim.cu) so that both compile the
+// same expression: the same bits. Formula of src/model/optim.c.
+#ifndef ZBPP_CUDA_ADAMW_ELEM_H
+#define ZBPP_CUDA_ADAMW_ELEM_H
 
 __device__ __forceinline__ float zb_adamw_elem(float *p, const float *g, float *m, float *v,
                                                size_t i, float b1, float b2, float bc1,

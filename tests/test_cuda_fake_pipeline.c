@@ -231,7 +231,25 @@ static void test_one_rank_in_a_partition(void **state)
         fail_msg("no one-rank partition in '%s'", rep.device);
     same_losses(loss, ref_loss, STEPS, "one rank in a 16-SM partition");
     pt_assert_same_params(&got, &ref, "one rank in a 16-SM partition");
-    zb_gpt2_params_free(&got), zb_gpt2_params_free(&ref);
+    zb_gpt2_params_free(&got);
+
+    /* the whole GPU with its GEMMs planned for 16 SMs: no partition, the same bits; a negative
+     * SM count is refused with its name */
+    zb_cuda_train_opts_t planned = GPU;
+    planned.gemm_sms = 16;
+    o.cuda = &planned;
+    before = partitions_made;
+    run_ok(&c, &o, loss, &got, &rep);
+    assert_int_equal(partitions_made, before);
+    same_losses(loss, ref_loss, STEPS, "whole GPU planned for 16 SMs");
+    pt_assert_same_params(&got, &ref, "whole GPU planned for 16 SMs");
+    zb_gpt2_params_free(&got);
+    planned.gemm_sms = -1;
+    zb_err_t err;
+    assert_int_equal(pt_run(&c, &o, loss, NULL, &rep, &err), ZB_EINVAL);
+    if (!strstr(err.msg, "gemm_sms"))
+        fail_msg("gemm_sms -1: '%s'", err.msg);
+    zb_gpt2_params_free(&ref);
     zb_pipeline_report_free(&rep);
 }
 

@@ -69,6 +69,9 @@ zb_status_t pl_cuda_open(pl_t *pl, zb_pipeline_report_t *rep, zb_err_t *err)
     if (o->precision != ZB_CUDA_FP32 && o->precision != ZB_CUDA_TF32 &&
         o->precision != ZB_CUDA_BF16)
         return zb_err_set(err, ZB_EINVAL, "unknown precision %d", (int)o->precision);
+    if (o->gemm_sms < 0)
+        return zb_err_set(err, ZB_EINVAL, "gemm_sms (the SMs the GEMMs are planned for) must be "
+                                          ">= 0, got %d", o->gemm_sms);
     zb_status_t st = zb_cuda_require_device(0, err);
     int ndev = 0;
     if (st == ZB_OK)

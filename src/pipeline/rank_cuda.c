@@ -16,10 +16,14 @@
  *   in flight (taken at F, given back after W; a non-saving F gives it back when it ends and its
  *   R takes one again, recomputing from the kept input); no shared WTE (each stage holding WTE has its own copy, stepped with
  *   the same gradient and moments, so the copies stay the same bits);
- * - the tied fold, the replica reduction and checkpoints reuse the CPU's host paths on the
- *   rank's host mirror (pl_rank_t params / grads / opt), through slice copies;
- * - grad-norm partials and AdamW on the device; post-validation backs up params and moments in
- *   a plain device buffer per stage (zb_cuda_state_backup) and steps all of it optimistically.
+ * - the tied fold on the device (rank_cuda_tied.c) for thread ranks on one GPU and a rank
+ *   holding both ends; otherwise it, the replica reduction and checkpoints reuse the CPU's
+ *   host paths on the rank's host mirror (pl_rank_t params / grads / opt), via slice copies;
+ * - grad norms summed on the device (one host wait per stage) and AdamW in one launch per
+ *   stage; post-validation backs up params and moments in a plain device buffer per stage
+ *   (zb_cuda_state_backup, queued) and steps all of it optimistically;
+ * - every training step times its actions (the begin event after the message waits) and its
+ *   phases with CUDA events: the measured bubble and --trace are the device's.
  * Its private state: rank_cuda_state.h; its messages: rank_cuda_msg.c. Uses only the zb_cuda_*
  * API (zbpp/cuda.h, cuda/stream.h), so it is compiled in every build. */
 #include <math.h>

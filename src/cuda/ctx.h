@@ -48,6 +48,10 @@ typedef struct {
     int sm_target; /* SMs the stream runs on (a partition), 0 = all: cuBLASLt plans target it */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
     int nplans;
+    /* zb_cu_gemm_ex (gemm.h): products whose epilogue ran as a separate kernel because cuBLASLt
+     * had no fused one, and a switch (tests) that makes every epilogue take that path */
+    long gemm_epilogue_fallbacks;
+    int gemm_epilogue_off;
     zb_status_t status;
     char msg[256];
 } zb_cu_ctx_t;

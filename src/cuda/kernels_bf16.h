@@ -75,6 +75,14 @@ void zb_cuk16_residual_forward(cudaStream_t s, zb_bf16_t *out, const zb_bf16_t *
 void zb_cuk16_crossentropy_fused(cudaStream_t s, float *losses, zb_bf16_t *logits,
                                  const int *targets, float dloss, int N, int V, int Vp);
 
+/* The epilogue of zb_cu_gemm_ex (gemm.h) as a kernel, for products cuBLASLt has no fused
+ * epilogue for: on row-major C[M,N] (ldc elements between rows; bf16 when c_bf16, else fp32),
+ * epilogue 1 (bias): C += bias[N]; 2 (GELU, aux out): aux = C + bias, C = gelu(aux);
+ * 3 (GELU gradient): C = C·gelu'(aux). aux has C's type and ldaux elements between rows;
+ * every result is rounded to C's type once. The values are zb_cu_epilogue_t's. */
+void zb_cuk16_epilogue_apply(cudaStream_t s, int epilogue, void *C, int ldc, int c_bf16,
+                             void *aux, int ldaux, const float *bias, int M, int N);
+
 #ifdef __cplusplus
 }
 #endif

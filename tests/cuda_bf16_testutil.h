@@ -22,7 +22,7 @@
 #define FP32_ORDER 1e-5                 /* fp32 sums in another order (the fp32 tests' bound) */
 #define BF16_TOL (BF16_U + FP32_ORDER)  /* one bf16 rounding of an fp32 result */
 
-#define MAX_DEV_ALLOCS 128
+#define MAX_DEV_ALLOCS 512
 static void *t16_allocs[MAX_DEV_ALLOCS];
 static int t16_nallocs;
 

@@ -167,6 +167,14 @@ static void check_layernorm(int N, int C)
     snprintf(what, sizeof what, "residual+layernorm C=%d twice", C);
     t16_expect_same_bytes(&ctx, what, d_ln, d_ln2, n * 2);
     t16_expect_same_bytes(&ctx, what, d_rstd, d_rstd2, N * 4);
+    /* in place: the residual stream a += b */
+    zb_bf16_t *d_stream = t16_dev_h(a, n);
+    zb_cuk16_residual_layernorm_forward(ctx.stream, d_stream, d_ln2, d_mean2, d_rstd2, d_stream,
+                                        d_b, d_w, d_bias, N, C);
+    snprintf(what, sizeof what, "residual+layernorm C=%d in place: residual", C);
+    t16_expect_h(&ctx, what, d_stream, x, n, -1);
+    snprintf(what, sizeof what, "residual+layernorm C=%d in place: out", C);
+    t16_expect_same_bytes(&ctx, what, d_ln, d_ln2, n * 2);
 
     /* backward from the CPU's statistics, so only the backward differs */
     float *dres = t16_rnd(n, 14, 1), *dout = t16_rnd(n, 15, 1);
@@ -188,6 +196,17 @@ static void check_layernorm(int N, int C)
                                       C);
     snprintf(what, sizeof what, "layernorm backward_input C=%d (no residual)", C);
     t16_expect_h(&ctx, what, d_dinp2, dinp_nores, n, BF16_TOL);
+    /* in place on the residual gradient, then on the output gradient */
+    zb_bf16_t *d_inplace = t16_dev_h(dres, n);
+    zb_cuk16_layernorm_backward_input(ctx.stream, d_inplace, d_inplace, d_dout, d_x, d_cm, d_cr,
+                                      d_w, N, C);
+    snprintf(what, sizeof what, "layernorm backward_input C=%d in place (dres)", C);
+    t16_expect_same_bytes(&ctx, what, d_dinp, d_inplace, n * 2);
+    zb_bf16_t *d_dout_copy = t16_dev_h(dout, n);
+    zb_cuk16_layernorm_backward_input(ctx.stream, d_dout_copy, d_dres, d_dout_copy, d_x, d_cm,
+                                      d_cr, d_w, N, C);
+    snprintf(what, sizeof what, "layernorm backward_input C=%d in place (dout)", C);
+    t16_expect_same_bytes(&ctx, what, d_dinp, d_dout_copy, n * 2);
 
     /* weight gradients: fixed chunks of rows, then the in-order finish (+= on the gradients) */
     float *dw = malloc(C * 4), *db = malloc(C * 4);

@@ -203,9 +203,10 @@ __global__ void encoder_forward_k(zb_bf16_t *out, const int *tokens, const float
 
 // ---- residual add + LayerNorm forward: one warp per row ----
 //
-// NV > 0: the row's vectors (lane, lane + 32, ...) stay in NV registers groups of 8, one read
+// NV > 0: the row's vectors (lane, lane + 32, ...) stay in NV register groups of 8, one read
 // of the inputs. NV == 0 (rows over 2048 channels): the same arithmetic in three passes over
-// global memory, x recomputed from a and b each time (same bits).
+// global memory, x read back from res_out (this thread wrote it; res_out may be a itself, an
+// in-place residual stream) or, without res_out, recomputed from a and b (same bits).
 
 template <int NV>
 __global__ void __launch_bounds__(kRowWarps * 32)
@@ -256,6 +257,12 @@ __global__ void __launch_bounds__(kRowWarps * 32)
                 s += x[0][k];
         }
     }
+    auto reload_x = [&](int v, float *f) {
+        if (res_out)
+            load_bf16<kVec>(res_out + off + v * kVec, f);
+        else
+            load_x(v, f);
+    };
     float m = warp_sum(s) / (float)C;
     float q = 0.0f;
     if constexpr (NV > 0) {
@@ -270,7 +277,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
             }
     } else {
         for (int v = lane; v < nv; v += 32) {
-            load_x(v, x[0]);
+            reload_x(v, x[0]);
 #pragma unroll
             for (int k = 0; k < kVec; k++) {
                 float d = x[0][k] - m;
@@ -295,7 +302,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
                 normalise(lane + 32 * i, x[i]);
     } else {
         for (int v = lane; v < nv; v += 32) {
-            load_x(v, x[0]);
+            reload_x(v, x[0]);
             normalise(v, x[0]);
         }
     }

@@ -49,7 +49,12 @@ static int args_ok(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
                    g->N, g->K);
         return 0;
     }
-    if (epilogue_uses_aux(g->epilogue) && (!g->aux || g->ldaux < g->N || g->ldaux % 8 != 0)) {
+    if (epilogue_uses_aux(g->epilogue) && !g->aux) {
+        zb_cu_fail(c, ZB_EINVAL, "matrix product %dx%dx%d: the GELU epilogue has no aux matrix",
+                   g->M, g->N, g->K);
+        return 0;
+    }
+    if (epilogue_uses_aux(g->epilogue) && (g->ldaux < g->N || g->ldaux % 8 != 0)) {
         zb_cu_fail(c, ZB_EINVAL,
                    "matrix product %dx%dx%d: the GELU epilogue needs an aux matrix whose row "
                    "stride (%d) is a multiple of 8 and at least N",

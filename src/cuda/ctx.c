@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cuda/ctx.h"
-#include "cuda/gemm.h"
 #include "cuda/kernels.h"
 
 #define WS_BYTES ((size_t)32 << 20)
@@ -123,20 +122,10 @@ static cublasComputeType_t compute_type(zb_cuda_precision_t p)
     }
 }
 
-static cudaDataType_t data_type(int t)
-{
-    return t == ZB_CU_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-static size_t elem_bytes(int t)
-{
-    return t == ZB_CU_BF16 ? 2 : 4;
-}
-
 static int layout_new(cublasLtMatrixLayout_t *l, int type, int rows, int cols, int ld, int batch,
                       long long stride)
 {
-    if (cublasLtMatrixLayoutCreate(l, data_type(type), (uint64_t)rows, (uint64_t)cols, ld) !=
+    if (cublasLtMatrixLayoutCreate(l, (cudaDataType_t)type, (uint64_t)rows, (uint64_t)cols, ld) !=
         CUBLAS_STATUS_SUCCESS)
         return 0;
     if (batch > 1) {
@@ -168,40 +157,28 @@ unsigned zb_cu_align_of(const void *p, int ld, long long stride, int batch, size
     return (unsigned)(a & (~a + 1));
 }
 
-/* cuBLASLt's epilogue for ours; the bias is fp32 whatever D's type (the master parameters), the
- * aux matrix has D's type (cuBLASLt's default) and our leading dimension: row-major aux[M,N]
- * with ldaux is, like C, column-major [N,M], so D's layout describes it. */
+/* The key's epilogue, with an fp32 bias (the master parameters) where a bias is given and the
+ * key's aux leading dimension where an aux matrix is: aux has D's type (cuBLASLt's default) and
+ * D's shape, column-major, so only its leading dimension is needed. */
 static int set_epilogue(cublasLtMatmulDesc_t d, const zb_cu_gemm_key_t *k, const void *bias,
                         const void *aux)
 {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    int uses_bias = 0, uses_aux = 0;
-    switch ((zb_cu_epilogue_t)k->epilogue) {
-    case ZB_CU_EPI_NONE:
+    if (k->epilogue == 0)
         return 1;
-    case ZB_CU_EPI_BIAS:
-        epi = CUBLASLT_EPILOGUE_BIAS, uses_bias = 1;
-        break;
-    case ZB_CU_EPI_GELU_AUX_BIAS:
-        epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS, uses_bias = uses_aux = 1;
-        break;
-    case ZB_CU_EPI_DGELU:
-        epi = CUBLASLT_EPILOGUE_DGELU, uses_aux = 1;
-        break;
-    }
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
     int ok = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ==
              CUBLAS_STATUS_SUCCESS;
-    if (uses_bias) {
+    if (bias) {
         int32_t bt = CUDA_R_32F;
         ok = ok && cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
                                                   sizeof bt) == CUBLAS_STATUS_SUCCESS;
     }
-    if (uses_aux) {
+    if (aux) {
         int64_t ld = k->ldaux;
         ok = ok && cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
                                                   sizeof ld) == CUBLAS_STATUS_SUCCESS;
     }
-    return ok && zb_cu_gemm_set_pointers(d, uses_bias ? bias : NULL, uses_aux ? aux : NULL);
+    return ok && zb_cu_gemm_set_pointers(d, bias, aux);
 }
 
 int zb_cu_gemm_set_pointers(cublasLtMatmulDesc_t d, const void *bias, const void *aux)
@@ -219,7 +196,7 @@ int zb_cu_gemm_set_pointers(cublasLtMatmulDesc_t d, const void *bias, const void
 /* bf16 operands always accumulate in full fp32; fp32 ones as the context's precision says */
 static cublasComputeType_t plan_compute_type(const zb_cu_ctx_t *c, const zb_cu_gemm_key_t *k)
 {
-    return k->ab_type == ZB_CU_BF16 ? CUBLAS_COMPUTE_32F : compute_type(c->prec);
+    return k->ab_type == CUDA_R_16BF ? CUBLAS_COMPUTE_32F : compute_type(c->prec);
 }
 
 static void plan_release(zb_cu_gemm_plan_t *p)
@@ -315,9 +292,9 @@ zb_cu_gemm_plan_t *zb_cu_gemm_plan(zb_cu_ctx_t *c, const zb_cu_gemm_key_t *key_i
         }
         zb_cu_fail(c, ZB_EUNSUPPORTED,
                    "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d, %s%s%s)", M, N, K,
-                   k->batch, k->ab_type == ZB_CU_BF16 ? "bf16" : zb_cuda_precision_name(c->prec),
-                   k->c_type == ZB_CU_BF16 ? ", bf16 output" : "",
-                   k->epilogue != ZB_CU_EPI_NONE ? ", with an epilogue" : "");
+                   k->batch, k->ab_type == CUDA_R_16BF ? "bf16" : zb_cuda_precision_name(c->prec),
+                   k->c_type == CUDA_R_16BF ? ", bf16 output" : "",
+                   k->epilogue != 0 ? ", with an epilogue" : "");
         return NULL;
     }
     p->algo = res.algo;

@@ -21,8 +21,8 @@
 /* What a cached plan is valid for (compared as bytes: build it from a zeroed struct). */
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, batch, beta_zero, sm_target;
-    int ab_type, c_type;  /* zb_cu_dtype_t of gemm.h (ZB_CU_F32 = 0 for zb_cu_gemm) */
-    int epilogue, ldaux;  /* zb_cu_epilogue_t of gemm.h (none = 0), the aux leading dimension */
+    int ab_type, c_type;  /* cudaDataType_t of A and B, of C (CUDA_R_32F = 0: zb_cu_gemm) */
+    int epilogue, ldaux;  /* cublasLtEpilogue_t (0: none set), the aux leading dimension */
     unsigned align_a, align_b, align_c; /* bytes: the plan is valid for pointers this aligned */
     unsigned align_aux, align_bias;
     long long sa, sb, sc;
@@ -78,7 +78,8 @@ void zb_cu_gemm(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, float alpha
 
 /* The cached plan for `key` (key->sm_target is filled from the context), created on first use
  * with the bias and aux pointers given (cuBLASLt's heuristic reads their alignment; the caller
- * sets them on the descriptor before each product). NULL when cuBLASLt has no algorithm: with
+ * sets them on the descriptor before each product). A bias makes the descriptor's bias fp32, an
+ * aux gives it key->ldaux; the epilogue must use them. NULL when cuBLASLt has no algorithm: with
  * quiet, the context is not failed (the caller has a fallback) and the answer is cached too. */
 zb_cu_gemm_plan_t *zb_cu_gemm_plan(zb_cu_ctx_t *c, const zb_cu_gemm_key_t *key, const void *bias,
                                    const void *aux, int quiet);

@@ -26,6 +26,26 @@ static size_t dtype_bytes(zb_cu_dtype_t t)
     return t == ZB_CU_BF16 ? 2 : 4;
 }
 
+static int cuda_type(zb_cu_dtype_t t)
+{
+    return t == ZB_CU_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static int cublaslt_epilogue(zb_cu_epilogue_t e)
+{
+    switch (e) {
+    case ZB_CU_EPI_BIAS:
+        return CUBLASLT_EPILOGUE_BIAS;
+    case ZB_CU_EPI_GELU_AUX_BIAS:
+        return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case ZB_CU_EPI_DGELU:
+        return CUBLASLT_EPILOGUE_DGELU;
+    case ZB_CU_EPI_NONE:
+        break;
+    }
+    return 0; /* the key's "none" */
+}
+
 static int epilogue_uses_bias(zb_cu_epilogue_t e)
 {
     return e == ZB_CU_EPI_BIAS || e == ZB_CU_EPI_GELU_AUX_BIAS;
@@ -75,7 +95,8 @@ void zb_cu_gemm_ex(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
     key.ta = g->ta, key.tb = g->tb, key.M = g->M, key.N = g->N, key.K = g->K;
     key.lda = g->lda, key.ldb = g->ldb, key.ldc = g->ldc, key.batch = 1;
     key.beta_zero = g->beta == 0.0f;
-    key.ab_type = g->ta_type, key.c_type = g->tc_type, key.epilogue = g->epilogue;
+    key.ab_type = cuda_type(g->ta_type), key.c_type = cuda_type(g->tc_type);
+    key.epilogue = cublaslt_epilogue(g->epilogue);
     key.align_a = zb_cu_align_of(g->A, g->lda, 0, 1, ab);
     key.align_b = zb_cu_align_of(g->B, g->ldb, 0, 1, ab);
     key.align_c = zb_cu_align_of(g->C, g->ldc, 0, 1, cb);
@@ -93,7 +114,7 @@ void zb_cu_gemm_ex(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
     int fused = p != NULL || g->epilogue == ZB_CU_EPI_NONE;
     if (!p && c->status == ZB_OK) {
         zb_cu_gemm_key_t plain = key;
-        plain.epilogue = ZB_CU_EPI_NONE, plain.ldaux = 0, plain.align_aux = plain.align_bias = 0;
+        plain.epilogue = 0, plain.ldaux = 0, plain.align_aux = plain.align_bias = 0;
         bias = aux = NULL;
         p = zb_cu_gemm_plan(c, &plain, NULL, NULL, 0);
     }

@@ -39,12 +39,23 @@ void zb_cu_stage_layout(zb_cuda_stage_t *s)
     }
 }
 
-/* Floats of the per-call scratch: tmp and datty (N·C each), dfch_gelu (4·N·C), one sequence's
- * attention scratch, the losses (N). */
-size_t zb_cu_scratch_floats(const zb_cuda_stage_t *s)
+/* Bytes of the per-call scratch. fp32 storage: tmp and datty (N·C floats each), dfch_gelu
+ * (4·N·C), one sequence's attention scratch, the losses (N); bf16: stage_compute16.c. */
+size_t zb_cu_scratch_bytes(const zb_cuda_stage_t *s)
 {
+    if (is_bf16(s))
+        return zb_cu16_scratch_bytes(s);
     size_t N = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
-    return 2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(s->T, s->cfg.heads) + N;
+    return (2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(s->T, s->cfg.heads) + N) *
+           sizeof(float);
+}
+
+void zb_cu16_weights_refresh(zb_cuda_stage_t *s, size_t off, size_t n)
+{
+    if (!s->weights16 || n == 0 || s->ctx.status != ZB_OK)
+        return;
+    zb_cuk16_from_f32(s->ctx.stream, s->weights16 + off, s->params + off, n);
+    zb_cu_launch_check(&s->ctx, "bf16 weight copy");
 }
 
 bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t *off, size_t *n)
@@ -93,7 +104,7 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
     s->nl = span->layer_end - span->layer_begin;
     zb_cu_stage_layout(s);
     size_t N = (size_t)B * T, C = (size_t)cfg->channels;
-    size_t scratch = zb_cu_scratch_floats(s);
+    size_t scratch = zb_cu_scratch_bytes(s);
     size_t head = span->head ? s->sizes[ZB_WTE] : 0;
     cudaError_t e = cudaMalloc((void **)&s->params, s->count * sizeof(float));
     if (e == cudaSuccess)
@@ -104,8 +115,10 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
         e = cudaMalloc((void **)&s->m, s->count * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&s->v, s->count * sizeof(float));
+    if (e == cudaSuccess && prec == ZB_CUDA_BF16)
+        e = cudaMalloc((void **)&s->weights16, s->count * sizeof(zb_bf16_t));
     if (e == cudaSuccess)
-        e = cudaMalloc(&s->scratch_mem, scratch * sizeof(float));
+        e = cudaMalloc(&s->scratch_mem, scratch);
     /* zeroed on the stage's stream and waited for: a plain cudaMemset goes to the legacy
      * stream, which a non-blocking partition or copy stream does not wait for, so an upload
      * queued there next could land before the zeros */
@@ -120,6 +133,8 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
         e = cudaMemsetAsync(s->m, 0, bytes, s->ctx.stream);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(s->v, 0, bytes, s->ctx.stream);
+    if (e == cudaSuccess && s->weights16) /* bf16(+0) = 0: the copy of the zeroed params */
+        e = cudaMemsetAsync(s->weights16, 0, s->count * sizeof(zb_bf16_t), s->ctx.stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s->ctx.stream);
     s->losses_host = malloc(N * sizeof(float));
@@ -129,12 +144,16 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
             return zb_err_set(err, ZB_ENOMEM, "cannot allocate the loss buffer");
         return cuda_err(e, "stage allocation (parameters, gradients, moments, scratch)", err);
     }
-    float *f = s->scratch_mem;
-    s->tmp = f;
-    s->datty = f + N * C;
-    s->dfch_gelu = f + 2 * N * C;
-    s->att_scr = f + 6 * N * C;
-    s->losses = s->att_scr + zb_cu_attention_scratch_floats(T, cfg->heads);
+    if (prec == ZB_CUDA_BF16) {
+        zb_cu16_scratch_assign(s);
+    } else {
+        float *f = s->scratch_mem;
+        s->tmp = f;
+        s->datty = f + N * C;
+        s->dfch_gelu = f + 2 * N * C;
+        s->att_scr = f + 6 * N * C;
+        s->losses = s->att_scr + zb_cu_attention_scratch_floats(T, cfg->heads);
+    }
     *out = s;
     return ZB_OK;
 }
@@ -165,6 +184,7 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
     cudaFree(s->wte_head);
     cudaFree(s->m);
     cudaFree(s->v);
+    cudaFree(s->weights16);
     cudaFree(s->scratch_mem);
     free(s->losses_host);
     free(s);
@@ -222,8 +242,13 @@ static zb_status_t copy_params(zb_cuda_stage_t *s, float *dev, const zb_gpt2_par
 zb_status_t zb_cuda_params_upload(zb_cuda_stage_t *s, const zb_gpt2_params_t *host, zb_err_t *err)
 {
     zb_status_t st = check_host_params(s, host, "params upload", err);
-    return st != ZB_OK ? st
-                       : copy_params(s, s->params, host, false, "params upload", err);
+    if (st == ZB_OK)
+        st = copy_params(s, s->params, host, false, "params upload", err);
+    if (st == ZB_OK) {
+        zb_cu16_weights_refresh(s, 0, s->count);
+        st = zb_cu_ctx_check(&s->ctx, "params upload", err);
+    }
+    return st;
 }
 
 zb_status_t zb_cuda_params_download(zb_cuda_stage_t *s, zb_gpt2_params_t *host, zb_err_t *err)
@@ -294,10 +319,16 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
                           n, off, (int)which, cap);
     if (n == 0)
         return ZB_OK;
-    return to_host ? copy(s, host, base + off, n * sizeof(float), cudaMemcpyDeviceToHost,
-                          "state download", err)
-                   : copy(s, base + off, host, n * sizeof(float), cudaMemcpyHostToDevice,
+    if (to_host)
+        return copy(s, host, base + off, n * sizeof(float), cudaMemcpyDeviceToHost,
+                    "state download", err);
+    zb_status_t st = copy(s, base + off, host, n * sizeof(float), cudaMemcpyHostToDevice,
                           "state upload", err);
+    if (st == ZB_OK && which == ZB_CUDA_STATE_PARAMS) {
+        zb_cu16_weights_refresh(s, off, n);
+        st = zb_cu_ctx_check(&s->ctx, "state upload", err);
+    }
+    return st;
 }
 
 zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
@@ -319,6 +350,10 @@ zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
         float *b = s->backup + (size_t)k * s->count;
         st = copy(s, save ? b : state[k], save ? state[k] : b, s->count * sizeof(float),
                   cudaMemcpyDeviceToDevice, save ? "backup" : "restore", err);
+    }
+    if (st == ZB_OK && !save) {
+        zb_cu16_weights_refresh(s, 0, s->count);
+        st = zb_cu_ctx_check(&s->ctx, "restore", err);
     }
     return st;
 }
@@ -413,6 +448,9 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
         }
     }
     zb_cu_launch_check(&s->ctx, "adamw");
+    /* one cast of the whole buffer (the params are contiguous) rather than one per range */
+    if (n_units > 0)
+        zb_cu16_weights_refresh(s, 0, s->count);
     return zb_cu_ctx_check(&s->ctx, "adamw", err);
 }
 

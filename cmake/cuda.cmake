@@ -101,7 +101,8 @@ if(ZB_TESTS)
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_mpi_recovery PROPERTIES SKIP_RETURN_CODE 77)
   cmake_language(DEFER CALL set_tests_properties test_cuda_lazy PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
-  cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage PROPERTIES SKIP_RETURN_CODE 77)
+  cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage test_cuda_fake_stage16
+                 PROPERTIES SKIP_RETURN_CODE 77)
   # SM partitions and event timing against a fake driver / runtime: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_green_fake test_cuda_timing_fake
                  PROPERTIES SKIP_RETURN_CODE 77)

@@ -131,6 +131,26 @@ zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_
 /* Wait for the stage's queued work; reports any error it hit. */
 zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err);
 
+/* Time breakdown by kernel class, for benchmarks: on, every op the stage queues is bracketed by
+ * two CUDA events (off, the default, costs nothing but a pointer test per op);
+ * zb_cuda_stage_profile_read waits for the stage and adds the milliseconds of each class since
+ * the last read into ms[ZB_CUDA_KCLASSES]. GEMM: the matrix products (with their epilogues);
+ * attention: softmax(QKᵀ)V and its backward; norm: LayerNorm forward and backward (the fused
+ * residual add included); elementwise: GELU, residual, the embedding, the bf16 edge conversions;
+ * classifier: softmax + cross-entropy; optimizer: fold, gradient norm, AdamW, bf16 weight copy. */
+typedef enum {
+    ZB_CUDA_K_GEMM,
+    ZB_CUDA_K_ATTENTION,
+    ZB_CUDA_K_NORM,
+    ZB_CUDA_K_ELEMENTWISE,
+    ZB_CUDA_K_CLASSIFIER,
+    ZB_CUDA_K_OPTIMIZER,
+} zb_cuda_kclass_t;
+#define ZB_CUDA_KCLASSES 6
+const char *zb_cuda_kclass_name(zb_cuda_kclass_t k);
+zb_status_t zb_cuda_stage_profile(zb_cuda_stage_t *s, bool on, zb_err_t *err);
+zb_status_t zb_cuda_stage_profile_read(zb_cuda_stage_t *s, double *ms, zb_err_t *err);
+
 /* Device buffers of n floats on the stage's device (zeroed), and copies with the host. */
 zb_status_t zb_cuda_buffer_alloc(zb_cuda_stage_t *s, size_t n, float **out_dev, zb_err_t *err);
 void zb_cuda_buffer_free(float *dev);

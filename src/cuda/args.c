@@ -108,3 +108,10 @@ zb_status_t zb_cuda_require_device(int device, zb_err_t *err)
                           device, n);
     return ZB_OK;
 }
+
+const char *zb_cuda_kclass_name(zb_cuda_kclass_t k)
+{
+    static const char *names[ZB_CUDA_KCLASSES] = {"gemm",       "attention",  "norm",
+                                                  "elementwise", "classifier", "optimizer"};
+    return (unsigned)k < ZB_CUDA_KCLASSES ? names[k] : "unknown";
+}

@@ -121,3 +121,13 @@ void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out)
 {
     *out = (zb_cuda_stage_mem_t){0};
 }
+
+zb_status_t zb_cuda_stage_profile(zb_cuda_stage_t *s, bool on, zb_err_t *err)
+{
+    return NO_CUDA(err);
+}
+
+zb_status_t zb_cuda_stage_profile_read(zb_cuda_stage_t *s, double *ms, zb_err_t *err)
+{
+    return NO_CUDA(err);
+}

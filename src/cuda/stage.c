@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/prof.h"
 #include "cuda/stage.h"
 
 static int same_cfg(const zb_gpt2_config_t *a, const zb_gpt2_config_t *b)
@@ -177,6 +178,8 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
             cudaStreamDestroy(copies[k]);
         }
     }
+    zb_cu_prof_free(s->ctx.prof);
+    s->ctx.prof = NULL;
     zb_cu_ctx_destroy(&s->ctx);
     cudaFree(s->backup);
     cudaFree(s->params);
@@ -375,7 +378,8 @@ zb_status_t zb_cuda_fold_tied(zb_cuda_stage_t *s, zb_err_t *err)
     if (!s)
         return zb_err_set(err, ZB_EINVAL, "cuda fold tied: stage is NULL");
     if (s->wte_head) {
-        zb_cuk_add_inplace(s->ctx.stream, G(s, ZB_WTE), s->wte_head, s->sizes[ZB_WTE]);
+        ZB_CU_PROF(&s->ctx, ZB_CUDA_K_OPTIMIZER,
+                   zb_cuk_add_inplace(s->ctx.stream, G(s, ZB_WTE), s->wte_head, s->sizes[ZB_WTE]));
         zb_cu_launch_check(&s->ctx, "fold tied");
     }
     return zb_cu_ctx_check(&s->ctx, "fold tied", err);
@@ -407,9 +411,11 @@ zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, z
     int n = stage_unit_ranges(s, unit, off, cnt, tensor);
     /* every range's partials into its own slot, one copy back, summed in range order */
     double part[16 * ZB_CU_SUMSQ_BLOCKS], sum = 0.0;
+    zb_cu_prof_begin(&s->ctx, ZB_CUDA_K_OPTIMIZER);
     for (int r = 0; r < n; r++)
         zb_cuk_sumsq_partials(s->ctx.stream, s->ctx.sumsq + (size_t)r * ZB_CU_SUMSQ_BLOCKS,
                               s->grads + off[r], cnt[r]);
+    zb_cu_prof_end(&s->ctx);
     zb_cu_launch_check(&s->ctx, "grad sumsq");
     zb_status_t st = copy(s, part, s->ctx.sumsq, (size_t)n * ZB_CU_SUMSQ_BLOCKS * sizeof(double),
                           cudaMemcpyDeviceToHost, "grad sumsq", err);
@@ -436,6 +442,7 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
     for (int u = 0; u < n_units; u++) /* all checked before any update is queued */
         if (units[u] < 0 || units[u] >= nu)
             return zb_err_set(err, ZB_EINVAL, "cuda adamw: unit %d not in [0, %d)", units[u], nu);
+    zb_cu_prof_begin(&s->ctx, ZB_CUDA_K_OPTIMIZER);
     for (int u = 0; u < n_units; u++) {
         size_t off[16], cnt[16];
         int tensor[16];
@@ -451,6 +458,7 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
     /* one cast of the whole buffer (the params are contiguous) rather than one per range */
     if (n_units > 0)
         zb_cu16_weights_refresh(s, 0, s->count);
+    zb_cu_prof_end(&s->ctx);
     return zb_cu_ctx_check(&s->ctx, "adamw", err);
 }
 
@@ -466,6 +474,28 @@ zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err)
     if (e != cudaSuccess)
         zb_cu_fail(&s->ctx, ZB_EIO, "CUDA: %s", cudaGetErrorString(e));
     return zb_cu_ctx_check(&s->ctx, "cuda sync", err);
+}
+
+zb_status_t zb_cuda_stage_profile(zb_cuda_stage_t *s, bool on, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda profile: stage is NULL");
+    if (!on) {
+        zb_cu_prof_free(s->ctx.prof);
+        s->ctx.prof = NULL;
+        return ZB_OK;
+    }
+    return s->ctx.prof ? ZB_OK : zb_cu_prof_new(&s->ctx.prof, err);
+}
+
+zb_status_t zb_cuda_stage_profile_read(zb_cuda_stage_t *s, double *ms, zb_err_t *err)
+{
+    if (!s || !ms)
+        return zb_err_set(err, ZB_EINVAL, "cuda profile read: stage and output are required");
+    if (!s->ctx.prof)
+        return zb_err_set(err, ZB_EINVAL, "cuda profile read: the profile is off");
+    zb_status_t st = zb_cuda_sync(s, err);
+    return st != ZB_OK ? st : zb_cu_prof_collect(s->ctx.prof, ms, err);
 }
 
 zb_status_t zb_cuda_buffer_alloc(zb_cuda_stage_t *s, size_t n, float **out_dev, zb_err_t *err)

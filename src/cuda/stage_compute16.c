@@ -23,6 +23,7 @@
 
 #include "cuda/flash_attn.h"
 #include "cuda/gemm.h"
+#include "cuda/prof.h"
 #include "cuda/stage.h"
 
 /* ---- stash and scratch ---- */
@@ -132,11 +133,13 @@ static void linear_forward(zb_cu_ctx_t *c, zb_bf16_t *out, const zb_bf16_t *inp,
                            const zb_bf16_t *w, const float *bias, zb_cu_epilogue_t epi,
                            zb_bf16_t *aux, int N, int C, int OC)
 {
+    zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
     zb_cu_gemm_ex(c, &(zb_cu_gemm_args_t){
                          .ta = 0, .tb = 1, .M = N, .N = OC, .K = C, .alpha = 1.0f, .beta = 0.0f,
                          .A = inp, .lda = C, .B = w, .ldb = C, .C = out, .ldc = OC,
                          .ta_type = ZB_CU_BF16, .tc_type = ZB_CU_BF16, .epilogue = epi,
                          .bias = bias, .aux = aux, .ldaux = OC});
+    zb_cu_prof_end(c);
 }
 
 /* dinp[N,C] = alpha · dout[N,OC] · w[OC,C] (written), times gelu'(aux) with ZB_CU_EPI_DGELU. */
@@ -144,11 +147,13 @@ static void linear_backward_input(zb_cu_ctx_t *c, zb_bf16_t *dinp, const zb_bf16
                                   const zb_bf16_t *w, float alpha, zb_cu_epilogue_t epi,
                                   zb_bf16_t *aux, int N, int C, int OC)
 {
+    zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
     zb_cu_gemm_ex(c, &(zb_cu_gemm_args_t){
                          .ta = 0, .tb = 0, .M = N, .N = C, .K = OC, .alpha = alpha, .beta = 0.0f,
                          .A = dout, .lda = OC, .B = w, .ldb = C, .C = dinp, .ldc = C,
                          .ta_type = ZB_CU_BF16, .tc_type = ZB_CU_BF16, .epilogue = epi,
                          .aux = aux, .ldaux = C});
+    zb_cu_prof_end(c);
 }
 
 /* The context's column-sum scratch, made to hold the partials of `cols` columns over N rows
@@ -165,17 +170,19 @@ static float *reserve_partials(zb_cu_ctx_t *c, int N, int cols)
 static void linear_backward_weight(zb_cu_ctx_t *c, float *dw, float *dbias, const zb_bf16_t *dout,
                                    const zb_bf16_t *inp, float alpha, int N, int C, int OC)
 {
+    zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
     zb_cu_gemm_ex(c, &(zb_cu_gemm_args_t){
                          .ta = 1, .tb = 0, .M = OC, .N = C, .K = N, .alpha = alpha, .beta = 1.0f,
                          .A = dout, .lda = OC, .B = inp, .ldb = C, .C = dw, .ldc = C,
                          .ta_type = ZB_CU_BF16, .tc_type = ZB_CU_F32,
                          .epilogue = ZB_CU_EPI_NONE});
     float *part = dbias ? reserve_partials(c, N, OC) : NULL;
-    if (!part)
-        return;
-    zb_cuk16_colsum_partials(c->stream, part, dout, N, OC);
-    zb_cuk_colsum_finish(c->stream, dbias, part, zb_cu_colsum_chunks(N), OC);
-    zb_cu_launch_check(c, "bf16 bias gradient");
+    if (part) {
+        zb_cuk16_colsum_partials(c->stream, part, dout, N, OC);
+        zb_cuk_colsum_finish(c->stream, dbias, part, zb_cu_colsum_chunks(N), OC);
+        zb_cu_launch_check(c, "bf16 bias gradient");
+    }
+    zb_cu_prof_end(c);
 }
 
 /* The fused residual add + LayerNorm (b NULL: LayerNorm of a alone). */
@@ -185,8 +192,9 @@ static void residual_layernorm(zb_cu_ctx_t *c, zb_bf16_t *res_out, zb_bf16_t *ln
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk16_residual_layernorm_forward(c->stream, res_out, ln_out, mean, rstd, a, b, w, bias, N,
-                                        C);
+    ZB_CU_PROF(c, ZB_CUDA_K_NORM,
+               zb_cuk16_residual_layernorm_forward(c->stream, res_out, ln_out, mean, rstd, a, b, w,
+                                                   bias, N, C));
     zb_cu_launch_check(c, "bf16 residual + layernorm");
 }
 
@@ -197,7 +205,9 @@ static void layernorm_backward_input(zb_cu_ctx_t *c, zb_bf16_t *dinp, const zb_b
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk16_layernorm_backward_input(c->stream, dinp, dres, dout, inp, mean, rstd, w, N, C);
+    ZB_CU_PROF(c, ZB_CUDA_K_NORM,
+               zb_cuk16_layernorm_backward_input(c->stream, dinp, dres, dout, inp, mean, rstd, w,
+                                                 N, C));
     zb_cu_launch_check(c, "bf16 layernorm backward_input");
 }
 
@@ -210,9 +220,11 @@ static void layernorm_backward_weight(zb_cu_ctx_t *c, float *dw, float *db, cons
         return;
     int chunks = zb_cu_colsum_chunks(N);
     float *pw = part, *pb = part + (size_t)chunks * C;
+    zb_cu_prof_begin(c, ZB_CUDA_K_NORM);
     zb_cuk16_layernorm_weight_partials(c->stream, pw, pb, dout, inp, mean, rstd, N, C);
     zb_cuk_colsum_finish(c->stream, dw, pw, chunks, C);
     zb_cuk_colsum_finish(c->stream, db, pb, chunks, C);
+    zb_cu_prof_end(c);
     zb_cu_launch_check(c, "bf16 layernorm backward_weight");
 }
 
@@ -221,7 +233,7 @@ static void to_bf16(zb_cu_ctx_t *c, zb_bf16_t *dst, const float *src, size_t n)
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk16_from_f32(c->stream, dst, src, n);
+    ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE, zb_cuk16_from_f32(c->stream, dst, src, n));
     zb_cu_launch_check(c, "bf16 edge conversion");
 }
 
@@ -229,7 +241,7 @@ static void to_f32(zb_cu_ctx_t *c, float *dst, const zb_bf16_t *src, size_t n)
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk16_to_f32(c->stream, dst, src, n);
+    ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE, zb_cuk16_to_f32(c->stream, dst, src, n));
     zb_cu_launch_check(c, "bf16 edge conversion");
 }
 
@@ -272,7 +284,9 @@ static void block16_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, int l)
     const zb_bf16_t *x = st->xs16[l];
     linear_forward(c, a->qkv, a->ln1, w.qkvw, w.qkvb, ZB_CU_EPI_BIAS, NULL, N, C, 3 * C);
     if (c->status == ZB_OK) {
-        zb_cuk_flash_forward(c->stream, a->atty, a->lse, a->qkv, s->B, s->T, NH, C / NH);
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash_forward(c->stream, a->atty, a->lse, a->qkv, s->B, s->T, NH,
+                                        C / NH));
         zb_cu_launch_check(c, "flash attention forward");
     }
     linear_forward(c, s->tmp16, a->atty, w.attprojw, w.attprojb, ZB_CU_EPI_BIAS, NULL, N, C, C);
@@ -291,7 +305,9 @@ static void block16_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, int l)
         residual_layernorm(c, st->xs16[l + 1], st->lnf16, st->lnf_mean, st->lnf_rstd, a->res2,
                            s->tmp16, P(s, ZB_LNFW), P(s, ZB_LNFB), N, C);
     } else if (c->status == ZB_OK) {
-        zb_cuk16_residual_forward(c->stream, s->edge16, a->res2, s->tmp16, (size_t)N * C);
+        ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE,
+                   zb_cuk16_residual_forward(c->stream, s->edge16, a->res2, s->tmp16,
+                                             (size_t)N * C));
         zb_cu_launch_check(c, "bf16 residual forward");
     }
 }
@@ -304,8 +320,9 @@ void zb_cu16_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x_in,
     size_t NC = (size_t)N * C;
     zb_bf16_t *x0 = (nl > 0 || span->head) ? st->xs16[0] : s->edge16;
     if (span->embed && c->status == ZB_OK) {
-        zb_cuk16_encoder_forward(c->stream, x0, st->tokens, P(s, ZB_WTE), P(s, ZB_WPE), s->B,
-                                 s->T, C);
+        ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE,
+                   zb_cuk16_encoder_forward(c->stream, x0, st->tokens, P(s, ZB_WTE), P(s, ZB_WPE),
+                                            s->B, s->T, C));
         zb_cu_launch_check(c, "bf16 encoder forward");
     } else if (!span->embed) {
         to_bf16(c, x0, x_in, NC);
@@ -332,8 +349,9 @@ void zb_cu16_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x_in,
     linear_forward(c, st->logits16, st->lnf16, W16(s, ZB_WTE), NULL, ZB_CU_EPI_NONE, NULL, N, C,
                    Vp);
     if (c->status == ZB_OK) {
-        zb_cuk16_crossentropy_fused(c->stream, s->losses, st->logits16, st->targets, 1.0f, N,
-                                    s->cfg.vocab, Vp);
+        ZB_CU_PROF(c, ZB_CUDA_K_CLASSIFIER,
+                   zb_cuk16_crossentropy_fused(c->stream, s->losses, st->logits16, st->targets,
+                                               1.0f, N, s->cfg.vocab, Vp));
         zb_cu_launch_check(c, "bf16 classifier");
     }
 }
@@ -353,8 +371,9 @@ static void block16_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, int 
     linear_backward_input(c, s->datty16, a->dres2, w.attprojw, 1.0f, ZB_CU_EPI_NONE, NULL, N, C,
                           C);
     if (c->status == ZB_OK) {
-        zb_cuk_flash_backward(c->stream, a->dqkv, s->flash_scr, s->datty16, a->qkv, a->atty,
-                              a->lse, B, T, NH, C / NH);
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash_backward(c->stream, a->dqkv, s->flash_scr, s->datty16, a->qkv,
+                                         a->atty, a->lse, B, T, NH, C / NH));
         zb_cu_launch_check(c, "flash attention backward");
     }
     linear_backward_input(c, a->dln1, a->dqkv, w.qkvw, 1.0f, ZB_CU_EPI_NONE, NULL, N, C, 3 * C);
@@ -417,6 +436,8 @@ void zb_cu16_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st)
     for (int l = nl - 1; l >= 0; l--)
         block16_backward_weight(s, st, l);
     if (s->span.embed)
-        zb_cu_encoder_backward_weight(c, G(s, ZB_WTE), G(s, ZB_WPE), st->dencoded,
-                                      st->tokens_host, st->bucket, s->B, s->T, C, s->cfg.vocab);
+        ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE,
+                   zb_cu_encoder_backward_weight(c, G(s, ZB_WTE), G(s, ZB_WPE), st->dencoded,
+                                                 st->tokens_host, st->bucket, s->B, s->T, C,
+                                                 s->cfg.vocab));
 }

@@ -18,7 +18,8 @@
  * epilogue, LayerNorm backward with the residual gradient added in the same kernel, flash
  * backward. W: bf16 products into the fp32 gradients (beta = 1), bias and LayerNorm gradients
  * from fixed-order column-sum partials. The stash keeps for B what B reads (KEEP_F: qkv, lse,
- * fch) and for W what W reads (KEEP_B: the inputs of every product and the gradients B wrote). */
+ * fch) and for W what W reads (KEEP_B: the inputs of every product and the gradients B wrote);
+ * a block's dqkv and dfch reuse the F-only buffers of the block above it (zb_cu16_layout). */
 #include <string.h>
 
 #include "cuda/flash_attn.h"
@@ -30,6 +31,13 @@
 
 #define TAKE16(lo, n, keep) ((zb_bf16_t *)zb_cu_take((lo), (n) * sizeof(zb_bf16_t), (keep)))
 #define TAKE32(lo, n, keep) ((float *)zb_cu_take((lo), (n) * sizeof(float), (keep)))
+
+/* n bf16 in a buffer whose F-only contents are dead by now: counted live after B, not allocated. */
+static zb_bf16_t *reuse16(zb_cu_layout_t *lo, zb_bf16_t *dead, size_t n)
+{
+    lo->bytes_b += n * sizeof(zb_bf16_t);
+    return dead;
+}
 
 void zb_cu16_layout(zb_cu_layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s)
 {
@@ -69,11 +77,21 @@ void zb_cu16_layout(zb_cu_layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage
         a->ln2_rstd = TAKE32(lo, N, FB);
         a->fch = TAKE16(lo, N * 4 * C, KEEP_F);
         a->fch_gelu = TAKE16(lo, N * 4 * C, FB);
+    }
+    /* B's gradients. B runs the blocks top down, so when block l's B starts, block l+1's B is
+     * done and its F-only buffers (qkv, fch: read by its flash backward and DGELU, never by W)
+     * are dead: block l's dqkv and dfch, the same sizes, take their place. Only the top block
+     * allocates its own. Live bytes are counted as before (they are live after B). */
+    for (int l = 0; l < nl; l++) {
+        layer16_t *a = st ? &st->layers16[l] : &dummy;
+        const layer16_t *donor = st && l + 1 < nl ? &st->layers16[l + 1] : NULL;
         a->dres3 = TAKE16(lo, N * C, KEEP_B);
-        a->dfch = TAKE16(lo, N * 4 * C, KEEP_B);
+        a->dfch = l + 1 < nl ? reuse16(lo, donor ? donor->fch : NULL, N * 4 * C)
+                             : TAKE16(lo, N * 4 * C, KEEP_B);
         a->dln2 = TAKE16(lo, N * C, KEEP_B);
         a->dres2 = TAKE16(lo, N * C, KEEP_B);
-        a->dqkv = TAKE16(lo, N * 3 * C, KEEP_B);
+        a->dqkv = l + 1 < nl ? reuse16(lo, donor ? donor->qkv : NULL, N * 3 * C)
+                             : TAKE16(lo, N * 3 * C, KEEP_B);
         a->dln1 = TAKE16(lo, N * C, KEEP_B);
     }
     if (s->span.head) {

@@ -100,6 +100,8 @@ if(ZB_TESTS)
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_mpi PROPERTIES SKIP_RETURN_CODE 77)
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_mpi_recovery PROPERTIES SKIP_RETURN_CODE 77)
   cmake_language(DEFER CALL set_tests_properties test_cuda_lazy PROPERTIES SKIP_RETURN_CODE 77)
+  # the typed matrix product's host logic against a fake cuBLASLt: skipped without CUDA
+  cmake_language(DEFER CALL set_tests_properties test_cuda_gemm_fake PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage test_cuda_fake_stage16
                  PROPERTIES SKIP_RETURN_CODE 77)

@@ -49,6 +49,10 @@ typedef struct {
     struct zb_cu_prof *prof; /* the kernel-class time breakdown (cuda/prof.h), NULL = off */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
     int nplans;
+    /* zb_cu_gemm_ex (gemm.h): products whose epilogue ran as a separate kernel because cuBLASLt
+     * had no fused one, and a switch (tests) that makes every epilogue take that path */
+    long gemm_epilogue_fallbacks;
+    int gemm_epilogue_off;
     zb_status_t status;
     char msg[256];
 } zb_cu_ctx_t;

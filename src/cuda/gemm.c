@@ -6,10 +6,20 @@
  *     vector, whose length is D's row count (N);
  *   - our aux[M,N] with ldaux elements between rows is column-major [N,M] with leading
  *     dimension ldaux: the layout of D with ldaux for ldc, which CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
- *     describes (cuBLASLt wants it a multiple of 8 and at least D's rows, N). */
+ *     describes (cuBLASLt wants it a multiple of 8 and at least D's rows, N).
+ *
+ * Where cuBLASLt has no algorithm with the fused epilogue (a type combination it does not
+ * fuse), the plain product runs and the epilogue follows as a kernel: the same formulas, one
+ * more pass over C. The choice is cached with the plan, so it is the same on every call. */
 #include "cuda/gemm.h"
 
 #include <string.h>
+
+#include "cuda/kernels_bf16.h"
+
+/* zb_cuk16_epilogue_apply takes the epilogue as these numbers */
+_Static_assert(ZB_CU_EPI_BIAS == 1 && ZB_CU_EPI_GELU_AUX_BIAS == 2 && ZB_CU_EPI_DGELU == 3,
+               "epilogue numbering shared with the fallback kernel");
 
 static size_t dtype_bytes(zb_cu_dtype_t t)
 {
@@ -39,7 +49,12 @@ static int args_ok(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
                    g->N, g->K);
         return 0;
     }
-    if (epilogue_uses_aux(g->epilogue) && (!g->aux || g->ldaux < g->N || g->ldaux % 8 != 0)) {
+    if (epilogue_uses_aux(g->epilogue) && !g->aux) {
+        zb_cu_fail(c, ZB_EINVAL, "matrix product %dx%dx%d: the GELU epilogue has no aux matrix",
+                   g->M, g->N, g->K);
+        return 0;
+    }
+    if (epilogue_uses_aux(g->epilogue) && (g->ldaux < g->N || g->ldaux % 8 != 0)) {
         zb_cu_fail(c, ZB_EINVAL,
                    "matrix product %dx%dx%d: the GELU epilogue needs an aux matrix whose row "
                    "stride (%d) is a multiple of 8 and at least N",
@@ -72,7 +87,16 @@ void zb_cu_gemm_ex(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
         key.align_bias = zb_cu_align_of(g->bias, 0, 0, 1, sizeof(float));
     const void *bias = uses_bias ? (const void *)g->bias : NULL;
     const void *aux = uses_aux ? g->aux : NULL;
-    zb_cu_gemm_plan_t *p = zb_cu_gemm_plan(c, &key, bias, aux, 0);
+    zb_cu_gemm_plan_t *p = NULL;
+    if (g->epilogue != ZB_CU_EPI_NONE && !c->gemm_epilogue_off)
+        p = zb_cu_gemm_plan(c, &key, bias, aux, 1);
+    int fused = p != NULL || g->epilogue == ZB_CU_EPI_NONE;
+    if (!p && c->status == ZB_OK) {
+        zb_cu_gemm_key_t plain = key;
+        plain.epilogue = ZB_CU_EPI_NONE, plain.ldaux = 0, plain.align_aux = plain.align_bias = 0;
+        bias = aux = NULL;
+        p = zb_cu_gemm_plan(c, &plain, NULL, NULL, 0);
+    }
     if (!p)
         return;
     /* the cached descriptor still points at the first call's bias / aux */
@@ -83,7 +107,15 @@ void zb_cu_gemm_ex(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
     cublasStatus_t st =
         cublasLtMatmul(c->lt, p->desc, &g->alpha, g->B, p->la, g->A, p->lb, &g->beta, g->C, p->lc,
                        g->C, p->lc, &p->algo, c->ws, c->ws_bytes, c->stream);
-    if (st != CUBLAS_STATUS_SUCCESS)
+    if (st != CUBLAS_STATUS_SUCCESS) {
         zb_cu_fail(c, ZB_EIO, "cuBLASLt matmul %dx%dx%d (typed): %s", g->M, g->N, g->K,
                    cublasLtGetStatusString(st));
+        return;
+    }
+    if (!fused) {
+        zb_cuk16_epilogue_apply(c->stream, (int)g->epilogue, g->C, g->ldc,
+                                g->tc_type == ZB_CU_BF16, g->aux, g->ldaux, g->bias, g->M, g->N);
+        c->gemm_epilogue_fallbacks++;
+        zb_cu_launch_check(c, "matrix product epilogue");
+    }
 }

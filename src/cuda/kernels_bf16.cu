@@ -203,9 +203,10 @@ __global__ void encoder_forward_k(zb_bf16_t *out, const int *tokens, const float
 
 // ---- residual add + LayerNorm forward: one warp per row ----
 //
-// NV > 0: the row's vectors (lane, lane + 32, ...) stay in NV registers groups of 8, one read
+// NV > 0: the row's vectors (lane, lane + 32, ...) stay in NV register groups of 8, one read
 // of the inputs. NV == 0 (rows over 2048 channels): the same arithmetic in three passes over
-// global memory, x recomputed from a and b each time (same bits).
+// global memory, x read back from res_out (this thread wrote it; res_out may be a itself, an
+// in-place residual stream) or, without res_out, recomputed from a and b (same bits).
 
 template <int NV>
 __global__ void __launch_bounds__(kRowWarps * 32)
@@ -256,6 +257,12 @@ __global__ void __launch_bounds__(kRowWarps * 32)
                 s += x[0][k];
         }
     }
+    auto reload_x = [&](int v, float *f) {
+        if (res_out)
+            load_bf16<kVec>(res_out + off + v * kVec, f);
+        else
+            load_x(v, f);
+    };
     float m = warp_sum(s) / (float)C;
     float q = 0.0f;
     if constexpr (NV > 0) {
@@ -270,7 +277,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
             }
     } else {
         for (int v = lane; v < nv; v += 32) {
-            load_x(v, x[0]);
+            reload_x(v, x[0]);
 #pragma unroll
             for (int k = 0; k < kVec; k++) {
                 float d = x[0][k] - m;
@@ -295,7 +302,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
                 normalise(lane + 32 * i, x[i]);
     } else {
         for (int v = lane; v < nv; v += 32) {
-            load_x(v, x[0]);
+            reload_x(v, x[0]);
             normalise(v, x[0]);
         }
     }
@@ -522,6 +529,48 @@ __global__ void __launch_bounds__(kClassifierThreads)
     }
 }
 
+// ---- the GEMM epilogue where cuBLASLt has no fused one: one thread per element ----
+
+template <typename T> __device__ __forceinline__ float load_as_float(const T *p)
+{
+    if constexpr (sizeof(T) == 2)
+        return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(p));
+    else
+        return *p;
+}
+
+template <typename T> __device__ __forceinline__ void store_from_float(T *p, float v)
+{
+    if constexpr (sizeof(T) == 2)
+        *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(v);
+    else
+        *p = v;
+}
+
+// epilogue values as zb_cu_epilogue_t (gemm.h): 1 bias, 2 GELU with aux and bias, 3 GELU grad
+template <typename T>
+__global__ void epilogue_apply_k(int epilogue, T *C, int ldc, T *aux, int ldaux,
+                                 const float *bias, int M, int N)
+{
+    size_t total = (size_t)M * N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / N;
+        int j = (int)(i % N);
+        T *c = C + r * ldc + j;
+        float v = load_as_float(c);
+        if (epilogue == 1) {
+            store_from_float(c, v + bias[j]);
+        } else if (epilogue == 2) {
+            T *a = aux + r * ldaux + j;
+            store_from_float(a, v + bias[j]);
+            store_from_float(c, gelu(load_as_float(a)));
+        } else {
+            store_from_float(c, v * gelu_grad(load_as_float(aux + r * ldaux + j)));
+        }
+    }
+}
+
 // A launch that cannot start: for a row shape the vector kernels cannot take (C not a multiple
 // of 8, a row not 16-byte aligned), the caller's launch check then reports "invalid
 // configuration argument" instead of a kernel computing part of each row.
@@ -713,6 +762,20 @@ void zb_cuk16_crossentropy_fused(cudaStream_t s, float *losses, zb_bf16_t *logit
     else
         crossentropy_fused_k<1><<<N, kClassifierThreads, 0, s>>>(losses, logits, targets, dloss, V,
                                                                 Vp);
+}
+
+void zb_cuk16_epilogue_apply(cudaStream_t s, int epilogue, void *C, int ldc, int c_bf16,
+                             void *aux, int ldaux, const float *bias, int M, int N)
+{
+    size_t total = (size_t)M * N;
+    if (total == 0 || epilogue < 1 || epilogue > 3)
+        return;
+    if (c_bf16)
+        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(
+            epilogue, (zb_bf16_t *)C, ldc, (zb_bf16_t *)aux, ldaux, bias, M, N);
+    else
+        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(epilogue, (float *)C, ldc,
+                                                                (float *)aux, ldaux, bias, M, N);
 }
 
 } // extern "C"

@@ -94,7 +94,8 @@ __device__ __forceinline__ void acc_to_a(uint32_t a[4], const float lo[4], const
 }
 
 // rows [r0, r0 + ROWS) × HS columns of a bf16 matrix (row stride ld) into a shared tile with
-// leading dimension HS + 8, 16 bytes per access; rows >= T become zeros. All threads of the CTA.
+// leading dimension HS + 8: 16-byte cp.async copies (rows >= T zero-filled: source size 0, the
+// address clamped to row 0), issued by all threads of the CTA; complete after cp_async_wait.
 template <int HS, int ROWS>
 __device__ __forceinline__ void stage_rows(uint16_t *dst, const uint16_t *src, size_t ld, int r0,
                                            int T)
@@ -102,10 +103,48 @@ __device__ __forceinline__ void stage_rows(uint16_t *dst, const uint16_t *src, s
     constexpr int kVec = HS / 8, kLd = HS + 8;
     for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
         int r = i / kVec, c = (i % kVec) * 8;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (r0 + r < T)
-            v = *reinterpret_cast<const uint4 *>(src + (size_t)(r0 + r) * ld + c);
-        *reinterpret_cast<uint4 *>(dst + r * kLd + c) = v;
+        bool in = r0 + r < T;
+        const uint16_t *g = src + (size_t)(in ? r0 + r : 0) * ld + c;
+        uint32_t sh = (uint32_t)__cvta_generic_to_shared(dst + r * kLd + c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sh), "l"(g),
+                     "r"(in ? 16 : 0)
+                     : "memory");
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Wait until at most `pending` of this thread's committed copy groups are still in flight.
+template <int pending> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
+// The key tiles 0 .. tiles−1 of K and V (BC rows each) through two shared buffers: tile j+1 is
+// copied while body(j, k tile, v tile) runs on tile j. All threads of the CTA call it.
+template <int HS, int BC, typename Body>
+__device__ __forceinline__ void walk_kv_tiles(uint16_t *ks, uint16_t *vs, const uint16_t *k,
+                                              const uint16_t *v, size_t ld, int T, int tiles,
+                                              Body &&body)
+{
+    constexpr int kTile = BC * (HS + 8);
+    stage_rows<HS, BC>(ks, k, ld, 0, T);
+    stage_rows<HS, BC>(vs, v, ld, 0, T);
+    cp_async_commit();
+    for (int j = 0; j < tiles; j++) {
+        const int cur = (j & 1) * kTile, next = kTile - cur;
+        if (j + 1 < tiles) {
+            stage_rows<HS, BC>(ks + next, k, ld, (j + 1) * BC, T);
+            stage_rows<HS, BC>(vs + next, v, ld, (j + 1) * BC, T);
+        }
+        cp_async_commit();  // possibly empty: the wait below counts groups
+        cp_async_wait<1>(); // tile j's copies (this thread's) are done
+        __syncthreads();    // ... and every thread's
+        body(j, ks + cur, vs + cur);
+        __syncthreads();    // tile j is consumed before its buffer takes tile j+2
     }
 }
 
@@ -136,8 +175,8 @@ __global__ void __launch_bounds__(kFwdThreads)
     flash_forward_k(uint16_t *out, float *lse, const uint16_t *qkv, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8;
-    __shared__ alignas(16) uint16_t ks[BC * kLd];
-    __shared__ alignas(16) uint16_t vs[BC * kLd];
+    __shared__ alignas(16) uint16_t ks[2 * BC * kLd];
+    __shared__ alignas(16) uint16_t vs[2 * BC * kLd];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x;  // the longest rows first (scheduling only)
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -158,19 +197,16 @@ __global__ void __launch_bounds__(kFwdThreads)
 
     const int last_row = min(qt * kFwdRows + kFwdRows, T) - 1;
     const int tiles = last_row / BC + 1;
-    for (int j = 0; j < tiles; j++) {
+    walk_kv_tiles<HS, BC>(ks, vs, k, v, ld, T, tiles, [&](int j, const uint16_t *kt,
+                                                          const uint16_t *vt) {
         const int k0 = j * BC;
-        __syncthreads();  // the previous tile is consumed
-        stage_rows<HS, BC>(ks, k, ld, k0, T);
-        stage_rows<HS, BC>(vs, v, ld, k0, T);
-        __syncthreads();
         if (k0 > q0 + kWarpRows - 1)
-            continue;  // every key of the tile follows this warp's rows
+            return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4];
 #pragma unroll
         for (int n = 0; n < BC / 8; n++) {
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            const uint16_t *kr = ks + (n * 8 + g) * kLd + 2 * t;
+            const uint16_t *kr = kt + (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++)
                 mma16816(s[n], qf[kc], ld32(kr + kc * 16), ld32(kr + kc * 16 + 8));
@@ -218,11 +254,11 @@ __global__ void __launch_bounds__(kFwdThreads)
 #pragma unroll
             for (int n = 0; n < HS / 8; n++) {
                 uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, vs + kc * 16 * kLd + n * 8, kLd, lane);
+                ldsm_x2_trans(b0, b1, vt + kc * 16 * kLd + n * 8, kLd, lane);
                 mma16816(o[n], pa, b0, b1);
             }
         }
-    }
+    });
 
     uint16_t *orow = out + (size_t)b * T * C + (size_t)h * HS;
     float *lrow = lse + ((size_t)b * NH + h) * T;
@@ -310,11 +346,13 @@ __global__ void __launch_bounds__(32 * NW)
         __syncthreads();  // the previous query tile is consumed (and K, V are staged)
         stage_rows<HS, BR>(qs, q, ld, q0, T);
         stage_rows<HS, BR>(dos, dy, (size_t)C, q0, T);
+        cp_async_commit();
         for (int r = threadIdx.x; r < BR; r += blockDim.x) {
             bool in = q0 + r < T;
             ls[r] = in ? lrow[q0 + r] * kLog2e : 0.0f;
             ds[r] = in ? drow[q0 + r] : 0.0f;
         }
+        cp_async_wait<0>();  // these copies and (first time) K and V
         __syncthreads();
         if (kw >= T || q0 + BR - 1 < kw)
             continue;  // no key of this warp, or every query of the tile precedes its keys
@@ -387,8 +425,8 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
                const float *dsum, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8;
-    __shared__ alignas(16) uint16_t ks[BC * kLd];
-    __shared__ alignas(16) uint16_t vs[BC * kLd];
+    __shared__ alignas(16) uint16_t ks[2 * BC * kLd];
+    __shared__ alignas(16) uint16_t vs[2 * BC * kLd];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -415,14 +453,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
 
     const int last_row = min(qt * kFwdRows + kFwdRows, T) - 1;
     const int tiles = last_row / BC + 1;
-    for (int j = 0; j < tiles; j++) {
+    walk_kv_tiles<HS, BC>(ks, vs, k, v, ld, T, tiles, [&](int j, const uint16_t *kt,
+                                                          const uint16_t *vt) {
         const int k0 = j * BC;
-        __syncthreads();
-        stage_rows<HS, BC>(ks, k, ld, k0, T);
-        stage_rows<HS, BC>(vs, v, ld, k0, T);
-        __syncthreads();
         if (k0 > q0 + kWarpRows - 1)
-            continue;
+            return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
         for (int n = 0; n < BC / 8; n++) {
@@ -432,8 +467,8 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
             const int off = (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++) {
-                mma16816(s[n], qf[kc], ld32(ks + off + kc * 16), ld32(ks + off + kc * 16 + 8));
-                mma16816(dp[n], df[kc], ld32(vs + off + kc * 16), ld32(vs + off + kc * 16 + 8));
+                mma16816(s[n], qf[kc], ld32(kt + off + kc * 16), ld32(kt + off + kc * 16 + 8));
+                mma16816(dp[n], df[kc], ld32(vt + off + kc * 16), ld32(vt + off + kc * 16 + 8));
             }
         }
 #pragma unroll
@@ -455,11 +490,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
 #pragma unroll
             for (int n = 0; n < HS / 8; n++) {
                 uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, ks + kc * 16 * kLd + n * 8, kLd, lane);
+                ldsm_x2_trans(b0, b1, kt + kc * 16 * kLd + n * 8, kLd, lane);
                 mma16816(dq[n], sa, b0, b1);
             }
         }
-    }
+    });
 
     uint16_t *dqrow = dqkv + (size_t)b * T * ld + (size_t)h * HS;
 #pragma unroll
@@ -474,10 +509,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
     }
 }
 
-// Tile shapes per head size: shared memory stays under the 48 KiB static limit and the
-// accumulators in registers (hs 128 halves the key tiles and the backward's CTA).
+// Tile shapes per head size: shared memory (two K/V buffers in the forward and dQ kernels) stays
+// under the 48 KiB static limit and the accumulators in registers (hs 128 halves the key tiles
+// and the backward's CTA).
 template <int HS> struct Tiles {
-    static constexpr int kFwdKeys = 64;
+    static constexpr int kFwdKeys = HS > 64 ? 32 : 64;
     static constexpr int kDqKeys = HS > 64 ? 32 : 64;
     static constexpr int kDkdvWarps = HS > 64 ? 2 : 4;
     static constexpr int kDkdvQueries = HS > 64 ? 32 : 64;

@@ -3,7 +3,8 @@
  * to fp32: out, dq, dk, dv within tests/flash_bounds.h's bf16 bounds (derived in docs/cuda.md;
  * tests/test_flash_reference.c shows the host model of the kernel within them), lse against the
  * exact log-sum-exp of the materialised rows, two runs bit-identical, every entry of dqkv
- * written. T in {64, 100, 1024} (full, partial and many tiles), hs 64 and 32, B = 2, NH = 3.
+ * written. T in {64, 100, 1024} (full, partial and many tiles), hs 64 and 32, B = 2, NH = 3;
+ * hs 16 and 128 at T = 100 (and 128 at 1024) for the other kernel instances.
  * Skipped (exit 77) where there is no CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -198,6 +199,15 @@ static void test_flash_vs_materialised(void **state)
             check_shape(lengths[i], head_sizes[j]);
 }
 
+/* The other two template instances (hs 128 has its own, smaller tiles), at a partial tile. */
+static void test_flash_other_head_sizes(void **state)
+{
+    (void)state;
+    check_shape(100, 16);
+    check_shape(100, 128);
+    check_shape(1024, 128);
+}
+
 /* A head size without a kernel is refused as a launch error the caller's check sees. */
 static void test_unsupported_head_size(void **state)
 {
@@ -234,6 +244,7 @@ int main(void)
     cuda_test_require_device();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash_vs_materialised),
+        cmocka_unit_test(test_flash_other_head_sizes),
         cmocka_unit_test(test_unsupported_head_size),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -146,8 +146,10 @@ int main(int argc, char **argv)
         return 1;
     }
     double fwd_flop = 2.0 * B * NH * (double)T * T * hs, bwd_flop = 2.5 * fwd_flop;
-    float ff = median_ms(ctx.stream, flash_fwd, &r, reps), fb = median_ms(ctx.stream, flash_bwd, &r, reps);
-    float mf = median_ms(ctx.stream, mat_fwd, &r, reps), mb = median_ms(ctx.stream, mat_bwd, &r, reps);
+    float ff = median_ms(ctx.stream, flash_fwd, &r, reps);
+    float fb = median_ms(ctx.stream, flash_bwd, &r, reps);
+    float mf = median_ms(ctx.stream, mat_fwd, &r, reps);
+    float mb = median_ms(ctx.stream, mat_bwd, &r, reps);
     cudaError_t ce = cudaDeviceSynchronize();
     if (ce != cudaSuccess || zb_cu_ctx_check(&ctx, "materialised attention", &e) != ZB_OK) {
         fprintf(stderr, "bench_flash: %s\n", ce != cudaSuccess ? cudaGetErrorString(ce) : e.msg);
@@ -164,8 +166,8 @@ int main(int argc, char **argv)
     snprintf(name, sizeof name, "materialised (%s)", prec_name);
     printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", name, mf, fwd_flop / mf / 1e9, mb,
            bwd_flop / mb / 1e9, (att_bytes + att_scr_bytes) / 1048576.0);
-    printf("speed-up: forward %.2fx, backward %.2fx; memory: flash keeps lse (+ D in the backward), "
-           "the materialised path the B·NH·T² probabilities (+ an NH·T² scratch)\n",
+    printf("speed-up: forward %.2fx, backward %.2fx; memory: flash keeps lse (+ D in the "
+           "backward), the materialised path the B·NH·T² probabilities (+ an NH·T² scratch)\n",
            mf / ff, mb / fb);
     zb_cu_ctx_destroy(&ctx);
     return 0;

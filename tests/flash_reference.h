@@ -52,7 +52,7 @@ static inline float flash_ref_dot(const float *a, const float *b, int n)
 }
 
 /* out[B, T, C], lse[B, NH, T]; query tiles of br rows, key tiles of bc keys. */
-static void flash_ref_forward(const flash_ref_shape_t *s, float *out, float *lse,
+static inline void flash_ref_forward(const flash_ref_shape_t *s, float *out, float *lse,
                               const float *qkv, int br, int bc)
 {
     int T = s->T, hs = s->hs, C = s->NH * hs;
@@ -123,7 +123,7 @@ static inline float flash_ref_p(const flash_ref_shape_t *s, const float *q, cons
 /* dqkv[B, T, 3C] = the gradients (written); dout, out[B, T, C]; lse from the forward.
  * dK/dV: key tiles of bk keys walking query tiles of brk rows; dQ: query tiles of brq rows
  * walking key tiles of bcq keys. */
-static void flash_ref_backward(const flash_ref_shape_t *s, float *dqkv, const float *dout,
+static inline void flash_ref_backward(const flash_ref_shape_t *s, float *dqkv, const float *dout,
                                const float *qkv, const float *out, const float *lse, int bk,
                                int brk, int brq, int bcq)
 {
@@ -196,8 +196,8 @@ static void flash_ref_backward(const flash_ref_shape_t *s, float *dqkv, const fl
 
 /* The exact log-sum-exp of the scaled scores of row t of head h of sequence b, in double from
  * the materialised row (what lse must approximate). */
-static double flash_ref_lse_exact(const flash_ref_shape_t *s, const float *qkv, int b, int h,
-                                  int t)
+static inline double flash_ref_lse_exact(const flash_ref_shape_t *s, const float *qkv, int b,
+                                         int h, int t)
 {
     size_t ld = 3 * (size_t)s->NH * s->hs;
     const float *q = flash_ref_part(s, qkv, b, h, 0), *k = flash_ref_part(s, qkv, b, h, 1);
@@ -211,6 +211,74 @@ static double flash_ref_lse_exact(const flash_ref_shape_t *s, const float *qkv, 
         mx = x > mx ? x : mx;
     }
     return mx + log(sum);
+}
+
+/* The same on bf16 storage, with zb_cuk_flash_forward / zb_cuk_flash_backward's signatures
+ * minus the stream and scratch (for a host stand-in of the kernels, e.g. a fake device): the
+ * kernel's tiles and rounding points. */
+static inline float *flash_ref_widen(const uint16_t *x, size_t n)
+{
+    float *f = malloc(n * sizeof *f);
+    for (size_t i = 0; f && i < n; i++)
+        f[i] = zb_bf16_to_f32(x[i]);
+    return f;
+}
+
+static inline void flash_ref_narrow(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = zb_bf16_from_f32(src[i]);
+}
+
+/* The kernel's tiles for head size hs (src/cuda/flash_attn.cu, Tiles<HS>). */
+static inline void flash_ref_kernel_tiles(int hs, int *fwd_keys, int *dq_keys, int *dkdv_keys,
+                                          int *dkdv_queries)
+{
+    *fwd_keys = hs > 64 ? 32 : 64;
+    *dq_keys = hs > 64 ? 32 : 64;
+    *dkdv_keys = hs > 64 ? 32 : 64;
+    *dkdv_queries = hs > 64 ? 32 : 64;
+}
+
+/* Returns 0, or -1 when out of memory. */
+static inline int flash_ref_forward_bf16(uint16_t *out, float *lse, const uint16_t *qkv, int B,
+                                         int T, int NH, int hs)
+{
+    flash_ref_shape_t s = {.B = B, .T = T, .NH = NH, .hs = hs, .bf16 = true};
+    size_t n1 = (size_t)B * T * NH * hs;
+    float *q = flash_ref_widen(qkv, 3 * n1), *o = malloc(n1 * sizeof *o);
+    int fk, dqk, dk, dkq, rc = -1;
+    flash_ref_kernel_tiles(hs, &fk, &dqk, &dk, &dkq);
+    if (q && o) {
+        flash_ref_forward(&s, o, lse, q, 64, fk);
+        flash_ref_narrow(out, o, n1);
+        rc = 0;
+    }
+    free(q);
+    free(o);
+    return rc;
+}
+
+static inline int flash_ref_backward_bf16(uint16_t *dqkv, const uint16_t *dout,
+                                          const uint16_t *qkv, const uint16_t *out,
+                                          const float *lse, int B, int T, int NH, int hs)
+{
+    flash_ref_shape_t s = {.B = B, .T = T, .NH = NH, .hs = hs, .bf16 = true};
+    size_t n1 = (size_t)B * T * NH * hs;
+    float *q = flash_ref_widen(qkv, 3 * n1), *dy = flash_ref_widen(dout, n1),
+          *y = flash_ref_widen(out, n1), *d = malloc(3 * n1 * sizeof *d);
+    int fk, dqk, dk, dkq, rc = -1;
+    flash_ref_kernel_tiles(hs, &fk, &dqk, &dk, &dkq);
+    if (q && dy && y && d) {
+        flash_ref_backward(&s, d, dy, q, y, lse, dk, dkq, 64, dqk);
+        flash_ref_narrow(dqkv, d, 3 * n1);
+        rc = 0;
+    }
+    free(q);
+    free(dy);
+    free(y);
+    free(d);
+    return rc;
 }
 
 #endif

@@ -180,7 +180,8 @@ static void check_shape(int T, int hs)
                 lse_err = isnan(d) || d > lse_err ? d : lse_err;
             }
     expect_within("lse", T, hs, lse_err, bd.lse);
-    if (!same_bytes(r1.out, r2.out, n1 * 2) || !same_bytes(r1.lse, r2.lse, (size_t)B * NH * T * 4) ||
+    if (!same_bytes(r1.out, r2.out, n1 * 2) ||
+        !same_bytes(r1.lse, r2.lse, (size_t)B * NH * T * 4) ||
         !same_bytes(r1.dqkv, r2.dqkv, n3 * 2))
         fail_msg("T %d hs %d: two runs on the same inputs differ", T, hs);
 

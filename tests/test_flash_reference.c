@@ -141,6 +141,44 @@ static void test_bf16_rounding_within_bounds(void **state)
     run_all(true, false);
 }
 
+/* The bf16-storage entry points (a host stand-in of the kernels) with the kernel's tiles for
+ * every head size, hs 128's smaller ones included, against the materialised attention on the
+ * same values. */
+static void test_bf16_storage_entry_points(void **state)
+{
+    (void)state;
+    static const int hs_list[] = {16, 32, 64, 128};
+    for (size_t j = 0; j < 4; j++) {
+        int B = 2, T = 100, NH = 2, hs = hs_list[j], C = NH * hs;
+        size_t n1 = (size_t)B * T * C, n3 = 3 * n1, rows = (size_t)B * T;
+        float *qkv = rnd(n3, 1.5f, true), *dout = rnd(n1, 1.0f, true);
+        uint16_t *qkv16 = malloc(n3 * 2), *dout16 = malloc(n1 * 2), *out16 = malloc(n1 * 2),
+                 *dqkv16 = malloc(n3 * 2);
+        flash_ref_narrow(qkv16, qkv, n3);
+        flash_ref_narrow(dout16, dout, n1);
+        memset(dqkv16, 0xff, n3 * 2); /* NaN bits: every entry must be written */
+        float *lse = malloc((size_t)B * NH * T * sizeof *lse);
+        assert_int_equal(flash_ref_forward_bf16(out16, lse, qkv16, B, T, NH, hs), 0);
+        assert_int_equal(flash_ref_backward_bf16(dqkv16, dout16, qkv16, out16, lse, B, T, NH, hs),
+                         0);
+        float *att = malloc((size_t)B * NH * T * T * sizeof *att),
+              *scratch = malloc(zb_attention_scratch_floats(T) * sizeof *scratch),
+              *out = malloc(n1 * sizeof *out), *dqkv = calloc(n3, sizeof *dqkv);
+        zb_attention_forward(out, att, qkv, B, T, C, NH);
+        zb_attention_backward_input(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+        float *fout = flash_ref_widen(out16, n1), *fdqkv = flash_ref_widen(dqkv16, n3);
+        flash_ref_shape_t s = {.B = B, .T = T, .NH = NH, .hs = hs, .bf16 = true};
+        tiles_t t = {0, 0, 0, 0};
+        flash_bounds_t bd = flash_bounds(true);
+        expect_within("out", rel_err_cols(fout, out, rows, C, 0, C), bd.out, &s, &t);
+        expect_within("dq", rel_err_cols(fdqkv, dqkv, rows, 3 * C, 0, C), bd.dq, &s, &t);
+        expect_within("dk", rel_err_cols(fdqkv, dqkv, rows, 3 * C, C, C), bd.dk, &s, &t);
+        expect_within("dv", rel_err_cols(fdqkv, dqkv, rows, 3 * C, 2 * C, C), bd.dv, &s, &t);
+        free(qkv), free(dout), free(qkv16), free(dout16), free(out16), free(dqkv16), free(lse);
+        free(att), free(scratch), free(out), free(dqkv), free(fout), free(fdqkv);
+    }
+}
+
 /* The bounds are not vacuous: a reference that forgets the causal mask on the diagonal tile
  * (a key one past the row let through) is caught. */
 static void test_bounds_catch_a_mask_bug(void **state)
@@ -172,6 +210,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_matches_materialised),
         cmocka_unit_test(test_bf16_rounding_within_bounds),
+        cmocka_unit_test(test_bf16_storage_entry_points),
         cmocka_unit_test(test_bounds_catch_a_mask_bug),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

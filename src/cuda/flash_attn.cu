@@ -8,11 +8,20 @@
 // fragment of one k16 chunk). B operands come from shared memory: a tile stored [n][k] (keys ×
 // head dims for q·kᵀ) is read with 32-bit loads, a tile stored [k][n] (keys × dims for p·v) with
 // ldmatrix.trans.
+//
+// ZB_FLASH_EMULATE builds this file as plain C++ for the CPU (tests/flash_emulation.h supplies
+// threads, barriers, shuffles and the warp-wide mma / ldmatrix / cp.async), so that the kernels'
+// indexing runs in a CPU test (tests/test_flash_emulated.c); the device build ignores it.
 #include "cuda/flash_attn.h"
 
-#include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+
+#ifndef ZB_FLASH_EMULATE
+#include <cuda_bf16.h>
+#define FLASH_LAUNCH(kernel, grid, block, stream, ...) \
+    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
 
 namespace {
 
@@ -24,6 +33,12 @@ constexpr float kLn2 = 0.6931471805599453f;
 //   B 16×8:  reg0 = (k 2t..2t+1, n g), reg1 = (k 2t+8.., n g)
 //   C 16×8:  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
 
+__device__ __forceinline__ uint32_t ld32(const uint16_t *p)
+{
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
+#ifndef ZB_FLASH_EMULATE
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
@@ -44,16 +59,32 @@ __device__ __forceinline__ void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const 
                  : "memory");
 }
 
-__device__ __forceinline__ uint32_t ld32(const uint16_t *p)
-{
-    return *reinterpret_cast<const uint32_t *>(p);
-}
-
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
     return *reinterpret_cast<uint32_t *>(&v);
 }
+
+// One 16-byte copy global → shared (cp.async, asynchronous); zero-fill when !in.
+__device__ __forceinline__ void copy16_async(uint16_t *dst, const uint16_t *src, bool in)
+{
+    uint32_t sh = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sh), "l"(src),
+                 "r"(in ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Wait until at most `pending` of this thread's committed copy groups are still in flight.
+template <int pending> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+#endif
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h)
 {
@@ -104,23 +135,8 @@ __device__ __forceinline__ void stage_rows(uint16_t *dst, const uint16_t *src, s
     for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
         int r = i / kVec, c = (i % kVec) * 8;
         bool in = r0 + r < T;
-        const uint16_t *g = src + (size_t)(in ? r0 + r : 0) * ld + c;
-        uint32_t sh = (uint32_t)__cvta_generic_to_shared(dst + r * kLd + c);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sh), "l"(g),
-                     "r"(in ? 16 : 0)
-                     : "memory");
+        copy16_async(dst + r * kLd + c, src + (size_t)(in ? r0 + r : 0) * ld + c, in);
     }
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Wait until at most `pending` of this thread's committed copy groups are still in flight.
-template <int pending> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
 }
 
 // The key tiles 0 .. tiles−1 of K and V (BC rows each) through two shared buffers: tile j+1 is
@@ -175,8 +191,8 @@ __global__ void __launch_bounds__(kFwdThreads)
     flash_forward_k(uint16_t *out, float *lse, const uint16_t *qkv, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8;
-    __shared__ alignas(16) uint16_t ks[2 * BC * kLd];
-    __shared__ alignas(16) uint16_t vs[2 * BC * kLd];
+    __shared__ __align__(16) uint16_t ks[2 * BC * kLd];
+    __shared__ __align__(16) uint16_t vs[2 * BC * kLd];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x;  // the longest rows first (scheduling only)
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -298,11 +314,13 @@ __global__ void flash_rowdot_k(float *dsum, const uint16_t *dout, const uint16_t
         for (int c = 0; c < HS; c += 8) {
             uint4 dv = *reinterpret_cast<const uint4 *>(dy + c);
             uint4 yv = *reinterpret_cast<const uint4 *>(y + c);
-            const uint16_t *dp = reinterpret_cast<const uint16_t *>(&dv);
-            const uint16_t *yp = reinterpret_cast<const uint16_t *>(&yv);
+            const uint32_t dw[4] = {dv.x, dv.y, dv.z, dv.w}, yw[4] = {yv.x, yv.y, yv.z, yv.w};
 #pragma unroll
-            for (int e = 0; e < 8; e++)
-                acc += bf16_to_f32(dp[e]) * bf16_to_f32(yp[e]);
+            for (int e = 0; e < 8; e++) {  // element e: the low half of word e/2 first
+                int sh = (e & 1) * 16;
+                acc += bf16_to_f32((uint16_t)(dw[e >> 1] >> sh)) *
+                       bf16_to_f32((uint16_t)(yw[e >> 1] >> sh));
+            }
         }
         dsum[(b * NH + h) * T + tt] = acc;
     }
@@ -318,10 +336,10 @@ __global__ void __launch_bounds__(32 * NW)
                  const float *dsum, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8, BK = kWarpRows * NW;
-    __shared__ alignas(16) uint16_t ks[BK * kLd];
-    __shared__ alignas(16) uint16_t vs[BK * kLd];
-    __shared__ alignas(16) uint16_t qs[BR * kLd];
-    __shared__ alignas(16) uint16_t dos[BR * kLd];
+    __shared__ __align__(16) uint16_t ks[BK * kLd];
+    __shared__ __align__(16) uint16_t vs[BK * kLd];
+    __shared__ __align__(16) uint16_t qs[BR * kLd];
+    __shared__ __align__(16) uint16_t dos[BR * kLd];
     __shared__ float ls[BR], ds[BR];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -425,8 +443,8 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
                const float *dsum, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8;
-    __shared__ alignas(16) uint16_t ks[2 * BC * kLd];
-    __shared__ alignas(16) uint16_t vs[2 * BC * kLd];
+    __shared__ __align__(16) uint16_t ks[2 * BC * kLd];
+    __shared__ __align__(16) uint16_t vs[2 * BC * kLd];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -530,15 +548,16 @@ __global__ void flash_unsupported_k() {}
 
 void refuse(cudaStream_t s)
 {
-    flash_unsupported_k<<<0, 1, 0, s>>>();
+    FLASH_LAUNCH(flash_unsupported_k, 0, 1, s);
 }
 
 template <int HS>
 void forward_hs(cudaStream_t s, uint16_t *out, float *lse, const uint16_t *qkv, int B, int T,
                 int NH)
 {
-    flash_forward_k<HS, Tiles<HS>::kFwdKeys><<<grid_of(T, kFwdRows, NH, B), kFwdThreads, 0, s>>>(
-        out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS));
+    auto *kernel = flash_forward_k<HS, Tiles<HS>::kFwdKeys>;
+    FLASH_LAUNCH(kernel, grid_of(T, kFwdRows, NH, B), kFwdThreads, s, out, lse, qkv, T, NH,
+                 1.0f / sqrtf((float)HS));
 }
 
 template <int HS>
@@ -549,13 +568,15 @@ void backward_hs(cudaStream_t s, uint16_t *dqkv, float *dsum, const uint16_t *do
     const float scale = 1.0f / sqrtf((float)HS);
     size_t rows = (size_t)B * T * NH;
     unsigned blocks = (unsigned)((rows + 255) / 256);
-    flash_rowdot_k<HS><<<blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, 0, s>>>(
-        dsum, dout, out, B, T, NH);  // grid-stride beyond the cap
-    flash_dkdv_k<HS, Tl::kDkdvWarps, Tl::kDkdvQueries>
-        <<<grid_of(T, kWarpRows * Tl::kDkdvWarps, NH, B), 32 * Tl::kDkdvWarps, 0, s>>>(
-            dqkv, qkv, dout, lse, dsum, T, NH, scale);
-    flash_dq_k<HS, Tl::kDqKeys><<<grid_of(T, kFwdRows, NH, B), kFwdThreads, 0, s>>>(
-        dqkv, qkv, dout, lse, dsum, T, NH, scale);
+    auto *rowdot = flash_rowdot_k<HS>;
+    auto *dkdv = flash_dkdv_k<HS, Tl::kDkdvWarps, Tl::kDkdvQueries>;
+    auto *dq = flash_dq_k<HS, Tl::kDqKeys>;
+    FLASH_LAUNCH(rowdot, blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, s, dsum, dout, out,
+                 B, T, NH);  // grid-stride beyond the cap
+    FLASH_LAUNCH(dkdv, grid_of(T, kWarpRows * Tl::kDkdvWarps, NH, B), 32 * Tl::kDkdvWarps, s,
+                 dqkv, qkv, dout, lse, dsum, T, NH, scale);
+    FLASH_LAUNCH(dq, grid_of(T, kFwdRows, NH, B), kFwdThreads, s, dqkv, qkv, dout, lse, dsum, T,
+                 NH, scale);
 }
 
 }  // namespace

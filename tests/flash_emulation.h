@@ -6,8 +6,10 @@
 // rendezvous: each lane posts its operands and yields until the last lane of its warp (block)
 // arrives and computes every lane's result, so a kernel that calls them divergently hangs here
 // as it would on a GPU (the scheduler reports it instead). Fragment layouts are the PTX ISA's.
-// cp.async copies complete at once (the emulation cannot see a missing wait); __shared__ arrays
-// are function statics, shared by the fibers of the one block that runs at a time.
+// cp.async copies are deferred until a cp.async.wait_group covers their group (the latest a GPU
+// may complete them), so a missing commit or wait leaves stale shared memory, and copies never
+// waited for are reported as an error; __shared__ arrays are function statics, shared by the
+// fibers of the one block that runs at a time.
 #ifndef ZBPP_TESTS_FLASH_EMULATION_H
 #define ZBPP_TESTS_FLASH_EMULATION_H
 
@@ -51,11 +53,23 @@ struct Lane {  // one lane's operands and results of the current warp-wide opera
     float f, g;           // shuffle in / out
 };
 
+struct Copy {  // one pending 16-byte cp.async
+    uint16_t *dst;
+    const uint16_t *src;
+    bool in;
+    unsigned group;
+};
+
+constexpr int kMaxCopies = 64;
+
 struct Thread {
     ucontext_t ctx;
     char *stack;
     uint3 tid;
     bool done;
+    Copy copy[kMaxCopies];
+    int ncopies;
+    unsigned committed;  // groups committed so far; later copies belong to the open group
 };
 
 struct Group {  // a warp or the block: arrival count and generation of the current rendezvous
@@ -74,7 +88,7 @@ struct State {
     void (*body)(void *);
     void *arg;
     unsigned long progress;  // arrivals and finished threads (a round without any: deadlock)
-    int error;               // a launch the runtime would refuse
+    int error;               // 1: a launch the runtime would refuse; 2: copies never waited for
 };
 
 inline State &st()
@@ -178,6 +192,8 @@ inline void entry()
     State &s = st();
     int me = s.cur;
     s.body(s.arg);
+    if (s.th[me].ncopies)
+        s.error = 2;
     s.th[me].done = true;
     s.progress++;
     swapcontext(&s.th[me].ctx, &s.sched);
@@ -195,6 +211,8 @@ __attribute__((noinline)) inline void init_fiber(Thread &t, unsigned i)
     makecontext(&t.ctx, entry, 0);
     t.tid = u3(i, 0, 0);
     t.done = false;
+    t.ncopies = 0;
+    t.committed = 0;
 }
 
 // Runs f (the kernel call) for every thread of every block of grid × block.
@@ -304,14 +322,38 @@ inline uint32_t pack_bf16(float lo, float hi)
 
 inline void copy16_async(uint16_t *dst, const uint16_t *src, bool in)
 {
-    if (in)
-        memcpy(dst, src, 16);
-    else
-        memset(dst, 0, 16);
+    flash_emu::Thread &t = flash_emu::st().th[flash_emu::st().cur];
+    if (t.ncopies == flash_emu::kMaxCopies) {
+        fprintf(stderr, "flash emulation: more than %d cp.async copies in flight\n",
+                flash_emu::kMaxCopies);
+        abort();
+    }
+    t.copy[t.ncopies++] = flash_emu::Copy{dst, src, in, t.committed};
 }
 
-inline void cp_async_commit() {}
-template <int pending> inline void cp_async_wait() {}
+inline void cp_async_commit()
+{
+    flash_emu::st().th[flash_emu::st().cur].committed++;
+}
+
+// Completes the copies of every committed group but the newest `pending`.
+template <int pending> inline void cp_async_wait()
+{
+    flash_emu::Thread &t = flash_emu::st().th[flash_emu::st().cur];
+    int kept = 0;
+    for (int i = 0; i < t.ncopies; i++) {
+        flash_emu::Copy c = t.copy[i];
+        if (c.group + pending < t.committed) {
+            if (c.in)
+                memcpy(c.dst, c.src, 16);
+            else
+                memset(c.dst, 0, 16);
+        } else {
+            t.copy[kept++] = c;
+        }
+    }
+    t.ncopies = kept;
+}
 
 extern "C" int zb_flash_emu_take_error(void)
 {

@@ -7,8 +7,8 @@
  *  - the CPU's materialised attention: within tests/flash_bounds.h's bf16 bounds;
  * lse within 2e-6 of the model's, every dqkv entry written, two runs bit-identical, and an
  * unsupported head size or an empty shape refused as a launch error. This runs the kernels'
- * indexing, masking, tile walks and fragment plumbing in CI; what it cannot see is the GPU's
- * timing (races, a missing cp.async wait), which the GPU test covers.
+ * indexing, masking, tile walks, fragment plumbing and cp.async group accounting in CI; what it
+ * cannot see is the GPU's timing, which the GPU test covers.
  * Skipped (77) where the emulation is not built (no CUDA headers). */
 #include <math.h>
 #include <setjmp.h>

@@ -8,11 +8,20 @@
 // fragment of one k16 chunk). B operands come from shared memory: a tile stored [n][k] (keys ×
 // head dims for q·kᵀ) is read with 32-bit loads, a tile stored [k][n] (keys × dims for p·v) with
 // ldmatrix.trans.
+//
+// ZB_FLASH_EMULATE builds this file as plain C++ for the CPU (tests/flash_emulation.h supplies
+// threads, barriers, shuffles and the warp-wide mma / ldmatrix / cp.async), so that the kernels'
+// indexing runs in a CPU test (tests/test_flash_emulated.c); the device build ignores it.
 #include "cuda/flash_attn.h"
 
-#include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+
+#ifndef ZB_FLASH_EMULATE
+#include <cuda_bf16.h>
+#define FLASH_LAUNCH(kernel, grid, block, stream, ...) \
+    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
 
 namespace {
 
@@ -24,6 +33,12 @@ constexpr float kLn2 = 0.6931471805599453f;
 //   B 16×8:  reg0 = (k 2t..2t+1, n g), reg1 = (k 2t+8.., n g)
 //   C 16×8:  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
 
+__device__ __forceinline__ uint32_t ld32(const uint16_t *p)
+{
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
+#ifndef ZB_FLASH_EMULATE
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
@@ -44,16 +59,32 @@ __device__ __forceinline__ void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const 
                  : "memory");
 }
 
-__device__ __forceinline__ uint32_t ld32(const uint16_t *p)
-{
-    return *reinterpret_cast<const uint32_t *>(p);
-}
-
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
     return *reinterpret_cast<uint32_t *>(&v);
 }
+
+// One 16-byte copy global → shared (cp.async, asynchronous); zero-fill when !in.
+__device__ __forceinline__ void copy16_async(uint16_t *dst, const uint16_t *src, bool in)
+{
+    uint32_t sh = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sh), "l"(src),
+                 "r"(in ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Wait until at most `pending` of this thread's committed copy groups are still in flight.
+template <int pending> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+#endif
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h)
 {
@@ -94,7 +125,8 @@ __device__ __forceinline__ void acc_to_a(uint32_t a[4], const float lo[4], const
 }
 
 // rows [r0, r0 + ROWS) × HS columns of a bf16 matrix (row stride ld) into a shared tile with
-// leading dimension HS + 8, 16 bytes per access; rows >= T become zeros. All threads of the CTA.
+// leading dimension HS + 8: 16-byte cp.async copies (rows >= T zero-filled: source size 0, the
+// address clamped to row 0), issued by all threads of the CTA; complete after cp_async_wait.
 template <int HS, int ROWS>
 __device__ __forceinline__ void stage_rows(uint16_t *dst, const uint16_t *src, size_t ld, int r0,
                                            int T)
@@ -102,10 +134,33 @@ __device__ __forceinline__ void stage_rows(uint16_t *dst, const uint16_t *src, s
     constexpr int kVec = HS / 8, kLd = HS + 8;
     for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
         int r = i / kVec, c = (i % kVec) * 8;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (r0 + r < T)
-            v = *reinterpret_cast<const uint4 *>(src + (size_t)(r0 + r) * ld + c);
-        *reinterpret_cast<uint4 *>(dst + r * kLd + c) = v;
+        bool in = r0 + r < T;
+        copy16_async(dst + r * kLd + c, src + (size_t)(in ? r0 + r : 0) * ld + c, in);
+    }
+}
+
+// The key tiles 0 .. tiles−1 of K and V (BC rows each) through two shared buffers: tile j+1 is
+// copied while body(j, k tile, v tile) runs on tile j. All threads of the CTA call it.
+template <int HS, int BC, typename Body>
+__device__ __forceinline__ void walk_kv_tiles(uint16_t *ks, uint16_t *vs, const uint16_t *k,
+                                              const uint16_t *v, size_t ld, int T, int tiles,
+                                              Body &&body)
+{
+    constexpr int kTile = BC * (HS + 8);
+    stage_rows<HS, BC>(ks, k, ld, 0, T);
+    stage_rows<HS, BC>(vs, v, ld, 0, T);
+    cp_async_commit();
+    for (int j = 0; j < tiles; j++) {
+        const int cur = (j & 1) * kTile, next = kTile - cur;
+        if (j + 1 < tiles) {
+            stage_rows<HS, BC>(ks + next, k, ld, (j + 1) * BC, T);
+            stage_rows<HS, BC>(vs + next, v, ld, (j + 1) * BC, T);
+        }
+        cp_async_commit();  // possibly empty: the wait below counts groups
+        cp_async_wait<1>(); // tile j's copies (this thread's) are done
+        __syncthreads();    // ... and every thread's
+        body(j, ks + cur, vs + cur);
+        __syncthreads();    // tile j is consumed before its buffer takes tile j+2
     }
 }
 
@@ -136,8 +191,8 @@ __global__ void __launch_bounds__(kFwdThreads)
     flash_forward_k(uint16_t *out, float *lse, const uint16_t *qkv, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8;
-    __shared__ alignas(16) uint16_t ks[BC * kLd];
-    __shared__ alignas(16) uint16_t vs[BC * kLd];
+    __shared__ __align__(16) uint16_t ks[2 * BC * kLd];
+    __shared__ __align__(16) uint16_t vs[2 * BC * kLd];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x;  // the longest rows first (scheduling only)
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -158,19 +213,16 @@ __global__ void __launch_bounds__(kFwdThreads)
 
     const int last_row = min(qt * kFwdRows + kFwdRows, T) - 1;
     const int tiles = last_row / BC + 1;
-    for (int j = 0; j < tiles; j++) {
+    walk_kv_tiles<HS, BC>(ks, vs, k, v, ld, T, tiles, [&](int j, const uint16_t *kt,
+                                                          const uint16_t *vt) {
         const int k0 = j * BC;
-        __syncthreads();  // the previous tile is consumed
-        stage_rows<HS, BC>(ks, k, ld, k0, T);
-        stage_rows<HS, BC>(vs, v, ld, k0, T);
-        __syncthreads();
         if (k0 > q0 + kWarpRows - 1)
-            continue;  // every key of the tile follows this warp's rows
+            return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4];
 #pragma unroll
         for (int n = 0; n < BC / 8; n++) {
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            const uint16_t *kr = ks + (n * 8 + g) * kLd + 2 * t;
+            const uint16_t *kr = kt + (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++)
                 mma16816(s[n], qf[kc], ld32(kr + kc * 16), ld32(kr + kc * 16 + 8));
@@ -218,11 +270,11 @@ __global__ void __launch_bounds__(kFwdThreads)
 #pragma unroll
             for (int n = 0; n < HS / 8; n++) {
                 uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, vs + kc * 16 * kLd + n * 8, kLd, lane);
+                ldsm_x2_trans(b0, b1, vt + kc * 16 * kLd + n * 8, kLd, lane);
                 mma16816(o[n], pa, b0, b1);
             }
         }
-    }
+    });
 
     uint16_t *orow = out + (size_t)b * T * C + (size_t)h * HS;
     float *lrow = lse + ((size_t)b * NH + h) * T;
@@ -262,11 +314,13 @@ __global__ void flash_rowdot_k(float *dsum, const uint16_t *dout, const uint16_t
         for (int c = 0; c < HS; c += 8) {
             uint4 dv = *reinterpret_cast<const uint4 *>(dy + c);
             uint4 yv = *reinterpret_cast<const uint4 *>(y + c);
-            const uint16_t *dp = reinterpret_cast<const uint16_t *>(&dv);
-            const uint16_t *yp = reinterpret_cast<const uint16_t *>(&yv);
+            const uint32_t dw[4] = {dv.x, dv.y, dv.z, dv.w}, yw[4] = {yv.x, yv.y, yv.z, yv.w};
 #pragma unroll
-            for (int e = 0; e < 8; e++)
-                acc += bf16_to_f32(dp[e]) * bf16_to_f32(yp[e]);
+            for (int e = 0; e < 8; e++) {  // element e: the low half of word e/2 first
+                int sh = (e & 1) * 16;
+                acc += bf16_to_f32((uint16_t)(dw[e >> 1] >> sh)) *
+                       bf16_to_f32((uint16_t)(yw[e >> 1] >> sh));
+            }
         }
         dsum[(b * NH + h) * T + tt] = acc;
     }
@@ -282,10 +336,10 @@ __global__ void __launch_bounds__(32 * NW)
                  const float *dsum, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8, BK = kWarpRows * NW;
-    __shared__ alignas(16) uint16_t ks[BK * kLd];
-    __shared__ alignas(16) uint16_t vs[BK * kLd];
-    __shared__ alignas(16) uint16_t qs[BR * kLd];
-    __shared__ alignas(16) uint16_t dos[BR * kLd];
+    __shared__ __align__(16) uint16_t ks[BK * kLd];
+    __shared__ __align__(16) uint16_t vs[BK * kLd];
+    __shared__ __align__(16) uint16_t qs[BR * kLd];
+    __shared__ __align__(16) uint16_t dos[BR * kLd];
     __shared__ float ls[BR], ds[BR];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -310,11 +364,13 @@ __global__ void __launch_bounds__(32 * NW)
         __syncthreads();  // the previous query tile is consumed (and K, V are staged)
         stage_rows<HS, BR>(qs, q, ld, q0, T);
         stage_rows<HS, BR>(dos, dy, (size_t)C, q0, T);
+        cp_async_commit();
         for (int r = threadIdx.x; r < BR; r += blockDim.x) {
             bool in = q0 + r < T;
             ls[r] = in ? lrow[q0 + r] * kLog2e : 0.0f;
             ds[r] = in ? drow[q0 + r] : 0.0f;
         }
+        cp_async_wait<0>();  // these copies and (first time) K and V
         __syncthreads();
         if (kw >= T || q0 + BR - 1 < kw)
             continue;  // no key of this warp, or every query of the tile precedes its keys
@@ -387,8 +443,8 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
                const float *dsum, int T, int NH, float scale)
 {
     constexpr int kLd = HS + 8;
-    __shared__ alignas(16) uint16_t ks[BC * kLd];
-    __shared__ alignas(16) uint16_t vs[BC * kLd];
+    __shared__ __align__(16) uint16_t ks[2 * BC * kLd];
+    __shared__ __align__(16) uint16_t vs[2 * BC * kLd];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -415,14 +471,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
 
     const int last_row = min(qt * kFwdRows + kFwdRows, T) - 1;
     const int tiles = last_row / BC + 1;
-    for (int j = 0; j < tiles; j++) {
+    walk_kv_tiles<HS, BC>(ks, vs, k, v, ld, T, tiles, [&](int j, const uint16_t *kt,
+                                                          const uint16_t *vt) {
         const int k0 = j * BC;
-        __syncthreads();
-        stage_rows<HS, BC>(ks, k, ld, k0, T);
-        stage_rows<HS, BC>(vs, v, ld, k0, T);
-        __syncthreads();
         if (k0 > q0 + kWarpRows - 1)
-            continue;
+            return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
         for (int n = 0; n < BC / 8; n++) {
@@ -432,8 +485,8 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
             const int off = (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++) {
-                mma16816(s[n], qf[kc], ld32(ks + off + kc * 16), ld32(ks + off + kc * 16 + 8));
-                mma16816(dp[n], df[kc], ld32(vs + off + kc * 16), ld32(vs + off + kc * 16 + 8));
+                mma16816(s[n], qf[kc], ld32(kt + off + kc * 16), ld32(kt + off + kc * 16 + 8));
+                mma16816(dp[n], df[kc], ld32(vt + off + kc * 16), ld32(vt + off + kc * 16 + 8));
             }
         }
 #pragma unroll
@@ -455,11 +508,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
 #pragma unroll
             for (int n = 0; n < HS / 8; n++) {
                 uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, ks + kc * 16 * kLd + n * 8, kLd, lane);
+                ldsm_x2_trans(b0, b1, kt + kc * 16 * kLd + n * 8, kLd, lane);
                 mma16816(dq[n], sa, b0, b1);
             }
         }
-    }
+    });
 
     uint16_t *dqrow = dqkv + (size_t)b * T * ld + (size_t)h * HS;
 #pragma unroll
@@ -474,10 +527,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
     }
 }
 
-// Tile shapes per head size: shared memory stays under the 48 KiB static limit and the
-// accumulators in registers (hs 128 halves the key tiles and the backward's CTA).
+// Tile shapes per head size: shared memory (two K/V buffers in the forward and dQ kernels) stays
+// under the 48 KiB static limit and the accumulators in registers (hs 128 halves the key tiles
+// and the backward's CTA).
 template <int HS> struct Tiles {
-    static constexpr int kFwdKeys = 64;
+    static constexpr int kFwdKeys = HS > 64 ? 32 : 64;
     static constexpr int kDqKeys = HS > 64 ? 32 : 64;
     static constexpr int kDkdvWarps = HS > 64 ? 2 : 4;
     static constexpr int kDkdvQueries = HS > 64 ? 32 : 64;
@@ -494,15 +548,16 @@ __global__ void flash_unsupported_k() {}
 
 void refuse(cudaStream_t s)
 {
-    flash_unsupported_k<<<0, 1, 0, s>>>();
+    FLASH_LAUNCH(flash_unsupported_k, 0, 1, s);
 }
 
 template <int HS>
 void forward_hs(cudaStream_t s, uint16_t *out, float *lse, const uint16_t *qkv, int B, int T,
                 int NH)
 {
-    flash_forward_k<HS, Tiles<HS>::kFwdKeys><<<grid_of(T, kFwdRows, NH, B), kFwdThreads, 0, s>>>(
-        out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS));
+    auto *kernel = flash_forward_k<HS, Tiles<HS>::kFwdKeys>;
+    FLASH_LAUNCH(kernel, grid_of(T, kFwdRows, NH, B), kFwdThreads, s, out, lse, qkv, T, NH,
+                 1.0f / sqrtf((float)HS));
 }
 
 template <int HS>
@@ -513,13 +568,15 @@ void backward_hs(cudaStream_t s, uint16_t *dqkv, float *dsum, const uint16_t *do
     const float scale = 1.0f / sqrtf((float)HS);
     size_t rows = (size_t)B * T * NH;
     unsigned blocks = (unsigned)((rows + 255) / 256);
-    flash_rowdot_k<HS><<<blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, 0, s>>>(
-        dsum, dout, out, B, T, NH);  // grid-stride beyond the cap
-    flash_dkdv_k<HS, Tl::kDkdvWarps, Tl::kDkdvQueries>
-        <<<grid_of(T, kWarpRows * Tl::kDkdvWarps, NH, B), 32 * Tl::kDkdvWarps, 0, s>>>(
-            dqkv, qkv, dout, lse, dsum, T, NH, scale);
-    flash_dq_k<HS, Tl::kDqKeys><<<grid_of(T, kFwdRows, NH, B), kFwdThreads, 0, s>>>(
-        dqkv, qkv, dout, lse, dsum, T, NH, scale);
+    auto *rowdot = flash_rowdot_k<HS>;
+    auto *dkdv = flash_dkdv_k<HS, Tl::kDkdvWarps, Tl::kDkdvQueries>;
+    auto *dq = flash_dq_k<HS, Tl::kDqKeys>;
+    FLASH_LAUNCH(rowdot, blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, s, dsum, dout, out,
+                 B, T, NH);  // grid-stride beyond the cap
+    FLASH_LAUNCH(dkdv, grid_of(T, kWarpRows * Tl::kDkdvWarps, NH, B), 32 * Tl::kDkdvWarps, s,
+                 dqkv, qkv, dout, lse, dsum, T, NH, scale);
+    FLASH_LAUNCH(dq, grid_of(T, kFwdRows, NH, B), kFwdThreads, s, dqkv, qkv, dout, lse, dsum, T,
+                 NH, scale);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ typedef struct {
     size_t part_cap;
     double *sumsq; /* [16 ranges][ZB_CU_SUMSQ_BLOCKS] */
     int sm_target; /* SMs the stream runs on (a partition), 0 = all: cuBLASLt plans target it */
+    struct zb_cu_prof *prof; /* the kernel-class time breakdown (cuda/prof.h), NULL = off */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
     int nplans;
     /* zb_cu_gemm_ex (gemm.h): products whose epilogue ran as a separate kernel because cuBLASLt

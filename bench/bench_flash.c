@@ -5,17 +5,47 @@
  * FLOPs (the FlashAttention papers' convention, causal half): forward 2 products of T·T·hs per
  * head, 4·B·NH·T²·hs / 2; backward 5 products (the scores recomputed), 2.5 × the forward.
  * Usage: bench_flash [B=8] [T=1024] [NH=12] [hs=64] [reps=20] [materialised precision=bf16]
- * (GPT-2 124M's attention shape by default). Exit 77 with "skipped: no CUDA device" where
- * there is none. */
+ * (GPT-2 124M's attention shape by default). A bad argument is a usage error (exit 2); exit 77
+ * with "skipped: no CUDA device" where there is none. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zbpp/cuda.h"
 
-#ifndef ZB_HAVE_CUDA
-int main(void)
+#include "bench_common.h"
+
+typedef struct {
+    int B, T, NH, hs, reps;
+    const char *prec_name;
+    zb_cuda_precision_t prec;
+} args_t;
+
+static args_t parse_args(int argc, char **argv)
 {
+    args_t a;
+    a.B = bench_int_arg("bench_flash", argc, argv, 1, 8, 1, 4096, "B");
+    a.T = bench_int_arg("bench_flash", argc, argv, 2, 1024, 1, 1 << 20, "T");
+    a.NH = bench_int_arg("bench_flash", argc, argv, 3, 12, 1, 1024, "NH");
+    a.hs = bench_int_arg("bench_flash", argc, argv, 4, 64, 16, 128, "hs");
+    a.reps = bench_int_arg("bench_flash", argc, argv, 5, 20, 1, 10000, "reps");
+    a.prec_name = argc > 6 ? argv[6] : "bf16";
+    zb_err_t e;
+    if (a.hs != 16 && a.hs != 32 && a.hs != 64 && a.hs != 128) {
+        fprintf(stderr, "bench_flash: head size %d has no kernel (16, 32, 64 or 128)\n", a.hs);
+        exit(2);
+    }
+    if (zb_cuda_precision_parse(a.prec_name, &a.prec, &e) != ZB_OK) {
+        fprintf(stderr, "bench_flash: %s\n", e.msg);
+        exit(2);
+    }
+    return a;
+}
+
+#ifndef ZB_HAVE_CUDA
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
     printf("skipped: no CUDA device (built without CUDA)\n");
     return 77;
 }
@@ -108,25 +138,17 @@ static void *dev(size_t bytes, int *ok)
 
 int main(int argc, char **argv)
 {
-    int B = argc > 1 ? atoi(argv[1]) : 8, T = argc > 2 ? atoi(argv[2]) : 1024;
-    int NH = argc > 3 ? atoi(argv[3]) : 12, hs = argc > 4 ? atoi(argv[4]) : 64;
-    int reps = argc > 5 ? atoi(argv[5]) : 20;
-    const char *prec_name = argc > 6 ? argv[6] : "bf16";
+    args_t a = parse_args(argc, argv);
+    int B = a.B, T = a.T, NH = a.NH, hs = a.hs, reps = a.reps;
+    const char *prec_name = a.prec_name;
     zb_err_t e;
     int ndev = 0;
     if (zb_cuda_device_count(&ndev, &e) != ZB_OK || ndev == 0) {
         printf("skipped: no CUDA device\n");
         return 77;
     }
-    zb_cuda_precision_t prec;
-    if (B < 1 || T < 1 || NH < 1 || reps < 1 || !zb_cuk_flash_supported(hs) ||
-        zb_cuda_precision_parse(prec_name, &prec, &e) != ZB_OK) {
-        fprintf(stderr, "bench_flash: bad arguments (B, T, NH, reps >= 1; hs 16/32/64/128; "
-                        "precision fp32/tf32/bf16)\n");
-        return 1;
-    }
     zb_cu_ctx_t ctx;
-    if (zb_cu_ctx_init(&ctx, 0, prec, &e) != ZB_OK) {
+    if (zb_cu_ctx_init(&ctx, 0, a.prec, &e) != ZB_OK) {
         fprintf(stderr, "bench_flash: %s\n", e.msg);
         return 1;
     }

@@ -2,7 +2,8 @@
 # The GPU benchmarks, checked where they cannot run: the PyTorch script compiles, the shell
 # runners parse, the pipeline goals' runner says why it skips (the GPU hidden, so also on a GPU
 # machine), and bench_cuda_step either runs
-# or says "skipped: no CUDA device" (exit 77); a bad precision is a usage error (exit 2).
+# or says "skipped: no CUDA device" (exit 77); a bad precision is a usage error (exit 2); the
+# same for bench_flash (a head size without a kernel).
 # usage: cuda_bench_check.sh <zbpp binary> <source dir>
 set -uo pipefail
 BIN=$(dirname "$1")/bench_cuda_step
@@ -37,5 +38,22 @@ elif [ $rc -eq 0 ]; then
   grep -q "deferred/fused" "$tmp/out" || { echo "FAIL: no timing line"; cat "$tmp/out"; exit 1; }
 else
   echo "FAIL: bench_cuda_step rc $rc"; cat "$tmp/out"; exit 1
+fi
+# bench_flash: a head size without a kernel is a usage error (exit 2); a tiny shape runs or skips
+FLASH=$(dirname "$1")/bench_flash
+"$FLASH" 1 64 1 48 >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "head size 48 has no kernel" "$tmp/out" \
+  || { echo "FAIL: bench_flash hs 48 gave rc $rc: $(cat "$tmp/out")"; exit 1; }
+"$FLASH" 1 64 1 64 2 >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then
+  grep -q "^skipped: no CUDA device" "$tmp/out" \
+    || { echo "FAIL: bench_flash rc 77 without the line"; exit 1; }
+elif [ $rc -eq 0 ]; then
+  grep -q "^flash (bf16)" "$tmp/out" \
+    || { echo "FAIL: bench_flash: no timing line"; cat "$tmp/out"; exit 1; }
+else
+  echo "FAIL: bench_flash rc $rc"; cat "$tmp/out"; exit 1
 fi
 echo "ok"

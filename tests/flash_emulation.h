@@ -40,6 +40,7 @@
 #define zb_cuk_flash_forward zb_flash_emu_forward
 #define zb_cuk_flash_backward_scratch_bytes zb_flash_emu_backward_scratch_bytes
 #define zb_cuk_flash_backward zb_flash_emu_backward
+#define zb_cuk_flash_backward_marked zb_flash_emu_backward_marked
 
 namespace flash_emu {
 

@@ -589,9 +589,17 @@ void forward_hs(cudaStream_t s, uint16_t *out, float *lse, const uint16_t *qkv, 
                  1.0f / sqrtf((float)HS));
 }
 
+// Event i of marks (none when marks is NULL) recorded on s: the backward's phases timed apart.
+void mark(cudaStream_t s, cudaEvent_t *marks, int i)
+{
+    if (marks)
+        cudaEventRecord(marks[i], s);
+}
+
 template <int HS>
-void backward_hs(cudaStream_t s, uint16_t *dqkv, float *dsum, const uint16_t *dout,
-                 const uint16_t *qkv, const uint16_t *out, const float *lse, int B, int T, int NH)
+void backward_hs(cudaStream_t s, cudaEvent_t *marks, uint16_t *dqkv, float *dsum,
+                 const uint16_t *dout, const uint16_t *qkv, const uint16_t *out, const float *lse,
+                 int B, int T, int NH)
 {
     using Tl = Tiles<HS>;
     const float scale = 1.0f / sqrtf((float)HS);
@@ -600,12 +608,16 @@ void backward_hs(cudaStream_t s, uint16_t *dqkv, float *dsum, const uint16_t *do
     auto *rowdot = flash_rowdot_k<HS>;
     auto *dkdv = flash_dkdv_k<HS, Tl::kDkdvWarps, Tl::kDkdvQueries>;
     auto *dq = flash_dq_k<HS, Tl::kDqKeys>;
+    mark(s, marks, 0);
     FLASH_LAUNCH(rowdot, blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, s, dsum, dout, out,
                  B, T, NH);  // grid-stride beyond the cap
+    mark(s, marks, 1);
     FLASH_LAUNCH(dkdv, grid_of(T, kWarpRows * Tl::kDkdvWarps, NH, B), 32 * Tl::kDkdvWarps, s,
                  dqkv, qkv, dout, lse, dsum, T, NH, scale);
+    mark(s, marks, 2);
     FLASH_LAUNCH(dq, grid_of(T, kFwdRows, NH, B), kFwdThreads, s, dqkv, qkv, dout, lse, dsum, T,
                  NH, scale);
+    mark(s, marks, 3);
 }
 
 }  // namespace
@@ -637,10 +649,11 @@ extern "C" size_t zb_cuk_flash_backward_scratch_bytes(int B, int T, int NH, int 
     return (size_t)B * NH * T * sizeof(float);  // D
 }
 
-extern "C" void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scratch,
-                                      const zb_bf16_t *dout, const zb_bf16_t *qkv,
-                                      const zb_bf16_t *out, const float *lse, int B, int T,
-                                      int NH, int hs)
+extern "C" void zb_cuk_flash_backward_marked(cudaStream_t s, cudaEvent_t marks[4],
+                                             zb_bf16_t *dqkv, void *scratch,
+                                             const zb_bf16_t *dout, const zb_bf16_t *qkv,
+                                             const zb_bf16_t *out, const float *lse, int B,
+                                             int T, int NH, int hs)
 {
     if (B < 1 || T < 1 || NH < 1) {
         refuse(s);
@@ -648,10 +661,18 @@ extern "C" void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scr
     }
     float *dsum = static_cast<float *>(scratch);
     switch (hs) {
-    case 16: backward_hs<16>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 32: backward_hs<32>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 64: backward_hs<64>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 128: backward_hs<128>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 16: backward_hs<16>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 32: backward_hs<32>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 64: backward_hs<64>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 128: backward_hs<128>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
     default: refuse(s);
     }
+}
+
+extern "C" void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scratch,
+                                      const zb_bf16_t *dout, const zb_bf16_t *qkv,
+                                      const zb_bf16_t *out, const float *lse, int B, int T,
+                                      int NH, int hs)
+{
+    zb_cuk_flash_backward_marked(s, NULL, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
 }

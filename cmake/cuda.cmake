@@ -128,6 +128,8 @@ if(ZB_TESTS)
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_mpi PROPERTIES SKIP_RETURN_CODE 77)
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_mpi_recovery PROPERTIES SKIP_RETURN_CODE 77)
   cmake_language(DEFER CALL set_tests_properties test_cuda_lazy PROPERTIES SKIP_RETURN_CODE 77)
+  # the typed matrix product's host logic against a fake cuBLASLt: skipped without CUDA
+  cmake_language(DEFER CALL set_tests_properties test_cuda_gemm_fake PROPERTIES SKIP_RETURN_CODE 77)
   # the flash-attention kernels on the CPU emulation: skipped without the CUDA headers
   cmake_language(DEFER CALL set_tests_properties test_flash_emulated PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA

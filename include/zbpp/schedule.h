@@ -22,6 +22,8 @@ typedef enum {
     ZB_ACT_SEND_B, /* send input gradient of (stage, mb) to stage-1 */
     ZB_ACT_RECV_B, /* receive output gradient for (stage, mb) from stage+1 */
     ZB_ACT_R,      /* recompute: rebuild what a non-saving F of (stage, mb) dropped, before its B */
+    ZB_ACT_O,      /* offload: copy the stash of (stage, mb) to host memory (device->host channel) */
+    ZB_ACT_L,      /* reload: copy it back before its B (host->device channel) */
     ZB_ACT_COUNT
 } zb_action_type_t;
 
@@ -81,12 +83,19 @@ bool zb_schedule_is_split(const zb_schedule_t *s);
 bool zb_schedule_has_comms(const zb_schedule_t *s);
 /* True if any R action is present. */
 bool zb_schedule_has_recompute(const zb_schedule_t *s);
+/* True if any O or L action is present. */
+bool zb_schedule_has_offload(const zb_schedule_t *s);
 /* Set ZB_ACT_NOSAVE on every F whose (stage, mb) has an R, clear it on the others: the one place
  * that ties the flag to the R (readers and generators call it). ZB_ENOMEM. */
 zb_status_t zb_schedule_mark_recompute(zb_schedule_t *s, zb_err_t *err);
-/* "F", "B", "W", "BW", "SEND_F", ..., "R" */
+/* "F", "B", "W", "BW", "SEND_F", ..., "R", "O", "L" */
 const char *zb_action_type_name(zb_action_type_t t);
 bool zb_action_is_compute(zb_action_type_t t);
+/* SEND_F, RECV_F, SEND_B, RECV_B. */
+bool zb_action_is_comm(zb_action_type_t t);
+/* O and L: copies between the rank's device and host memory. They run on the rank's copy
+ * channels, never on its compute, and are neither compute nor comm actions. */
+bool zb_action_is_copy(zb_action_type_t t);
 const char *zb_placement_name(zb_placement_t p);
 
 /* ---- Costs and memory: per stage, for the chunking of the schedule they are used with ---- */
@@ -105,6 +114,14 @@ typedef struct {
      * rank_limit[r] instead of mem_limit. limit_ranks must then equal the schedule's P. */
     int limit_ranks;
     double *rank_limit;
+    /* Offload (optional; zeros = the defaults). Each rank has a device->host and a host->device
+     * copy channel. An O or L of stage s moves stash_bytes[s] (NULL: m_f[s], i.e. memory units
+     * taken as bytes) in copy_latency + bytes / bw_d2h (or bw_h2d); a bandwidth of 0 (no
+     * bandwidth given) makes each copy take t_f[s], as long as the forward that made the stash.
+     * Bandwidths are bytes per time unit of the cost model. The memory an O frees and an L takes
+     * back is m_f[s], everything the F kept. */
+    double *stash_bytes;
+    double bw_d2h, bw_h2d, copy_latency;
 } zb_costs_t;
 
 /* Largest time or |memory delta| a cost model accepts: sums over millions of actions then stay
@@ -134,6 +151,18 @@ double zb_costs_limit(const zb_costs_t *c, int rank);
 double zb_costs_limit_max(const zb_costs_t *c, int ranks);
 /* True if some rank has a finite limit. */
 bool zb_costs_limited(const zb_costs_t *c);
+/* Set the offload costs: every stage's stash bytes (< 0: keep the m_f default), both
+ * bandwidths (bytes per time unit, 0 = the t_f default) and the copy latency. ZB_EINVAL for a
+ * negative, non-finite or over-ZB_COST_MAX value; ZB_ENOMEM. */
+zb_status_t zb_costs_set_offload(zb_costs_t *c, double stash_bytes, double bw_d2h, double bw_h2d,
+                                 double copy_latency, zb_err_t *err);
+/* Copy src's offload costs into dst (same stages, or src one stage per rank and dst `chunks`
+ * chunks per rank under placement pl: each chunk gets 1/chunks of its rank's stash bytes).
+ * ZB_ENOMEM. */
+zb_status_t zb_costs_copy_offload(zb_costs_t *dst, const zb_costs_t *src, int chunks,
+                                  zb_placement_t pl, zb_err_t *err);
+/* Duration of an O (type ZB_ACT_O) or L (ZB_ACT_L) of stage s, defaults applied. */
+double zb_costs_t_copy(const zb_costs_t *c, int type, int s);
 /* Recompute time and kept memory of stage s, defaults applied. */
 double zb_costs_t_r(const zb_costs_t *c, int s);
 double zb_costs_m_keep(const zb_costs_t *c, int s);

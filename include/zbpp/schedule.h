@@ -181,6 +181,20 @@ const char *zb_recompute_name(zb_recompute_t r);
 /* Parse one of the names above; ZB_EINVAL with a message listing them. */
 zb_status_t zb_recompute_parse(const char *s, zb_recompute_t *out, zb_err_t *err);
 
+/* ---- Offload modes ---- */
+
+typedef enum {
+    ZB_OFFLOAD_NONE, /* every stash stays on the device */
+    ZB_OFFLOAD_ALL,  /* every stash goes to host memory after its F and comes back for its B */
+    ZB_OFFLOAD_AUTO  /* per (stage, mb): keep, offload or recompute, to fit the memory limit
+                        at the least cost in time */
+} zb_offload_t;
+
+/* "none", "all", "auto". */
+const char *zb_offload_name(zb_offload_t o);
+/* Parse one of the names above; ZB_EINVAL with a message naming --offload. */
+zb_status_t zb_offload_parse(const char *s, zb_offload_t *out, zb_err_t *err);
+
 /* ---- Generators ---- */
 
 typedef struct {
@@ -243,6 +257,25 @@ zb_status_t zb_add_recompute(const zb_schedule_t *in, const bool *which, zb_sche
  * R's removed. ZB_ENOMEM. */
 zb_status_t zb_recompute_prune(zb_schedule_t *s, const zb_costs_t *c, long long work,
                                int *dropped, zb_err_t *err);
+
+/* Offload: a copy of `in` (compute-only or lowered, without O/L) in which every (stage, mb) with
+ * which[stage * M + mb] set gets an O right after its F and an L before its B/BW. which == NULL
+ * ("all") chooses every pair that is not recomputed and whose rank runs something between its F
+ * and its backward. Each L goes as late as its B allows without waiting, by the timeline of `in`
+ * simulated under `c` (the compute does not move while no B waits): latest B first, each L
+ * ending before its B starts and before the next L on the channel; an L that cannot be in time
+ * goes right after its O. Recomputed pairs (non-saving F) are never offloaded. ZB_EINVAL if `in`
+ * already has O/L actions or `c` does not fit it; what zb_simulate returns. */
+zb_status_t zb_add_offload(const zb_schedule_t *in, const bool *which, const zb_costs_t *c,
+                           zb_schedule_t **out, zb_err_t *err);
+/* The planner's offload step on a schedule without O/L or R: NONE copies it; ALL is
+ * zb_add_offload(in, NULL); AUTO starts from `in` and, while some rank's simulated peak is over
+ * its limit in `c`, turns one (stage, mb) alive at that peak from kept to offloaded or
+ * recomputed, or from offloaded to recomputed, whichever lowers the rank's peak at the least
+ * makespan (a pair moves at most twice, so it ends). ZB_EMEMLIMIT when the limit cannot be met
+ * that way; *note (may be NULL, 96 bytes) says what AUTO chose. */
+zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb_costs_t *c,
+                            zb_schedule_t **out, char *note, zb_err_t *err);
 
 /* ---- Validation ---- */
 

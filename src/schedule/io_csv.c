@@ -164,6 +164,11 @@ static zb_status_t parse_action(const char *p, const char *e, const cell_pos_t *
     size_t k = 0;
     for (; k < ntok; k++) {
         size_t tl = strlen(type_tokens[k].tok);
+        /* O and L are read only right before their microbatch number, so that PyTorch's
+         * OVERLAP_F_B out of place is still reported as an unknown type */
+        bool copy = type_tokens[k].type == ZB_ACT_O || type_tokens[k].type == ZB_ACT_L;
+        if (copy && ((size_t)(e - p) <= tl || !is_digit(p[tl])))
+            continue;
         if ((size_t)(e - p) >= tl && !memcmp(p, type_tokens[k].tok, tl)) {
             p += tl;
             break;

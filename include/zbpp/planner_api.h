@@ -147,6 +147,12 @@ zb_status_t zb_api_costs_set_offload(zb_costs_t *c, double stash_bytes, double b
  * note_len bytes) receives auto's choice. *out owned by the caller. */
 zb_status_t zb_api_offload(const zb_schedule_t *s, int mode, const zb_costs_t *costs,
                            zb_schedule_t **out, char *note, size_t note_len, zb_err_t *err);
+/* zb_generate_offload (schedule.h) with its parameters spelled out (mode 0 none, 1 all,
+ * 2 auto); costs for chunks*ranks stages. */
+zb_status_t zb_api_generate_offload(const char *family, int ranks, int microbatches, int chunks,
+                                    const zb_costs_t *costs, double time_limit, int mode,
+                                    zb_schedule_t **out, char *note, size_t note_len,
+                                    zb_err_t *err);
 int zb_api_plan_count(const zb_plan_t *plan);
 zb_status_t zb_api_plan_row(const zb_plan_t *plan, int i, zb_api_plan_row_t *row, zb_err_t *err);
 void zb_api_plan_free(zb_plan_t *plan);

@@ -277,6 +277,14 @@ zb_status_t zb_add_offload(const zb_schedule_t *in, const bool *which, const zb_
 zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb_costs_t *c,
                             zb_schedule_t **out, char *note, zb_err_t *err);
 
+/* Generate `family` as zb_generate does and plan offload into it with `mode` under p->costs
+ * (zb_plan_offload); p->note gets auto's choice. A fixed family is generated as it is; auto is
+ * searched both without the memory limit and under it with the stashes taken as free between F
+ * and backward, the faster fitting result kept (offload_generate.c says why). The result has
+ * p->chunks chunks (p->any_placement is ignored). ZB_EINVAL with p->recompute other than none. */
+zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offload_t mode,
+                                zb_schedule_t **out, zb_err_t *err);
+
 /* ---- Validation ---- */
 
 /* Checks: every (stage, mb) has exactly one F and one B (or one BW), plus one W when split; each

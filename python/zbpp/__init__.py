@@ -377,8 +377,9 @@ def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
     recompute: "none", "all" (every F non-saving, an R before each backward; any family) or
     "auto" (family auto only: the search picks what to recompute; costs.r, costs.mem_keep).
     offload: "none", "all" (every stash to host memory after its F, an O, and back for its B,
-    an L) or "auto" (keep, offload or recompute each stash to fit the memory limit); the family
-    is generated without the limit first. Not with recompute."""
+    an L) or "auto" (keep, offload or recompute each stash to fit the memory limit): see
+    zb_generate_offload; costs.stash_bytes, copy_bw, copy_latency price the copies. Not with
+    recompute; any_placement is ignored with it."""
     _typed_arg("family", family, str)
     _shape_args(ranks, microbatches, costs, time_limit, chunks)
     mode = _recompute_mode(recompute)
@@ -386,19 +387,21 @@ def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
     if omode and mode:
         raise ZbError(1, "offload %s and recompute %s cannot be combined: offload auto weighs "
                       "recompute too" % (offload, recompute))
+    if omode and not chunks:
+        n = costs.stage_count() if costs is not None else None
+        chunks = n // ranks if n else _LIB.zb_api_default_chunks(family.encode(), ranks,
+                                                                   microbatches)
     if omode:
-        free = replace(costs or Costs(), mem_limit=None, mem_limit_ranks=None)
-        s = generate(family, ranks, microbatches, chunks, free, any_placement, time_limit)
-        full = replace(s.costs, mem_limit=(costs or Costs()).mem_limit,
-                                   mem_limit_ranks=(costs or Costs()).mem_limit_ranks)
-        cs, cc = _CSchedule.of(s), _CCosts(full, s.ranks * s.chunks)
+        c = costs if costs is not None else Costs()
+        cc = _CCosts(c, chunks * ranks)
         err = _lib.Err()
         ptr = ctypes.c_void_p()
         note = ctypes.create_string_buffer(96)
-        _check(_LIB.zb_api_offload(cs.ptr, omode, cc.ptr, ctypes.byref(ptr), note, 96,
-                                   ctypes.byref(err)), err)
+        _check(_LIB.zb_api_generate_offload(family.encode(), ranks, microbatches, chunks,
+                                            cc.ptr, float(time_limit), omode, ctypes.byref(ptr),
+                                            note, 96, ctypes.byref(err)), err)
         out = _CSchedule(ptr).to_py(note.value.decode())
-        out.costs = full
+        out.costs = c
         return out
     n = costs.stage_count() if costs is not None else None
     if not chunks:

@@ -124,6 +124,8 @@ def _declare(lib):
         "zb_api_plan_ro": (I, [I, I, P, D, I, I, PP, E]),
         "zb_api_costs_set_offload": (I, [P, D, D, D, D, E]),
         "zb_api_offload": (I, [P, I, P, PP, ctypes.c_char_p, ctypes.c_size_t, E]),
+        "zb_api_generate_offload": (I, [S, I, I, I, P, D, I, PP, ctypes.c_char_p,
+                                        ctypes.c_size_t, E]),
         "zb_api_costs_set_rank_limits": (I, [P, I, DP, E]),
         "zb_api_generate_rc": (I, [S, I, I, I, P, I, D, I, PP, ctypes.c_char_p, ctypes.c_size_t,
                                    E]),

@@ -29,6 +29,24 @@ zb_status_t zb_api_offload(const zb_schedule_t *s, int mode, const zb_costs_t *c
     return st;
 }
 
+zb_status_t zb_api_generate_offload(const char *family, int ranks, int microbatches, int chunks,
+                                    const zb_costs_t *costs, double time_limit, int mode,
+                                    zb_schedule_t **out, char *note, size_t note_len,
+                                    zb_err_t *err)
+{
+    if (!family || !out)
+        return zb_err_set(err, ZB_EINVAL, "generate: no family or output");
+    *out = NULL;
+    if (mode < ZB_OFFLOAD_NONE || mode > ZB_OFFLOAD_AUTO)
+        return zb_err_set(err, ZB_EINVAL, "offload: unknown mode %d", mode);
+    zb_gen_params_t p = {.ranks = ranks, .microbatches = microbatches, .chunks = chunks,
+                         .costs = costs, .time_limit = time_limit};
+    zb_status_t st = zb_generate_offload(family, &p, (zb_offload_t)mode, out, err);
+    if (st == ZB_OK && note && note_len)
+        snprintf(note, note_len, "%s", p.note);
+    return st;
+}
+
 zb_status_t zb_api_plan_ro(int ranks, int microbatches, const zb_costs_t *costs,
                            double time_limit, int recompute, int offload, zb_plan_t **out,
                            zb_err_t *err)

@@ -190,23 +190,12 @@ int zb_cmd_schedule(int argc, char **argv)
         zb_cli_error(CMD, "%s", err.msg);
         goto out;
     }
-    /* with offload the family is generated free of the limit, which the offload step meets */
-    zb_costs_t unlimited;
-    if ((st = zb_costs_clone(&unlimited, &costs, &err)) != ZB_OK) {
-        zb_cli_error(CMD, "%s", err.msg);
-        zb_costs_free(&costs);
-        goto out;
-    }
-    if (copt.offload != ZB_OFFLOAD_NONE) {
-        unlimited.mem_limit = INFINITY;
-        zb_costs_set_rank_limits(&unlimited, 0, NULL, NULL);
-    }
-    zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .chunks = chunks,
-                         .costs = &unlimited, .any_placement = any_placement,
-                         .time_limit = time_limit, .recompute = copt.recompute};
+    zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .chunks = chunks, .costs = &costs,
+                         .any_placement = any_placement, .time_limit = time_limit,
+                         .recompute = copt.recompute};
     zb_schedule_t *s = NULL;
-    st = zb_generate(name, &p, &s, &err);
-    zb_costs_free(&unlimited);
+    st = copt.offload != ZB_OFFLOAD_NONE ? zb_generate_offload(name, &p, copt.offload, &s, &err)
+                                         : zb_generate(name, &p, &s, &err);
     if (st == ZB_OK && p.note[0])
         fprintf(stderr, "zbpp %s: %s\n", CMD, p.note);
     if (st == ZB_OK && (s->chunks != chunks || s->placement != ZB_PLACE_LOOP) && chunks == 1) {
@@ -220,8 +209,6 @@ int zb_cmd_schedule(int argc, char **argv)
     if (st != ZB_OK) {
         zb_cli_error(CMD, "%s", err.msg);
         rc = zb_cli_exit_code(st);
-    } else if ((rc = zb_cli_apply_offload(CMD, &copt, &s, &costs)) != ZB_EXIT_OK) {
-        /* printed */
     } else if ((st = zb_validate(s, &costs, &err)) != ZB_OK) {
         /* A generated schedule that fails: most often the memory limit. */
         zb_cli_error(CMD, "%s", err.msg);

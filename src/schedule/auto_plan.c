@@ -104,8 +104,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The "<family>+O" rows: every family but optimal, generated free of the memory limit, then
- * zb_plan_offload under it with the costs of its chunking. */
+/* The "<family>+O" rows: every family but optimal through zb_generate_offload, with the costs
+ * of its chunking. */
 static zb_status_t offload_rows(int P, int M, const zb_costs_t *costs, zb_offload_t mode,
                                 double budget, double t0, zb_plan_t *out, zb_err_t *err)
 {
@@ -122,29 +122,43 @@ static zb_status_t offload_rows(int P, int M, const zb_costs_t *costs, zb_offloa
                      budget);
             continue;
         }
-        zb_costs_t free_c, c;
-        zb_schedule_t *s = NULL, *o = NULL;
+        /* the family's own chunking, costs split to match; auto tries 1 and 2 (V) chunks per
+         * rank and keeps the faster fitting row */
+        zb_schedule_t *probe = NULL;
         zb_err_t e;
         zb_err_clear(&e);
-        zb_status_t st = zb_costs_clone(&free_c, costs, err);
-        if (st != ZB_OK)
-            return st;
-        free_c.mem_limit = INFINITY;
-        zb_costs_set_rank_limits(&free_c, 0, NULL, NULL);
-        const bool is_auto = !strcmp(fam[i].name, "auto"); /* the others read no costs */
-        zb_gen_params_t q = {.ranks = P, .microbatches = M, .costs = is_auto ? &free_c : NULL,
-                             .any_placement = is_auto};
-        zb_status_t gs = zb_generate(fam[i].name, &q, &s, &e);
-        zb_costs_free(&free_c);
-        if (gs == ZB_OK && (gs = zb_costs_rechunk(costs, P, s->chunks, s->placement, &c, &e)) ==
-                               ZB_OK) {
-            gs = zb_plan_offload(s, mode, &c, &o, row->note, &e);
-            if (gs == ZB_OK)
-                fill_row(row, o, &c, P, &e);
-            zb_costs_free(&c);
+        const bool is_auto = !strcmp(fam[i].name, "auto");
+        zb_gen_params_t q0 = {.ranks = P, .microbatches = M};
+        zb_status_t gs = is_auto ? ZB_OK : zb_generate(fam[i].name, &q0, &probe, &e);
+        const int tries = is_auto ? 2 : 1;
+        for (int k = 0; k < tries && gs != ZB_ENOMEM && (gs == ZB_OK || is_auto); k++) {
+            const int v = probe ? probe->chunks : k + 1;
+            const zb_placement_t pl = probe ? probe->placement : k ? ZB_PLACE_V : ZB_PLACE_LOOP;
+            zb_plan_row_t cand = *row;
+            zb_schedule_t *o = NULL;
+            zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v};
+            zb_costs_t c;
+            zb_status_t ks = zb_costs_rechunk(costs, P, v, pl, &c, &e);
+            if (ks == ZB_OK) {
+                q.costs = &c;
+                ks = zb_generate_offload(fam[i].name, &q, mode, &o, &e);
+                snprintf(cand.note, sizeof cand.note, "%s", q.note);
+                if (ks == ZB_OK)
+                    fill_row(&cand, o, &c, P, &e);
+                if (ks == ZB_OK && !cand.fits)
+                    ks = ZB_EMEMLIMIT; /* its reason is in e */
+                zb_costs_free(&c);
+            }
+            zb_schedule_free(o);
+            if (ks == ZB_OK && (!row->fits || cand.makespan < row->makespan)) {
+                free(row->peak);
+                *row = cand;
+            } else {
+                free(cand.peak);
+            }
+            gs = row->fits ? ZB_OK : ks;
         }
-        zb_schedule_free(s);
-        zb_schedule_free(o);
+        zb_schedule_free(probe);
         if (gs == ZB_ENOMEM)
             return zb_err_set(err, gs, "%s", e.msg);
         if (gs != ZB_OK)

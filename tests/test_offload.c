@@ -303,7 +303,9 @@ static void test_pass_all_families(void **state)
             assert_true(b.peak_mem[0] < a.peak_mem[0] - 0.5);
         zb_sim_free(&a);
         zb_sim_free(&b);
-        assert_int_equal(zb_add_offload(o, NULL, &c, &g, &e), ZB_EINVAL);
+        zb_schedule_t *again = NULL;
+        assert_int_equal(zb_add_offload(o, NULL, &c, &again, &e), ZB_EINVAL);
+        assert_null(again);
         zb_schedule_free(o);
         zb_schedule_free(g);
         zb_costs_free(&c);

@@ -14,11 +14,15 @@
  * share one GPU's link, 12.5 GB/s each.
  * Rows: zb-h1 (no limit), then at limit = half zb-h1's peak: zb-h1 with --offload auto, auto
  * with --recompute auto (the project's recompute search), zb-h1 with every F recomputed, auto
- * (unlimited) with --offload auto; and zb-h1 --offload all (no limit). span ratio vs zb-h1.
+ * (unlimited) with --offload auto; and zb-h1 --offload all (no limit). Then what `zbpp plan
+ * --offload auto --recompute auto` finds at that limit: its best <family>+O row and its best row
+ * without offload (recompute allowed), by makespan. Ratios vs zb-h1 (span, or makespan for the
+ * plan rows).
  * Usage: bench_offload_sim [M]   (default 8) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "zbpp/gpt2.h"
 #include "zbpp/plan.h"
@@ -88,6 +92,68 @@ static result_t run(const char *family, zb_recompute_t rc, zb_offload_t off, int
     return out;
 }
 
+/* The best fitting row of `zbpp plan --offload auto --recompute auto` with (with_o) or without
+ * offload; makespan INFINITY when none fits. */
+static zb_plan_row_t best_row(const zb_plan_t *plan, bool with_o)
+{
+    zb_plan_row_t best = {.makespan = INFINITY};
+    for (int i = 0; i < plan->count; i++) {
+        const zb_plan_row_t *r = &plan->rows[i];
+        size_t n = strlen(r->family);
+        bool is_o = n > 2 && !strcmp(r->family + n - 2, "+O");
+        if (r->fits && is_o == with_o && r->makespan < best.makespan)
+            best = *r;
+    }
+    return best;
+}
+
+static void plan_rows(int M, double limit, result_t h1)
+{
+    const double bws[2] = {50e9 / 1e3, 12.5e9 / 1e3};
+    zb_plan_row_t rows[2][2];
+    double h1_make[2];
+    for (int k = 0; k < 2; k++) {
+        zb_costs_t c;
+        costs_init(&c, bws[k], INFINITY);
+        zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = 1, .costs = &c};
+        zb_schedule_t *s = NULL;
+        zb_sim_t sim;
+        h1_make[k] = NAN;
+        if (zb_generate("zb-h1", &q, &s, NULL) == ZB_OK && zb_simulate(s, &c, &sim, NULL) == ZB_OK) {
+            h1_make[k] = sim.makespan;
+            zb_sim_free(&sim);
+        }
+        zb_schedule_free(s);
+        c.mem_limit = limit;
+        zb_plan_t plan;
+        zb_plan_opts_t o = {.recompute = ZB_RECOMPUTE_AUTO, .offload = ZB_OFFLOAD_AUTO};
+        zb_err_t e;
+        rows[k][0] = rows[k][1] = (zb_plan_row_t){.makespan = INFINITY};
+        if (zb_plan_compare_opts(P, M, &c, &o, &plan, &e) == ZB_OK) {
+            rows[k][0] = best_row(&plan, true);
+            rows[k][1] = best_row(&plan, false);
+            zb_plan_free(&plan);
+        } else {
+            fprintf(stderr, "bench_offload_sim: plan: %s\n", e.msg);
+        }
+        zb_costs_free(&c);
+    }
+    (void)h1;
+    const char *names[2] = {"plan: best +O", "plan: best, no offload"};
+    for (int j = 0; j < 2; j++) {
+        printf("%-22s", names[j]);
+        for (int k = 0; k < 2; k++) {
+            const zb_plan_row_t *r = &rows[k][j];
+            if (isfinite(r->makespan))
+                printf(" | %8.2f %6.3f %8.1f", r->makespan, r->makespan / h1_make[k],
+                       r->peak_max / MiB);
+            else
+                printf(" | %8s %6s %8s", "-", "-", "-");
+        }
+        printf(" | makespan; %s | %s\n", rows[0][j].family, rows[1][j].family);
+    }
+}
+
 static void table(int M)
 {
     const double bws[2] = {50e9 / 1e3, 12.5e9 / 1e3}; /* bytes per ms */
@@ -134,6 +200,7 @@ static void table(int M)
         }
         printf(" | %.60s | %.60s\n", note[0], note[1]);
     }
+    plan_rows(M, limit, h1);
 }
 
 int main(int argc, char **argv)

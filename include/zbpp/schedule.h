@@ -290,9 +290,10 @@ zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offlo
 /* Checks: every (stage, mb) has exactly one F and one B (or one BW), plus one W when split; each
  * action on the rank that holds its stage; W after B on its stage; at most one R per (stage, mb),
  * after its F and before its B/BW in program order, and ZB_ACT_NOSAVE on exactly the F's that
- * have one; dependencies F(s-1)->F(s),
+ * have one; at most one O and one L per (stage, mb), both or neither, O after its F, L after its
+ * O and before its B/BW, never with an R of the same pair; dependencies F(s-1)->F(s),
  * F(s)->B(s), B(s+1)->B(s) satisfiable; memory (when costs != NULL and costs->mem_limit finite)
- * within the limit on every rank; and on the lowered program (comms inserted if absent) no
+ * within the limit on every rank (with O/L: the simulator's timed peak, see zb_simulate); and on the lowered program (comms inserted if absent) no
  * deadlock, with sends buffered and receives blocking. On failure returns ZB_ESCHEDULE,
  * ZB_EMEMLIMIT or ZB_EDEADLOCK with a message naming the action, or for a deadlock the cycle of
  * ranks and the actions they wait on. */
@@ -318,7 +319,9 @@ typedef struct {
 
 /* Event-driven simulation with the given costs. A compute-only schedule is simulated with comm
  * latency on every cross-rank dependency; a lowered one with SEND/RECV taking no time and a
- * message arriving `comm` after its send. Fails with ZB_EDEADLOCK if the program cannot finish.
+ * message arriving `comm` after its send. O/L run on the rank's two copy channels, not its
+ * compute: an O frees the stash when it ends, an L takes it back when it starts, a B/BW waits for
+ * its L (docs/offload.md); peak_mem is then the peak of each rank's memory timeline. Fails with ZB_EDEADLOCK if the program cannot finish.
  * `s` must stay alive while *out is used. Free with zb_sim_free. */
 zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_t *out,
                         zb_err_t *err);

@@ -52,7 +52,12 @@ static int parse_bytes(const char *a, const char *v, double scale, double *out)
 const char *const zb_cli_pipeline_flag_names[] = {
     "ranks", "dp", "schedule", "schedule-file", "chunks", "optimizer-sync", "mem-limit",
     "mem-limit-mb", "trace", "trace-svg", "partition", "transport", "comm-timeout",
-    "recompute", "keep-activations", "checkpoint-format", NULL};
+    "recompute", "keep-activations", "checkpoint-format", "offload", NULL};
+
+/* Why training refuses offload (zbpp schedule/plan plan it; nothing runs it yet). */
+static const char offload_refusal[] =
+    "CPU ranks have no second memory to move activations to, and GPU ranks cannot run O/L "
+    "actions yet (plan offload with zbpp schedule|plan --offload)";
 
 int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
 {
@@ -108,6 +113,18 @@ int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
         zb_err_t err;
         if (zb_recompute_parse(v, &o->recompute, &err) != ZB_OK) {
             fprintf(stderr, "zbpp train: %s\n", err.msg);
+            return -1;
+        }
+        r = 1;
+    } else if (!strcmp(a, "--offload")) {
+        zb_err_t err;
+        zb_offload_t mode;
+        if (zb_offload_parse(v, &mode, &err) != ZB_OK) {
+            fprintf(stderr, "zbpp train: %s\n", err.msg);
+            return -1;
+        }
+        if (mode != ZB_OFFLOAD_NONE) {
+            fprintf(stderr, "zbpp train: --offload %s: %s\n", v, offload_refusal);
             return -1;
         }
         r = 1;
@@ -204,7 +221,11 @@ int zb_cli_pipeline_schedule_file(zb_cli_pipeline_t *pc, zb_train_config_t *c,
         return 1;
     }
     int rc = 0;
-    if (pc->ranks_given && pc->opts.ranks != s->ranks) {
+    if (zb_schedule_has_offload(s)) {
+        fprintf(stderr, "zbpp train: schedule file %s has offload (O/L) actions: %s\n", path,
+                offload_refusal);
+        rc = 2;
+    } else if (pc->ranks_given && pc->opts.ranks != s->ranks) {
         fprintf(stderr, "zbpp train: schedule file %s has %d ranks (rows) but --ranks is %d\n",
                 path, s->ranks, pc->opts.ranks);
         rc = 2;

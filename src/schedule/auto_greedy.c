@@ -18,6 +18,7 @@
 #include "schedule/auto_greedy.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,8 +174,8 @@ typedef struct {
     const zb_greedy_opts_t *o;
     int *stage_rank;    /* [S] */
     int *stages;        /* [P*v] stages of rank r at r*v + k, ascending */
-    double *end_f;      /* [S*M], NAN until done */
-    double *end_b;      /* [S*M] */
+    double *end_f;      /* [M*S] at m*S + st (see at()), NAN until done */
+    double *end_b;      /* [M*S] */
     int *next_f;        /* [S] next microbatch to run F at stage s (microbatch order) */
     int *next_b;        /* [S] */
     double *clock;      /* [P] */
@@ -183,7 +184,8 @@ typedef struct {
     double *mem;        /* [P] running memory */
     double *cap;        /* [P] memory cap: opts' mem_cap, tighter where the costs limit a rank */
     double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
-    mb_state_t *mbs;    /* [P*M] what a microbatch holds on a rank (one record: read together) */
+    mb_state_t *mbs;    /* [M*P] at m*P + r: what a microbatch holds on a rank (one record: read
+                           together; a microbatch's ranks side by side, as in at()) */
     int *fifo_head, *fifo_tail; /* [P] microbatches that left / entered the rank: the active
                                    ones are a FIFO (they enter and leave in microbatch order) */
     double *wfree;      /* [P] memory pending W's of inactive microbatches will free */
@@ -199,12 +201,13 @@ typedef struct {
     double *w_next, *w_guess; /* [P] what its last failed try reported */
     bool *frozen;       /* [P] and whether that wait is frozen (see try_act) */
     /* The ranks due now (due <= the smallest due + EPS, "T") without a walk over all ranks:
-     * T in rank order in tlist[0..nt), every other rank with actions left in a heap by due. A
+     * T as a bit set over the ranks (walked in rank order), every other rank with actions left
+     * in a heap by due. A
      * rank leaves T when it places an action (into the heap) and comes back from the heap when
      * the smallest due reaches it: O(log P) per action. */
     zb_heap_t later;
-    int *tlist;         /* [P] */
-    int nt;
+    uint64_t *tbits;    /* [tw] bit r set: rank r is in T */
+    int tw, nt;         /* words of tbits, ranks in T */
     zb_iheap_t tdue;    /* T's ranks by due, for T's smallest due without a walk over T */
     /* Ranks of T whose wait is frozen (try_act) and lasts past the last idle move sit apart,
      * in a heap by the time their wait ends (w_next), so a step does not walk over them: they
@@ -231,6 +234,9 @@ typedef struct {
     zb_schedule_t *s;
 } greedy_t;
 
+/* Index of the lowest set bit of a non-zero word. */
+static inline int lowest_bit(uint64_t x) { return __builtin_ctzll(x); }
+
 /* The smaller of two times (never NaN here): fmin without the NaN rules, so it inlines. */
 static inline double tmin2(double a, double b) { return b < a ? b : a; }
 
@@ -250,20 +256,10 @@ static void unfreeze(greedy_t *g, int r)
     g->back[g->nback++] = r;
 }
 
-/* Rank r joins T: into tlist at its place in rank order (found by bisection), and into the
- * heap of T's dues. */
+/* Rank r joins T: its bit, and the heap of T's dues. */
 static void join_due_now(greedy_t *g, int r)
 {
-    int lo = 0, hi = g->nt;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (g->tlist[mid] > r)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    memmove(&g->tlist[lo + 1], &g->tlist[lo], sizeof(int) * (size_t)(g->nt - lo));
-    g->tlist[lo] = r;
+    g->tbits[r / 64] |= UINT64_C(1) << (r % 64);
     g->nt++;
     zb_iheap_insert(&g->tdue, r, g->due[r]);
 }
@@ -296,11 +292,10 @@ static double refresh_due_now(greedy_t *g)
     return tmin;
 }
 
-/* T's k-th rank placed an action: it leaves T, into the heap unless it is done. */
-static void leave_due_now(greedy_t *g, int k)
+/* Rank r of T placed an action: it leaves T, into the heap unless it is done. */
+static void leave_due_now(greedy_t *g, int r)
 {
-    int r = g->tlist[k];
-    memmove(&g->tlist[k], &g->tlist[k + 1], sizeof(int) * (size_t)(g->nt - k - 1));
+    g->tbits[r / 64] &= ~(UINT64_C(1) << (r % 64));
     g->nt--;
     zb_iheap_remove(&g->tdue, r);
     const bool alone = g->nt == 0 && g->fz.n == 0 && g->nback == 0;
@@ -333,12 +328,17 @@ static void touch(greedy_t *g, int r)
     }
 }
 
+/* Index of (stage, microbatch) in end_f/end_b: a microbatch's stages side by side, since it
+ * meets them one after another (with the stage's microbatches side by side instead, every rank
+ * read and wrote its own distant row: a cache and TLB miss per action with many ranks). */
+static inline size_t at(const greedy_t *g, int st, int m) { return (size_t)m * g->S + st; }
+
 /* Time at which F(st, m) can start on its rank, NAN if its predecessor is not placed yet. */
 static double ready_f(const greedy_t *g, int st, int m)
 {
     if (st == 0)
         return 0;
-    double e = g->end_f[(st - 1) * g->M + m];
+    double e = g->end_f[at(g, st - 1, m)];
     if (isnan(e))
         return NAN;
     return g->stage_rank[st - 1] == g->stage_rank[st] ? e : e + g->c->comm[st - 1];
@@ -346,12 +346,12 @@ static double ready_f(const greedy_t *g, int st, int m)
 
 static double ready_b(const greedy_t *g, int st, int m)
 {
-    double e = g->end_f[st * g->M + m];
+    double e = g->end_f[at(g, st, m)];
     if (isnan(e))
         return NAN;
     if (st == g->S - 1)
         return e;
-    double eb = g->end_b[(st + 1) * g->M + m];
+    double eb = g->end_b[at(g, st + 1, m)];
     if (isnan(eb))
         return NAN;
     if (g->stage_rank[st + 1] != g->stage_rank[st])
@@ -369,7 +369,7 @@ static double ready_lb(const greedy_t *g, int type, int st, int m)
     int ps;
     if (type == ZB_ACT_F)
         ps = st - 1;
-    else if (isnan(g->end_f[st * g->M + m]))
+    else if (isnan(g->end_f[at(g, st, m)]))
         return clock_of(g, g->stage_rank[st]) + g->c->t_f[st];
     else
         ps = st + 1;
@@ -398,12 +398,12 @@ static bool safe_after(const greedy_t *g, int r, int m, double d)
     double base = g->mem[r] + d - g->wfree[r];
     if (g->mq) { /* one chunk: an active m is the oldest (its B is the only other F/B) */
         double all = zb_maxq_max(&g->mq[r]);
-        if (g->mbs[r * M + m].active)
+        if (g->mbs[(size_t)m * g->P + r].active)
             return base - d + all <= cap + EPS;
         return base + all <= cap + EPS && base - g->ctot[r] + g->need[r] - d <= cap + EPS;
     }
     zb_maxtree_t *t = &g->ft[r];
-    if (g->mbs[r * M + m].active)
+    if (g->mbs[(size_t)m * g->P + r].active)
         return base + zb_maxtree_max(t, 0, m) <= cap + EPS &&
                base - d + zb_maxtree_max(t, m, M) <= cap + EPS;
     return base + zb_maxtree_max(t, 0, M) <= cap + EPS &&
@@ -430,7 +430,7 @@ static bool f_allowed(const greedy_t *g, int r, int st, int m)
 static double committed_after(const greedy_t *g, int r, int st, int m)
 {
     (void)st;
-    int n = g->fifo_tail[r] - g->fifo_head[r] + (g->mbs[r * g->M + m].active ? 0 : 1);
+    int n = g->fifo_tail[r] - g->fifo_head[r] + (g->mbs[(size_t)m * g->P + r].active ? 0 : 1);
     return g->mem[r] + n * g->need[r] - g->fbtot[r];
 }
 
@@ -482,21 +482,21 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
     double e = t + zb_sched_duration(g->c, type, st);
     double dm = zb_sched_mem_delta(g->c, type, 0, st);
     if (type == ZB_ACT_F) {
-        g->end_f[st * g->M + m] = e;
+        g->end_f[at(g, st, m)] = e;
         g->next_f[st] = m + 1;
         if (!g->o->fb_order && is_first_stage(g, r, st)) {
-            g->mbs[r * g->M + m].active = true;
+            g->mbs[(size_t)m * g->P + r].active = true;
             g->fifo_tail[r]++;
         }
     } else if (type == ZB_ACT_B) {
-        g->end_b[st * g->M + m] = e;
+        g->end_b[at(g, st, m)] = e;
         g->next_b[st] = m + 1;
         int idx = r * g->v * g->M + (g->wq_tail[r]++);
         g->wq[2 * idx] = st;
         g->wq[2 * idx + 1] = m;
     }
     if (!g->o->fb_order) {
-        int i = r * g->M + m;
+        const size_t i = (size_t)m * g->P + r;
         const bool first = is_first_stage(g, r, st);
         const bool admit = type == ZB_ACT_F && first, leave = type == ZB_ACT_B && first;
         const bool was_active = g->mbs[i].active && !admit;
@@ -684,7 +684,7 @@ static void greedy_free(greedy_t *g)
     free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
     free(g->fb_pos); free(g->left); free(g->fb_left);
     free(g->stale); free(g->w_next); free(g->w_guess); free(g->frozen);
-    zb_heap_free(&g->later); free(g->tlist);
+    zb_heap_free(&g->later); free(g->tbits);
     zb_iheap_free(&g->fz); zb_iheap_free(&g->tdue); free(g->in_fz); free(g->back);
     for (int r = 0; r < g->P; r++) {
         if (g->ft)
@@ -734,7 +734,8 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.stale = malloc(sizeof(bool) * (size_t)P);
     g.w_next = calloc(P, sizeof(double));
     g.w_guess = calloc(P, sizeof(double));
-    g.tlist = malloc(sizeof(int) * (size_t)P);
+    g.tw = (P + 63) / 64;
+    g.tbits = calloc((size_t)g.tw, sizeof(uint64_t));
     g.frozen = calloc(P, sizeof(bool));
     g.in_fz = calloc(P, sizeof(bool));
     g.back = malloc(sizeof(int) * (size_t)P);
@@ -757,11 +758,15 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             trees = zb_maxq_init(&g.mq[r], M);
     trees = trees && (!g.bank || g.ft || g.mq);
     g.s = zb_schedule_new(name, P, v, pl, M);
+    if (g.s && zb_schedule_reserve(g.s, 3 * v * M) != ZB_OK) {
+        zb_schedule_free(g.s);
+        g.s = NULL;
+    }
     zb_status_t st = ZB_OK;
     if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
         !g.clock || !g.due || !g.mem || !g.need || !g.mbs ||
         !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tlist || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !g.cap || !trees || !g.s) {
+        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tbits || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !g.cap || !trees || !g.s) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -798,13 +803,14 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         const double others = zb_heap_top(&g.later); /* the earliest of the other ranks */
         /* the frozen ranks add their w_next; their w_guess is never below it */
         double next = zb_iheap_top(&g.fz), guess = INFINITY;
-        int acted = 0, k_acted = -1;
+        int acted = 0, r_acted = -1;
         for (int pass = 0; pass < 2 && !acted; pass++) {
             bool force = pass == 1 || idle >= guess_waits;
             if (force && g.fz.n > 0)
                 unfreeze_all(&g);
-            for (int k = 0; k < g.nt && !acted; k++) {
-                int r = g.tlist[k];
+            for (int w = 0; w < g.tw && !acted; w++)
+            for (uint64_t bits = g.tbits[w]; bits && !acted; bits &= bits - 1) {
+                const int r = 64 * w + lowest_bit(bits);
                 if (!force && !g.stale[r]) { /* nothing it depends on changed */
                     next = tmin2(next, g.w_next[r]);
                     guess = tmin2(guess, g.w_guess[r]);
@@ -826,7 +832,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                     goto done;
                 }
                 acted = rc;
-                k_acted = k;
+                r_acted = r;
             }
             if (acted)
                 break;
@@ -835,7 +841,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                 break; /* wait for the next event (or guess) */
         }
         if (acted) {
-            leave_due_now(&g, k_acted);
+            leave_due_now(&g, r_acted);
             flush_back(&g); /* the frozen ranks next to it */
             idle = 0;
             continue;
@@ -857,21 +863,21 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         g.fclock = to;
         while (zb_iheap_top(&g.fz) <= to + EPS)
             unfreeze(&g, zb_iheap_top_id(&g.fz));
-        int kept = 0;
-        for (int k = 0; k < g.nt; k++) {
-            int r = g.tlist[k];
+        for (int w = 0; w < g.tw; w++)
+        for (uint64_t bits = g.tbits[w]; bits; bits &= bits - 1) {
+            const int r = 64 * w + lowest_bit(bits);
             zb_iheap_remove(&g.tdue, r);
             g.clock[r] = g.due[r] = to;
             if (!g.stale[r] && g.frozen[r] && g.w_next[r] > to + EPS) {
                 g.in_fz[r] = true;
                 zb_iheap_insert(&g.fz, r, g.w_next[r]);
+                g.tbits[w] &= ~(UINT64_C(1) << (r % 64));
+                g.nt--;
             } else {
                 g.stale[r] = true;
-                g.tlist[kept++] = r;
                 zb_iheap_insert(&g.tdue, r, to);
             }
         }
-        g.nt = kept;
         flush_back(&g);
     }
     if (makespan) {

@@ -15,7 +15,7 @@
  * Cost: O(log P) per placed action for finding the ranks to try (a heap of clocks, and frozen
  * waits set apart), O(1) (one chunk) or O(log M) per banker's check (auto_trees.h); see
  * docs/auto.md, "Cost per placed action". */
-#include "schedule/auto_greedy.h"
+#include "schedule/greedy_state.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -24,8 +24,6 @@
 
 #include "schedule/auto_trees.h"
 #include "schedule/sched_index.h"
-
-#define EPS 1e-9
 
 zb_greedy_opts_t zb_greedy_defaults(void)
 {
@@ -38,300 +36,6 @@ zb_greedy_opts_t zb_greedy_defaults(void)
     o.mem_cap = INFINITY;
     return o;
 }
-
-zb_status_t zb_unit_costs(zb_costs_t *c, int stages, zb_err_t *err)
-{
-    return zb_costs_init_uniform(c, stages, 1, 1, 1, 0, 1, 0, -1, err);
-}
-
-/* k-th stage held by rank r, ascending in k (a microbatch meets them in this order going
- * forward). */
-static int rank_stage(int P, zb_placement_t pl, int r, int k)
-{
-    if (pl == ZB_PLACE_V)
-        return k == 0 ? r : 2 * P - 1 - r;
-    return r + k * P;
-}
-
-static void rank_stages(int P, int v, zb_placement_t pl, int r, int *out)
-{
-    for (int k = 0; k < v; k++)
-        out[k] = rank_stage(P, pl, r, k);
-}
-
-/* Peak of one microbatch alone on rank r: F's ascending, then B's descending, each followed by
- * its W when with_w. */
-static double single_mb_peak(int P, int v, zb_placement_t pl, const zb_costs_t *c, int r,
-                             bool with_w, const double *b_pre)
-{
-    double cur = 0, peak = 0;
-    for (int k = 0; k < v; k++) {
-        cur += c->m_f[rank_stage(P, pl, r, k)];
-        peak = fmax(peak, cur);
-    }
-    for (int k = v - 1; k >= 0; k--) {
-        int st = rank_stage(P, pl, r, k);
-        if (b_pre)
-            peak = fmax(peak, cur + b_pre[st]);
-        cur += c->m_b[st];
-        peak = fmax(peak, cur);
-        if (with_w) {
-            cur += c->m_w[st];
-            peak = fmax(peak, cur);
-        }
-    }
-    return peak;
-}
-
-double zb_min_memory_needed(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs)
-{
-    if (!costs || ranks < 1 || chunks < 1 || costs->stages != ranks * chunks ||
-        (pl == ZB_PLACE_V && chunks != 2))
-        return NAN; /* sizes that do not match the cost model */
-    double y = 0;
-    for (int r = 0; r < ranks; r++)
-        y = fmax(y, single_mb_peak(ranks, chunks, pl, costs, r, true, NULL));
-    return y;
-}
-
-double zb_schedule_peak_memory(const zb_schedule_t *s, const zb_costs_t *c, double *peaks)
-{
-    double best = -INFINITY;
-    for (int r = 0; r < s->ranks; r++) {
-        double cur = 0, peak = 0;
-        const zb_rank_program_t *p = &s->rank[r];
-        for (int i = 0; i < p->len; i++) {
-            const zb_action_t *a = &p->actions[i];
-            if (a->stage < 0 || a->stage >= c->stages)
-                continue;
-            cur += zb_sched_mem_delta(c, a->type, a->flags, a->stage);
-            if (cur > peak)
-                peak = cur;
-        }
-        if (peaks)
-            peaks[r] = peak;
-        if (peak > best)
-            best = peak;
-    }
-    return best;
-}
-
-bool zb_fits_limits(const zb_schedule_t *s, const zb_costs_t *c, double cap, double *peak)
-{
-    double *peaks = malloc(sizeof(double) * (size_t)s->ranks);
-    if (!peaks)
-        return false;
-    *peak = zb_schedule_peak_memory(s, c, peaks);
-    bool fits = true;
-    for (int r = 0; r < s->ranks && fits; r++) {
-        double lim = c->rank_limit ? fmin(cap, zb_costs_limit(c, r)) : cap;
-        fits = peaks[r] <= lim + 1e-9 * fmax(1.0, fabs(lim));
-    }
-    free(peaks);
-    return fits;
-}
-
-zb_status_t zb_min_memory_schedule(const char *name, int P, int v, zb_placement_t pl, int M,
-                                   zb_schedule_t **out, zb_err_t *err)
-{
-    *out = NULL;
-    zb_schedule_t *s = zb_schedule_new(name, P, v, pl, M);
-    if (!s)
-        return zb_err_set(err, ZB_EINVAL, "%s: bad sizes P=%d v=%d M=%d", name, P, v, M);
-    int S = v * P;
-    for (int m = 0; m < M; m++) {
-        for (int st = 0; st < S; st++)
-            if (zb_schedule_push(s, zb_stage_rank(s, st), (zb_action_t){ZB_ACT_F, st, m, 0}))
-                goto oom;
-        for (int st = S - 1; st >= 0; st--) {
-            int r = zb_stage_rank(s, st);
-            if (zb_schedule_push(s, r, (zb_action_t){ZB_ACT_B, st, m, 0}) ||
-                zb_schedule_push(s, r, (zb_action_t){ZB_ACT_W, st, m, 0}))
-                goto oom;
-        }
-    }
-    *out = s;
-    return ZB_OK;
-oom:
-    zb_schedule_free(s);
-    return zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
-}
-
-/* ---- the greedy ---- */
-
-/* A microbatch on a rank, for the banker's check. */
-typedef struct {
-    double contrib; /* memory it holds there (all deltas applied) */
-    double fbsum;   /* sum of its F and B deltas applied there */
-    double pendw;   /* memory its pending W's there will free */
-    bool active;    /* entered the rank, last B there not done */
-} mb_state_t;
-
-typedef struct {
-    int P, v, S, M;
-    zb_placement_t pl;
-    const zb_costs_t *c;
-    const zb_greedy_opts_t *o;
-    int *stage_rank;    /* [S] */
-    int *stages;        /* [P*v] stages of rank r at r*v + k, ascending */
-    double *end_f;      /* [M*S] at m*S + st (see at()), NAN until done */
-    double *end_b;      /* [M*S] */
-    int *next_f;        /* [S] next microbatch to run F at stage s (microbatch order) */
-    int *next_b;        /* [S] */
-    double *clock;      /* [P] */
-    double *due;        /* [P] clock of a rank with actions left, INFINITY once it is done (the
-                           key of T and of the heap below; a frozen rank's is not kept up) */
-    double *mem;        /* [P] running memory */
-    double *cap;        /* [P] memory cap: opts' mem_cap, tighter where the costs limit a rank */
-    double *need;       /* [P] footprint of one microbatch on the rank (F's and B's) */
-    mb_state_t *mbs;    /* [M*P] at m*P + r: what a microbatch holds on a rank (one record: read
-                           together; a microbatch's ranks side by side, as in at()) */
-    int *fifo_head, *fifo_tail; /* [P] microbatches that left / entered the rank: the active
-                                   ones are a FIFO (they enter and leave in microbatch order) */
-    double *wfree;      /* [P] memory pending W's of inactive microbatches will free */
-    int *wq;            /* [2*P*(v*M)] pending W's per rank, FIFO of (stage, mb) pairs */
-    int *wq_head, *wq_tail;
-    int *fb_pos;        /* [P] position in opts->fb_order (fixed-order mode) */
-    int *left;          /* [P] compute actions still to place */
-    int *fb_left;       /* [P] F and B actions still to place */
-    /* A rank that could not act keeps that answer (and the times it reported) until something
-     * it depends on changes: its own state or clock, or a neighbour's (the ranks holding the
-     * stages next to its own). Saves re-trying every waiting rank after each placement. */
-    bool *stale;        /* [P] must be re-tried */
-    double *w_next, *w_guess; /* [P] what its last failed try reported */
-    bool *frozen;       /* [P] and whether that wait is frozen (see try_act) */
-    /* The ranks due now (due <= the smallest due + EPS, "T") without a walk over all ranks:
-     * T as a bit set over the ranks (walked in rank order), every other rank with actions left
-     * in a heap by due. A
-     * rank leaves T when it places an action (into the heap) and comes back from the heap when
-     * the smallest due reaches it: O(log P) per action. */
-    zb_heap_t later;
-    uint64_t *tbits;    /* [tw] bit r set: rank r is in T */
-    int tw, nt;         /* words of tbits, ranks in T */
-    zb_iheap_t tdue;    /* T's ranks by due, for T's smallest due without a walk over T */
-    /* Ranks of T whose wait is frozen (try_act) and lasts past the last idle move sit apart,
-     * in a heap by the time their wait ends (w_next), so a step does not walk over them: they
-     * would be skipped (fresh) and add only w_next to the next event. They all have the clock
-     * of the last idle move (fclock; read through clock_of). A rank comes back into T when
-     * `to` reaches its w_next, when an action is placed next to it, or when every rank of T
-     * must be tried (forced passes). Back-comers wait in `back` until the step is over. */
-    zb_iheap_t fz;
-    bool *in_fz;        /* [P] */
-    double fclock;
-    int *back;          /* [P] */
-    int nback;
-    /* The banker's check without a walk over the FIFO (only with a finite cap and no fixed
-     * order): per rank the values, for each active microbatch k, need - fbsum[k] - (contrib of
-     * the active microbatches older than k). With several chunks a max tree over microbatch
-     * positions (the others hold -INFINITY), updated on each F/B/W of an active microbatch (a
-     * suffix add). With one chunk an active microbatch changes only when it leaves (its one
-     * B), always the oldest, which adds its contrib to all the others: a max queue. */
-    bool bank;
-    zb_maxtree_t *ft;   /* [P] v > 1 */
-    zb_maxq_t *mq;      /* [P] v == 1 */
-    double *ctot;       /* [P] contrib summed over the rank's active microbatches */
-    double *fbtot;      /* [P] fbsum summed over them */
-    zb_schedule_t *s;
-} greedy_t;
-
-/* Index of the lowest set bit of a non-zero word. */
-static inline int lowest_bit(uint64_t x) { return __builtin_ctzll(x); }
-
-/* The smaller of two times (never NaN here): fmin without the NaN rules, so it inlines. */
-static inline double tmin2(double a, double b) { return b < a ? b : a; }
-
-/* Clock of rank r as the other ranks see it (a frozen rank's moves are not written). */
-static inline double clock_of(const greedy_t *g, int r)
-{
-    return g->in_fz[r] ? g->fclock : g->clock[r];
-}
-
-/* Rank r (frozen) comes back into T at the frozen clock, to be re-tried. */
-static void unfreeze(greedy_t *g, int r)
-{
-    zb_iheap_remove(&g->fz, r);
-    g->in_fz[r] = false;
-    g->clock[r] = g->due[r] = g->fclock;
-    g->stale[r] = true;
-    g->back[g->nback++] = r;
-}
-
-/* Rank r joins T: its bit, and the heap of T's dues. */
-static void join_due_now(greedy_t *g, int r)
-{
-    g->tbits[r / 64] |= UINT64_C(1) << (r % 64);
-    g->nt++;
-    zb_iheap_insert(&g->tdue, r, g->due[r]);
-}
-
-/* Put the ranks come back into T, in rank order. */
-static void flush_back(greedy_t *g)
-{
-    for (int j = 0; j < g->nback; j++)
-        join_due_now(g, g->back[j]);
-    g->nback = 0;
-}
-
-static void unfreeze_all(greedy_t *g)
-{
-    while (g->fz.n > 0)
-        unfreeze(g, zb_iheap_top_id(&g->fz));
-    flush_back(g);
-}
-
-/* Refresh T for the current smallest due and return it (INFINITY when every rank is done). */
-static double refresh_due_now(greedy_t *g)
-{
-    double tmin = zb_heap_top(&g->later);
-    if (g->fz.n > 0)
-        tmin = tmin2(tmin, g->fclock);
-    tmin = tmin2(tmin, zb_iheap_top(&g->tdue));
-    const double thr = tmin + EPS;
-    while (g->later.n > 0 && zb_heap_top(&g->later) <= thr) /* joins T, in rank order */
-        join_due_now(g, zb_heap_pop(&g->later));
-    return tmin;
-}
-
-/* Rank r of T placed an action: it leaves T, into the heap unless it is done. */
-static void leave_due_now(greedy_t *g, int r)
-{
-    g->tbits[r / 64] &= ~(UINT64_C(1) << (r % 64));
-    g->nt--;
-    zb_iheap_remove(&g->tdue, r);
-    const bool alone = g->nt == 0 && g->fz.n == 0 && g->nback == 0;
-    if (alone && g->due[r] <= zb_heap_top(&g->later))
-        join_due_now(g, r); /* alone and still the earliest: it would come straight back */
-    else if (alone && !isinf(g->due[r]))
-        join_due_now(g, zb_heap_replace_top(&g->later, g->due[r], r)); /* the earliest */
-    else if (!isinf(g->due[r]))
-        zb_heap_push(&g->later, g->due[r], r);
-}
-
-/* Rank q must be re-tried. */
-static inline void mark_stale(greedy_t *g, int q)
-{
-    g->stale[q] = true;
-    if (g->in_fz[q])
-        unfreeze(g, q);
-}
-
-/* Rank r's state or clock changed: r and the ranks next to its stages must be re-tried. */
-static void touch(greedy_t *g, int r)
-{
-    mark_stale(g, r);
-    for (int k = 0; k < g->v; k++) {
-        int st = g->stages[r * g->v + k];
-        if (st > 0)
-            mark_stale(g, g->stage_rank[st - 1]);
-        if (st + 1 < g->S)
-            mark_stale(g, g->stage_rank[st + 1]);
-    }
-}
-
-/* Index of (stage, microbatch) in end_f/end_b: a microbatch's stages side by side, since it
- * meets them one after another (with the stage's microbatches side by side instead, every rank
- * read and wrote its own distant row: a cache and TLB miss per action with many ranks). */
-static inline size_t at(const greedy_t *g, int st, int m) { return (size_t)m * g->S + st; }
 
 /* Time at which F(st, m) can start on its rank, NAN if its predecessor is not placed yet. */
 static double ready_f(const greedy_t *g, int st, int m)
@@ -554,7 +258,7 @@ static zb_status_t place(greedy_t *g, int r, int type, int st, int m)
     }
     g->mem[r] += dm;
     g->clock[r] = e;
-    touch(g, r);
+    zb_gs_touch(g, r);
     g->left[r]--;
     g->due[r] = g->left[r] > 0 ? e : INFINITY;
     if (type != ZB_ACT_W)
@@ -676,23 +380,38 @@ static int try_act(greedy_t *g, int r, bool force_w, double *next_ev, double *ne
     return place(g, r, ZB_ACT_W, w_st, w_m) ? -1 : 1;
 }
 
-static void greedy_free(greedy_t *g)
+/* Try the ranks of T in rank order until one acts (returns 1, its rank in *acted_rank; < 0 on
+ * error). A rank whose inputs did not change since it last had to wait is not tried again
+ * (unless force): its last answer adds to the times of the next event (next) and of the
+ * lookahead's guess (guess), as a try that waits does. */
+static int try_due(greedy_t *g, bool force, double *next, double *guess, int *acted_rank)
 {
-    free(g->stage_rank); free(g->stages); free(g->end_f); free(g->end_b); free(g->next_f);
-    free(g->next_b); free(g->clock); free(g->due); free(g->mem); free(g->need);
-    free(g->mbs);
-    free(g->fifo_head); free(g->fifo_tail); free(g->wfree); free(g->wq); free(g->wq_head); free(g->wq_tail);
-    free(g->fb_pos); free(g->left); free(g->fb_left);
-    free(g->stale); free(g->w_next); free(g->w_guess); free(g->frozen);
-    zb_heap_free(&g->later); free(g->tbits);
-    zb_iheap_free(&g->fz); zb_iheap_free(&g->tdue); free(g->in_fz); free(g->back);
-    for (int r = 0; r < g->P; r++) {
-        if (g->ft)
-            zb_maxtree_free(&g->ft[r]);
-        if (g->mq)
-            zb_maxq_free(&g->mq[r]);
+    for (int w = 0; w < g->tw; w++) {
+        for (uint64_t bits = g->tbits[w]; bits; bits &= bits - 1) {
+            const int r = 64 * w + lowest_bit(bits);
+            if (!force && !g->stale[r]) { /* nothing it depends on changed */
+                *next = tmin2(*next, g->w_next[r]);
+                *guess = tmin2(*guess, g->w_guess[r]);
+                continue;
+            }
+            double rn = INFINITY, rg = INFINITY;
+            bool fz;
+            int rc = try_act(g, r, force, &rn, &rg, &fz);
+            *next = tmin2(*next, rn);
+            *guess = tmin2(*guess, rg);
+            if (rc == 0 && !force) {
+                g->stale[r] = false;
+                g->w_next[r] = rn;
+                g->w_guess[r] = rg;
+                g->frozen[r] = fz;
+            }
+            if (rc != 0) {
+                *acted_rank = r;
+                return rc;
+            }
+        }
     }
-    free(g->ft); free(g->mq); free(g->ctot); free(g->fbtot); free(g->cap);
+    return 0;
 }
 
 zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, int M,
@@ -708,65 +427,8 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         return zb_err_set(err, ZB_EINVAL, "%s: cost model has %d stages, need v*P = %d", name,
                           c ? c->stages : 0, v * P);
     greedy_t g;
-    memset(&g, 0, sizeof g);
-    g.P = P; g.v = v; g.S = v * P; g.M = M; g.pl = pl; g.c = c; g.o = o;
-    size_t SM = (size_t)g.S * M;
-    g.stage_rank = malloc(sizeof(int) * g.S);
-    g.stages = malloc(sizeof(int) * g.S);
-    g.end_f = malloc(sizeof(double) * SM);
-    g.end_b = malloc(sizeof(double) * SM);
-    g.next_f = calloc(g.S, sizeof(int));
-    g.next_b = calloc(g.S, sizeof(int));
-    g.clock = calloc(P, sizeof(double));
-    g.due = calloc(P, sizeof(double));
-    g.mem = calloc(P, sizeof(double));
-    g.need = calloc(P, sizeof(double));
-    g.mbs = calloc((size_t)P * M, sizeof *g.mbs);
-    g.fifo_head = calloc(P, sizeof(int));
-    g.fifo_tail = calloc(P, sizeof(int));
-    g.wfree = calloc(P, sizeof(double));
-    g.wq = malloc(sizeof(int) * 2 * SM);
-    g.wq_head = calloc(P, sizeof(int));
-    g.wq_tail = calloc(P, sizeof(int));
-    g.fb_pos = calloc(P, sizeof(int));
-    g.left = calloc(P, sizeof(int));
-    g.fb_left = calloc(P, sizeof(int));
-    g.stale = malloc(sizeof(bool) * (size_t)P);
-    g.w_next = calloc(P, sizeof(double));
-    g.w_guess = calloc(P, sizeof(double));
-    g.tw = (P + 63) / 64;
-    g.tbits = calloc((size_t)g.tw, sizeof(uint64_t));
-    g.frozen = calloc(P, sizeof(bool));
-    g.in_fz = calloc(P, sizeof(bool));
-    g.back = malloc(sizeof(int) * (size_t)P);
-    g.ctot = calloc(P, sizeof(double));
-    g.cap = malloc(sizeof(double) * (size_t)P);
-    bool any_cap = false;
-    for (int r = 0; g.cap && r < P; r++) {
-        g.cap[r] = g.c->rank_limit ? fmin(o->mem_cap, zb_costs_limit(g.c, r)) : o->mem_cap;
-        any_cap = any_cap || !isinf(g.cap[r]);
-    }
-    g.fbtot = calloc(P, sizeof(double));
-    g.bank = !o->fb_order && any_cap;
-    bool trees = zb_heap_init(&g.later, P) && zb_iheap_init(&g.fz, P) &&
-                 zb_iheap_init(&g.tdue, P);
-    if (g.bank && v > 1 && (g.ft = calloc(P, sizeof *g.ft)) != NULL)
-        for (int r = 0; r < P && trees; r++)
-            trees = zb_maxtree_init(&g.ft[r], M);
-    if (g.bank && v == 1 && (g.mq = calloc(P, sizeof *g.mq)) != NULL)
-        for (int r = 0; r < P && trees; r++)
-            trees = zb_maxq_init(&g.mq[r], M);
-    trees = trees && (!g.bank || g.ft || g.mq);
-    g.s = zb_schedule_new(name, P, v, pl, M);
-    if (g.s && zb_schedule_reserve(g.s, 3 * v * M) != ZB_OK) {
-        zb_schedule_free(g.s);
-        g.s = NULL;
-    }
     zb_status_t st = ZB_OK;
-    if (!g.stage_rank || !g.stages || !g.end_f || !g.end_b || !g.next_f || !g.next_b ||
-        !g.clock || !g.due || !g.mem || !g.need || !g.mbs ||
-        !g.fifo_head || !g.fifo_tail || !g.wfree || !g.wq ||
-        !g.wq_head || !g.wq_tail || !g.fb_pos || !g.left || !g.fb_left || !g.stale || !g.w_next || !g.w_guess || !g.tbits || !g.frozen || !g.in_fz || !g.back || !g.ctot || !g.fbtot || !g.cap || !trees || !g.s) {
+    if (!zb_gs_init(&g, name, P, v, pl, M, c, o)) {
         st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -774,18 +436,6 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                         o->fb_order->stages != g.S)) {
         st = zb_err_set(err, ZB_EINVAL, "%s: fixed order has a different shape", name);
         goto done;
-    }
-    for (size_t i = 0; i < SM; i++)
-        g.end_f[i] = g.end_b[i] = NAN;
-    for (int s = 0; s < g.S; s++)
-        g.stage_rank[s] = zb_stage_rank(g.s, s);
-    for (int r = 0; r < P; r++) {
-        rank_stages(P, v, pl, r, &g.stages[r * v]);
-        g.need[r] = single_mb_peak(P, v, pl, c, r, false, o->b_pre);
-        g.left[r] = 3 * v * M;
-        g.fb_left[r] = 2 * v * M;
-        g.stale[r] = true;
-        zb_heap_push(&g.later, 0, r);
     }
     /* Each step places an action or moves the waiting ranks' clocks to the next event. Bounded:
      * a wait on a known event (a candidate's ready time, a rank further ahead) happens at most
@@ -796,9 +446,9 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     int idle = 0;
     for (;;) {
         if (idle >= guess_waits && g.fz.n > 0)
-            unfreeze_all(&g); /* a forced pass tries every rank of T */
+            zb_gs_unfreeze_all(&g); /* a forced pass tries every rank of T */
         /* T: the ranks with due <= tmin + EPS, in rank order */
-        if (isinf(refresh_due_now(&g)))
+        if (isinf(zb_gs_refresh(&g)))
             break; /* all placed */
         const double others = zb_heap_top(&g.later); /* the earliest of the other ranks */
         /* the frozen ranks add their w_next; their w_guess is never below it */
@@ -807,32 +457,11 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
         for (int pass = 0; pass < 2 && !acted; pass++) {
             bool force = pass == 1 || idle >= guess_waits;
             if (force && g.fz.n > 0)
-                unfreeze_all(&g);
-            for (int w = 0; w < g.tw && !acted; w++)
-            for (uint64_t bits = g.tbits[w]; bits && !acted; bits &= bits - 1) {
-                const int r = 64 * w + lowest_bit(bits);
-                if (!force && !g.stale[r]) { /* nothing it depends on changed */
-                    next = tmin2(next, g.w_next[r]);
-                    guess = tmin2(guess, g.w_guess[r]);
-                    continue;
-                }
-                double rn = INFINITY, rg = INFINITY;
-                bool fz;
-                int rc = try_act(&g, r, force, &rn, &rg, &fz);
-                next = tmin2(next, rn);
-                guess = tmin2(guess, rg);
-                if (rc == 0 && !force) {
-                    g.stale[r] = false;
-                    g.w_next[r] = rn;
-                    g.w_guess[r] = rg;
-                    g.frozen[r] = fz;
-                }
-                if (rc < 0) {
-                    st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
-                    goto done;
-                }
-                acted = rc;
-                r_acted = r;
+                zb_gs_unfreeze_all(&g);
+            acted = try_due(&g, force, &next, &guess, &r_acted);
+            if (acted < 0) {
+                st = zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
+                goto done;
             }
             if (acted)
                 break;
@@ -841,8 +470,8 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
                 break; /* wait for the next event (or guess) */
         }
         if (acted) {
-            leave_due_now(&g, r_acted);
-            flush_back(&g); /* the frozen ranks next to it */
+            zb_gs_leave(&g, r_acted);
+            zb_gs_flush_back(&g); /* the frozen ranks next to it */
             idle = 0;
             continue;
         }
@@ -854,31 +483,7 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
             goto done;
         }
         idle++;
-        /* T stays T (`to` is at most every other due). A rank whose wait is frozen (try_act)
-         * and lasts past `to` would wait again with the same answer: it stays fresh, and sits
-         * with the frozen ranks. Every other one is re-tried, and so are the frozen ranks whose
-         * wait ends by `to`. The neighbours need no touch here: those outside T are stale
-         * anyway (a rank becomes fresh only by waiting in T, and leaves T only by placing an
-         * action), and a frozen wait does not depend on a neighbour's clock. */
-        g.fclock = to;
-        while (zb_iheap_top(&g.fz) <= to + EPS)
-            unfreeze(&g, zb_iheap_top_id(&g.fz));
-        for (int w = 0; w < g.tw; w++)
-        for (uint64_t bits = g.tbits[w]; bits; bits &= bits - 1) {
-            const int r = 64 * w + lowest_bit(bits);
-            zb_iheap_remove(&g.tdue, r);
-            g.clock[r] = g.due[r] = to;
-            if (!g.stale[r] && g.frozen[r] && g.w_next[r] > to + EPS) {
-                g.in_fz[r] = true;
-                zb_iheap_insert(&g.fz, r, g.w_next[r]);
-                g.tbits[w] &= ~(UINT64_C(1) << (r % 64));
-                g.nt--;
-            } else {
-                g.stale[r] = true;
-                zb_iheap_insert(&g.tdue, r, to);
-            }
-        }
-        flush_back(&g);
+        zb_gs_idle_move(&g, to);
     }
     if (makespan) {
         double mk = 0;
@@ -890,6 +495,6 @@ zb_status_t zb_greedy_build(const char *name, int P, int v, zb_placement_t pl, i
     g.s = NULL;
 done:
     zb_schedule_free(g.s);
-    greedy_free(&g);
+    zb_gs_free(&g);
     return st;
 }

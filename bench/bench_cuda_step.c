@@ -4,7 +4,8 @@
  * end of the step: "split backward costs nothing" holds when deferred / fused <= 1.02).
  * Prints median step times, tokens/s and model FLOP utilisation (6·params + 12·L·T·C FLOPs per
  * token, against H100 SXM's dense bf16 peak of 989 TFLOP/s), and the median time of the F, B and
- * W phases of a step measured apart.
+ * W phases of a step measured apart, and the time of a fused step by kernel class (CUDA events
+ * around every op: zb_cuda_stage_profile).
  * Usage: bench_cuda_step [precision=fp32|tf32|bf16] [B=0: largest that fits] [T=1024]
  *                        [steps=10] [layers=12] [M=2]
  * Exit 77 with "skipped: no CUDA device" where there is none. */
@@ -176,7 +177,7 @@ int main(int argc, char **argv)
         if (rig_new(&r, &cfg, B, T, prec, M, &p, &e) != ZB_OK)
             die(&e);
     } else { /* the largest B (of a fixed ladder) whose stage and M stashes fit */
-        static const int ladder[] = {64, 48, 40, 32, 24, 20, 16, 12, 8, 6, 4, 2, 1};
+        static const int ladder[] = {128, 96, 80, 64, 48, 40, 32, 24, 20, 16, 12, 8, 6, 4, 2, 1};
         zb_status_t s = ZB_ENOMEM;
         for (size_t i = 0; i < sizeof ladder / sizeof ladder[0] && s != ZB_OK; i++) {
             B = ladder[i];
@@ -238,6 +239,24 @@ int main(int argc, char **argv)
            md / mf);
     printf("  phases   F %.2f ms, B %.2f ms, W %.2f ms per step (%d microbatches each)\n",
            pf[steps / 2] * 1e3, pb[steps / 2] * 1e3, pw[steps / 2] * 1e3, M);
+    /* the time by kernel class: events around every op, on only for these steps (the events
+     * themselves cost a little, so the figures above are taken without them) */
+    double kms[ZB_CUDA_KCLASSES] = {0}, ksum = 0.0;
+    if (zb_cuda_stage_profile(r.s, true, &e) != ZB_OK)
+        die(&e);
+    for (int i = 0; i < steps; i++)
+        step(&r, &cfg, tokens, targets, ntok, 0, 3 + 2 * steps + i);
+    if (zb_cuda_stage_profile_read(r.s, kms, &e) != ZB_OK ||
+        zb_cuda_stage_profile(r.s, false, &e) != ZB_OK)
+        die(&e);
+    printf("  by kernel class (ms per fused step, share of it):");
+    for (int k = 0; k < ZB_CUDA_KCLASSES; k++) {
+        double ms = kms[k] / steps;
+        ksum += ms;
+        printf("%s %s %.2f (%.0f%%)", k ? "," : "", zb_cuda_kclass_name((zb_cuda_kclass_t)k), ms,
+               100.0 * ms / (mf * 1e3));
+    }
+    printf(", other %.2f\n", mf * 1e3 - ksum);
     free(tf), free(td), free(pf), free(pb), free(pw), free(tokens), free(targets);
     rig_free(&r);
     zb_gpt2_params_free(&p);

@@ -2,7 +2,8 @@
 # The GPU benchmarks, checked where they cannot run: the PyTorch script compiles, the shell
 # runners parse, the pipeline goals' runner says why it skips (the GPU hidden, so also on a GPU
 # machine), and bench_cuda_step either runs
-# or says "skipped: no CUDA device" (exit 77); a bad precision is a usage error (exit 2).
+# or says "skipped: no CUDA device" (exit 77); a bad precision is a usage error (exit 2); the same
+# for bench_cuda_bf16_ops; bench_cuda_memory prints its table (or skips in a build without CUDA).
 # usage: cuda_bench_check.sh <zbpp binary> <source dir>
 set -uo pipefail
 BIN=$(dirname "$1")/bench_cuda_step
@@ -35,7 +36,32 @@ if [ $rc -eq 77 ]; then
   grep -q "^skipped: no CUDA device" "$tmp/out" || { echo "FAIL: rc 77 without the line"; exit 1; }
 elif [ $rc -eq 0 ]; then
   grep -q "deferred/fused" "$tmp/out" || { echo "FAIL: no timing line"; cat "$tmp/out"; exit 1; }
+  grep -q "by kernel class.*gemm.*optimizer" "$tmp/out" \
+    || { echo "FAIL: no kernel-class line"; cat "$tmp/out"; exit 1; }
 else
   echo "FAIL: bench_cuda_step rc $rc"; cat "$tmp/out"; exit 1
+fi
+# the bf16 kernel bench: runs (small rows, one rep) or says it skips; a bad argument is usage
+OPS=$(dirname "$1")/bench_cuda_bf16_ops
+"$OPS" 0 >"$tmp/ops" 2>&1
+[ $? -eq 2 ] && grep -q "rows must be" "$tmp/ops" \
+  || { echo "FAIL: bench_cuda_bf16_ops 0: $(cat "$tmp/ops")"; exit 1; }
+"$OPS" 64 1 >"$tmp/ops" 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then
+  grep -q "^skipped: no CUDA device" "$tmp/ops" || { echo "FAIL: ops rc 77 without the line"; exit 1; }
+elif [ $rc -eq 0 ]; then
+  grep -q "fp32/bf16" "$tmp/ops" || { echo "FAIL: no ops timing line"; cat "$tmp/ops"; exit 1; }
+else
+  echo "FAIL: bench_cuda_bf16_ops rc $rc"; cat "$tmp/ops"; exit 1
+fi
+# the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them
+"$(dirname "$1")/bench_cuda_memory" >"$tmp/mem" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then
+  grep -Eq "^bf16 +64 " "$tmp/mem" && grep -Eq "^fp32 +20 " "$tmp/mem" \
+    || { echo "FAIL: bench_cuda_memory rows missing"; cat "$tmp/mem"; exit 1; }
+elif [ $rc -ne 77 ]; then
+  echo "FAIL: bench_cuda_memory rc $rc"; cat "$tmp/mem"; exit 1
 fi
 echo "ok"

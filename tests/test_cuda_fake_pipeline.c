@@ -26,6 +26,52 @@
 #include <cmocka.h>
 
 #ifndef ZB_HAVE_CUDA
+/* bf16 storage on GPU ranks: every family at P = 2 and 4 (M = 2P) gives the bits of --ranks 1
+ * in bf16 (a stage's fp32 edges carry bf16 values, so cutting the model anywhere changes no
+ * bit), and the device memory predicted per field is what the ranks allocate. */
+static void test_bf16_same_bits_and_memory(void **state)
+{
+    (void)state;
+    gpu = &GPU16;
+    size_t n = 0;
+    const zb_generator_info_t *gens = zb_generators(&n);
+    int ran = 0;
+    for (int P = 2; P <= 4; P += 2) {
+        zb_train_config_t c;
+        tiny(&c, 8, STEPS);
+        c.microbatches = 2 * P;
+        zb_pipeline_opts_t o;
+        opts(&o, 1, "1f1b", true);
+        float ref_loss[STEPS], loss[STEPS];
+        zb_gpt2_params_t ref, got;
+        zb_pipeline_report_t rep = {0};
+        run_ok(&c, &o, ref_loss, &ref, &rep);
+        zb_pipeline_report_free(&rep);
+        for (size_t g = 0; g < n; g++) {
+            opts(&o, P, gens[g].name, true);
+            zb_err_t err;
+            zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
+            zb_pipeline_report_free(&rep);
+            if (st == ZB_EINVAL) /* the family refuses (P, M), as on the CPU */
+                continue;
+            if (st != ZB_OK)
+                fail_msg("bf16 %s P=%d: %s", gens[g].name, P, err.msg);
+            char what[96];
+            snprintf(what, sizeof what, "bf16 %s P=%d M=%d", gens[g].name, P, 2 * P);
+            same_losses(loss, ref_loss, STEPS, what);
+            pt_assert_same_params(&got, &ref, what);
+            zb_gpt2_params_free(&got);
+            ran++;
+        }
+        zb_gpt2_params_free(&ref);
+    }
+    print_message("    %d bf16 fake-GPU pipeline runs matched --ranks 1 bit for bit\n", ran);
+    assert_true(ran >= 8);
+    device_memory_matches("1f1b", 2, ZB_RECOMPUTE_NONE);
+    device_memory_matches("zb-v", 2, ZB_RECOMPUTE_NONE);
+    gpu = &GPU;
+}
+
 int main(void)
 {
     printf("skipped: built without CUDA\n");
@@ -85,6 +131,8 @@ int zb_cuda_partition_sms(const zb_cuda_partitions_t *p, int r)
 
 enum { STEPS = 3 };
 static const zb_cuda_train_opts_t GPU = {.device = 0, .precision = ZB_CUDA_FP32};
+static const zb_cuda_train_opts_t GPU16 = {.device = 0, .precision = ZB_CUDA_BF16};
+static const zb_cuda_train_opts_t *gpu = &GPU; /* what opts() gives a cuda run */
 
 static void tiny(zb_train_config_t *c, int M, long steps)
 {
@@ -99,7 +147,7 @@ static void opts(zb_pipeline_opts_t *o, int P, const char *schedule, bool cuda)
     o->schedule = schedule;
     o->pin = false;
     o->timeout = 60;
-    o->cuda = cuda ? &GPU : NULL;
+    o->cuda = cuda ? gpu : NULL;
 }
 
 static void same_losses(const float *a, const float *b, int n, const char *what)
@@ -511,6 +559,7 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     float loss[2];
     run_ok(&c, &o, loss, NULL, rep);
     assert_true(rep->mem_on_device && rep->mem_measured_ok);
+    double copy16 = gpu->precision == ZB_CUDA_BF16 ? 0.5 : 0.0; /* bf16 copies of the weights */
     double params = 0, grads = 0;
     for (int r = 0; r < P; r++) {
         const zb_rank_mem_t *w = &rep->mem_predicted[r], *x = &rep->mem_measured[r];
@@ -522,7 +571,7 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
             if (a[i] != b[i] || !(a[i] >= 0))
                 fail_msg("%s P=%d rank %d field %d: predicted %.0f, measured %.0f", schedule, P,
                          r, i, a[i], b[i]);
-        assert_true(x->backup == 3 * x->params && x->activations > 0);
+        assert_true(x->backup == 3 * x->params / (1.0 + copy16) && x->activations > 0);
         params += x->params, grads += x->grads;
     }
     zb_trainer_t t; /* the model the run derived from c */
@@ -531,7 +580,7 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     double whole = (double)t.params.count * sizeof(float);
     double wte = (double)t.params.sizes[ZB_WTE] * sizeof(float);
     zb_trainer_free(&t);
-    if (params != whole + wte || grads != whole + 2 * wte)
+    if (params != (1.0 + copy16) * (whole + wte) || grads != whole + 2 * wte)
         fail_msg("%s P=%d: the ranks hold %.0f bytes of parameters and %.0f of gradients; the "
                  "model is %.0f, its WTE %.0f",
                  schedule, P, params, grads, whole, wte);
@@ -593,6 +642,52 @@ static void test_device_memory_predicted_is_measured(void **state)
     device_memory_matches("zb-v", 2, ZB_RECOMPUTE_NONE); /* two stages, two WTEs on rank 0 */
 }
 
+/* bf16 storage on GPU ranks: every family at P = 2 and 4 (M = 2P) gives the bits of --ranks 1
+ * in bf16 (a stage's fp32 edges carry bf16 values, so cutting the model anywhere changes no
+ * bit), and the device memory predicted per field is what the ranks allocate. */
+static void test_bf16_same_bits_and_memory(void **state)
+{
+    (void)state;
+    gpu = &GPU16;
+    size_t n = 0;
+    const zb_generator_info_t *gens = zb_generators(&n);
+    int ran = 0;
+    for (int P = 2; P <= 4; P += 2) {
+        zb_train_config_t c;
+        tiny(&c, 8, STEPS);
+        c.microbatches = 2 * P;
+        zb_pipeline_opts_t o;
+        opts(&o, 1, "1f1b", true);
+        float ref_loss[STEPS], loss[STEPS];
+        zb_gpt2_params_t ref, got;
+        zb_pipeline_report_t rep = {0};
+        run_ok(&c, &o, ref_loss, &ref, &rep);
+        zb_pipeline_report_free(&rep);
+        for (size_t g = 0; g < n; g++) {
+            opts(&o, P, gens[g].name, true);
+            zb_err_t err;
+            zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
+            zb_pipeline_report_free(&rep);
+            if (st == ZB_EINVAL) /* the family refuses (P, M), as on the CPU */
+                continue;
+            if (st != ZB_OK)
+                fail_msg("bf16 %s P=%d: %s", gens[g].name, P, err.msg);
+            char what[96];
+            snprintf(what, sizeof what, "bf16 %s P=%d M=%d", gens[g].name, P, 2 * P);
+            same_losses(loss, ref_loss, STEPS, what);
+            pt_assert_same_params(&got, &ref, what);
+            zb_gpt2_params_free(&got);
+            ran++;
+        }
+        zb_gpt2_params_free(&ref);
+    }
+    print_message("    %d bf16 fake-GPU pipeline runs matched --ranks 1 bit for bit\n", ran);
+    assert_true(ran >= 8);
+    device_memory_matches("1f1b", 2, ZB_RECOMPUTE_NONE);
+    device_memory_matches("zb-v", 2, ZB_RECOMPUTE_NONE);
+    gpu = &GPU;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -604,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_failing_rank_stops_all),
         cmocka_unit_test(test_checkpoints_cross_devices),
         cmocka_unit_test(test_device_memory_predicted_is_measured),
+        cmocka_unit_test(test_bf16_same_bits_and_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,9 +29,10 @@
 extern "C" {
 #endif
 
-/* Matrix-product precision. Storage, accumulation, gradients, master weights and optimizer
- * state are fp32 in every mode; only the tensor-core inputs of the matrix products change:
- * FP32 = full fp32 (TF32 off), TF32 = TF32 inputs, BF16 = bf16 inputs (fp32 accumulation). */
+/* Precision. FP32 = fp32 storage and products (TF32 off); TF32 = fp32 storage, TF32 inputs to
+ * the products; BF16 = bf16 storage of activations and of a copy of the weights, bf16 products
+ * with fp32 accumulation. Gradients, master weights and optimizer state are fp32 in every mode,
+ * and so are the stage's boundary activations (x_in, x_out, dx_out, dx_in). docs/cuda.md. */
 typedef enum { ZB_CUDA_FP32, ZB_CUDA_TF32, ZB_CUDA_BF16 } zb_cuda_precision_t;
 
 /* "fp32", "tf32" or "bf16"; ZB_EINVAL naming the bad value otherwise. */
@@ -92,16 +93,20 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
                                        zb_err_t *err);
 
 /* A stage's device memory in bytes: each parameter-shaped buffer (params, grads, m, v: `state`
- * each), the head's WTE accumulator, the per-call scratch, one stash as zb_cuda_stash_new
- * allocates it, what a stash holds live after F and after B (zb_cuda_stash_live_bytes), and the
- * post-validation backup (3 x state once zb_cuda_state_backup saved, else 0).
- * zb_cuda_stage_memory computes them on the host for a stage not made (backup 0; ZB_EINVAL for
- * a bad shape); zb_cuda_stage_allocated reads them off a stage. */
+ * each, fp32 in every precision), the bf16 copy of the parameters the products read
+ * (`weights16`: bf16 precision, else 0), the head's WTE accumulator, the per-call scratch, one
+ * stash as zb_cuda_stash_new allocates it, what a stash holds live after F and after B
+ * (zb_cuda_stash_live_bytes), and the post-validation backup (3 x state once
+ * zb_cuda_state_backup saved, else 0). The stash and scratch depend on the precision (bf16
+ * stores activations in 16 bits and keeps no T×T attention matrix). zb_cuda_stage_memory
+ * computes them on the host for a stage not made (backup 0; ZB_EINVAL for a shape
+ * zb_cuda_stage_check refuses); zb_cuda_stage_allocated reads them off a stage. */
 typedef struct {
-    size_t state, wte_head, scratch, stash, after_f, after_b, backup;
+    size_t state, weights16, wte_head, scratch, stash, after_f, after_b, backup;
 } zb_cuda_stage_mem_t;
 zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
-                                 int T, zb_cuda_stage_mem_t *out, zb_err_t *err);
+                                 int T, zb_cuda_precision_t prec, zb_cuda_stage_mem_t *out,
+                                 zb_err_t *err);
 void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out);
 
 /* Activations of one microbatch (the device twin of zb_gpt2_stash_t); one per microbatch in
@@ -125,6 +130,26 @@ zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, cons
 zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_err_t *err);
 /* Wait for the stage's queued work; reports any error it hit. */
 zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err);
+
+/* Time breakdown by kernel class, for benchmarks: on, every op the stage queues is bracketed by
+ * two CUDA events (off, the default, costs nothing but a pointer test per op);
+ * zb_cuda_stage_profile_read waits for the stage and adds the milliseconds of each class since
+ * the last read into ms[ZB_CUDA_KCLASSES]. GEMM: the matrix products (with their epilogues);
+ * attention: softmax(QKᵀ)V and its backward; norm: LayerNorm forward and backward (the fused
+ * residual add included); elementwise: GELU, residual, the embedding, the bf16 edge conversions;
+ * classifier: softmax + cross-entropy; optimizer: fold, gradient norm, AdamW, bf16 weight copy. */
+typedef enum {
+    ZB_CUDA_K_GEMM,
+    ZB_CUDA_K_ATTENTION,
+    ZB_CUDA_K_NORM,
+    ZB_CUDA_K_ELEMENTWISE,
+    ZB_CUDA_K_CLASSIFIER,
+    ZB_CUDA_K_OPTIMIZER,
+} zb_cuda_kclass_t;
+#define ZB_CUDA_KCLASSES 6
+const char *zb_cuda_kclass_name(zb_cuda_kclass_t k);
+zb_status_t zb_cuda_stage_profile(zb_cuda_stage_t *s, bool on, zb_err_t *err);
+zb_status_t zb_cuda_stage_profile_read(zb_cuda_stage_t *s, double *ms, zb_err_t *err);
 
 /* Device buffers of n floats on the stage's device (zeroed), and copies with the host. */
 zb_status_t zb_cuda_buffer_alloc(zb_cuda_stage_t *s, size_t n, float **out_dev, zb_err_t *err);
@@ -164,7 +189,7 @@ zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err);
 /* Device and precision of `zbpp train|profile --device cuda`. */
 typedef struct zb_cuda_train_opts {
     int device;                    /* CUDA device index (0 = the first visible one) */
-    zb_cuda_precision_t precision; /* matrix-product precision (storage is fp32 in every mode) */
+    zb_cuda_precision_t precision; /* fp32, tf32 or bf16 (bf16: 16-bit activation storage) */
     int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
     /* pipeline ranks: false = messages staged through host buffers; true = device
      * messages (the receiver copies device to device after the sender's event; threads only) */

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "zbpp/cuda.h"
+#ifdef ZB_HAVE_CUDA
+#include "cuda/flash_attn.h"
+#endif
 
 zb_status_t zb_cuda_precision_parse(const char *s, zb_cuda_precision_t *out, zb_err_t *err)
 {
@@ -29,6 +32,28 @@ const char *zb_cuda_precision_name(zb_cuda_precision_t p)
         return "bf16";
     }
     return "unknown";
+}
+
+/* Shapes the bf16 kernels run: rows of C channels in 128-bit pieces (8 bf16), and a head size
+ * the flash attention kernel has. */
+static zb_status_t bf16_shape_check(const zb_gpt2_config_t *cfg, zb_err_t *err)
+{
+    if (cfg->channels % 8)
+        return zb_err_set(err, ZB_EINVAL,
+                          "cuda stage: bf16 needs channels a multiple of 8 (%d); use fp32 or tf32",
+                          cfg->channels);
+    int hs = cfg->channels / cfg->heads;
+#ifdef ZB_HAVE_CUDA
+    int has_kernel = zb_cuk_flash_supported(hs);
+#else
+    int has_kernel = 1; /* no kernels in this build: zb_cuda_stage_new refuses anyway */
+#endif
+    if (!has_kernel)
+        return zb_err_set(err, ZB_EINVAL,
+                          "cuda stage: bf16 flash attention has no kernel for head size %d "
+                          "(channels / heads; 16, 32, 64 or 128); use fp32 or tf32",
+                          hs);
+    return ZB_OK;
 }
 
 zb_status_t zb_cuda_stage_check(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
@@ -61,6 +86,8 @@ zb_status_t zb_cuda_stage_check(const zb_gpt2_config_t *cfg, const zb_gpt2_span_
                           (long long)B * T * cfg->heads);
     if (prec != ZB_CUDA_FP32 && prec != ZB_CUDA_TF32 && prec != ZB_CUDA_BF16)
         return zb_err_set(err, ZB_EINVAL, "cuda stage: unknown precision %d", (int)prec);
+    if (prec == ZB_CUDA_BF16)
+        return bf16_shape_check(cfg, err);
     return ZB_OK;
 }
 
@@ -80,4 +107,11 @@ zb_status_t zb_cuda_require_device(int device, zb_err_t *err)
         return zb_err_set(err, ZB_EUNSUPPORTED, "--device cuda: no CUDA device %d (%d found)",
                           device, n);
     return ZB_OK;
+}
+
+const char *zb_cuda_kclass_name(zb_cuda_kclass_t k)
+{
+    static const char *names[ZB_CUDA_KCLASSES] = {"gemm",       "attention",  "norm",
+                                                  "elementwise", "classifier", "optimizer"};
+    return (unsigned)k < ZB_CUDA_KCLASSES ? names[k] : "unknown";
 }

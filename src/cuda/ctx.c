@@ -9,6 +9,8 @@
 
 #define WS_BYTES ((size_t)32 << 20)
 
+static void plan_release(zb_cu_gemm_plan_t *p);
+
 void zb_cu_fail(zb_cu_ctx_t *c, zb_status_t st, const char *fmt, ...)
 {
     if (c->status != ZB_OK)
@@ -90,13 +92,8 @@ zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec,
 void zb_cu_ctx_destroy(zb_cu_ctx_t *c)
 {
     for (int i = 0; i < c->nplans; i++) {
-        zb_cu_gemm_plan_t *p = &c->plans[i];
-        if (!p->desc)
-            continue; /* a cached "no algorithm" entry holds nothing */
-        cublasLtMatrixLayoutDestroy(p->la);
-        cublasLtMatrixLayoutDestroy(p->lb);
-        cublasLtMatrixLayoutDestroy(p->lc);
-        cublasLtMatmulDescDestroy(p->desc);
+        if (c->plans[i].desc) /* a cached "no algorithm" entry holds nothing */
+            plan_release(&c->plans[i]);
     }
     c->nplans = 0;
     if (c->lt)
@@ -125,10 +122,10 @@ static cublasComputeType_t compute_type(zb_cuda_precision_t p)
     }
 }
 
-static int layout_new(cublasLtMatrixLayout_t *l, int rows, int cols, int ld, int batch,
+static int layout_new(cublasLtMatrixLayout_t *l, int type, int rows, int cols, int ld, int batch,
                       long long stride)
 {
-    if (cublasLtMatrixLayoutCreate(l, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld) !=
+    if (cublasLtMatrixLayoutCreate(l, (cudaDataType_t)type, (uint64_t)rows, (uint64_t)cols, ld) !=
         CUBLAS_STATUS_SUCCESS)
         return 0;
     if (batch > 1) {
@@ -152,43 +149,92 @@ static int layout_new(cublasLtMatrixLayout_t *l, int rows, int cols, int ld, int
  * key (and so possibly the algorithm and the bits) depend on where a tensor happens to start:
  * a stage's parameters are packed, so a weight's offset depends on how many layers the stage
  * holds, and a 1-stage and a 2-stage split must give the same bits. */
-static unsigned align_of(const void *p, int ld, long long stride, int batch)
+unsigned zb_cu_align_of(const void *p, int ld, long long stride, int batch, size_t elem_bytes)
 {
-    uintptr_t a = (uintptr_t)p | 16u | ((uintptr_t)ld * sizeof(float));
+    uintptr_t a = (uintptr_t)p | 16u | ((uintptr_t)ld * elem_bytes);
     if (batch > 1)
-        a |= (uintptr_t)stride * sizeof(float);
+        a |= (uintptr_t)stride * elem_bytes;
     return (unsigned)(a & (~a + 1));
 }
 
-/* quiet: return NULL without failing the context when no algorithm exists (the caller has a
- * fallback). */
-static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, int lda,
-                                   long long sa, int ldb, long long sb, int ldc, long long sc,
-                                   int batch, int beta_zero, unsigned al_a, unsigned al_b,
-                                   unsigned al_c, int quiet)
+/* The key's epilogue, with an fp32 bias (the master parameters) where a bias is given and the
+ * key's aux leading dimension where an aux matrix is: aux has D's type (cuBLASLt's default) and
+ * D's shape, column-major, so only its leading dimension is needed. */
+static int set_epilogue(cublasLtMatmulDesc_t d, const zb_cu_gemm_key_t *k, const void *bias,
+                        const void *aux)
 {
+    if (k->epilogue == 0)
+        return 1;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
+    int ok = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ==
+             CUBLAS_STATUS_SUCCESS;
+    if (bias) {
+        int32_t bt = CUDA_R_32F;
+        ok = ok && cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                  sizeof bt) == CUBLAS_STATUS_SUCCESS;
+    }
+    if (aux) {
+        int64_t ld = k->ldaux;
+        ok = ok && cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                                  sizeof ld) == CUBLAS_STATUS_SUCCESS;
+    }
+    return ok && zb_cu_gemm_set_pointers(d, bias, aux);
+}
+
+int zb_cu_gemm_set_pointers(cublasLtMatmulDesc_t d, const void *bias, const void *aux)
+{
+    int ok = 1;
+    if (bias)
+        ok = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof bias) == CUBLAS_STATUS_SUCCESS;
+    if (aux)
+        ok = ok && cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &aux, sizeof aux) == CUBLAS_STATUS_SUCCESS;
+    return ok;
+}
+
+/* bf16 operands always accumulate in full fp32; fp32 ones as the context's precision says */
+static cublasComputeType_t plan_compute_type(const zb_cu_ctx_t *c, const zb_cu_gemm_key_t *k)
+{
+    return k->ab_type == CUDA_R_16BF ? CUBLAS_COMPUTE_32F : compute_type(c->prec);
+}
+
+static void plan_release(zb_cu_gemm_plan_t *p)
+{
+    if (p->la)
+        cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb)
+        cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc)
+        cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->desc)
+        cublasLtMatmulDescDestroy(p->desc);
+    p->la = p->lb = p->lc = NULL;
+    p->desc = NULL;
+}
+
+zb_cu_gemm_plan_t *zb_cu_gemm_plan(zb_cu_ctx_t *c, const zb_cu_gemm_key_t *key_in,
+                                   const void *bias, const void *aux, int quiet)
+{
+    zb_cu_gemm_key_t key = *key_in;
+    key.sm_target = c->sm_target;
     for (int i = 0; i < c->nplans; i++) {
         zb_cu_gemm_plan_t *p = &c->plans[i];
-        if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
-            p->ldb == ldb && p->ldc == ldc && p->batch == batch && p->sa == sa && p->sb == sb &&
-            p->sc == sc && p->beta_zero == beta_zero && p->align_a == al_a &&
-            p->align_b == al_b && p->align_c == al_c && p->sm_target == c->sm_target)
+        if (memcmp(&p->key, &key, sizeof key) == 0)
             return p->desc ? p : NULL; /* NULL: cached "no algorithm" (quiet callers only) */
     }
     if (c->nplans == ZB_CU_GEMM_CACHE) {
         zb_cu_fail(c, ZB_EUNSUPPORTED, "more than %d matrix-product shapes", ZB_CU_GEMM_CACHE);
         return NULL;
     }
+    const zb_cu_gemm_key_t *k = &key;
     zb_cu_gemm_plan_t *p = &c->plans[c->nplans];
     memset(p, 0, sizeof *p);
-    *p = (zb_cu_gemm_plan_t){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
-                             .ldc = ldc, .batch = batch, .sa = sa, .sb = sb, .sc = sc,
-                             .beta_zero = beta_zero, .align_a = al_a, .align_b = al_b,
-                             .align_c = al_c, .sm_target = c->sm_target};
-    cublasComputeType_t ct = compute_type(c->prec);
-    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
-    cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int ok = cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    p->key = key;
+    cublasOperation_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt A = our B */
+    cublasOperation_t opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ok = cublasLtMatmulDescCreate(&p->desc, plan_compute_type(c, k), CUDA_R_32F) ==
+             CUBLAS_STATUS_SUCCESS;
     ok = ok &&
          cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) ==
              CUBLAS_STATUS_SUCCESS &&
@@ -201,10 +247,14 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
                                                            CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
                                                            &sms, sizeof sms) ==
                                 CUBLAS_STATUS_SUCCESS);
+    ok = ok && set_epilogue(p->desc, k, bias, aux);
     /* stored shapes (before op), column-major */
-    ok = ok && layout_new(&p->la, tb ? K : N, tb ? N : K, ldb, batch, sb);
-    ok = ok && layout_new(&p->lb, ta ? M : K, ta ? K : M, lda, batch, sa);
-    ok = ok && layout_new(&p->lc, N, M, ldc, batch, sc);
+    int M = k->M, N = k->N, K = k->K;
+    ok = ok && layout_new(&p->la, k->ab_type, k->tb ? K : N, k->tb ? N : K, k->ldb, k->batch,
+                          k->sb);
+    ok = ok && layout_new(&p->lb, k->ab_type, k->ta ? M : K, k->ta ? K : M, k->lda, k->batch,
+                          k->sa);
+    ok = ok && layout_new(&p->lc, k->c_type, N, M, k->ldc, k->batch, k->sc);
     cublasLtMatmulPreference_t pref = NULL;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS;
     cublasLtMatmulHeuristicResult_t res;
@@ -212,7 +262,7 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
     if (ok) {
         uint64_t ws = c->ws_bytes;
         /* cuBLASLt's A is our B and its B our A (see above) */
-        uint32_t la = al_b, lb = al_a, lc = al_c;
+        uint32_t la = k->align_b, lb = k->align_a, lc = k->align_c;
         const struct {
             cublasLtMatmulPreferenceAttributes_t what;
             const void *value;
@@ -233,16 +283,7 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
     if (!ok || found < 1) {
-        if (p->la)
-            cublasLtMatrixLayoutDestroy(p->la);
-        if (p->lb)
-            cublasLtMatrixLayoutDestroy(p->lb);
-        if (p->lc)
-            cublasLtMatrixLayoutDestroy(p->lc);
-        if (p->desc)
-            cublasLtMatmulDescDestroy(p->desc);
-        p->la = p->lb = p->lc = NULL;
-        p->desc = NULL;
+        plan_release(p);
         if (quiet) {
             /* remembered: the caller's fallback runs on every call, the heuristic only once */
             if (ok)
@@ -250,8 +291,10 @@ static zb_cu_gemm_plan_t *plan_get(zb_cu_ctx_t *c, int ta, int tb, int M, int N,
             return NULL;
         }
         zb_cu_fail(c, ZB_EUNSUPPORTED,
-                   "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d, %s)", M, N, K,
-                   batch, zb_cuda_precision_name(c->prec));
+                   "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d, %s%s%s)", M, N, K,
+                   k->batch, k->ab_type == CUDA_R_16BF ? "bf16" : zb_cuda_precision_name(c->prec),
+                   k->c_type == CUDA_R_16BF ? ", bf16 output" : "",
+                   k->epilogue != 0 ? ", with an epilogue" : "");
         return NULL;
     }
     p->algo = res.algo;
@@ -267,10 +310,15 @@ void zb_cu_gemm(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, float alpha
         return;
     if (batch <= 1)
         sa = sb = sc = 0, batch = 1;
-    unsigned al_a = align_of(A, lda, sa, batch), al_b = align_of(B, ldb, sb, batch),
-             al_c = align_of(C, ldc, sc, batch);
-    zb_cu_gemm_plan_t *p = plan_get(c, ta, tb, M, N, K, lda, sa, ldb, sb, ldc, sc, batch,
-                                    beta == 0.0f, al_a, al_b, al_c, batch > 1);
+    zb_cu_gemm_key_t key;
+    memset(&key, 0, sizeof key);
+    key.ta = ta, key.tb = tb, key.M = M, key.N = N, key.K = K, key.lda = lda, key.ldb = ldb;
+    key.ldc = ldc, key.batch = batch, key.sa = sa, key.sb = sb, key.sc = sc;
+    key.beta_zero = beta == 0.0f;
+    key.align_a = zb_cu_align_of(A, lda, sa, batch, sizeof(float));
+    key.align_b = zb_cu_align_of(B, ldb, sb, batch, sizeof(float));
+    key.align_c = zb_cu_align_of(C, ldc, sc, batch, sizeof(float));
+    zb_cu_gemm_plan_t *p = zb_cu_gemm_plan(c, &key, NULL, NULL, batch > 1);
     cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (p)
         st = cublasLtMatmul(c->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc,

@@ -18,10 +18,18 @@
 
 #define ZB_CU_GEMM_CACHE 128
 
+/* What a cached plan is valid for (compared as bytes: build it from a zeroed struct). */
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, batch, beta_zero, sm_target;
+    int ab_type, c_type;  /* cudaDataType_t of A and B, of C (CUDA_R_32F = 0: zb_cu_gemm) */
+    int epilogue, ldaux;  /* cublasLtEpilogue_t (0: none set), the aux leading dimension */
     unsigned align_a, align_b, align_c; /* bytes: the plan is valid for pointers this aligned */
+    unsigned align_aux, align_bias;
     long long sa, sb, sc;
+} zb_cu_gemm_key_t;
+
+typedef struct {
+    zb_cu_gemm_key_t key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -38,8 +46,13 @@ typedef struct {
     size_t part_cap;
     double *sumsq; /* [16 ranges][ZB_CU_SUMSQ_BLOCKS] */
     int sm_target; /* SMs the stream runs on (a partition), 0 = all: cuBLASLt plans target it */
+    struct zb_cu_prof *prof; /* the kernel-class time breakdown (cuda/prof.h), NULL = off */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
     int nplans;
+    /* zb_cu_gemm_ex (gemm.h): products whose epilogue ran as a separate kernel because cuBLASLt
+     * had no fused one, and a switch (tests) that makes every epilogue take that path */
+    long gemm_epilogue_fallbacks;
+    int gemm_epilogue_off;
     zb_status_t status;
     char msg[256];
 } zb_cu_ctx_t;
@@ -63,6 +76,19 @@ int zb_cu_part_reserve(zb_cu_ctx_t *c, size_t n);
 void zb_cu_gemm(zb_cu_ctx_t *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                 int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C,
                 int ldc, long long sc, int batch);
+
+/* The cached plan for `key` (key->sm_target is filled from the context), created on first use
+ * with the bias and aux pointers given (cuBLASLt's heuristic reads their alignment; the caller
+ * sets them on the descriptor before each product). A bias makes the descriptor's bias fp32, an
+ * aux gives it key->ldaux; the epilogue must use them. NULL when cuBLASLt has no algorithm: with
+ * quiet, the context is not failed (the caller has a fallback) and the answer is cached too. */
+zb_cu_gemm_plan_t *zb_cu_gemm_plan(zb_cu_ctx_t *c, const zb_cu_gemm_key_t *key, const void *bias,
+                                   const void *aux, int quiet);
+/* Point a plan's descriptor at this product's bias / aux (NULL: left as it is); 0 on failure. */
+int zb_cu_gemm_set_pointers(cublasLtMatmulDesc_t d, const void *bias, const void *aux);
+/* The alignment (bytes, at most 16) cuBLASLt may assume for an operand of elem_bytes elements:
+ * of its pointer, of every column (ld) and of every batch (stride). */
+unsigned zb_cu_align_of(const void *p, int ld, long long stride, int batch, size_t elem_bytes);
 
 /* ---- ops: the contract of include/zbpp/nn.h on device pointers ---- */
 void zb_cu_encoder_forward(zb_cu_ctx_t *c, float *out, const int *tokens, const float *wte,

@@ -37,7 +37,8 @@ void zb_cuk16_encoder_forward(cudaStream_t s, zb_bf16_t *out, const int *tokens,
  *   ln_out = bf16((x − mean)·rstd·weight + bias); mean/rstd fp32, computed from the rounded
  *   bf16(x) that res_out stores, so the backward (which reads res_out) sees the statistics of
  *   exactly its input.
- * weight/bias: fp32 master parameters. N rows. */
+ * weight/bias: fp32 master parameters. N rows. res_out may be a (the residual stream updated
+ * in place). */
 void zb_cuk16_residual_layernorm_forward(cudaStream_t s, zb_bf16_t *res_out, zb_bf16_t *ln_out,
                                          float *mean, float *rstd, const zb_bf16_t *a,
                                          const zb_bf16_t *b, const float *weight,
@@ -45,7 +46,7 @@ void zb_cuk16_residual_layernorm_forward(cudaStream_t s, zb_bf16_t *res_out, zb_
 
 /* dinp = bf16(dres + LayerNorm-backward(dout; inp, mean, rstd, weight)) — written, not
  * accumulated; dres NULL: no residual term. The residual branch's gradient joins here, so the
- * residual backward needs no kernel of its own. */
+ * residual backward needs no kernel of its own. dinp may be dres or dout (in place). */
 void zb_cuk16_layernorm_backward_input(cudaStream_t s, zb_bf16_t *dinp, const zb_bf16_t *dres,
                                        const zb_bf16_t *dout, const zb_bf16_t *inp,
                                        const float *mean, const float *rstd, const float *weight,
@@ -74,6 +75,14 @@ void zb_cuk16_residual_forward(cudaStream_t s, zb_bf16_t *out, const zb_bf16_t *
  * No probabilities buffer. */
 void zb_cuk16_crossentropy_fused(cudaStream_t s, float *losses, zb_bf16_t *logits,
                                  const int *targets, float dloss, int N, int V, int Vp);
+
+/* The epilogue of zb_cu_gemm_ex (gemm.h) as a kernel, for products cuBLASLt has no fused
+ * epilogue for: on row-major C[M,N] (ldc elements between rows; bf16 when c_bf16, else fp32),
+ * epilogue 1 (bias): C += bias[N]; 2 (GELU, aux out): aux = C + bias, C = gelu(aux);
+ * 3 (GELU gradient): C = C·gelu'(aux). aux has C's type and ldaux elements between rows;
+ * every result is rounded to C's type once. The values are zb_cu_epilogue_t's. */
+void zb_cuk16_epilogue_apply(cudaStream_t s, int epilogue, void *C, int ldc, int c_bf16,
+                             void *aux, int ldaux, const float *bias, int M, int N);
 
 #ifdef __cplusplus
 }

@@ -110,7 +110,8 @@ bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t
 size_t zb_cuda_stage_param_count(const zb_cuda_stage_t *s) { return 0; }
 
 zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
-                                 int T, zb_cuda_stage_mem_t *out, zb_err_t *err)
+                                 int T, zb_cuda_precision_t prec, zb_cuda_stage_mem_t *out,
+                                 zb_err_t *err)
 {
     *out = (zb_cuda_stage_mem_t){0};
     return NO_CUDA(err);
@@ -119,4 +120,14 @@ zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span
 void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out)
 {
     *out = (zb_cuda_stage_mem_t){0};
+}
+
+zb_status_t zb_cuda_stage_profile(zb_cuda_stage_t *s, bool on, zb_err_t *err)
+{
+    return NO_CUDA(err);
+}
+
+zb_status_t zb_cuda_stage_profile_read(zb_cuda_stage_t *s, double *ms, zb_err_t *err)
+{
+    return NO_CUDA(err);
 }

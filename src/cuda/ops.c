@@ -8,6 +8,7 @@
 
 #include "cuda/ctx.h"
 #include "cuda/kernels.h"
+#include "cuda/prof.h"
 
 #define LAUNCHED(c, what) zb_cu_launch_check((c), (what))
 
@@ -16,7 +17,7 @@ void zb_cu_encoder_forward(zb_cu_ctx_t *c, float *out, const int *tokens, const 
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_encoder_forward(c->stream, out, tokens, wte, wpe, B, T, C);
+    ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE, zb_cuk_encoder_forward(c->stream, out, tokens, wte, wpe, B, T, C));
     LAUNCHED(c, "encoder forward");
 }
 
@@ -68,9 +69,11 @@ void zb_cu_encoder_backward_weight(zb_cu_ctx_t *c, float *dwte, float *dwpe, con
         zb_cu_fail(c, ZB_EIO, "CUDA copy of token buckets: %s", cudaGetErrorString(e));
         return;
     }
+    zb_cu_prof_begin(c, ZB_CUDA_K_ELEMENTWISE);
     zb_cuk_encoder_backward_wte(c->stream, dwte, dout, bucket_dev, bucket_dev + N,
                                 bucket_dev + 2 * N + 1, U, C);
     zb_cuk_encoder_backward_wpe(c->stream, dwpe, dout, B, T, C);
+    zb_cu_prof_end(c);
     LAUNCHED(c, "encoder backward_weight");
 }
 
@@ -80,7 +83,7 @@ void zb_cu_layernorm_forward(zb_cu_ctx_t *c, float *out, float *mean, float *rst
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_layernorm_forward(c->stream, out, mean, rstd, inp, weight, bias, N, C);
+    ZB_CU_PROF(c, ZB_CUDA_K_NORM, zb_cuk_layernorm_forward(c->stream, out, mean, rstd, inp, weight, bias, N, C));
     LAUNCHED(c, "layernorm forward");
 }
 
@@ -90,7 +93,7 @@ void zb_cu_layernorm_backward_input(zb_cu_ctx_t *c, float *dinp, const float *do
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_layernorm_backward_input(c->stream, dinp, dout, inp, mean, rstd, weight, N, C);
+    ZB_CU_PROF(c, ZB_CUDA_K_NORM, zb_cuk_layernorm_backward_input(c->stream, dinp, dout, inp, mean, rstd, weight, N, C));
     LAUNCHED(c, "layernorm backward_input");
 }
 
@@ -102,9 +105,11 @@ void zb_cu_layernorm_backward_weight(zb_cu_ctx_t *c, float *dweight, float *dbia
     if (!zb_cu_part_reserve(c, 2 * (size_t)chunks * C))
         return;
     float *pw = c->part, *pb = c->part + (size_t)chunks * C;
+    zb_cu_prof_begin(c, ZB_CUDA_K_NORM);
     zb_cuk_layernorm_weight_partials(c->stream, pw, pb, dout, inp, mean, rstd, N, C);
     zb_cuk_colsum_finish(c->stream, dweight, pw, chunks, C);
     zb_cuk_colsum_finish(c->stream, dbias, pb, chunks, C);
+    zb_cu_prof_end(c);
     LAUNCHED(c, "layernorm backward_weight");
 }
 
@@ -112,40 +117,44 @@ void zb_cu_matmul_forward(zb_cu_ctx_t *c, float *out, const float *inp, const fl
                           const float *bias, int N, int C, int OC)
 {
     /* out[N,OC] = inp[N,C] · weight[OC,C]^T (+ bias) */
+    zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
     zb_cu_gemm(c, 0, 1, N, OC, C, 1.0f, inp, C, 0, weight, C, 0, 0.0f, out, OC, 0, 1);
     if (bias && c->status == ZB_OK) {
         zb_cuk_add_bias(c->stream, out, bias, N, OC);
         LAUNCHED(c, "matmul bias");
     }
+    zb_cu_prof_end(c);
 }
 
 void zb_cu_matmul_backward_input(zb_cu_ctx_t *c, float *dinp, const float *dout,
                                  const float *weight, int N, int C, int OC)
 {
     /* dinp[N,C] += dout[N,OC] · weight[OC,C] */
-    zb_cu_gemm(c, 0, 0, N, C, OC, 1.0f, dout, OC, 0, weight, C, 0, 1.0f, dinp, C, 0, 1);
+    ZB_CU_PROF(c, ZB_CUDA_K_GEMM,
+               zb_cu_gemm(c, 0, 0, N, C, OC, 1.0f, dout, OC, 0, weight, C, 0, 1.0f, dinp, C, 0,
+                          1));
 }
 
 void zb_cu_matmul_backward_weight(zb_cu_ctx_t *c, float *dweight, float *dbias, const float *dout,
                                   const float *inp, int N, int C, int OC)
 {
     /* dweight[OC,C] += dout^T · inp (beta = 1: gradients accumulate in fp32) */
+    zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
     zb_cu_gemm(c, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dweight, C, 0, 1);
-    if (!dbias)
-        return;
     int chunks = zb_cu_colsum_chunks(N);
-    if (!zb_cu_part_reserve(c, (size_t)chunks * OC))
-        return;
-    zb_cuk_colsum_partials(c->stream, c->part, dout, N, OC);
-    zb_cuk_colsum_finish(c->stream, dbias, c->part, chunks, OC);
-    LAUNCHED(c, "matmul dbias");
+    if (dbias && zb_cu_part_reserve(c, (size_t)chunks * OC)) {
+        zb_cuk_colsum_partials(c->stream, c->part, dout, N, OC);
+        zb_cuk_colsum_finish(c->stream, dbias, c->part, chunks, OC);
+        LAUNCHED(c, "matmul dbias");
+    }
+    zb_cu_prof_end(c);
 }
 
 void zb_cu_gelu_forward(zb_cu_ctx_t *c, float *out, const float *inp, size_t n)
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_gelu_forward(c->stream, out, inp, n);
+    ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE, zb_cuk_gelu_forward(c->stream, out, inp, n));
     LAUNCHED(c, "gelu forward");
 }
 
@@ -154,7 +163,7 @@ void zb_cu_gelu_backward_input(zb_cu_ctx_t *c, float *dinp, const float *inp, co
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_gelu_backward_input(c->stream, dinp, inp, dout, n);
+    ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE, zb_cuk_gelu_backward_input(c->stream, dinp, inp, dout, n));
     LAUNCHED(c, "gelu backward_input");
 }
 
@@ -162,7 +171,7 @@ void zb_cu_residual_forward(zb_cu_ctx_t *c, float *out, const float *a, const fl
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_residual_forward(c->stream, out, a, b, n);
+    ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE, zb_cuk_residual_forward(c->stream, out, a, b, n));
     LAUNCHED(c, "residual forward");
 }
 
@@ -171,7 +180,7 @@ void zb_cu_residual_backward_input(zb_cu_ctx_t *c, float *da, float *db, const f
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_residual_backward_input(c->stream, da, db, dout, n);
+    ZB_CU_PROF(c, ZB_CUDA_K_ELEMENTWISE, zb_cuk_residual_backward_input(c->stream, da, db, dout, n));
     LAUNCHED(c, "residual backward_input");
 }
 
@@ -188,6 +197,7 @@ void zb_cu_attention_forward(zb_cu_ctx_t *c, float *out, float *att, const float
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     long long TT = (long long)T * T;
+    zb_cu_prof_begin(c, ZB_CUDA_K_ATTENTION);
     for (int b = 0; b < B && c->status == ZB_OK; b++) {
         const float *q = qkv + (size_t)b * T * 3 * C, *k = q + C, *v = q + 2 * C;
         float *a = att + (size_t)b * NH * TT;
@@ -202,6 +212,7 @@ void zb_cu_attention_forward(zb_cu_ctx_t *c, float *out, float *att, const float
         zb_cu_gemm(c, 0, 0, T, hs, T, 1.0f, a, T, TT, v, 3 * C, hs, 0.0f,
                    out + (size_t)b * T * C, C, hs, NH);
     }
+    zb_cu_prof_end(c);
 }
 
 void zb_cu_attention_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch,
@@ -211,6 +222,7 @@ void zb_cu_attention_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch,
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     long long TT = (long long)T * T;
+    zb_cu_prof_begin(c, ZB_CUDA_K_ATTENTION);
     for (int b = 0; b < B && c->status == ZB_OK; b++) {
         size_t qoff = (size_t)b * T * 3 * C;
         const float *q = qkv + qoff, *k = q + C, *v = q + 2 * C;
@@ -231,6 +243,7 @@ void zb_cu_attention_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch,
         zb_cu_gemm(c, 1, 0, T, hs, T, 1.0f, scratch, T, TT, q, 3 * C, hs, 1.0f, dk, 3 * C, hs,
                    NH);
     }
+    zb_cu_prof_end(c);
 }
 
 void zb_cu_crossentropy_forward(zb_cu_ctx_t *c, float *losses, float *probs, const int *targets,
@@ -238,7 +251,7 @@ void zb_cu_crossentropy_forward(zb_cu_ctx_t *c, float *losses, float *probs, con
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_crossentropy_forward(c->stream, losses, probs, targets, N, V, Vp);
+    ZB_CU_PROF(c, ZB_CUDA_K_CLASSIFIER, zb_cuk_crossentropy_forward(c->stream, losses, probs, targets, N, V, Vp));
     LAUNCHED(c, "crossentropy forward");
 }
 
@@ -247,6 +260,6 @@ void zb_cu_crossentropy_backward(zb_cu_ctx_t *c, float *probs, const int *target
 {
     if (c->status != ZB_OK)
         return;
-    zb_cuk_crossentropy_backward(c->stream, probs, targets, dloss, N, V, Vp);
+    ZB_CU_PROF(c, ZB_CUDA_K_CLASSIFIER, zb_cuk_crossentropy_backward(c->stream, probs, targets, dloss, N, V, Vp));
     LAUNCHED(c, "crossentropy backward");
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/prof.h"
 #include "cuda/stage.h"
 
 static int same_cfg(const zb_gpt2_config_t *a, const zb_gpt2_config_t *b)
@@ -39,12 +40,23 @@ void zb_cu_stage_layout(zb_cuda_stage_t *s)
     }
 }
 
-/* Floats of the per-call scratch: tmp and datty (N·C each), dfch_gelu (4·N·C), one sequence's
- * attention scratch, the losses (N). */
-size_t zb_cu_scratch_floats(const zb_cuda_stage_t *s)
+/* Bytes of the per-call scratch. fp32 storage: tmp and datty (N·C floats each), dfch_gelu
+ * (4·N·C), one sequence's attention scratch, the losses (N); bf16: stage_compute16.c. */
+size_t zb_cu_scratch_bytes(const zb_cuda_stage_t *s)
 {
+    if (is_bf16(s))
+        return zb_cu16_scratch_bytes(s);
     size_t N = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
-    return 2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(s->T, s->cfg.heads) + N;
+    return (2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(s->T, s->cfg.heads) + N) *
+           sizeof(float);
+}
+
+void zb_cu16_weights_refresh(zb_cuda_stage_t *s, size_t off, size_t n)
+{
+    if (!s->weights16 || n == 0 || s->ctx.status != ZB_OK)
+        return;
+    zb_cuk16_from_f32(s->ctx.stream, s->weights16 + off, s->params + off, n);
+    zb_cu_launch_check(&s->ctx, "bf16 weight copy");
 }
 
 bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t *off, size_t *n)
@@ -93,7 +105,7 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
     s->nl = span->layer_end - span->layer_begin;
     zb_cu_stage_layout(s);
     size_t N = (size_t)B * T, C = (size_t)cfg->channels;
-    size_t scratch = zb_cu_scratch_floats(s);
+    size_t scratch = zb_cu_scratch_bytes(s);
     size_t head = span->head ? s->sizes[ZB_WTE] : 0;
     cudaError_t e = cudaMalloc((void **)&s->params, s->count * sizeof(float));
     if (e == cudaSuccess)
@@ -104,8 +116,10 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
         e = cudaMalloc((void **)&s->m, s->count * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&s->v, s->count * sizeof(float));
+    if (e == cudaSuccess && prec == ZB_CUDA_BF16)
+        e = cudaMalloc((void **)&s->weights16, s->count * sizeof(zb_bf16_t));
     if (e == cudaSuccess)
-        e = cudaMalloc(&s->scratch_mem, scratch * sizeof(float));
+        e = cudaMalloc(&s->scratch_mem, scratch);
     /* zeroed on the stage's stream and waited for: a plain cudaMemset goes to the legacy
      * stream, which a non-blocking partition or copy stream does not wait for, so an upload
      * queued there next could land before the zeros */
@@ -120,6 +134,8 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
         e = cudaMemsetAsync(s->m, 0, bytes, s->ctx.stream);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(s->v, 0, bytes, s->ctx.stream);
+    if (e == cudaSuccess && s->weights16) /* bf16(+0) = 0: the copy of the zeroed params */
+        e = cudaMemsetAsync(s->weights16, 0, s->count * sizeof(zb_bf16_t), s->ctx.stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s->ctx.stream);
     s->losses_host = malloc(N * sizeof(float));
@@ -129,12 +145,16 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
             return zb_err_set(err, ZB_ENOMEM, "cannot allocate the loss buffer");
         return cuda_err(e, "stage allocation (parameters, gradients, moments, scratch)", err);
     }
-    float *f = s->scratch_mem;
-    s->tmp = f;
-    s->datty = f + N * C;
-    s->dfch_gelu = f + 2 * N * C;
-    s->att_scr = f + 6 * N * C;
-    s->losses = s->att_scr + zb_cu_attention_scratch_floats(T, cfg->heads);
+    if (prec == ZB_CUDA_BF16) {
+        zb_cu16_scratch_assign(s);
+    } else {
+        float *f = s->scratch_mem;
+        s->tmp = f;
+        s->datty = f + N * C;
+        s->dfch_gelu = f + 2 * N * C;
+        s->att_scr = f + 6 * N * C;
+        s->losses = s->att_scr + zb_cu_attention_scratch_floats(T, cfg->heads);
+    }
     *out = s;
     return ZB_OK;
 }
@@ -158,6 +178,8 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
             cudaStreamDestroy(copies[k]);
         }
     }
+    zb_cu_prof_free(s->ctx.prof);
+    s->ctx.prof = NULL;
     zb_cu_ctx_destroy(&s->ctx);
     cudaFree(s->backup);
     cudaFree(s->params);
@@ -165,6 +187,7 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
     cudaFree(s->wte_head);
     cudaFree(s->m);
     cudaFree(s->v);
+    cudaFree(s->weights16);
     cudaFree(s->scratch_mem);
     free(s->losses_host);
     free(s);
@@ -222,8 +245,13 @@ static zb_status_t copy_params(zb_cuda_stage_t *s, float *dev, const zb_gpt2_par
 zb_status_t zb_cuda_params_upload(zb_cuda_stage_t *s, const zb_gpt2_params_t *host, zb_err_t *err)
 {
     zb_status_t st = check_host_params(s, host, "params upload", err);
-    return st != ZB_OK ? st
-                       : copy_params(s, s->params, host, false, "params upload", err);
+    if (st == ZB_OK)
+        st = copy_params(s, s->params, host, false, "params upload", err);
+    if (st == ZB_OK) {
+        zb_cu16_weights_refresh(s, 0, s->count);
+        st = zb_cu_ctx_check(&s->ctx, "params upload", err);
+    }
+    return st;
 }
 
 zb_status_t zb_cuda_params_download(zb_cuda_stage_t *s, zb_gpt2_params_t *host, zb_err_t *err)
@@ -294,10 +322,16 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
                           n, off, (int)which, cap);
     if (n == 0)
         return ZB_OK;
-    return to_host ? copy(s, host, base + off, n * sizeof(float), cudaMemcpyDeviceToHost,
-                          "state download", err)
-                   : copy(s, base + off, host, n * sizeof(float), cudaMemcpyHostToDevice,
+    if (to_host)
+        return copy(s, host, base + off, n * sizeof(float), cudaMemcpyDeviceToHost,
+                    "state download", err);
+    zb_status_t st = copy(s, base + off, host, n * sizeof(float), cudaMemcpyHostToDevice,
                           "state upload", err);
+    if (st == ZB_OK && which == ZB_CUDA_STATE_PARAMS) {
+        zb_cu16_weights_refresh(s, off, n);
+        st = zb_cu_ctx_check(&s->ctx, "state upload", err);
+    }
+    return st;
 }
 
 zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
@@ -320,6 +354,10 @@ zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
         st = copy(s, save ? b : state[k], save ? state[k] : b, s->count * sizeof(float),
                   cudaMemcpyDeviceToDevice, save ? "backup" : "restore", err);
     }
+    if (st == ZB_OK && !save) {
+        zb_cu16_weights_refresh(s, 0, s->count);
+        st = zb_cu_ctx_check(&s->ctx, "restore", err);
+    }
     return st;
 }
 
@@ -340,7 +378,8 @@ zb_status_t zb_cuda_fold_tied(zb_cuda_stage_t *s, zb_err_t *err)
     if (!s)
         return zb_err_set(err, ZB_EINVAL, "cuda fold tied: stage is NULL");
     if (s->wte_head) {
-        zb_cuk_add_inplace(s->ctx.stream, G(s, ZB_WTE), s->wte_head, s->sizes[ZB_WTE]);
+        ZB_CU_PROF(&s->ctx, ZB_CUDA_K_OPTIMIZER,
+                   zb_cuk_add_inplace(s->ctx.stream, G(s, ZB_WTE), s->wte_head, s->sizes[ZB_WTE]));
         zb_cu_launch_check(&s->ctx, "fold tied");
     }
     return zb_cu_ctx_check(&s->ctx, "fold tied", err);
@@ -372,9 +411,11 @@ zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, z
     int n = stage_unit_ranges(s, unit, off, cnt, tensor);
     /* every range's partials into its own slot, one copy back, summed in range order */
     double part[16 * ZB_CU_SUMSQ_BLOCKS], sum = 0.0;
+    zb_cu_prof_begin(&s->ctx, ZB_CUDA_K_OPTIMIZER);
     for (int r = 0; r < n; r++)
         zb_cuk_sumsq_partials(s->ctx.stream, s->ctx.sumsq + (size_t)r * ZB_CU_SUMSQ_BLOCKS,
                               s->grads + off[r], cnt[r]);
+    zb_cu_prof_end(&s->ctx);
     zb_cu_launch_check(&s->ctx, "grad sumsq");
     zb_status_t st = copy(s, part, s->ctx.sumsq, (size_t)n * ZB_CU_SUMSQ_BLOCKS * sizeof(double),
                           cudaMemcpyDeviceToHost, "grad sumsq", err);
@@ -401,6 +442,7 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
     for (int u = 0; u < n_units; u++) /* all checked before any update is queued */
         if (units[u] < 0 || units[u] >= nu)
             return zb_err_set(err, ZB_EINVAL, "cuda adamw: unit %d not in [0, %d)", units[u], nu);
+    zb_cu_prof_begin(&s->ctx, ZB_CUDA_K_OPTIMIZER);
     for (int u = 0; u < n_units; u++) {
         size_t off[16], cnt[16];
         int tensor[16];
@@ -413,6 +455,10 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
         }
     }
     zb_cu_launch_check(&s->ctx, "adamw");
+    /* one cast of the whole buffer (the params are contiguous) rather than one per range */
+    if (n_units > 0)
+        zb_cu16_weights_refresh(s, 0, s->count);
+    zb_cu_prof_end(&s->ctx);
     return zb_cu_ctx_check(&s->ctx, "adamw", err);
 }
 
@@ -428,6 +474,28 @@ zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err)
     if (e != cudaSuccess)
         zb_cu_fail(&s->ctx, ZB_EIO, "CUDA: %s", cudaGetErrorString(e));
     return zb_cu_ctx_check(&s->ctx, "cuda sync", err);
+}
+
+zb_status_t zb_cuda_stage_profile(zb_cuda_stage_t *s, bool on, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda profile: stage is NULL");
+    if (!on) {
+        zb_cu_prof_free(s->ctx.prof);
+        s->ctx.prof = NULL;
+        return ZB_OK;
+    }
+    return s->ctx.prof ? ZB_OK : zb_cu_prof_new(&s->ctx.prof, err);
+}
+
+zb_status_t zb_cuda_stage_profile_read(zb_cuda_stage_t *s, double *ms, zb_err_t *err)
+{
+    if (!s || !ms)
+        return zb_err_set(err, ZB_EINVAL, "cuda profile read: stage and output are required");
+    if (!s->ctx.prof)
+        return zb_err_set(err, ZB_EINVAL, "cuda profile read: the profile is off");
+    zb_status_t st = zb_cuda_sync(s, err);
+    return st != ZB_OK ? st : zb_cu_prof_collect(s->ctx.prof, ms, err);
 }
 
 zb_status_t zb_cuda_buffer_alloc(zb_cuda_stage_t *s, size_t n, float **out_dev, zb_err_t *err)

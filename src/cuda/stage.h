@@ -1,11 +1,13 @@
-/* zbpp — the CUDA stage's data, shared by its three files: stage.c (lifecycle, state copies,
+/* zbpp — the CUDA stage's data, shared by its files: stage.c (lifecycle, state copies,
  * gradient norms, AdamW), stage_transfer.c (streams, events, pinned host memory: messages),
- * stage_compute.c (stashes, F, B, W). Only they include it. */
+ * stage_compute.c (stashes, memory figures, F, B, W in fp32/tf32) and stage_compute16.c (the
+ * bf16-storage stash and F, B, W). Only they include it. */
 #ifndef ZBPP_CUDA_STAGE_H
 #define ZBPP_CUDA_STAGE_H
 
 #include "cuda/ctx.h"
 #include "cuda/kernels.h"
+#include "cuda/kernels_bf16.h"
 #include "model/gpt2_internal.h"
 #include "cuda/stream.h"
 #include "zbpp/cuda.h"
@@ -19,6 +21,15 @@ typedef struct {
     float *dres3, *dfch, *dln2, *dres2, *dqkv, *dln1;
 } layer_acts_t;
 
+/* A block's stash in bf16 storage (stage_compute16.c): activations bf16, LayerNorm statistics
+ * and the attention's log-sum-exp fp32. ln1 and its statistics belong to the block but are
+ * written by whatever precedes it (the previous block's residual add fused with this LN). */
+typedef struct {
+    zb_bf16_t *ln1, *qkv, *atty, *res2, *ln2, *fch, *fch_gelu;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
+    zb_bf16_t *dres3, *dfch, *dln2, *dres2, *dqkv, *dln1;
+} layer16_t;
+
 struct zb_cuda_stage {
     zb_cu_ctx_t ctx;
     zb_gpt2_config_t cfg;
@@ -26,8 +37,12 @@ struct zb_cuda_stage {
     int B, T, nl;
     size_t count, sizes[ZB_GPT2_NUM_TENSORS], offs[ZB_GPT2_NUM_TENSORS];
     float *params, *grads, *wte_head, *m, *v; /* device */
-    void *scratch_mem;                        /* device: the per-call scratch below */
+    zb_bf16_t *weights16; /* bf16: the GEMMs' copy of params (count), else NULL */
+    void *scratch_mem;    /* device: the per-call scratch below */
     float *tmp, *datty, *dfch_gelu, *att_scr, *losses;
+    /* bf16: the per-call scratch (projection outputs, the stage's edge in bf16, flash) */
+    zb_bf16_t *tmp16, *datty16, *edge16;
+    void *flash_scr;
     float *losses_host;
     float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
     bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */
@@ -47,6 +62,12 @@ struct zb_cuda_stash {
     int *tokens_host; /* host copy: the embedding's W builds its row buckets from it */
     int *tokens, *bucket, *targets;
     float *dencoded, *lnf, *lnf_mean, *lnf_rstd, *probs, *dlnf;
+    /* bf16 storage (stage_compute16.c): the residual stream xs16[l] (block l's input, xs16[nl]
+     * the head's), the blocks, the head's LN output and logits (overwritten with their gradient
+     * by the fused classifier; the B/W GEMMs apply grad_scale as alpha) */
+    zb_bf16_t **xs16, *lnf16, *logits16, *dlnf16;
+    layer16_t *layers16;
+    float grad_scale;
 };
 
 static inline zb_status_t cuda_err(cudaError_t e, const char *what, zb_err_t *err)
@@ -61,9 +82,29 @@ static inline zb_status_t cuda_err(cudaError_t e, const char *what, zb_err_t *er
 static inline float *P(const zb_cuda_stage_t *s, zb_gpt2_tensor_t t) { return s->params + s->offs[t]; }
 static inline float *G(const zb_cuda_stage_t *s, zb_gpt2_tensor_t t) { return s->grads + s->offs[t]; }
 
-/* The stage's buffer layout (sizes, offsets, count) from its cfg and span; the floats of its
- * per-call scratch (stage.c). */
+static inline bool is_bf16(const zb_cuda_stage_t *s) { return s->ctx.prec == ZB_CUDA_BF16; }
+
+/* The stage's buffer layout (sizes, offsets, count) from its cfg and span; the bytes of its
+ * per-call scratch (stage.c; bf16 storage: stage_compute16.c) and where its pieces lie. */
 void zb_cu_stage_layout(zb_cuda_stage_t *s);
-size_t zb_cu_scratch_floats(const zb_cuda_stage_t *s);
+size_t zb_cu_scratch_bytes(const zb_cuda_stage_t *s);
+size_t zb_cu16_scratch_bytes(const zb_cuda_stage_t *s);
+void zb_cu16_scratch_assign(zb_cuda_stage_t *s);
+/* bf16: weights16[off, off+n) = bf16(params[off, off+n)), queued on the stage's stream; a no-op
+ * in fp32/tf32. Called after everything that writes params (uploads, AdamW, restore). */
+void zb_cu16_weights_refresh(zb_cuda_stage_t *s, size_t off, size_t n);
+
+/* The bf16 stash: its buffer walk (layout16 in stage_compute16.c, with take() shared through
+ * zb_cu_take) and F, B, W. */
+typedef struct {
+    char *base;
+    size_t off, bytes_f, bytes_b;
+} zb_cu_layout_t;
+void *zb_cu_take(zb_cu_layout_t *lo, size_t bytes, int keep);
+void zb_cu16_layout(zb_cu_layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s);
+void zb_cu16_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x_in, float *x_out);
+void zb_cu16_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
+                            float grad_scale, float *dx_in);
+void zb_cu16_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st);
 
 #endif

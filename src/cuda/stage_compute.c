@@ -1,5 +1,6 @@
 /* zbpp — the CUDA stage's compute: F, B and W over the op layer (cuda/ops.c), one stash per
- * microbatch in flight. The schedule of ops, the stash buffers and their F/B lifetimes are those
+ * microbatch in flight, in fp32 storage (fp32 and tf32 products); bf16 storage has its own
+ * stash walk and op sequence in stage_compute16.c, and shares the checks and the loss here. The schedule of ops, the stash buffers and their F/B lifetimes are those
  * of src/model/gpt2_stage.c (docs/compute.md), so the memory model zb_gpt2_stage_mem holds for
  * the device stash too; the per-call scratch lives once in the stage (all work of a stage is
  * serialised on its stream), not in every stash. */
@@ -11,12 +12,10 @@
 
 /* ---- stash: the buffer walk of src/model/gpt2_stage.c without its scratch ---- */
 
-typedef struct {
-    char *base;
-    size_t off, bytes_f, bytes_b;
-} layout_t;
+typedef zb_cu_layout_t layout_t;
+#define take zb_cu_take
 
-static void *take(layout_t *lo, size_t bytes, int keep)
+void *zb_cu_take(layout_t *lo, size_t bytes, int keep)
 {
     lo->off = (lo->off + 255) & ~(size_t)255; /* 256-byte aligned device buffers */
     void *p = lo->base ? lo->base + lo->off : NULL;
@@ -90,6 +89,15 @@ static void layout(layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s)
     }
 }
 
+/* The stash walk of the stage's storage precision. */
+static void stash_layout(layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s)
+{
+    if (is_bf16(s))
+        zb_cu16_layout(lo, st, s);
+    else
+        layout(lo, st, s);
+}
+
 zb_status_t zb_cuda_stash_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_t *err)
 {
     *out = NULL;
@@ -97,16 +105,22 @@ zb_status_t zb_cuda_stash_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_
         return zb_err_set(err, ZB_EINVAL, "cuda stash: stage is NULL");
     zb_cuda_stash_t *st = calloc(1, sizeof *st);
     if (st) {
-        st->layers = calloc(s->nl > 0 ? (size_t)s->nl : 1, sizeof *st->layers);
-        st->xs = calloc((size_t)s->nl + 1, sizeof *st->xs);
+        size_t nl = s->nl > 0 ? (size_t)s->nl : 1;
+        if (is_bf16(s)) {
+            st->layers16 = calloc(nl, sizeof *st->layers16);
+            st->xs16 = calloc(nl + 1, sizeof *st->xs16);
+        } else {
+            st->layers = calloc(nl, sizeof *st->layers);
+            st->xs = calloc(nl + 1, sizeof *st->xs);
+        }
         st->tokens_host = calloc((size_t)s->B * s->T, sizeof(int));
     }
-    if (!st || !st->layers || !st->xs || !st->tokens_host) {
+    if (!st || !(st->layers || st->layers16) || !(st->xs || st->xs16) || !st->tokens_host) {
         zb_cuda_stash_free(st);
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate the CUDA stash");
     }
     layout_t lo = {0};
-    layout(&lo, NULL, s);
+    stash_layout(&lo, NULL, s);
     cudaError_t e = cudaSetDevice(s->ctx.device);
     if (e != cudaSuccess) {
         zb_cuda_stash_free(st);
@@ -121,7 +135,7 @@ zb_status_t zb_cuda_stash_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_
                                           "(%.1f MB): %s", lo.off / 1e6, cudaGetErrorString(e));
     }
     layout_t real = {.base = st->mem};
-    layout(&real, st, s);
+    stash_layout(&real, st, s);
     st->stage = s;
     st->bytes_f = real.bytes_f;
     st->bytes_b = real.bytes_b;
@@ -137,6 +151,8 @@ void zb_cuda_stash_free(zb_cuda_stash_t *st)
     cudaFree(st->mem);
     free(st->layers);
     free(st->xs);
+    free(st->layers16);
+    free(st->xs16);
     free(st->tokens_host);
     free(st);
 }
@@ -147,10 +163,11 @@ void zb_cuda_stash_reset(zb_cuda_stash_t *st) { st->state = STATE_EMPTY; }
 static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
 {
     layout_t lo = {0};
-    layout(&lo, NULL, s);
+    stash_layout(&lo, NULL, s);
     m->state = s->count * sizeof(float);
+    m->weights16 = is_bf16(s) ? s->count * sizeof(zb_bf16_t) : 0;
     m->wte_head = s->span.head ? s->sizes[ZB_WTE] * sizeof(float) : 0;
-    m->scratch = zb_cu_scratch_floats(s) * sizeof(float);
+    m->scratch = zb_cu_scratch_bytes(s);
     m->stash = lo.off ? lo.off : 256; /* what zb_cuda_stash_new allocates */
     m->after_f = lo.bytes_f;
     m->after_b = lo.bytes_b;
@@ -158,14 +175,15 @@ static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
 }
 
 zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
-                                 int T, zb_cuda_stage_mem_t *out, zb_err_t *err)
+                                 int T, zb_cuda_precision_t prec, zb_cuda_stage_mem_t *out,
+                                 zb_err_t *err)
 {
     memset(out, 0, sizeof *out);
-    zb_status_t st = zb_cuda_stage_check(cfg, span, B, T, ZB_CUDA_FP32, err);
+    zb_status_t st = zb_cuda_stage_check(cfg, span, B, T, prec, err);
     if (st != ZB_OK)
         return st;
     zb_cuda_stage_t shape = {.cfg = *cfg, .span = *span, .B = B, .T = T,
-                             .nl = span->layer_end - span->layer_begin};
+                             .nl = span->layer_end - span->layer_begin, .ctx.prec = prec};
     zb_cu_stage_layout(&shape);
     stage_mem(&shape, out);
     return ZB_OK;
@@ -244,6 +262,38 @@ static void block_forward(zb_cuda_stage_t *s, const block_params_t *w, layer_act
     zb_cu_residual_forward(c, y, a->res2, s->tmp, NC);
 }
 
+/* F in fp32 storage, after the tokens and targets are queued: the losses land in s->losses. */
+static void forward_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x_in,
+                         float *x_out)
+{
+    const zb_gpt2_span_t *span = &s->span;
+    zb_cu_ctx_t *c = &s->ctx;
+    int N = s->B * s->T, C = s->cfg.channels, nl = s->nl;
+    size_t NC = (size_t)N * C;
+    float *x0 = st->xs[0];
+    if (span->embed) {
+        float *dst = (nl == 0 && !span->head) ? x_out : x0;
+        zb_cu_encoder_forward(c, dst, st->tokens, P(s, ZB_WTE), P(s, ZB_WPE), s->B, s->T, C);
+    } else if (c->status == ZB_OK) {
+        cudaError_t e = cudaMemcpyAsync(x0, x_in, NC * sizeof(float), cudaMemcpyDeviceToDevice,
+                                        c->stream);
+        if (e != cudaSuccess)
+            zb_cu_fail(c, ZB_EIO, "CUDA forward input copy: %s", cudaGetErrorString(e));
+    }
+    for (int l = 0; l < nl; l++) {
+        block_params_t w = block_params(s, l);
+        float *y = (l + 1 < nl || span->head) ? st->xs[l + 1] : x_out;
+        block_forward(s, &w, &st->layers[l], st->xs[l], y);
+    }
+    if (span->head) {
+        int Vp = s->cfg.padded_vocab;
+        zb_cu_layernorm_forward(c, st->lnf, st->lnf_mean, st->lnf_rstd, st->xs[nl],
+                                P(s, ZB_LNFW), P(s, ZB_LNFB), N, C);
+        zb_cu_matmul_forward(c, st->probs, st->lnf, P(s, ZB_WTE), NULL, N, C, Vp);
+        zb_cu_crossentropy_forward(c, s->losses, st->probs, st->targets, N, s->cfg.vocab, Vp);
+    }
+}
+
 zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
                             const float *x_in, const int *targets, float *x_out, float *loss,
                             zb_err_t *err)
@@ -255,8 +305,7 @@ zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *
         return zb_err_set(err, ZB_EINVAL,
                           "cuda forward: stash still holds a microbatch waiting for W");
     const zb_gpt2_span_t *span = &s->span;
-    int N = s->B * s->T, C = s->cfg.channels, nl = s->nl;
-    size_t NC = (size_t)N * C;
+    int N = s->B * s->T;
     if (span->embed ? !tokens : !x_in)
         return zb_err_set(err, ZB_EINVAL, "cuda forward: missing %s",
                           span->embed ? "tokens" : "x_in");
@@ -271,48 +320,33 @@ zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *
         return r;
     zb_cu_ctx_t *c = &s->ctx;
     cudaError_t e = cudaSuccess;
-    float *x0 = st->xs[0];
     if (span->embed) {
         memcpy(st->tokens_host, tokens, (size_t)N * sizeof(int));
         e = cudaMemcpyAsync(st->tokens, tokens, (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
                             c->stream);
-        float *dst = (nl == 0 && !span->head) ? x_out : x0;
-        if (e == cudaSuccess)
-            zb_cu_encoder_forward(c, dst, st->tokens, P(s, ZB_WTE), P(s, ZB_WPE), s->B, s->T, C);
-    } else {
-        e = cudaMemcpyAsync(x0, x_in, NC * sizeof(float), cudaMemcpyDeviceToDevice, c->stream);
     }
-    if (e != cudaSuccess)
-        zb_cu_fail(c, ZB_EIO, "CUDA forward input copy: %s", cudaGetErrorString(e));
-    for (int l = 0; l < nl; l++) {
-        block_params_t w = block_params(s, l);
-        float *y = (l + 1 < nl || span->head) ? st->xs[l + 1] : x_out;
-        block_forward(s, &w, &st->layers[l], st->xs[l], y);
-    }
-    if (span->head) {
-        int Vp = s->cfg.padded_vocab;
+    if (e == cudaSuccess && span->head)
         e = cudaMemcpyAsync(st->targets, targets, (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
                             c->stream);
+    if (e != cudaSuccess)
+        zb_cu_fail(c, ZB_EIO, "CUDA forward token copy: %s", cudaGetErrorString(e));
+    if (is_bf16(s))
+        zb_cu16_forward(s, st, x_in, x_out);
+    else
+        forward_fp32(s, st, x_in, x_out);
+    if (span->head && c->status == ZB_OK) {
+        e = cudaMemcpyAsync(s->losses_host, s->losses, (size_t)N * sizeof(float),
+                            cudaMemcpyDeviceToHost, c->stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(c->stream);
         if (e != cudaSuccess)
-            zb_cu_fail(c, ZB_EIO, "CUDA targets copy: %s", cudaGetErrorString(e));
-        zb_cu_layernorm_forward(c, st->lnf, st->lnf_mean, st->lnf_rstd, st->xs[nl],
-                                P(s, ZB_LNFW), P(s, ZB_LNFB), N, C);
-        zb_cu_matmul_forward(c, st->probs, st->lnf, P(s, ZB_WTE), NULL, N, C, Vp);
-        zb_cu_crossentropy_forward(c, s->losses, st->probs, st->targets, N, s->cfg.vocab, Vp);
-        if (c->status == ZB_OK) {
-            e = cudaMemcpyAsync(s->losses_host, s->losses, (size_t)N * sizeof(float),
-                                cudaMemcpyDeviceToHost, c->stream);
-            if (e == cudaSuccess)
-                e = cudaStreamSynchronize(c->stream);
-            if (e != cudaSuccess)
-                zb_cu_fail(c, ZB_EIO, "CUDA loss copy: %s", cudaGetErrorString(e));
-        }
-        if (c->status == ZB_OK) {
-            double sum = 0.0; /* the CPU stage's order and precision */
-            for (int i = 0; i < N; i++)
-                sum += s->losses_host[i];
-            *loss = (float)(sum / N);
-        }
+            zb_cu_fail(c, ZB_EIO, "CUDA loss copy: %s", cudaGetErrorString(e));
+    }
+    if (span->head && c->status == ZB_OK) {
+        double sum = 0.0; /* the CPU stage's order and precision */
+        for (int i = 0; i < N; i++)
+            sum += s->losses_host[i];
+        *loss = (float)(sum / N);
     }
     if ((r = zb_cu_ctx_check(c, "cuda forward", err)) != ZB_OK)
         return r;
@@ -366,21 +400,10 @@ static void block_backward_input(zb_cuda_stage_t *s, const block_params_t *w, la
     zb_cu_layernorm_backward_input(c, dx, a->dln1, x, a->ln1_mean, a->ln1_rstd, w->ln1w, N, C);
 }
 
-zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
-                                   float grad_scale, float *dx_in, zb_err_t *err)
+static void backward_input_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
+                                float grad_scale, float *dx_in)
 {
-    zb_status_t r = check_call(s, st, "backward_input", err);
-    if (r != ZB_OK)
-        return r;
-    if (st->state != STATE_AFTER_F)
-        return zb_err_set(err, ZB_EINVAL, "cuda backward_input: no forward pending in the stash");
     const zb_gpt2_span_t *span = &s->span;
-    if (!span->head && !dx_out)
-        return zb_err_set(err, ZB_EINVAL, "cuda backward_input: missing dx_out");
-    if (!span->embed && !dx_in)
-        return zb_err_set(err, ZB_EINVAL, "cuda backward_input: missing dx_in");
-    if ((r = zb_cu_ctx_check(&s->ctx, "cuda backward_input", err)) != ZB_OK)
-        return r;
     zb_cu_ctx_t *c = &s->ctx;
     int N = s->B * s->T, C = s->cfg.channels, nl = s->nl;
     size_t NC = (size_t)N * C;
@@ -403,7 +426,28 @@ zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, cons
         float *dx = l > 0 ? st->layers[l - 1].dres3 : dx0;
         block_backward_input(s, &w, &st->layers[l], st->xs[l], dx);
     }
-    if ((r = zb_cu_ctx_check(c, "cuda backward_input", err)) != ZB_OK)
+}
+
+zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
+                                   float grad_scale, float *dx_in, zb_err_t *err)
+{
+    zb_status_t r = check_call(s, st, "backward_input", err);
+    if (r != ZB_OK)
+        return r;
+    if (st->state != STATE_AFTER_F)
+        return zb_err_set(err, ZB_EINVAL, "cuda backward_input: no forward pending in the stash");
+    const zb_gpt2_span_t *span = &s->span;
+    if (!span->head && !dx_out)
+        return zb_err_set(err, ZB_EINVAL, "cuda backward_input: missing dx_out");
+    if (!span->embed && !dx_in)
+        return zb_err_set(err, ZB_EINVAL, "cuda backward_input: missing dx_in");
+    if ((r = zb_cu_ctx_check(&s->ctx, "cuda backward_input", err)) != ZB_OK)
+        return r;
+    if (is_bf16(s))
+        zb_cu16_backward_input(s, st, dx_out, grad_scale, dx_in);
+    else
+        backward_input_fp32(s, st, dx_out, grad_scale, dx_in);
+    if ((r = zb_cu_ctx_check(&s->ctx, "cuda backward_input", err)) != ZB_OK)
         return r;
     st->state = STATE_AFTER_B;
     return ZB_OK;
@@ -430,15 +474,8 @@ static void block_backward_weight(zb_cuda_stage_t *s, int l, const layer_acts_t 
                                  a->dres3, a->fch_gelu, N, 4 * C, C);
 }
 
-zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_err_t *err)
+static void backward_weight_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st)
 {
-    zb_status_t r = check_call(s, st, "backward_weight", err);
-    if (r != ZB_OK)
-        return r;
-    if (st->state != STATE_AFTER_B)
-        return zb_err_set(err, ZB_EINVAL, "cuda backward_weight: no backward_input pending");
-    if ((r = zb_cu_ctx_check(&s->ctx, "cuda backward_weight", err)) != ZB_OK)
-        return r;
     zb_cu_ctx_t *c = &s->ctx;
     int N = s->B * s->T, C = s->cfg.channels, nl = s->nl;
     if (s->span.head) {
@@ -452,7 +489,22 @@ zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_
     if (s->span.embed)
         zb_cu_encoder_backward_weight(c, G(s, ZB_WTE), G(s, ZB_WPE), st->dencoded,
                                       st->tokens_host, st->bucket, s->B, s->T, C, s->cfg.vocab);
-    if ((r = zb_cu_ctx_check(c, "cuda backward_weight", err)) != ZB_OK)
+}
+
+zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_err_t *err)
+{
+    zb_status_t r = check_call(s, st, "backward_weight", err);
+    if (r != ZB_OK)
+        return r;
+    if (st->state != STATE_AFTER_B)
+        return zb_err_set(err, ZB_EINVAL, "cuda backward_weight: no backward_input pending");
+    if ((r = zb_cu_ctx_check(&s->ctx, "cuda backward_weight", err)) != ZB_OK)
+        return r;
+    if (is_bf16(s))
+        zb_cu16_backward_weight(s, st);
+    else
+        backward_weight_fp32(s, st);
+    if ((r = zb_cu_ctx_check(&s->ctx, "cuda backward_weight", err)) != ZB_OK)
         return r;
     st->state = STATE_EMPTY;
     return ZB_OK;

@@ -464,7 +464,7 @@ static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
         const cu_stage_t *cs = &C->st[i];
         zb_cuda_stage_mem_t a;
         zb_cuda_stage_allocated(cs->stage, &a);
-        m->params += (double)a.state;
+        m->params += (double)(a.state + a.weights16);
         m->grads += (double)(a.state + a.wte_head);
         m->optimizer += 2.0 * (double)a.state;
         m->backup += (double)a.backup;

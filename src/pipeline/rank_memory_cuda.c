@@ -14,7 +14,8 @@
 static zb_cuda_stage_mem_t stage_figures(const pl_t *pl, const zb_gpt2_span_t *sp)
 {
     zb_cuda_stage_mem_t c;
-    if (zb_cuda_stage_memory(&pl->mcfg, sp, pl->mbB, pl->T, &c, NULL) != ZB_OK)
+    zb_cuda_precision_t prec = pl->opts->cuda ? pl->opts->cuda->precision : ZB_CUDA_FP32;
+    if (zb_cuda_stage_memory(&pl->mcfg, sp, pl->mbB, pl->T, prec, &c, NULL) != ZB_OK)
         c = (zb_cuda_stage_mem_t){0};
     return c;
 }
@@ -32,7 +33,7 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
 {
     zb_cuda_stage_mem_t c = stage_figures(pl, sp);
     double state = (double)c.state;
-    m->params += state;
+    m->params += state + (double)c.weights16;
     m->grads += state + (double)c.wte_head;
     m->optimizer += 2 * state;
     if (pl_rank_backs_up(pl))

@@ -1,0 +1,176 @@
+/* Flash attention (src/cuda/flash_attn.cu, bf16 in/out) against the materialised attention of
+ * cuda/ops.c (fp32 storage, the T×T probabilities stored, products in the given precision) on
+ * one GPU: forward and backward time (CUDA events, median of `reps` after 3 warm-up runs),
+ * TFLOP/s, and the device memory each needs beyond q/k/v and the output.
+ * FLOPs (the FlashAttention papers' convention, causal half): forward 2 products of T·T·hs per
+ * head, 4·B·NH·T²·hs / 2; backward 5 products (the scores recomputed), 2.5 × the forward.
+ * Usage: bench_flash [B=8] [T=1024] [NH=12] [hs=64] [reps=20] [materialised precision=bf16]
+ * (GPT-2 124M's attention shape by default). Exit 77 with "skipped: no CUDA device" where
+ * there is none. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zbpp/cuda.h"
+
+#ifndef ZB_HAVE_CUDA
+int main(void)
+{
+    printf("skipped: no CUDA device (built without CUDA)\n");
+    return 77;
+}
+#else
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/ctx.h"
+#include "cuda/flash_attn.h"
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+typedef void (*bench_fn)(void *arg);
+
+/* Median milliseconds of reps runs of fn on stream s (3 warm-up runs first). */
+static float median_ms(cudaStream_t s, bench_fn fn, void *arg, int reps)
+{
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int i = 0; i < 3; i++)
+        fn(arg);
+    float *ms = malloc((size_t)reps * sizeof *ms);
+    for (int i = 0; i < reps; i++) {
+        cudaEventRecord(a, s);
+        fn(arg);
+        cudaEventRecord(b, s);
+        cudaEventSynchronize(b);
+        cudaEventElapsedTime(&ms[i], a, b);
+    }
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_f);
+    float med = ms[reps / 2];
+    free(ms);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return med;
+}
+
+typedef struct {
+    zb_cu_ctx_t *ctx;
+    int B, T, NH, hs;
+    /* flash */
+    zb_bf16_t *qkv16, *out16, *dout16, *dqkv16;
+    float *lse;
+    void *scratch;
+    /* materialised */
+    float *qkv, *out, *dout, *dqkv, *att, *att_scratch;
+} rig_t;
+
+static void flash_fwd(void *p)
+{
+    rig_t *r = p;
+    zb_cuk_flash_forward(r->ctx->stream, r->out16, r->lse, r->qkv16, r->B, r->T, r->NH, r->hs);
+}
+
+static void flash_bwd(void *p)
+{
+    rig_t *r = p;
+    zb_cuk_flash_backward(r->ctx->stream, r->dqkv16, r->scratch, r->dout16, r->qkv16, r->out16,
+                          r->lse, r->B, r->T, r->NH, r->hs);
+}
+
+static void mat_fwd(void *p)
+{
+    rig_t *r = p;
+    zb_cu_attention_forward(r->ctx, r->out, r->att, r->qkv, r->B, r->T, r->NH * r->hs, r->NH);
+}
+
+static void mat_bwd(void *p)
+{
+    rig_t *r = p;
+    zb_cu_attention_backward_input(r->ctx, r->dqkv, r->att_scratch, r->dout, r->qkv, r->att, r->B,
+                                   r->T, r->NH * r->hs, r->NH);
+}
+
+static void *dev(size_t bytes, int *ok)
+{
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess) {
+        *ok = 0;
+        return NULL;
+    }
+    cudaMemset(d, 0, bytes); /* zeros: finite inputs, timing does not depend on values */
+    return d;
+}
+
+int main(int argc, char **argv)
+{
+    int B = argc > 1 ? atoi(argv[1]) : 8, T = argc > 2 ? atoi(argv[2]) : 1024;
+    int NH = argc > 3 ? atoi(argv[3]) : 12, hs = argc > 4 ? atoi(argv[4]) : 64;
+    int reps = argc > 5 ? atoi(argv[5]) : 20;
+    const char *prec_name = argc > 6 ? argv[6] : "bf16";
+    zb_err_t e;
+    int ndev = 0;
+    if (zb_cuda_device_count(&ndev, &e) != ZB_OK || ndev == 0) {
+        printf("skipped: no CUDA device\n");
+        return 77;
+    }
+    zb_cuda_precision_t prec;
+    if (B < 1 || T < 1 || NH < 1 || reps < 1 || !zb_cuk_flash_supported(hs) ||
+        zb_cuda_precision_parse(prec_name, &prec, &e) != ZB_OK) {
+        fprintf(stderr, "bench_flash: bad arguments (B, T, NH, reps >= 1; hs 16/32/64/128; "
+                        "precision fp32/tf32/bf16)\n");
+        return 1;
+    }
+    zb_cu_ctx_t ctx;
+    if (zb_cu_ctx_init(&ctx, 0, prec, &e) != ZB_OK) {
+        fprintf(stderr, "bench_flash: %s\n", e.msg);
+        return 1;
+    }
+    size_t C = (size_t)NH * hs, n1 = (size_t)B * T * C, stats = (size_t)B * NH * T * 4;
+    size_t att_bytes = (size_t)B * NH * T * T * 4,
+           att_scr_bytes = zb_cu_attention_scratch_floats(T, NH) * 4,
+           flash_scr_bytes = zb_cuk_flash_backward_scratch_bytes(B, T, NH, hs);
+    int ok = 1;
+    rig_t r = {.ctx = &ctx, .B = B, .T = T, .NH = NH, .hs = hs};
+    r.qkv16 = dev(3 * n1 * 2, &ok), r.out16 = dev(n1 * 2, &ok), r.dout16 = dev(n1 * 2, &ok);
+    r.dqkv16 = dev(3 * n1 * 2, &ok), r.lse = dev(stats, &ok), r.scratch = dev(flash_scr_bytes, &ok);
+    r.qkv = dev(3 * n1 * 4, &ok), r.out = dev(n1 * 4, &ok), r.dout = dev(n1 * 4, &ok);
+    r.dqkv = dev(3 * n1 * 4, &ok), r.att = dev(att_bytes, &ok);
+    r.att_scratch = dev(att_scr_bytes, &ok);
+    if (!ok) {
+        fprintf(stderr, "bench_flash: out of device memory\n");
+        return 1;
+    }
+    double fwd_flop = 2.0 * B * NH * (double)T * T * hs, bwd_flop = 2.5 * fwd_flop;
+    float ff = median_ms(ctx.stream, flash_fwd, &r, reps);
+    float fb = median_ms(ctx.stream, flash_bwd, &r, reps);
+    float mf = median_ms(ctx.stream, mat_fwd, &r, reps);
+    float mb = median_ms(ctx.stream, mat_bwd, &r, reps);
+    cudaError_t ce = cudaDeviceSynchronize();
+    if (ce != cudaSuccess || zb_cu_ctx_check(&ctx, "materialised attention", &e) != ZB_OK) {
+        fprintf(stderr, "bench_flash: %s\n", ce != cudaSuccess ? cudaGetErrorString(ce) : e.msg);
+        return 1;
+    }
+    char desc[256] = "";
+    zb_cuda_device_describe(0, desc, sizeof desc, &e);
+    printf("bench_flash: %s; B %d T %d NH %d hs %d, median of %d\n", desc, B, T, NH, hs, reps);
+    printf("%-22s %10s %10s %10s %10s %8s\n", "path", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s",
+           "MiB");
+    printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", "flash (bf16)", ff, fwd_flop / ff / 1e9, fb,
+           bwd_flop / fb / 1e9, (2.0 * stats + flash_scr_bytes) / 1048576.0);
+    char name[40];
+    snprintf(name, sizeof name, "materialised (%s)", prec_name);
+    printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", name, mf, fwd_flop / mf / 1e9, mb,
+           bwd_flop / mb / 1e9, (att_bytes + att_scr_bytes) / 1048576.0);
+    printf("speed-up: forward %.2fx, backward %.2fx; memory: flash keeps lse (+ D in the "
+           "backward), the materialised path the B·NH·T² probabilities (+ an NH·T² scratch)\n",
+           mf / ff, mb / fb);
+    zb_cu_ctx_destroy(&ctx);
+    return 0;
+}
+
+#endif

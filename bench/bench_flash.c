@@ -3,19 +3,50 @@
  * one GPU: forward and backward time (CUDA events, median of `reps` after 3 warm-up runs),
  * TFLOP/s, and the device memory each needs beyond q/k/v and the output.
  * FLOPs (the FlashAttention papers' convention, causal half): forward 2 products of T·T·hs per
- * head, 4·B·NH·T²·hs / 2; backward 5 products (the scores recomputed), 2.5 × the forward.
+ * head, 4·B·NH·T²·hs / 2; backward 5 products (the scores recomputed), 2.5 × the forward. The
+ * flash backward's three launches (D, dK/dV, dQ) are also timed apart.
  * Usage: bench_flash [B=8] [T=1024] [NH=12] [hs=64] [reps=20] [materialised precision=bf16]
- * (GPT-2 124M's attention shape by default). Exit 77 with "skipped: no CUDA device" where
- * there is none. */
+ * (GPT-2 124M's attention shape by default). A bad argument is a usage error (exit 2); exit 77
+ * with "skipped: no CUDA device" where there is none. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zbpp/cuda.h"
 
-#ifndef ZB_HAVE_CUDA
-int main(void)
+#include "bench_common.h"
+
+typedef struct {
+    int B, T, NH, hs, reps;
+    const char *prec_name;
+    zb_cuda_precision_t prec;
+} args_t;
+
+static args_t parse_args(int argc, char **argv)
 {
+    args_t a;
+    a.B = bench_int_arg("bench_flash", argc, argv, 1, 8, 1, 4096, "B");
+    a.T = bench_int_arg("bench_flash", argc, argv, 2, 1024, 1, 1 << 20, "T");
+    a.NH = bench_int_arg("bench_flash", argc, argv, 3, 12, 1, 1024, "NH");
+    a.hs = bench_int_arg("bench_flash", argc, argv, 4, 64, 16, 128, "hs");
+    a.reps = bench_int_arg("bench_flash", argc, argv, 5, 20, 1, 10000, "reps");
+    a.prec_name = argc > 6 ? argv[6] : "bf16";
+    zb_err_t e;
+    if (a.hs != 16 && a.hs != 32 && a.hs != 64 && a.hs != 128) {
+        fprintf(stderr, "bench_flash: head size %d has no kernel (16, 32, 64 or 128)\n", a.hs);
+        exit(2);
+    }
+    if (zb_cuda_precision_parse(a.prec_name, &a.prec, &e) != ZB_OK) {
+        fprintf(stderr, "bench_flash: %s\n", e.msg);
+        exit(2);
+    }
+    return a;
+}
+
+#ifndef ZB_HAVE_CUDA
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
     printf("skipped: no CUDA device (built without CUDA)\n");
     return 77;
 }
@@ -58,6 +89,9 @@ static float median_ms(cudaStream_t s, bench_fn fn, void *arg, int reps)
     return med;
 }
 
+/* Median milliseconds of the flash backward's three phases (D, dK/dV, dQ) over reps runs. */
+static void backward_phases(cudaStream_t s, void *arg, int reps, float med[3]);
+
 typedef struct {
     zb_cu_ctx_t *ctx;
     int B, T, NH, hs;
@@ -80,6 +114,29 @@ static void flash_bwd(void *p)
     rig_t *r = p;
     zb_cuk_flash_backward(r->ctx->stream, r->dqkv16, r->scratch, r->dout16, r->qkv16, r->out16,
                           r->lse, r->B, r->T, r->NH, r->hs);
+}
+
+static void backward_phases(cudaStream_t s, void *arg, int reps, float med[3])
+{
+    rig_t *r = arg;
+    cudaEvent_t ev[4];
+    for (int i = 0; i < 4; i++)
+        cudaEventCreate(&ev[i]);
+    float *ms = malloc(3 * (size_t)reps * sizeof *ms);
+    for (int i = 0; i < reps; i++) {
+        zb_cuk_flash_backward_marked(s, ev, r->dqkv16, r->scratch, r->dout16, r->qkv16, r->out16,
+                                     r->lse, r->B, r->T, r->NH, r->hs);
+        cudaEventSynchronize(ev[3]);
+        for (int p = 0; p < 3; p++)
+            cudaEventElapsedTime(&ms[p * reps + i], ev[p], ev[p + 1]);
+    }
+    for (int p = 0; p < 3; p++) {
+        qsort(ms + p * reps, (size_t)reps, sizeof *ms, cmp_f);
+        med[p] = ms[p * reps + reps / 2];
+    }
+    free(ms);
+    for (int i = 0; i < 4; i++)
+        cudaEventDestroy(ev[i]);
 }
 
 static void mat_fwd(void *p)
@@ -108,25 +165,17 @@ static void *dev(size_t bytes, int *ok)
 
 int main(int argc, char **argv)
 {
-    int B = argc > 1 ? atoi(argv[1]) : 8, T = argc > 2 ? atoi(argv[2]) : 1024;
-    int NH = argc > 3 ? atoi(argv[3]) : 12, hs = argc > 4 ? atoi(argv[4]) : 64;
-    int reps = argc > 5 ? atoi(argv[5]) : 20;
-    const char *prec_name = argc > 6 ? argv[6] : "bf16";
+    args_t a = parse_args(argc, argv);
+    int B = a.B, T = a.T, NH = a.NH, hs = a.hs, reps = a.reps;
+    const char *prec_name = a.prec_name;
     zb_err_t e;
     int ndev = 0;
     if (zb_cuda_device_count(&ndev, &e) != ZB_OK || ndev == 0) {
         printf("skipped: no CUDA device\n");
         return 77;
     }
-    zb_cuda_precision_t prec;
-    if (B < 1 || T < 1 || NH < 1 || reps < 1 || !zb_cuk_flash_supported(hs) ||
-        zb_cuda_precision_parse(prec_name, &prec, &e) != ZB_OK) {
-        fprintf(stderr, "bench_flash: bad arguments (B, T, NH, reps >= 1; hs 16/32/64/128; "
-                        "precision fp32/tf32/bf16)\n");
-        return 1;
-    }
     zb_cu_ctx_t ctx;
-    if (zb_cu_ctx_init(&ctx, 0, prec, &e) != ZB_OK) {
+    if (zb_cu_ctx_init(&ctx, 0, a.prec, &e) != ZB_OK) {
         fprintf(stderr, "bench_flash: %s\n", e.msg);
         return 1;
     }
@@ -150,6 +199,8 @@ int main(int argc, char **argv)
     float fb = median_ms(ctx.stream, flash_bwd, &r, reps);
     float mf = median_ms(ctx.stream, mat_fwd, &r, reps);
     float mb = median_ms(ctx.stream, mat_bwd, &r, reps);
+    float phase[3];
+    backward_phases(ctx.stream, &r, reps, phase);
     cudaError_t ce = cudaDeviceSynchronize();
     if (ce != cudaSuccess || zb_cu_ctx_check(&ctx, "materialised attention", &e) != ZB_OK) {
         fprintf(stderr, "bench_flash: %s\n", ce != cudaSuccess ? cudaGetErrorString(ce) : e.msg);
@@ -162,6 +213,8 @@ int main(int argc, char **argv)
            "MiB");
     printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", "flash (bf16)", ff, fwd_flop / ff / 1e9, fb,
            bwd_flop / fb / 1e9, (2.0 * stats + flash_scr_bytes) / 1048576.0);
+    printf("%-22s D %.3f ms, dK/dV %.3f ms, dQ %.3f ms (medians, timed apart)\n",
+           "flash backward", phase[0], phase[1], phase[2]);
     char name[40];
     snprintf(name, sizeof name, "materialised (%s)", prec_name);
     printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", name, mf, fwd_flop / mf / 1e9, mb,

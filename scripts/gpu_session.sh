@@ -12,14 +12,17 @@
 #   scripts/gpu_session.sh pipeline build, then the pipeline-rank tests on the GPU (issue 13: thread
 #                                   ranks, MPI ranks through the carried Open MPI) and
 #                                   zbpp train --device cuda --ranks 2|4 (partition line, bubble)
+#   scripts/gpu_session.sh kernels  build, then the bf16 path first: the bf16 kernel, typed GEMM,
+#                                   flash attention and bf16 stage tests (verbose), memcheck and
+#                                   racecheck on the flash test, bench_flash, bench_cuda_bf16_ops
 #   scripts/gpu_session.sh goals    build, then issue 13's goals (bench/bench_gpu_pipeline.sh:
 #                                   bubble vs simulator, ZB/1F1B ratios, communication hidden)
 # A warm machine keeps build-gpu: then only an incremental build runs (the sent tree's changes).
 set -uo pipefail
 case "${1:-}" in
-test | bench | compile | sanitize | partitions | pipeline | goals) ;;
+test | bench | compile | sanitize | partitions | pipeline | goals | kernels) ;;
 *)
-    sed -n '2,17p' "$0" >&2
+    sed -n '2,20p' "$0" >&2
     exit 2
     ;;
 esac
@@ -103,6 +106,22 @@ pipeline)
             done
         done
     done
+    ;;
+kernels)
+    # the bf16 path's pieces, smallest first, so a failure points at one kernel family
+    build
+    for t in test_cuda_gpu_bf16_ops test_cuda_gpu_bf16_gemm test_cuda_gpu_flash test_cuda_gpu_stage16; do
+        timeout 120 build-gpu/$t >"$out/$t.log" 2>&1
+        echo "$t: rc $? ($(grep -cE '^\[       OK' "$out/$t.log") ok, $(grep -cE '^\[  FAILED|^\[  ERROR' "$out/$t.log") failed)"
+        grep -E "FAILED|ERROR|rel err|bound|fused|fallback" "$out/$t.log" | head -8
+    done
+    for tool in memcheck racecheck; do
+        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_cuda_gpu_flash \
+            >"$out/sanitize_flash_$tool.log" 2>&1
+        echo "compute-sanitizer $tool test_cuda_gpu_flash: rc $? ($(tail -1 "$out/sanitize_flash_$tool.log"))"
+    done
+    timeout 60 build-gpu/bench_flash 2>&1 | tee "$out/bench_flash.log"
+    timeout 60 build-gpu/bench_cuda_bf16_ops 2>&1 | tee "$out/bench_cuda_bf16_ops.log"
     ;;
 goals)
     build

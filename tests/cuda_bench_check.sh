@@ -3,7 +3,8 @@
 # runners parse, the pipeline goals' runner says why it skips (the GPU hidden, so also on a GPU
 # machine), and bench_cuda_step either runs
 # or says "skipped: no CUDA device" (exit 77); a bad precision is a usage error (exit 2); the same
-# for bench_cuda_bf16_ops; bench_cuda_memory prints its table (or skips in a build without CUDA).
+# for bench_cuda_bf16_ops and bench_flash (a head size without a kernel); bench_cuda_memory prints
+# its table (or skips in a build without CUDA).
 # usage: cuda_bench_check.sh <zbpp binary> <source dir>
 set -uo pipefail
 BIN=$(dirname "$1")/bench_cuda_step
@@ -63,5 +64,22 @@ if [ $rc -eq 0 ]; then
     || { echo "FAIL: bench_cuda_memory rows missing"; cat "$tmp/mem"; exit 1; }
 elif [ $rc -ne 77 ]; then
   echo "FAIL: bench_cuda_memory rc $rc"; cat "$tmp/mem"; exit 1
+fi
+# bench_flash: a head size without a kernel is a usage error (exit 2); a tiny shape runs or skips
+FLASH=$(dirname "$1")/bench_flash
+"$FLASH" 1 64 1 48 >"$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "head size 48 has no kernel" "$tmp/out" \
+  || { echo "FAIL: bench_flash hs 48 gave rc $rc: $(cat "$tmp/out")"; exit 1; }
+"$FLASH" 1 64 1 64 2 >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then
+  grep -q "^skipped: no CUDA device" "$tmp/out" \
+    || { echo "FAIL: bench_flash rc 77 without the line"; exit 1; }
+elif [ $rc -eq 0 ]; then
+  grep -q "^flash (bf16)" "$tmp/out" \
+    || { echo "FAIL: bench_flash: no timing line"; cat "$tmp/out"; exit 1; }
+else
+  echo "FAIL: bench_flash rc $rc"; cat "$tmp/out"; exit 1
 fi
 echo "ok"

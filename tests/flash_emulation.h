@@ -40,6 +40,7 @@
 #define zb_cuk_flash_forward zb_flash_emu_forward
 #define zb_cuk_flash_backward_scratch_bytes zb_flash_emu_backward_scratch_bytes
 #define zb_cuk_flash_backward zb_flash_emu_backward
+#define zb_cuk_flash_backward_marked zb_flash_emu_backward_marked
 
 namespace flash_emu {
 
@@ -187,6 +188,21 @@ inline void ldsm_trans_all(int first)
     }
 }
 
+// ldmatrix.x4: lane l names row l % 8 of matrix l / 8; lane l receives, of matrix m, the pair
+// (row l / 4, columns 2(l % 4), +1).
+inline void ldsm_x4_all(int first)
+{
+    Lane *L = st().lane + first;
+    uint32_t out[32][4];
+    for (int l = 0; l < 32; l++)
+        for (int m = 0; m < 4; m++) {
+            const uint16_t *r = L[m * 8 + (l >> 2)].row;
+            out[l][m] = (uint32_t)r[2 * (l & 3)] | (uint32_t)r[2 * (l & 3) + 1] << 16;
+        }
+    for (int l = 0; l < 32; l++)
+        memcpy(L[l].a, out[l], sizeof L[l].a);
+}
+
 inline void entry()
 {
     State &s = st();
@@ -313,6 +329,14 @@ inline void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const uint16_t *tile, int 
     flash_emu::warp_op(flash_emu::ldsm_trans_all);
     b0 = s.lane[s.cur].b[0];
     b1 = s.lane[s.cur].b[1];
+}
+
+inline void ldsm_x4(uint32_t r[4], const uint16_t *row)
+{
+    flash_emu::State &s = flash_emu::st();
+    s.lane[s.cur].row = row;
+    flash_emu::warp_op(flash_emu::ldsm_x4_all);
+    memcpy(r, s.lane[s.cur].a, 4 * sizeof *r);
 }
 
 inline uint32_t pack_bf16(float lo, float hi)

@@ -79,7 +79,7 @@ static void test_queries_and_names(void **state)
 {
     (void)state;
     const char *names[ZB_ACT_COUNT] = {"F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B",
-                                       "RECV_B", "R"};
+                                       "RECV_B", "R",      "O",      "L"};
     for (int t = 0; t < ZB_ACT_COUNT; t++) {
         assert_string_equal(zb_action_type_name((zb_action_type_t)t), names[t]);
         assert_int_equal(zb_action_is_compute((zb_action_type_t)t), t <= ZB_ACT_BW || t == ZB_ACT_R);

@@ -72,6 +72,11 @@ typedef struct {
                                  fixed family with every F recomputed (zb_add_recompute), and
                                  "auto+R", auto searching with this mode. The recompute costs
                                  are costs->t_r and m_keep (split like the others). */
+    zb_offload_t offload;     /* NONE: as before. ALL or AUTO: also a row "<family>+O" per
+                                 family but optimal: the family generated without the memory
+                                 limit, then zb_plan_offload with this mode under it (AUTO may
+                                 recompute some stashes too). Peaks are the simulator's timed
+                                 ones. */
 } zb_plan_opts_t;
 
 /* zb_plan_compare with a bound on the whole comparison. o == NULL: no bound, default solver

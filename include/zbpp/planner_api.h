@@ -136,6 +136,23 @@ zb_status_t zb_api_plan(int ranks, int microbatches, const zb_costs_t *costs, do
 /* zb_api_plan with a recompute mode (0 none, 1 all, 2 auto: zb_plan_opts_t.recompute). */
 zb_status_t zb_api_plan_rc(int ranks, int microbatches, const zb_costs_t *costs,
                            double time_limit, int recompute, zb_plan_t **out, zb_err_t *err);
+/* zb_api_plan_rc with an offload mode too (0 none, 1 all, 2 auto: zb_plan_opts_t.offload). */
+zb_status_t zb_api_plan_ro(int ranks, int microbatches, const zb_costs_t *costs,
+                           double time_limit, int recompute, int offload, zb_plan_t **out,
+                           zb_err_t *err);
+/* zb_costs_set_offload with stash_bytes NAN for the default (M_F as bytes). */
+zb_status_t zb_api_costs_set_offload(zb_costs_t *c, double stash_bytes, double bw_d2h,
+                                     double bw_h2d, double copy_latency, zb_err_t *err);
+/* zb_plan_offload (schedule.h) of `s` with mode 0 none, 1 all, 2 auto; note (may be NULL,
+ * note_len bytes) receives auto's choice. *out owned by the caller. */
+zb_status_t zb_api_offload(const zb_schedule_t *s, int mode, const zb_costs_t *costs,
+                           zb_schedule_t **out, char *note, size_t note_len, zb_err_t *err);
+/* zb_generate_offload (schedule.h) with its parameters spelled out (mode 0 none, 1 all,
+ * 2 auto); costs for chunks*ranks stages. */
+zb_status_t zb_api_generate_offload(const char *family, int ranks, int microbatches, int chunks,
+                                    const zb_costs_t *costs, double time_limit, int mode,
+                                    zb_schedule_t **out, char *note, size_t note_len,
+                                    zb_err_t *err);
 int zb_api_plan_count(const zb_plan_t *plan);
 zb_status_t zb_api_plan_row(const zb_plan_t *plan, int i, zb_api_plan_row_t *row, zb_err_t *err);
 void zb_api_plan_free(zb_plan_t *plan);

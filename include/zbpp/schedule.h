@@ -22,6 +22,8 @@ typedef enum {
     ZB_ACT_SEND_B, /* send input gradient of (stage, mb) to stage-1 */
     ZB_ACT_RECV_B, /* receive output gradient for (stage, mb) from stage+1 */
     ZB_ACT_R,      /* recompute: rebuild what a non-saving F of (stage, mb) dropped, before its B */
+    ZB_ACT_O,      /* offload: copy the stash of (stage, mb) to host memory (device->host channel) */
+    ZB_ACT_L,      /* reload: copy it back before its B (host->device channel) */
     ZB_ACT_COUNT
 } zb_action_type_t;
 
@@ -84,12 +86,19 @@ bool zb_schedule_is_split(const zb_schedule_t *s);
 bool zb_schedule_has_comms(const zb_schedule_t *s);
 /* True if any R action is present. */
 bool zb_schedule_has_recompute(const zb_schedule_t *s);
+/* True if any O or L action is present. */
+bool zb_schedule_has_offload(const zb_schedule_t *s);
 /* Set ZB_ACT_NOSAVE on every F whose (stage, mb) has an R, clear it on the others: the one place
  * that ties the flag to the R (readers and generators call it). ZB_ENOMEM. */
 zb_status_t zb_schedule_mark_recompute(zb_schedule_t *s, zb_err_t *err);
-/* "F", "B", "W", "BW", "SEND_F", ..., "R" */
+/* "F", "B", "W", "BW", "SEND_F", ..., "R", "O", "L" */
 const char *zb_action_type_name(zb_action_type_t t);
 bool zb_action_is_compute(zb_action_type_t t);
+/* SEND_F, RECV_F, SEND_B, RECV_B. */
+bool zb_action_is_comm(zb_action_type_t t);
+/* O and L: copies between the rank's device and host memory. They run on the rank's copy
+ * channels, never on its compute, and are neither compute nor comm actions. */
+bool zb_action_is_copy(zb_action_type_t t);
 const char *zb_placement_name(zb_placement_t p);
 
 /* ---- Costs and memory: per stage, for the chunking of the schedule they are used with ---- */
@@ -108,6 +117,14 @@ typedef struct {
      * rank_limit[r] instead of mem_limit. limit_ranks must then equal the schedule's P. */
     int limit_ranks;
     double *rank_limit;
+    /* Offload (optional; zeros = the defaults). Each rank has a device->host and a host->device
+     * copy channel. An O or L of stage s moves stash_bytes[s] (NULL: m_f[s], i.e. memory units
+     * taken as bytes) in copy_latency + bytes / bw_d2h (or bw_h2d); a bandwidth of 0 (no
+     * bandwidth given) makes each copy take t_f[s], as long as the forward that made the stash.
+     * Bandwidths are bytes per time unit of the cost model. The memory an O frees and an L takes
+     * back is m_f[s], everything the F kept. */
+    double *stash_bytes;
+    double bw_d2h, bw_h2d, copy_latency;
 } zb_costs_t;
 
 /* Largest time or |memory delta| a cost model accepts: sums over millions of actions then stay
@@ -137,6 +154,18 @@ double zb_costs_limit(const zb_costs_t *c, int rank);
 double zb_costs_limit_max(const zb_costs_t *c, int ranks);
 /* True if some rank has a finite limit. */
 bool zb_costs_limited(const zb_costs_t *c);
+/* Set the offload costs: every stage's stash bytes (< 0: keep the m_f default), both
+ * bandwidths (bytes per time unit, 0 = the t_f default) and the copy latency. ZB_EINVAL for a
+ * negative, non-finite or over-ZB_COST_MAX value; ZB_ENOMEM. */
+zb_status_t zb_costs_set_offload(zb_costs_t *c, double stash_bytes, double bw_d2h, double bw_h2d,
+                                 double copy_latency, zb_err_t *err);
+/* Copy src's offload costs into dst (same stages, or src one stage per rank and dst `chunks`
+ * chunks per rank under placement pl: each chunk gets 1/chunks of its rank's stash bytes).
+ * ZB_ENOMEM. */
+zb_status_t zb_costs_copy_offload(zb_costs_t *dst, const zb_costs_t *src, int chunks,
+                                  zb_placement_t pl, zb_err_t *err);
+/* Duration of an O (type ZB_ACT_O) or L (ZB_ACT_L) of stage s, defaults applied. */
+double zb_costs_t_copy(const zb_costs_t *c, int type, int s);
 /* Recompute time and kept memory of stage s, defaults applied. */
 double zb_costs_t_r(const zb_costs_t *c, int s);
 double zb_costs_m_keep(const zb_costs_t *c, int s);
@@ -154,6 +183,20 @@ typedef enum {
 const char *zb_recompute_name(zb_recompute_t r);
 /* Parse one of the names above; ZB_EINVAL with a message listing them. */
 zb_status_t zb_recompute_parse(const char *s, zb_recompute_t *out, zb_err_t *err);
+
+/* ---- Offload modes ---- */
+
+typedef enum {
+    ZB_OFFLOAD_NONE, /* every stash stays on the device */
+    ZB_OFFLOAD_ALL,  /* every stash goes to host memory after its F and comes back for its B */
+    ZB_OFFLOAD_AUTO  /* per (stage, mb): keep, offload or recompute, to fit the memory limit
+                        at the least cost in time */
+} zb_offload_t;
+
+/* "none", "all", "auto". */
+const char *zb_offload_name(zb_offload_t o);
+/* Parse one of the names above; ZB_EINVAL with a message naming --offload. */
+zb_status_t zb_offload_parse(const char *s, zb_offload_t *out, zb_err_t *err);
 
 /* ---- Generators ---- */
 
@@ -218,14 +261,42 @@ zb_status_t zb_add_recompute(const zb_schedule_t *in, const bool *which, zb_sche
 zb_status_t zb_recompute_prune(zb_schedule_t *s, const zb_costs_t *c, long long work,
                                int *dropped, zb_err_t *err);
 
+/* Offload: a copy of `in` (compute-only or lowered, without O/L) in which every (stage, mb) with
+ * which[stage * M + mb] set gets an O right after its F and an L before its B/BW. which == NULL
+ * ("all") chooses every pair that is not recomputed and whose rank runs something between its F
+ * and its backward. Each L goes as late as its B allows without waiting, by the timeline of `in`
+ * simulated under `c` (the compute does not move while no B waits): latest B first, each L
+ * ending before its B starts and before the next L on the channel; an L that cannot be in time
+ * goes right after its O. Recomputed pairs (non-saving F) are never offloaded. ZB_EINVAL if `in`
+ * already has O/L actions or `c` does not fit it; what zb_simulate returns. */
+zb_status_t zb_add_offload(const zb_schedule_t *in, const bool *which, const zb_costs_t *c,
+                           zb_schedule_t **out, zb_err_t *err);
+/* The planner's offload step on a schedule without O/L or R: NONE copies it; ALL is
+ * zb_add_offload(in, NULL); AUTO starts from `in` and, while some rank's simulated peak is over
+ * its limit in `c`, turns one (stage, mb) alive at that peak from kept to offloaded or
+ * recomputed, or from offloaded to recomputed, whichever lowers the rank's peak at the least
+ * makespan (a pair moves at most twice, so it ends). ZB_EMEMLIMIT when the limit cannot be met
+ * that way; *note (may be NULL, 96 bytes) says what AUTO chose. */
+zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb_costs_t *c,
+                            zb_schedule_t **out, char *note, zb_err_t *err);
+
+/* Generate `family` as zb_generate does and plan offload into it with `mode` under p->costs
+ * (zb_plan_offload); p->note gets auto's choice. A fixed family is generated as it is; auto is
+ * searched both without the memory limit and under it with the stashes taken as free between F
+ * and backward, the faster fitting result kept (offload_generate.c says why). The result has
+ * p->chunks chunks (p->any_placement is ignored). ZB_EINVAL with p->recompute other than none. */
+zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offload_t mode,
+                                zb_schedule_t **out, zb_err_t *err);
+
 /* ---- Validation ---- */
 
 /* Checks: every (stage, mb) has exactly one F and one B (or one BW), plus one W when split; each
  * action on the rank that holds its stage; W after B on its stage; at most one R per (stage, mb),
  * after its F and before its B/BW in program order, and ZB_ACT_NOSAVE on exactly the F's that
- * have one; dependencies F(s-1)->F(s),
+ * have one; at most one O and one L per (stage, mb), both or neither, O after its F, L after its
+ * O and before its B/BW, never with an R of the same pair; dependencies F(s-1)->F(s),
  * F(s)->B(s), B(s+1)->B(s) satisfiable; memory (when costs != NULL and costs->mem_limit finite)
- * within the limit on every rank; and on the lowered program (comms inserted if absent) no
+ * within the limit on every rank (with O/L: the simulator's timed peak, see zb_simulate); and on the lowered program (comms inserted if absent) no
  * deadlock, with sends buffered and receives blocking. On failure returns ZB_ESCHEDULE,
  * ZB_EMEMLIMIT or ZB_EDEADLOCK with a message naming the action, or for a deadlock the cycle of
  * ranks and the actions they wait on. */
@@ -251,7 +322,9 @@ typedef struct {
 
 /* Event-driven simulation with the given costs. A compute-only schedule is simulated with comm
  * latency on every cross-rank dependency; a lowered one with SEND/RECV taking no time and a
- * message arriving `comm` after its send. Fails with ZB_EDEADLOCK if the program cannot finish.
+ * message arriving `comm` after its send. O/L run on the rank's two copy channels, not its
+ * compute: an O frees the stash when it ends, an L takes it back when it starts, a B/BW waits for
+ * its L (docs/offload.md); peak_mem is then the peak of each rank's memory timeline. Fails with ZB_EDEADLOCK if the program cannot finish.
  * `s` must stay alive while *out is used. Free with zb_sim_free. */
 zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_t *out,
                         zb_err_t *err);

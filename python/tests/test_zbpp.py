@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import unittest
+from dataclasses import replace
 import xml.etree.ElementTree as ET
 
 import zbpp
@@ -170,6 +171,39 @@ class Planner(unittest.TestCase):
             zbpp.generate("1f1b", 4, 8, costs=zbpp.Costs(mem=(1, 1, 1)))
         with self.assertRaises(zbpp.ZbError):
             zbpp.from_csv("0F0,0X1\n")
+
+
+class Offload(unittest.TestCase):
+    # copies of 0.125 (1 byte at 8 per time unit); a B frees 0.6 of its F's memory
+    COSTS = zbpp.Costs(f=1, b=1, w=1, comm=0.1, mem=(1, -0.6, -0.4), stash_bytes=1, copy_bw=8)
+
+    def test_generate_all_and_auto(self):
+        s = zbpp.generate("zb-h1", 4, 8, costs=self.COSTS, offload="all")
+        kinds = [a.kind for row in s.actions for a in row]
+        self.assertEqual(kinds.count("O"), kinds.count("L"))
+        self.assertGreater(kinds.count("O"), 0)
+        plain = zbpp.simulate(zbpp.generate("zb-h1", 4, 8), self.COSTS)
+        sim = zbpp.simulate(s, self.COSTS)
+        self.assertAlmostEqual(sim.makespan, plain.makespan)  # the copies hide behind compute
+        self.assertLess(max(r.peak_memory for r in sim.ranks),
+                        max(r.peak_memory for r in plain.ranks))
+        # through the CSV dialect and back
+        self.assertEqual(zbpp.from_csv(zbpp.to_csv(s)).actions, s.actions)
+        auto = zbpp.generate("zb-h1", 4, 8, costs=replace(self.COSTS, mem_limit=3.2),
+                             offload="auto")
+        self.assertIn("offload auto", auto.note)
+        self.assertTrue(zbpp.validate(auto, replace(self.COSTS, mem_limit=3.2)).ok)
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.generate("zb-h1", 4, 8, offload="all", recompute="all")
+        with self.assertRaises(zbpp.ZbError):
+            zbpp.generate("zb-h1", 4, 8, offload="some")
+
+    def test_plan_rows(self):
+        rows = zbpp.plan(4, 8, self.COSTS, mem_limit=2.5, offload="auto")
+        fams = {r.family: r for r in rows}
+        self.assertTrue(fams["zb-h1+O"].fits)
+        self.assertFalse(fams["zb-h1"].fits)
+        self.assertLessEqual(fams["zb-h1+O"].peak_memory, 2.5)
 
 
 class Recompute(unittest.TestCase):

@@ -24,7 +24,7 @@ __all__ = ["ZbError", "Action", "Schedule", "Costs", "TimedAction", "RankTimelin
 _LIB, _PATH = _lib.load()
 
 # zb_action_type_t, in order, and the PyTorch spellings of the compute kinds.
-_TYPES = ["F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "R"]
+_TYPES = ["F", "B", "W", "BW", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "R", "O", "L"]
 _PLACEMENTS = ["loop", "v"]
 _STATUS = ["ok", "EINVAL", "ENOMEM", "EIO", "EFORMAT", "EUNSUPPORTED", "ESCHEDULE", "EDEADLOCK",
            "EMEMLIMIT", "ENUMERIC", "ESOLVER", "ECOMM", "ETIMEOUT", "EMISMATCH", "EABORT"]
@@ -116,6 +116,12 @@ class Costs:
     r: Optional[Number] = None
     mem_keep: Number = 0.0
     mem_limit_ranks: Optional[Sequence[Number]] = None
+    # Offload (docs/offload.md): stash_bytes = what an O/L moves per stage (None = mem's F
+    # value), copy_bw = device->host and host->device bandwidth in bytes per time unit (one
+    # number: both; None = a copy takes the F's time), copy_latency = fixed time of a copy.
+    stash_bytes: Optional[Number] = None
+    copy_bw: Optional[Union[Number, Sequence[Number]]] = None
+    copy_latency: Number = 0.0
 
     def split(self, ranks: int, chunks: int, placement: str = "loop") -> "Costs":
         """Per-rank costs (one stage per rank) spread over `chunks` chunks per rank: each chunk
@@ -149,7 +155,9 @@ class Costs:
             comm = [comm[rank_of(st)] for st in range(ranks * chunks)]
         return Costs(per(self.f, chunks), per(self.b, chunks), per(self.w, chunks), comm, mem,
                      self.mem_limit, None if self.r is None else self.r / chunks,
-                     self.mem_keep / chunks, self.mem_limit_ranks)
+                     self.mem_keep / chunks, self.mem_limit_ranks,
+                     None if self.stash_bytes is None else self.stash_bytes / chunks,
+                     self.copy_bw, self.copy_latency)
 
     def stage_count(self) -> Optional[int]:
         """Stages the model describes, or None when every value is uniform."""
@@ -227,6 +235,12 @@ class _CCosts:
             r = math.nan if c.r is None else float(c.r)
             _check(_LIB.zb_api_costs_set_recompute(self.ptr, r, float(c.mem_keep),
                                                    ctypes.byref(err)), err)
+        if c.stash_bytes is not None or c.copy_bw is not None or c.copy_latency:
+            bw = c.copy_bw if c.copy_bw is not None else 0.0
+            d2h, h2d = (bw, bw) if not isinstance(bw, (list, tuple)) else tuple(bw)
+            sb = math.nan if c.stash_bytes is None else float(c.stash_bytes)
+            _check(_LIB.zb_api_costs_set_offload(self.ptr, sb, float(d2h), float(h2d),
+                                                 float(c.copy_latency), ctypes.byref(err)), err)
         if c.mem_limit_ranks is not None:
             lims = _rank_limits(c.mem_limit_ranks)
             arr = (ctypes.c_double * len(lims))(*lims)
@@ -347,17 +361,48 @@ def _recompute_mode(recompute: str) -> int:
     return _RECOMPUTE.index(recompute)
 
 
+def _offload_mode(offload: str) -> int:
+    if offload not in _RECOMPUTE:
+        raise ZbError(1, "offload: %r is not none, all or auto" % (offload,))
+    return _RECOMPUTE.index(offload)
+
+
 def generate(family: str, ranks: int, microbatches: int, chunks: int = 0,
              costs: Optional[Costs] = None, any_placement: bool = False,
-             time_limit: float = 0.0, recompute: str = "none") -> Schedule:
+             time_limit: float = 0.0, recompute: str = "none",
+             offload: str = "none") -> Schedule:
     """Generate a compute-only schedule of `family` (see families()) for P ranks and M
     microbatches. chunks 0 = the family's default (or the per-stage costs' count / P). Costs
     are needed by auto and optimal and respected by every family that looks at them.
     recompute: "none", "all" (every F non-saving, an R before each backward; any family) or
-    "auto" (family auto only: the search picks what to recompute; costs.r, costs.mem_keep)."""
+    "auto" (family auto only: the search picks what to recompute; costs.r, costs.mem_keep).
+    offload: "none", "all" (every stash to host memory after its F, an O, and back for its B,
+    an L) or "auto" (keep, offload or recompute each stash to fit the memory limit): see
+    zb_generate_offload; costs.stash_bytes, copy_bw, copy_latency price the copies. Not with
+    recompute; any_placement is ignored with it."""
     _typed_arg("family", family, str)
     _shape_args(ranks, microbatches, costs, time_limit, chunks)
     mode = _recompute_mode(recompute)
+    omode = _offload_mode(offload)
+    if omode and mode:
+        raise ZbError(1, "offload %s and recompute %s cannot be combined: offload auto weighs "
+                      "recompute too" % (offload, recompute))
+    if omode and not chunks:
+        n = costs.stage_count() if costs is not None else None
+        chunks = n // ranks if n else _LIB.zb_api_default_chunks(family.encode(), ranks,
+                                                                   microbatches)
+    if omode:
+        c = costs if costs is not None else Costs()
+        cc = _CCosts(c, chunks * ranks)
+        err = _lib.Err()
+        ptr = ctypes.c_void_p()
+        note = ctypes.create_string_buffer(96)
+        _check(_LIB.zb_api_generate_offload(family.encode(), ranks, microbatches, chunks,
+                                            cc.ptr, float(time_limit), omode, ctypes.byref(ptr),
+                                            note, 96, ctypes.byref(err)), err)
+        out = _CSchedule(ptr).to_py(note.value.decode())
+        out.costs = c
+        return out
     n = costs.stage_count() if costs is not None else None
     if not chunks:
         if n is not None:
@@ -450,18 +495,21 @@ class PlanRow:
 def plan(ranks: int, microbatches: int, costs: Optional[Costs] = None,
          mem_limit: Optional[float] = None, time_limit: float = 0.0,
          recompute: str = "none",
-         mem_limit_ranks: Optional[Sequence[Number]] = None) -> List[PlanRow]:
+         mem_limit_ranks: Optional[Sequence[Number]] = None,
+         offload: str = "none") -> List[PlanRow]:
     """Every family for P ranks and M microbatches under one cost model (one stage per rank:
     the times of a rank's whole model part) and memory limit: fitting rows first, best
     (smallest makespan) first, then the others with a reason. recompute "all" or "auto" adds
-    a "<family>+R" row per family (every F recomputed) and "auto+R" (auto in that mode)."""
+    a "<family>+R" row per family (every F recomputed) and "auto+R" (auto in that mode).
+    offload "all" or "auto" adds a "<family>+O" row per family (generate(offload=...))."""
     _shape_args(ranks, microbatches, costs, time_limit)
     mode = _recompute_mode(recompute)
+    omode = _offload_mode(offload)
     c = _with_limits(costs, ranks, mem_limit, mem_limit_ranks)
     cc = _CCosts(c, ranks)
     err = _lib.Err()
     ptr = ctypes.c_void_p()
-    _check(_LIB.zb_api_plan_rc(ranks, microbatches, cc.ptr, float(time_limit), mode,
+    _check(_LIB.zb_api_plan_ro(ranks, microbatches, cc.ptr, float(time_limit), mode, omode,
                                ctypes.byref(ptr), ctypes.byref(err)), err)
     try:
         rows = []

@@ -223,6 +223,43 @@ void zb_cli_costs_init(zb_cli_costs_t *c)
     c->mem_limit = INFINITY;
     c->recompute = ZB_RECOMPUTE_NONE;
     c->r_time = NAN;
+    c->offload = ZB_OFFLOAD_NONE;
+    c->stash_bytes = NAN;
+}
+
+bool zb_cli_is_offload_option(int opt)
+{
+    return opt == ZB_OPT_OFFLOAD || opt == ZB_OPT_STASH_BYTES || opt == ZB_OPT_COPY_BW ||
+           opt == ZB_OPT_COPY_LATENCY;
+}
+
+/* --offload, --stash-bytes, --copy-bw D2H[,H2D] (one value: both ways), --copy-latency. */
+static zb_status_t offload_option(zb_cli_costs_t *c, int opt, const char *arg, zb_err_t *err)
+{
+    double v[2] = {0, 0};
+    int n = 0;
+    zb_status_t st;
+    switch (opt) {
+    case ZB_OPT_OFFLOAD: return zb_offload_parse(arg, &c->offload, err);
+    case ZB_OPT_STASH_BYTES:
+        st = zb_cli_parse_number(arg, true, "--stash-bytes", &c->stash_bytes, err);
+        if (st == ZB_OK && c->stash_bytes > ZB_COST_MAX)
+            st = zb_err_set(err, ZB_EINVAL, "--stash-bytes: %s is above %g", arg, ZB_COST_MAX);
+        return st;
+    case ZB_OPT_COPY_BW:
+        if ((st = zb_cli_parse_list(arg, 1, 2, true, "--copy-bw", v, &n, err)) != ZB_OK)
+            return st;
+        c->copy_bw[0] = v[0];
+        c->copy_bw[1] = n == 2 ? v[1] : v[0];
+        if (c->copy_bw[0] > ZB_COST_MAX || c->copy_bw[1] > ZB_COST_MAX)
+            return zb_err_set(err, ZB_EINVAL, "--copy-bw: %s is above %g", arg, ZB_COST_MAX);
+        return ZB_OK;
+    default:
+        st = zb_cli_parse_number(arg, true, "--copy-latency", &c->copy_latency, err);
+        if (st == ZB_OK && c->copy_latency > ZB_COST_MAX)
+            st = zb_err_set(err, ZB_EINVAL, "--copy-latency: %s is above %g", arg, ZB_COST_MAX);
+        return st;
+    }
 }
 
 void zb_cli_costs_free(zb_cli_costs_t *c)
@@ -408,6 +445,10 @@ zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_
         free(text);
         return st;
     }
+    case ZB_OPT_OFFLOAD:
+    case ZB_OPT_STASH_BYTES:
+    case ZB_OPT_COPY_BW:
+    case ZB_OPT_COPY_LATENCY: return offload_option(c, opt, arg, err);
     case ZB_OPT_RECOMPUTE:
         return zb_recompute_parse(arg, &c->recompute, err); /* names the flag */
     case ZB_OPT_MEM_RECOMPUTE:
@@ -464,6 +505,13 @@ zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, int chunks, 
             return st;
         }
     }
+    /* the stash bytes are one rank's share too; bandwidths and latency are the rank's */
+    st = zb_costs_set_offload(out, isnan(c->stash_bytes) ? -1 : c->stash_bytes / v,
+                              c->copy_bw[0], c->copy_bw[1], c->copy_latency, err);
+    if (st != ZB_OK) {
+        zb_costs_free(out);
+        return st;
+    }
     if (c->recompute == ZB_RECOMPUTE_NONE && !c->recompute_given)
         return ZB_OK;
     if (c->mem_keep > c->mem[0]) {
@@ -519,6 +567,23 @@ void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time)
     if (with_time)
         fputs("  --recompute-time X  duration of an R in --cost units (default: the F's time)\n",
               out);
+}
+
+void zb_cli_offload_help(FILE *out, bool with_mode)
+{
+    if (with_mode)
+        fputs("  --offload MODE      activation offload to host memory: none (default), all\n"
+              "                      (every stash leaves after its F, an O, and comes back for\n"
+              "                      its B, an L timed not to make the B wait), auto (per\n"
+              "                      microbatch and stage: keep, offload or recompute, to fit\n"
+              "                      --mem-limit in the least time); not with --recompute\n",
+              out);
+    fputs("  --stash-bytes X     bytes one rank's F keeps for its B, what an O/L moves\n"
+          "                      (default: M_F, the --mem units taken as bytes)\n"
+          "  --copy-bw D[,H]     device->host and host->device bandwidth in bytes per --cost\n"
+          "                      unit (one value: both; default: a copy takes the F's time)\n"
+          "  --copy-latency X    fixed time of each copy, in --cost units (default 0)\n",
+          out);
 }
 
 zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err)

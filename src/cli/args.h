@@ -35,7 +35,18 @@ enum {
     ZB_OPT_MEM_RECOMPUTE,  /* --mem-recompute X */
     ZB_OPT_RECOMPUTE_TIME, /* --recompute-time X */
     ZB_OPT_MEM_LIMIT_RANKS, /* --mem-limit-ranks a,b,... */
+    ZB_OPT_OFFLOAD,         /* --offload none|all|auto */
+    ZB_OPT_STASH_BYTES,     /* --stash-bytes X */
+    ZB_OPT_COPY_BW,         /* --copy-bw D2H[,H2D] */
+    ZB_OPT_COPY_LATENCY,    /* --copy-latency X */
 };
+
+/* The long options of the offload mode and costs, for a command's option table. */
+#define ZB_CLI_OFFLOAD_OPTIONS                                                                     \
+    {"offload", required_argument, NULL, ZB_OPT_OFFLOAD},                                          \
+        {"stash-bytes", required_argument, NULL, ZB_OPT_STASH_BYTES},                              \
+        {"copy-bw", required_argument, NULL, ZB_OPT_COPY_BW},                                      \
+        {"copy-latency", required_argument, NULL, ZB_OPT_COPY_LATENCY}
 
 /* Print "zbpp <cmd>: <message>" and a newline on stderr. */
 void zb_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -141,20 +152,27 @@ typedef struct {
     double mem_keep;          /* --mem-recompute: memory a non-saving F keeps (default 0) */
     double r_time;            /* --recompute-time: R's duration; NAN = each stage's F time */
     bool recompute_given;     /* --mem-recompute or --recompute-time seen */
+    /* Offload: the mode (schedule, plan) and the copy costs (every planner command). */
+    zb_offload_t offload;     /* default none */
+    double stash_bytes;       /* --stash-bytes: one rank's share; NAN = M_F (memory units) */
+    double copy_bw[2];        /* --copy-bw: device->host, host->device; 0 = a copy takes T_F */
+    double copy_latency;      /* --copy-latency */
 } zb_cli_costs_t;
 
 void zb_cli_costs_init(zb_cli_costs_t *c);
 void zb_cli_costs_free(zb_cli_costs_t *c);
 /* Handle one of ZB_OPT_COST, ZB_OPT_MEM, ZB_OPT_MEM_LIMIT, ZB_OPT_MEM_LIMIT_RANKS (one limit
  * per rank, each >= 0 or "inf"; they replace --mem-limit), ZB_OPT_COST_FILE (and the three
- * recompute options: the mode, the kept memory >= 0, the R time >= 0) with its argument.
+ * recompute options: the mode, the kept memory >= 0, the R time >= 0; and the four offload
+ * options: the mode, stash bytes, bandwidths and latency, each >= 0) with its argument.
  * --cost-file is read and checked here: rows "stage,F,B,W,C" ('#' comments, blank lines and an
  * optional header "stage,F,B,W,C" allowed), every stage 0..S-1 exactly once. */
 zb_status_t zb_cli_costs_option(zb_cli_costs_t *c, int opt, const char *arg, zb_err_t *err);
 /* Build the cost model for `stages` stages, `chunks` per rank. The uniform flags (--cost F,B,W,
  * --mem, --recompute-time, --mem-recompute) are one rank's share of the model, so each stage gets
  * them divided by `chunks` (C and --mem-limit are not divided); a cost file's rows are per stage
- * and must cover exactly `stages` stages. Memory deltas and limit included; with a recompute mode
+ * and must cover exactly `stages` stages. Memory deltas, limit and offload costs (stash bytes
+ * divided by `chunks` too) included; with a recompute mode
  * other than none or a recompute cost given, also t_r and m_keep (ZB_EINVAL when the kept
  * memory exceeds an F's). --mem-limit-ranks must give stages/chunks limits (ZB_EINVAL naming
  * both counts otherwise). Free with zb_costs_free. */
@@ -164,5 +182,9 @@ zb_status_t zb_cli_costs_build(const zb_cli_costs_t *c, int stages, int chunks, 
 void zb_cli_costs_help(FILE *out, bool with_times);
 /* The --help text for --recompute (with_mode), --mem-recompute and --recompute-time. */
 void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time);
+/* The --help text for --offload (with_mode) and the copy costs. */
+void zb_cli_offload_help(FILE *out, bool with_mode);
+/* A ZB_OPT_OFFLOAD/STASH_BYTES/COPY_BW/COPY_LATENCY option (zb_cli_costs_option handles them). */
+bool zb_cli_is_offload_option(int opt);
 
 #endif

@@ -16,8 +16,9 @@ static void help(FILE *out)
 {
     fputs("usage: zbpp plan -p RANKS -m MICROBATCHES [--cost F,B,W[,C]] [--mem F,B,W]\n"
           "                 [--mem-limit X | --mem-limit-ranks A,B,...] [--recompute none|all|auto]\n"
-          "                 [--mem-recompute X]\n"
-          "                 [--recompute-time X] [--time-limit S] [--format table|json]\n\n"
+          "                 [--mem-recompute X] [--recompute-time X]\n"
+          "                 [--offload none|all|auto] [--stash-bytes X] [--copy-bw D[,H]]\n"
+          "                 [--copy-latency X] [--time-limit S] [--format table|json]\n\n"
           "Generate every schedule family for the same model and rank them: makespan, bubble\n"
           "rate, peak memory per rank and cross-rank messages. Costs and memory are those of one\n"
           "rank's share of the model (as in zbpp schedule); families with v chunks per rank\n"
@@ -30,6 +31,11 @@ static void help(FILE *out)
     zb_cli_recompute_help(out, true, true);
     fputs("                      plan: all and auto add a row per family with every F\n"
           "                      recomputed (family+R) and auto's recompute search (auto+R)\n",
+          out);
+    zb_cli_offload_help(out, true);
+    fputs("                      plan: all and auto add a row per family (family+O), generated\n"
+          "                      without the limit, then offloaded (auto: and recomputed) to\n"
+          "                      fit it; --offload and --recompute combine here (separate rows)\n",
           out);
     fputs("  --time-limit S       bound the whole comparison to about S seconds: a family is\n"
           "                       started only while time is left (listed as skipped after);\n"
@@ -157,6 +163,7 @@ int zb_cmd_plan(int argc, char **argv)
         {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
         {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
         {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
+        ZB_CLI_OFFLOAD_OPTIONS,
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
@@ -194,7 +201,11 @@ int zb_cmd_plan(int argc, char **argv)
         case ZB_OPT_MEM_RECOMPUTE:
         case ZB_OPT_RECOMPUTE_TIME:
         case ZB_OPT_MEM_LIMIT:
-        case ZB_OPT_MEM_LIMIT_RANKS: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case ZB_OPT_MEM_LIMIT_RANKS:
+        case ZB_OPT_OFFLOAD:
+        case ZB_OPT_STASH_BYTES:
+        case ZB_OPT_COPY_BW:
+        case ZB_OPT_COPY_LATENCY: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);
             rc = ZB_EXIT_OK;
@@ -224,11 +235,11 @@ int zb_cmd_plan(int argc, char **argv)
         zb_costs_t vc;
         if (zb_costs_rechunk(&costs, ranks, 2, ZB_PLACE_V, &vc, NULL) == ZB_OK) {
             need = fmin(need, zb_min_feasible_memory(ranks, 2, ZB_PLACE_V, &vc));
-            if (copt.recompute != ZB_RECOMPUTE_NONE)
+            if (copt.recompute != ZB_RECOMPUTE_NONE || copt.offload == ZB_OFFLOAD_AUTO)
                 need = fmin(need, zb_min_feasible_memory_recompute(ranks, 2, ZB_PLACE_V, &vc));
             zb_costs_free(&vc);
         }
-        if (copt.recompute != ZB_RECOMPUTE_NONE)
+        if (copt.recompute != ZB_RECOMPUTE_NONE || copt.offload == ZB_OFFLOAD_AUTO)
             need = fmin(need, zb_min_feasible_memory_recompute(ranks, 1, ZB_PLACE_LOOP, &costs));
     }
     const double loosest = zb_costs_limit_max(&costs, ranks);
@@ -240,7 +251,8 @@ int zb_cmd_plan(int argc, char **argv)
         goto out;
     }
     zb_plan_t plan;
-    zb_plan_opts_t popt = {.time_limit = time_limit, .recompute = copt.recompute};
+    zb_plan_opts_t popt = {.time_limit = time_limit, .recompute = copt.recompute,
+                           .offload = copt.offload};
     st = zb_plan_compare_opts(ranks, mbs, &costs, &popt, &plan, &err);
     const bool per_rank = costs.rank_limit != NULL;
     zb_costs_free(&costs);

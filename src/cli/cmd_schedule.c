@@ -19,7 +19,8 @@ static void help(FILE *out)
           "                     [--mem-limit X | --mem-limit-ranks A,B,...]\n"
           "                     [--recompute none|all|auto]\n"
           "                     [--mem-recompute X] [--recompute-time X]\n"
-          "                     [--format FMT] [--width N] [-o FILE]\n\n"
+          "                     [--offload none|all|auto] [--stash-bytes X] [--copy-bw D[,H]]\n"
+          "                     [--copy-latency X] [--format FMT] [--width N] [-o FILE]\n\n"
           "Generate a pipeline schedule, check it (completeness, dependencies, memory limit,\n"
           "deadlock), simulate it and print it.\n\n"
           "  -s, --schedule NAME  schedule family (see below)\n"
@@ -29,6 +30,7 @@ static void help(FILE *out)
           out);
     zb_cli_costs_help(out, true);
     zb_cli_recompute_help(out, true, true);
+    zb_cli_offload_help(out, true);
     fprintf(out,
             "  --format FMT        output: %s (default ascii)\n"
             "                      ascii: grid + summary; csv: PyTorch pipelining CSV (compute\n"
@@ -78,6 +80,7 @@ int zb_cmd_schedule(int argc, char **argv)
         {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
         {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
         {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
+        ZB_CLI_OFFLOAD_OPTIONS,
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"width", required_argument, NULL, ZB_OPT_WIDTH},
         {"any-placement", no_argument, NULL, 3001},
@@ -121,7 +124,11 @@ int zb_cmd_schedule(int argc, char **argv)
         case ZB_OPT_MEM_RECOMPUTE:
         case ZB_OPT_RECOMPUTE_TIME:
         case ZB_OPT_MEM_LIMIT:
-        case ZB_OPT_MEM_LIMIT_RANKS: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
+        case ZB_OPT_MEM_LIMIT_RANKS:
+        case ZB_OPT_OFFLOAD:
+        case ZB_OPT_STASH_BYTES:
+        case ZB_OPT_COPY_BW:
+        case ZB_OPT_COPY_LATENCY: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);
             rc = ZB_EXIT_OK;
@@ -145,6 +152,12 @@ int zb_cmd_schedule(int argc, char **argv)
         goto out;
     }
     zb_cli_set_svg_arrows(arrows);
+    if (copt.offload != ZB_OFFLOAD_NONE && copt.recompute != ZB_RECOMPUTE_NONE) {
+        zb_cli_error(CMD, "--offload %s and --recompute %s cannot be combined: a stash is kept, "
+                          "offloaded or recomputed (--offload auto weighs recompute too)",
+                     zb_offload_name(copt.offload), zb_recompute_name(copt.recompute));
+        goto out;
+    }
     if (!zb_generator_find(name)) {
         zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs};
         zb_schedule_t *none = NULL;
@@ -181,7 +194,8 @@ int zb_cmd_schedule(int argc, char **argv)
                          .any_placement = any_placement, .time_limit = time_limit,
                          .recompute = copt.recompute};
     zb_schedule_t *s = NULL;
-    st = zb_generate(name, &p, &s, &err);
+    st = copt.offload != ZB_OFFLOAD_NONE ? zb_generate_offload(name, &p, copt.offload, &s, &err)
+                                         : zb_generate(name, &p, &s, &err);
     if (st == ZB_OK && p.note[0])
         fprintf(stderr, "zbpp %s: %s\n", CMD, p.note);
     if (st == ZB_OK && (s->chunks != chunks || s->placement != ZB_PLACE_LOOP) && chunks == 1) {

@@ -13,13 +13,16 @@ static void help(FILE *out)
 {
     fputs("usage: zbpp simulate FILE.csv [--cost F,B,W[,C] | --cost-file FILE] [--mem F,B,W]\n"
           "                     [--mem-limit X] [--recompute none|all] [--mem-recompute X]\n"
-          "                     [--recompute-time X] [--format FMT] [--width N] [-o FILE]\n\n"
+          "                     [--recompute-time X] [--offload none|all|auto] [--stash-bytes X]\n"
+          "                     [--copy-bw D[,H]] [--copy-latency X] [--format FMT] [--width N]\n"
+          "                     [-o FILE]\n\n"
           "Read a schedule written as a PyTorch pipelining CSV (one row per rank, cells like\n"
           "0F0, 2I1, 0W3, 1B2, 1SEND_F2; compute-only or with SEND/RECV), check it and simulate\n"
           "it. P, S, v, M and the stage placement (loop or V) are inferred from the file.\n\n",
           out);
     zb_cli_costs_help(out, true);
     zb_cli_recompute_help(out, true, true);
+    zb_cli_offload_help(out, true);
     fprintf(out,
             "  --format FMT        output: %s (default ascii)\n"
             "  --width N           widest ascii grid in characters (default 200)\n"
@@ -39,6 +42,7 @@ int zb_cmd_simulate(int argc, char **argv)
         {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
         {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
         {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
+        ZB_CLI_OFFLOAD_OPTIONS,
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"width", required_argument, NULL, ZB_OPT_WIDTH},
         {"help", no_argument, NULL, 'h'},
@@ -65,6 +69,10 @@ int zb_cmd_simulate(int argc, char **argv)
         case ZB_OPT_RECOMPUTE:
         case ZB_OPT_MEM_RECOMPUTE:
         case ZB_OPT_RECOMPUTE_TIME:
+        case ZB_OPT_OFFLOAD:
+        case ZB_OPT_STASH_BYTES:
+        case ZB_OPT_COPY_BW:
+        case ZB_OPT_COPY_LATENCY:
         case ZB_OPT_MEM_LIMIT: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':
             help(stdout);

@@ -13,7 +13,9 @@ static const char *const CMD = "validate";
 static void help(FILE *out)
 {
     fputs("usage: zbpp validate FILE.csv [--mem F,B,W] [--mem-limit X] [--recompute none|all]\n"
-          "                     [--mem-limit-ranks A,B,...] [--mem-recompute X]\n\n"
+          "                     [--mem-limit-ranks A,B,...] [--mem-recompute X]\n"
+          "                     [--offload none|all|auto] [--stash-bytes X] [--copy-bw D[,H]]\n"
+          "                     [--copy-latency X]\n\n"
           "Check a schedule written as a PyTorch pipelining CSV: each (stage, microbatch) has one\n"
           "F and one backward (B and W, or a fused BW), every action sits on the rank holding its\n"
           "stage, W follows its B, the dependencies can be met, the per-rank memory stays within\n"
@@ -22,6 +24,7 @@ static void help(FILE *out)
           out);
     zb_cli_costs_help(out, false);
     zb_cli_recompute_help(out, true, false);
+    zb_cli_offload_help(out, true);
     fputs("  -h, --help          this help\n", out);
 }
 
@@ -34,6 +37,7 @@ int zb_cmd_validate(int argc, char **argv)
         {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
         {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
         {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
+        ZB_CLI_OFFLOAD_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -51,6 +55,10 @@ int zb_cmd_validate(int argc, char **argv)
         case ZB_OPT_RECOMPUTE:
         case ZB_OPT_MEM_RECOMPUTE:
         case ZB_OPT_RECOMPUTE_TIME:
+        case ZB_OPT_OFFLOAD:
+        case ZB_OPT_STASH_BYTES:
+        case ZB_OPT_COPY_BW:
+        case ZB_OPT_COPY_LATENCY:
         case ZB_OPT_MEM_LIMIT:
         case ZB_OPT_MEM_LIMIT_RANKS: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
         case 'h':

@@ -31,6 +31,11 @@ static const char *flag_name(int id)
 #undef ZB_CLI_PIPELINE_NAME
 }
 
+/* Why training refuses offload (zbpp schedule/plan plan it; nothing runs it yet). */
+static const char offload_refusal[] =
+    "CPU ranks have no second memory to move activations to, and GPU ranks cannot run O/L "
+    "actions yet (plan offload with zbpp schedule|plan --offload)";
+
 zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v, zb_err_t *err)
 {
     static const char *const partitions[] = {"flops", "profile", NULL};
@@ -86,6 +91,13 @@ zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v,
         pc->timeout_given = 1;
         break;
     case ZB_OPT_PIPE_RECOMPUTE: st = zb_recompute_parse(v, &o->recompute, err); break;
+    case ZB_OPT_PIPE_OFFLOAD: {
+        zb_offload_t mode;
+        st = zb_offload_parse(v, &mode, err);
+        if (st == ZB_OK && mode != ZB_OFFLOAD_NONE)
+            st = zb_err_set(err, ZB_EINVAL, "--offload %s: %s", v, offload_refusal);
+        break;
+    }
     case ZB_OPT_PIPE_KEEP_ACTIVATIONS:
         if ((st = zb_cli_flag_choice(v, keeps, a, &k, err)) == ZB_OK)
             o->keep = k == 1 ? ZB_GPT2_KEEP_SELECTIVE : ZB_GPT2_KEEP_ALL;
@@ -181,7 +193,11 @@ int zb_cli_pipeline_schedule_file(zb_cli_pipeline_t *pc, zb_train_config_t *c,
         return 1;
     }
     int rc = 0;
-    if (pc->ranks_given && pc->opts.ranks != s->ranks) {
+    if (zb_schedule_has_offload(s)) {
+        fprintf(stderr, "zbpp train: schedule file %s has offload (O/L) actions: %s\n", path,
+                offload_refusal);
+        rc = 2;
+    } else if (pc->ranks_given && pc->opts.ranks != s->ranks) {
         fprintf(stderr, "zbpp train: schedule file %s has %d ranks (rows) but --ranks is %d\n",
                 path, s->ranks, pc->opts.ranks);
         rc = 2;

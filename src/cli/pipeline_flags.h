@@ -32,7 +32,7 @@ typedef struct {
     X(MEM_LIMIT_MB, "mem-limit-mb") X(TRACE, "trace") X(TRACE_SVG, "trace-svg")                   \
     X(PARTITION, "partition") X(TRANSPORT, "transport") X(COMM_TIMEOUT, "comm-timeout")           \
     X(RECOMPUTE, "recompute") X(KEEP_ACTIVATIONS, "keep-activations")                             \
-    X(CHECKPOINT_FORMAT, "checkpoint-format")
+    X(CHECKPOINT_FORMAT, "checkpoint-format") X(OFFLOAD, "offload")
 
 /* getopt_long codes of the pipeline flags (above the shared ones of args.h) */
 #define ZB_CLI_PIPELINE_ID(id, name) ZB_OPT_PIPE_##id,

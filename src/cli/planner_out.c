@@ -133,5 +133,37 @@ int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *cop
         *out = NULL;
         return ZB_EXIT_USAGE;
     }
+    int rc = zb_cli_apply_offload(cmd, copt, out, costs);
+    if (rc != ZB_EXIT_OK) {
+        zb_schedule_free(*out);
+        *out = NULL;
+        zb_costs_free(costs);
+    }
+    return rc;
+}
+
+int zb_cli_apply_offload(const char *cmd, const zb_cli_costs_t *copt, zb_schedule_t **s,
+                         const zb_costs_t *costs)
+{
+    if (copt->offload == ZB_OFFLOAD_NONE)
+        return ZB_EXIT_OK;
+    if (copt->recompute != ZB_RECOMPUTE_NONE) {
+        zb_cli_error(cmd, "--offload %s and --recompute %s cannot be combined: a stash is kept, "
+                          "offloaded or recomputed (--offload auto weighs recompute too)",
+                     zb_offload_name(copt->offload), zb_recompute_name(copt->recompute));
+        return ZB_EXIT_USAGE;
+    }
+    zb_schedule_t *o = NULL;
+    zb_err_t err = {0};
+    char note[96];
+    zb_status_t st = zb_plan_offload(*s, copt->offload, costs, &o, note, &err);
+    if (st != ZB_OK) {
+        zb_cli_error(cmd, "--offload %s: %s", zb_offload_name(copt->offload), err.msg);
+        return zb_cli_exit_code(st);
+    }
+    if (note[0])
+        fprintf(stderr, "zbpp %s: %s\n", cmd, note);
+    zb_schedule_free(*s);
+    *s = o;
     return ZB_EXIT_OK;
 }

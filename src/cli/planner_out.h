@@ -24,8 +24,15 @@ void zb_cli_summary_line(FILE *out, const zb_sim_t *sim);
  * from the cost/memory options. On failure prints the error, leaves nothing allocated and returns
  * the exit status (ZB_EXIT_FAIL for the file, ZB_EXIT_USAGE for the costs); ZB_EXIT_OK on
  * success, when the caller frees *out and *costs. */
-/* (--recompute all adds an R before every backward of the file's schedule; auto is refused.) */
+/* (--recompute all adds an R before every backward of the file's schedule; auto is refused.
+ * --offload all or auto applies zb_plan_offload to it, see zb_cli_apply_offload.) */
 int zb_cli_load_csv(const char *cmd, const char *path, const zb_cli_costs_t *copt,
                     zb_schedule_t **out, zb_costs_t *costs);
+
+/* Apply copt->offload (none: nothing) to *s with `costs` (zb_plan_offload), replacing *s and
+ * printing auto's choice as a note on stderr. --offload with --recompute other than none is a
+ * usage error (auto already weighs recompute). Prints errors; returns the exit status. */
+int zb_cli_apply_offload(const char *cmd, const zb_cli_costs_t *copt, zb_schedule_t **s,
+                         const zb_costs_t *costs);
 
 #endif

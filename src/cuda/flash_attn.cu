@@ -5,9 +5,9 @@
 // Products are mma.sync m16n8k16 (bf16 in, fp32 accumulate). A warp owns 16 rows of every
 // product; its A operand is either loaded from memory in the fragment layout or built from the
 // fp32 accumulator of the previous product (the accumulator of two n8 tiles is exactly the A
-// fragment of one k16 chunk). B operands come from shared memory: a tile stored [n][k] (keys ×
-// head dims for q·kᵀ) is read with 32-bit loads, a tile stored [k][n] (keys × dims for p·v) with
-// ldmatrix.trans.
+// fragment of one k16 chunk). Shared-memory operands are read with ldmatrix: a tile stored
+// [n][k] (keys × head dims for q·kᵀ) and A tiles plainly, a tile stored [k][n] (keys × dims for
+// p·v) with .trans.
 //
 // ZB_FLASH_EMULATE builds this file as plain C++ for the CPU (tests/flash_emulation.h supplies
 // threads, barriers, shuffles and the warp-wide mma / ldmatrix / cp.async), so that the kernels'
@@ -59,6 +59,17 @@ __device__ __forceinline__ void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const 
                  : "memory");
 }
 
+// Four 8×8 b16 matrices from shared memory: lane l names row l % 8 of matrix l / 8 (16-byte
+// aligned) and receives, of each matrix m, the pair (row l / 4, columns 2(l % 4), +1) in r[m].
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const uint16_t *row)
+{
+    uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
@@ -104,15 +115,20 @@ __device__ __forceinline__ void load_a_global(uint32_t a[4], const uint16_t *m, 
     a[3] = in1 ? ld32(p1 + 8) : 0u;
 }
 
-// A fragment of rows r, r+8 of a shared-memory tile (row-major, leading dimension ld).
-__device__ __forceinline__ void load_a_shared(uint32_t a[4], const uint16_t *s, int ld, int r,
-                                              int col, int t)
+// A fragment of rows r0..r0+15, k chunk kc of a shared tile [row][k] (leading dimension ld):
+// matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+__device__ __forceinline__ void load_a_shared(uint32_t a[4], const uint16_t *s, int ld, int r0,
+                                              int kc, int lane)
 {
-    const uint16_t *p0 = s + r * ld + col + 2 * t, *p1 = p0 + 8 * ld;
-    a[0] = ld32(p0);
-    a[1] = ld32(p1);
-    a[2] = ld32(p0 + 8);
-    a[3] = ld32(p1 + 8);
+    ldsm_x4(a, s + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + kc * 16 + (lane >> 4) * 8);
+}
+
+// B fragments of n tiles n and n+1, k chunk kc, of a shared tile stored [n][k] (keys × dims for
+// q·kᵀ): r[0], r[1] = (b0, b1) of tile n, r[2], r[3] those of tile n+1.
+__device__ __forceinline__ void load_b_pair(uint32_t r[4], const uint16_t *s, int ld, int n,
+                                            int kc, int lane)
+{
+    ldsm_x4(r, s + ((n + (lane >> 4)) * 8 + (lane & 7)) * ld + kc * 16 + ((lane >> 3) & 1) * 8);
 }
 
 // A fragment of k chunk kc from the fp32 accumulators of n tiles 2kc and 2kc+1 (rounded to bf16).
@@ -220,13 +236,17 @@ __global__ void __launch_bounds__(kFwdThreads)
             return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4];
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++) {
+        for (int n = 0; n < BC / 8; n++)
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            const uint16_t *kr = kt + (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
-            for (int kc = 0; kc < HS / 16; kc++)
-                mma16816(s[n], qf[kc], ld32(kr + kc * 16), ld32(kr + kc * 16 + 8));
-        }
+        for (int n = 0; n < BC / 8; n += 2)
+#pragma unroll
+            for (int kc = 0; kc < HS / 16; kc++) {
+                uint32_t kb[4];
+                load_b_pair(kb, kt, kLd, n, kc, lane);
+                mma16816(s[n], qf[kc], kb[0], kb[1]);
+                mma16816(s[n + 1], qf[kc], kb[2], kb[3]);
+            }
         // scale into log2 units, mask (causal and the tail), row max
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -383,13 +403,17 @@ __global__ void __launch_bounds__(32 * NW)
 #pragma unroll
         for (int kc = 0; kc < HS / 16; kc++) {
             uint32_t ka[4], va[4];
-            load_a_shared(ka, ks, kLd, warp * kWarpRows + g, kc * 16, t);
-            load_a_shared(va, vs, kLd, warp * kWarpRows + g, kc * 16, t);
+            load_a_shared(ka, ks, kLd, warp * kWarpRows, kc, lane);
+            load_a_shared(va, vs, kLd, warp * kWarpRows, kc, lane);
 #pragma unroll
-            for (int n = 0; n < BR / 8; n++) {
-                const int off = (n * 8 + g) * kLd + kc * 16 + 2 * t;
-                mma16816(st[n], ka, ld32(qs + off), ld32(qs + off + 8));
-                mma16816(dpt[n], va, ld32(dos + off), ld32(dos + off + 8));
+            for (int n = 0; n < BR / 8; n += 2) {
+                uint32_t qb[4], db[4];
+                load_b_pair(qb, qs, kLd, n, kc, lane);
+                load_b_pair(db, dos, kLd, n, kc, lane);
+                mma16816(st[n], ka, qb[0], qb[1]);
+                mma16816(st[n + 1], ka, qb[2], qb[3]);
+                mma16816(dpt[n], va, db[0], db[1]);
+                mma16816(dpt[n + 1], va, db[2], db[3]);
             }
         }
 #pragma unroll
@@ -478,17 +502,22 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
             return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++) {
+        for (int n = 0; n < BC / 8; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 s[n][i] = dp[n][i] = 0.0f;
-            const int off = (n * 8 + g) * kLd + 2 * t;
+#pragma unroll
+        for (int n = 0; n < BC / 8; n += 2)
 #pragma unroll
             for (int kc = 0; kc < HS / 16; kc++) {
-                mma16816(s[n], qf[kc], ld32(kt + off + kc * 16), ld32(kt + off + kc * 16 + 8));
-                mma16816(dp[n], df[kc], ld32(vt + off + kc * 16), ld32(vt + off + kc * 16 + 8));
+                uint32_t kb[4], vb[4];
+                load_b_pair(kb, kt, kLd, n, kc, lane);
+                load_b_pair(vb, vt, kLd, n, kc, lane);
+                mma16816(s[n], qf[kc], kb[0], kb[1]);
+                mma16816(s[n + 1], qf[kc], kb[2], kb[3]);
+                mma16816(dp[n], df[kc], vb[0], vb[1]);
+                mma16816(dp[n + 1], df[kc], vb[2], vb[3]);
             }
-        }
 #pragma unroll
         for (int n = 0; n < BC / 8; n++)
 #pragma unroll
@@ -560,9 +589,17 @@ void forward_hs(cudaStream_t s, uint16_t *out, float *lse, const uint16_t *qkv, 
                  1.0f / sqrtf((float)HS));
 }
 
+// Event i of marks (none when marks is NULL) recorded on s: the backward's phases timed apart.
+void mark(cudaStream_t s, cudaEvent_t *marks, int i)
+{
+    if (marks)
+        cudaEventRecord(marks[i], s);
+}
+
 template <int HS>
-void backward_hs(cudaStream_t s, uint16_t *dqkv, float *dsum, const uint16_t *dout,
-                 const uint16_t *qkv, const uint16_t *out, const float *lse, int B, int T, int NH)
+void backward_hs(cudaStream_t s, cudaEvent_t *marks, uint16_t *dqkv, float *dsum,
+                 const uint16_t *dout, const uint16_t *qkv, const uint16_t *out, const float *lse,
+                 int B, int T, int NH)
 {
     using Tl = Tiles<HS>;
     const float scale = 1.0f / sqrtf((float)HS);
@@ -571,12 +608,16 @@ void backward_hs(cudaStream_t s, uint16_t *dqkv, float *dsum, const uint16_t *do
     auto *rowdot = flash_rowdot_k<HS>;
     auto *dkdv = flash_dkdv_k<HS, Tl::kDkdvWarps, Tl::kDkdvQueries>;
     auto *dq = flash_dq_k<HS, Tl::kDqKeys>;
+    mark(s, marks, 0);
     FLASH_LAUNCH(rowdot, blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, s, dsum, dout, out,
                  B, T, NH);  // grid-stride beyond the cap
+    mark(s, marks, 1);
     FLASH_LAUNCH(dkdv, grid_of(T, kWarpRows * Tl::kDkdvWarps, NH, B), 32 * Tl::kDkdvWarps, s,
                  dqkv, qkv, dout, lse, dsum, T, NH, scale);
+    mark(s, marks, 2);
     FLASH_LAUNCH(dq, grid_of(T, kFwdRows, NH, B), kFwdThreads, s, dqkv, qkv, dout, lse, dsum, T,
                  NH, scale);
+    mark(s, marks, 3);
 }
 
 }  // namespace
@@ -608,10 +649,11 @@ extern "C" size_t zb_cuk_flash_backward_scratch_bytes(int B, int T, int NH, int 
     return (size_t)B * NH * T * sizeof(float);  // D
 }
 
-extern "C" void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scratch,
-                                      const zb_bf16_t *dout, const zb_bf16_t *qkv,
-                                      const zb_bf16_t *out, const float *lse, int B, int T,
-                                      int NH, int hs)
+extern "C" void zb_cuk_flash_backward_marked(cudaStream_t s, cudaEvent_t marks[4],
+                                             zb_bf16_t *dqkv, void *scratch,
+                                             const zb_bf16_t *dout, const zb_bf16_t *qkv,
+                                             const zb_bf16_t *out, const float *lse, int B,
+                                             int T, int NH, int hs)
 {
     if (B < 1 || T < 1 || NH < 1) {
         refuse(s);
@@ -619,10 +661,18 @@ extern "C" void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scr
     }
     float *dsum = static_cast<float *>(scratch);
     switch (hs) {
-    case 16: backward_hs<16>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 32: backward_hs<32>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 64: backward_hs<64>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 128: backward_hs<128>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 16: backward_hs<16>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 32: backward_hs<32>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 64: backward_hs<64>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
+    case 128: backward_hs<128>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
     default: refuse(s);
     }
+}
+
+extern "C" void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scratch,
+                                      const zb_bf16_t *dout, const zb_bf16_t *qkv,
+                                      const zb_bf16_t *out, const float *lse, int B, int T,
+                                      int NH, int hs)
+{
+    zb_cuk_flash_backward_marked(s, NULL, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
 }

@@ -39,6 +39,13 @@ void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scratch, const
                            const zb_bf16_t *qkv, const zb_bf16_t *out, const float *lse, int B,
                            int T, int NH, int hs);
 
+/* zb_cuk_flash_backward with marks[0..3] recorded on s before its D, dK/dV and dQ launches and
+ * after the last (marks NULL: none), so a benchmark can time the three apart. */
+void zb_cuk_flash_backward_marked(cudaStream_t s, cudaEvent_t marks[4], zb_bf16_t *dqkv,
+                                  void *scratch, const zb_bf16_t *dout, const zb_bf16_t *qkv,
+                                  const zb_bf16_t *out, const float *lse, int B, int T, int NH,
+                                  int hs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -267,7 +267,12 @@ static zb_status_t schedule_from_file(const pl_t *pl, zb_schedule_t **out, zb_er
     if (st != ZB_OK)
         return zb_err_set(err, st, "schedule file %s: %s", path, perr.msg);
     const zb_schedule_t *s = *out;
-    if (s->ranks != pl->P)
+    if (zb_schedule_has_offload(s))
+        st = zb_err_set(err, ZB_EUNSUPPORTED,
+                        "schedule file %s has offload (O/L) actions: %s", path,
+                        o->cuda ? "GPU ranks cannot run them yet"
+                                : "a CPU rank has no second memory to offload activations to");
+    else if (s->ranks != pl->P)
         st = zb_err_set(err, ZB_EINVAL, "schedule file %s has %d ranks (rows) but --ranks is %d",
                         path, s->ranks, pl->P);
     else if (s->microbatches != pl->M)

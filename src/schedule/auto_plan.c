@@ -70,13 +70,19 @@ static void fill_row(zb_plan_row_t *row, const zb_schedule_t *s, const zb_costs_
     }
     row->makespan = sim.makespan;
     row->bubble_rate = sim.bubble_rate;
-    zb_sim_free(&sim);
     row->peak = calloc((size_t)P, sizeof(double));
     if (!row->peak) {
+        zb_sim_free(&sim);
         snprintf(row->reason, sizeof row->reason, "out of memory");
         return;
     }
     row->peak_max = zb_schedule_peak_memory(s, c, row->peak);
+    if (zb_schedule_has_offload(s)) { /* copies free memory when they end: the timed peaks */
+        row->peak_max = -INFINITY;
+        for (int r = 0; r < P; r++)
+            row->peak_max = fmax(row->peak_max, row->peak[r] = sim.peak_mem[r]);
+    }
+    zb_sim_free(&sim);
     zb_schedule_t *low = NULL;
     row->messages = 0;
     if (zb_insert_comms(s, &low, NULL) == ZB_OK) {
@@ -97,6 +103,69 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The "<family>+O" rows: every family but optimal through zb_generate_offload, with the costs
+ * of its chunking. */
+static zb_status_t offload_rows(int P, int M, const zb_costs_t *costs, zb_offload_t mode,
+                                double budget, double t0, zb_plan_t *out, zb_err_t *err)
+{
+    size_t nf;
+    const zb_generator_info_t *fam = zb_generators(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        if (!strcmp(fam[i].name, "optimal"))
+            continue;
+        zb_plan_row_t *row = &out->rows[out->count++];
+        snprintf(row->family, sizeof row->family, "%s+O", fam[i].name);
+        if (budget - (now_s() - t0) <= 0) {
+            snprintf(row->reason, sizeof row->reason,
+                     "skipped: the plan's time limit (%g s) was used up before this family",
+                     budget);
+            continue;
+        }
+        /* the family's own chunking, costs split to match; auto tries 1 and 2 (V) chunks per
+         * rank and keeps the faster fitting row */
+        zb_schedule_t *probe = NULL;
+        zb_err_t e;
+        zb_err_clear(&e);
+        const bool is_auto = !strcmp(fam[i].name, "auto");
+        zb_gen_params_t q0 = {.ranks = P, .microbatches = M};
+        zb_status_t gs = is_auto ? ZB_OK : zb_generate(fam[i].name, &q0, &probe, &e);
+        const int tries = is_auto ? 2 : 1;
+        for (int k = 0; k < tries && gs != ZB_ENOMEM && (gs == ZB_OK || is_auto); k++) {
+            const int v = probe ? probe->chunks : k + 1;
+            const zb_placement_t pl = probe ? probe->placement : k ? ZB_PLACE_V : ZB_PLACE_LOOP;
+            zb_plan_row_t cand = *row;
+            zb_schedule_t *o = NULL;
+            zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = v};
+            zb_costs_t c;
+            zb_status_t ks = zb_costs_rechunk(costs, P, v, pl, &c, &e);
+            if (ks == ZB_OK) {
+                q.costs = &c;
+                ks = zb_generate_offload(fam[i].name, &q, mode, &o, &e);
+                snprintf(cand.note, sizeof cand.note, "%s", q.note);
+                if (ks == ZB_OK)
+                    fill_row(&cand, o, &c, P, &e);
+                if (ks == ZB_OK && !cand.fits)
+                    ks = ZB_EMEMLIMIT; /* its reason is in e */
+                zb_costs_free(&c);
+            }
+            zb_schedule_free(o);
+            if (ks == ZB_OK && (!row->fits || cand.makespan < row->makespan)) {
+                free(row->peak);
+                *row = cand;
+            } else {
+                free(cand.peak);
+            }
+            gs = row->fits ? ZB_OK : ks;
+        }
+        zb_schedule_free(probe);
+        if (gs == ZB_ENOMEM)
+            return zb_err_set(err, gs, "%s", e.msg);
+        if (gs != ZB_OK)
+            snprintf(row->reason, sizeof row->reason, "%s", e.msg);
+    }
+    return ZB_OK;
 }
 
 zb_status_t zb_plan_compare(int P, int M, const zb_costs_t *costs, double time_limit,
@@ -129,7 +198,8 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
     const zb_recompute_t rmode = o ? o->recompute : ZB_RECOMPUTE_NONE;
     /* with recompute every family is tried twice: as it is, then with R's ("+R") */
     const size_t passes = rmode == ZB_RECOMPUTE_NONE ? 1 : 2;
-    out->rows = calloc(nf * passes, sizeof *out->rows);
+    const zb_offload_t omode = o ? o->offload : ZB_OFFLOAD_NONE;
+    out->rows = calloc(nf * passes + (omode != ZB_OFFLOAD_NONE ? nf : 0), sizeof *out->rows);
     if (!out->rows)
         return zb_err_set(err, ZB_ENOMEM, "plan: out of memory");
     out->ranks = P;
@@ -261,6 +331,9 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
     zb_family_pool_free(&pool);
     zb_schedule_free(plain);
     plain = NULL;
+    if (omode != ZB_OFFLOAD_NONE &&
+        (st = offload_rows(P, M, costs, omode, budget, t0, out, err)) != ZB_OK)
+        goto fail;
     qsort(out->rows, (size_t)out->count, sizeof *out->rows, row_cmp);
     for (int i = 0; i < out->count; i++)
         out->fitting += out->rows[i].fits;

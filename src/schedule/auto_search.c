@@ -58,7 +58,9 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int P, int v, zb_placement_t
             dst->m_keep[s] = zb_costs_m_keep(src, r) / v;
         }
     }
-    return ZB_OK;
+    if ((st = zb_costs_copy_offload(dst, src, v, pl, err)) != ZB_OK)
+        zb_costs_free(dst);
+    return st;
 }
 
 double zb_min_feasible_memory(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *c)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "schedule/sched_index.h"
+
 /* Memory deltas must cancel: F allocates what B and W free. */
 static bool mem_sums_to_zero(double mf, double mb, double mw)
 {
@@ -143,6 +145,9 @@ zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err)
         if (st != ZB_OK)
             return st;
     }
+    zb_status_t st = zb_costs_check_offload(c, err);
+    if (st != ZB_OK)
+        return st;
     if (isnan(c->mem_limit))
         return zb_err_set(err, ZB_EINVAL, "costs: memory limit is NaN");
     if (c->limit_ranks < 0 || (c->limit_ranks > 0 && !c->rank_limit))
@@ -237,7 +242,9 @@ zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err
             dst->m_keep[s] = zb_costs_m_keep(src, s);
         }
     }
-    return ZB_OK;
+    if ((st = zb_costs_copy_offload(dst, src, 1, ZB_PLACE_LOOP, err)) != ZB_OK)
+        zb_costs_free(dst);
+    return st;
 }
 
 void zb_costs_free(zb_costs_t *c)
@@ -254,5 +261,6 @@ void zb_costs_free(zb_costs_t *c)
     free(c->t_r);
     free(c->m_keep);
     free(c->rank_limit);
+    free(c->stash_bytes);
     memset(c, 0, sizeof *c);
 }

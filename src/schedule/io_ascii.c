@@ -30,9 +30,59 @@ static char action_letter(const zb_schedule_t *s, const zb_action_t *a)
     case ZB_ACT_F: c = 'F'; break;
     case ZB_ACT_W: c = 'W'; break;
     case ZB_ACT_R: c = 'R'; break;
+    case ZB_ACT_O: c = 'O'; break;
+    case ZB_ACT_L: c = 'L'; break;
     default: c = 'B'; break; /* B, and a fused BW */
     }
     return zb_io_local_chunk(s, a->stage) % 2 ? (char)(c - 'A' + 'a') : c;
+}
+
+/* The cells of the drawing: cell k covers [t0 + k q, t0 + (k + 1) q), cw characters each. */
+typedef struct {
+    double t0, q;
+    long ncols;
+    int cw;
+    bool spaced;
+} grid_t;
+
+/* Fill `row` (width characters) with rank r's compute actions (kind < 0) or its copies of type
+ * `kind` (ZB_ACT_O or ZB_ACT_L). */
+static void draw_row(char *row, size_t width, const grid_t *g, const zb_sim_t *sim, int r,
+                     int kind)
+{
+    const zb_schedule_t *s = sim->schedule;
+    const long ncols = g->ncols;
+    const int cw = g->cw;
+    memset(row, '.', width);
+    row[width] = '\0';
+    for (int i = 0; i < sim->len[r]; i++) {
+        const zb_action_t *a = &s->rank[r].actions[i];
+        if (kind < 0 ? !zb_action_is_compute((zb_action_type_t)a->type) : a->type != kind)
+            continue;
+        double cs = (sim->start[r][i] - g->t0) / g->q, ce = (sim->end[r][i] - g->t0) / g->q;
+        long first = (long)ceil(cs - 0.5), last = (long)ceil(ce - 0.5) - 1;
+        if (first > last) { /* narrower than a cell: show it only where nothing else is */
+            first = last = (long)floor(cs);
+            if (first >= ncols)
+                first = last = ncols - 1;
+            if (row[(size_t)first * cw] != '.')
+                continue;
+        }
+        if (first < 0)
+            first = 0;
+        if (last >= ncols)
+            last = ncols - 1;
+        char label[24];
+        char letter = action_letter(s, a);
+        int ln = cw > 1 ? snprintf(label, sizeof label, "%c%d", letter, a->mb)
+                        : snprintf(label, sizeof label, "%c", letter);
+        size_t o = (size_t)first * cw, e = (size_t)(last + 1) * cw;
+        char fill = cw == 1 ? letter : last == first ? ' ' : '-';
+        for (size_t k = 0; o + k < e; k++)
+            row[o + k] = (int)k < ln ? label[k] : fill;
+        if (g->spaced && e - o > (size_t)ln)
+            row[e - 1] = ' '; /* keep neighbours apart */
+    }
 }
 
 zb_status_t zb_ascii_write(const zb_sim_t *sim, int max_width, FILE *out, zb_err_t *err)
@@ -87,44 +137,25 @@ zb_status_t zb_ascii_write(const zb_sim_t *sim, int max_width, FILE *out, zb_err
 
     fprintf(out, "%s: P=%d v=%d M=%d, one cell = %.4g time units%s\n", s->name, s->ranks,
             s->chunks, s->microbatches, q, scaled ? " (scaled down to fit)" : "");
+    const grid_t g = {.t0 = t0, .q = q, .ncols = ncols, .cw = cw, .spaced = spaced};
+    const bool copies = zb_schedule_has_offload(s);
     int rw = digits(s->ranks - 1);
     for (int r = 0; r < sim->ranks; r++) {
-        memset(row, '.', width);
-        row[width] = '\0';
-        for (int i = 0; i < sim->len[r]; i++) {
-            const zb_action_t *a = &s->rank[r].actions[i];
-            if (!zb_action_is_compute((zb_action_type_t)a->type))
-                continue;
-            double cs = (sim->start[r][i] - t0) / q, ce = (sim->end[r][i] - t0) / q;
-            long first = (long)ceil(cs - 0.5), last = (long)ceil(ce - 0.5) - 1;
-            if (first > last) { /* narrower than a cell: show it only where nothing else is */
-                first = last = (long)floor(cs);
-                if (first >= ncols)
-                    first = last = ncols - 1;
-                if (row[(size_t)first * cw] != '.')
-                    continue;
-            }
-            if (first < 0)
-                first = 0;
-            if (last >= ncols)
-                last = ncols - 1;
-            char label[24];
-            char letter = action_letter(s, a);
-            int ln = cw > 1 ? snprintf(label, sizeof label, "%c%d", letter, a->mb)
-                            : snprintf(label, sizeof label, "%c", letter);
-            size_t o = (size_t)first * cw, e = (size_t)(last + 1) * cw;
-            char fill = cw == 1 ? letter : last == first ? ' ' : '-';
-            for (size_t k = 0; o + k < e; k++)
-                row[o + k] = (int)k < ln ? label[k] : fill;
-            if (spaced && e - o > (size_t)ln)
-                row[e - 1] = ' '; /* keep neighbours apart */
+        draw_row(row, width, &g, sim, r, -1);
+        fprintf(out, "r%-*d%s |%s|\n", rw, r, copies ? "  " : "", row);
+        /* copies run beside the compute: one row per channel under the rank's */
+        for (int dir = ZB_ACT_O; copies && dir <= ZB_ACT_L; dir++) {
+            draw_row(row, width, &g, sim, r, dir);
+            fprintf(out, "r%-*d %c |%s|\n", rw, r, dir == ZB_ACT_O ? 'O' : 'L', row);
         }
-        fprintf(out, "r%-*d |%s|\n", rw, r, row);
     }
     fputs("F forward, B backward (input grad; full backward if unsplit), W weight grad, "
           "lowercase = second chunk, . idle\n", out);
     if (zb_schedule_has_recompute(sim->schedule))
         fputs("R recompute (rebuilds what a non-saving F dropped)\n", out);
+    if (copies)
+        fputs("O offload of a stash to host memory, L its reload (rows O and L: the rank's copy "
+              "channels)\n", out);
     free(row);
     if (ferror(out))
         return zb_err_set(err, ZB_EIO, "ascii: write failed");

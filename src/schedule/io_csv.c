@@ -20,7 +20,9 @@ static const char *csv_type_name(zb_action_type_t t)
     case ZB_ACT_RECV_F: return "RECV_F";
     case ZB_ACT_SEND_B: return "SEND_B";
     case ZB_ACT_RECV_B: return "RECV_B";
-    case ZB_ACT_R: return "R"; /* zbpp extension: PyTorch has no recompute action */
+    case ZB_ACT_R: return "R"; /* zbpp extensions: PyTorch has no recompute, */
+    case ZB_ACT_O: return "O"; /* no offload */
+    case ZB_ACT_L: return "L"; /* and no reload action */
     default: return NULL;
     }
 }
@@ -96,7 +98,8 @@ static int parse_index(const char **p, const char *end, int32_t *out)
 
 /* Type tokens, matched in this order. Order matters where one token starts another: "BW" before
  * "B", and every longer token that starts with R (RECV_F, RECV_B, RESHARD, REDUCE_GRAD) before
- * "R" (recompute, a zbpp extension). The
+ * "R" (recompute, a zbpp extension). O (offload) and L (reload) are zbpp extensions too; no
+ * PyTorch token starts with either (its OVERLAP_F_B only ends a composite cell). The
  * FSDP tokens (UNSHARD, RESHARD, REDUCE_GRAD) carry a stage and usually no microbatch; they are
  * read and dropped (`fsdp`). */
 static const struct {
@@ -110,7 +113,8 @@ static const struct {
     {"REDUCE_GRAD", ZB_ACT_COUNT, true}, {"BW", ZB_ACT_BW, false},
     {"F", ZB_ACT_F, false},           {"I", ZB_ACT_B, false},
     {"W", ZB_ACT_W, false},           {"B", ZB_ACT_BW, false},
-    {"R", ZB_ACT_R, false},
+    {"R", ZB_ACT_R, false},           {"O", ZB_ACT_O, false},
+    {"L", ZB_ACT_L, false},
 };
 
 /* The type of a composite cell `(a;b)OVERLAP_F_B`: PyTorch's DualPipeV runs a forward and a
@@ -160,6 +164,11 @@ static zb_status_t parse_action(const char *p, const char *e, const cell_pos_t *
     size_t k = 0;
     for (; k < ntok; k++) {
         size_t tl = strlen(type_tokens[k].tok);
+        /* O and L are read only right before their microbatch number, so that PyTorch's
+         * OVERLAP_F_B out of place is still reported as an unknown type */
+        bool copy = type_tokens[k].type == ZB_ACT_O || type_tokens[k].type == ZB_ACT_L;
+        if (copy && ((size_t)(e - p) <= tl || !is_digit(p[tl])))
+            continue;
         if ((size_t)(e - p) >= tl && !memcmp(p, type_tokens[k].tok, tl)) {
             p += tl;
             break;
@@ -167,7 +176,7 @@ static zb_status_t parse_action(const char *p, const char *e, const cell_pos_t *
     }
     if (k == ntok)
         return zb_err_set(err, ZB_EFORMAT, "line %d, cell %d: '%s' has no known action type "
-                                           "(F, I, W, B, BW, SEND_F, RECV_F, SEND_B, RECV_B, R, "
+                                           "(F, I, W, B, BW, SEND_F, RECV_F, SEND_B, RECV_B, R, O, L, "
                                            "UNSHARD, RESHARD, REDUCE_GRAD, (..;..)" CSV_OVERLAP ")",
                           line, cell, ex);
     *fsdp = type_tokens[k].fsdp;

@@ -45,11 +45,13 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
     if (sim->ranks != s->ranks)
         return zb_err_set(err, ZB_EINVAL, "json: simulation has %d ranks, schedule %d",
                           sim->ranks, s->ranks);
-    long actions = 0, recomputes = 0;
+    long actions = 0, recomputes = 0, offloads = 0;
     for (int r = 0; r < s->ranks; r++) {
         actions += s->rank[r].len;
-        for (int i = 0; i < s->rank[r].len; i++)
+        for (int i = 0; i < s->rank[r].len; i++) {
             recomputes += s->rank[r].actions[i].type == ZB_ACT_R;
+            offloads += s->rank[r].actions[i].type == ZB_ACT_O;
+        }
     }
     double peak_max = -INFINITY;
     for (int r = 0; r < sim->ranks; r++)
@@ -66,7 +68,7 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
     fprintf(out, ",\n  \"split_backward\": %s,\n  \"lowered\": %s",
             zb_schedule_is_split(s) ? "true" : "false",
             zb_schedule_has_comms(s) ? "true" : "false");
-    fprintf(out, ",\n  \"recomputes\": %ld", recomputes);
+    fprintf(out, ",\n  \"recomputes\": %ld,\n  \"offloads\": %ld", recomputes, offloads);
     field_num(out, "makespan", sim->makespan);
     field_num(out, "span", sim->span_max);
     field_arr(out, "spans", sim->span, sim->ranks);
@@ -102,6 +104,14 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
     for (int st = 0; st < costs->stages; st++) {
         fputs(st ? ", " : "", out);
         json_number(out, zb_costs_m_keep(costs, st));
+    }
+    /* the copy time of each stage's stash each way, defaults applied (see zb_costs_t) */
+    for (int dir = ZB_ACT_O; dir <= ZB_ACT_L; dir++) {
+        fputs(dir == ZB_ACT_O ? "],\n    \"offload\": [" : "],\n    \"reload\": [", out);
+        for (int st = 0; st < costs->stages; st++) {
+            fputs(st ? ", " : "", out);
+            json_number(out, zb_costs_t_copy(costs, dir, st));
+        }
     }
     fputs("]\n  }\n}\n", out);
     if (ferror(out))

@@ -34,6 +34,8 @@ static const char *svg_fill(zb_action_type_t t)
     case ZB_ACT_W: return "#59a14f";
     case ZB_ACT_BW: return "#e15759";
     case ZB_ACT_R: return "#b07aa1";
+    case ZB_ACT_O: return "#edc948";
+    case ZB_ACT_L: return "#76b7b2";
     default: return "#999999";
     }
 }
@@ -94,7 +96,7 @@ static void note_kinds(layout_t *L, const zb_sim_t *sim)
     for (int r = 0; r < sim->ranks; r++)
         for (int i = 0; i < sim->len[r]; i++) {
             const zb_action_t *a = &s->rank[r].actions[i];
-            if (!zb_action_is_compute((zb_action_type_t)a->type))
+            if (zb_action_is_comm((zb_action_type_t)a->type))
                 continue;
             L->kind_present[a->type] = true;
             if (zb_io_local_chunk(s, a->stage) > 0)
@@ -147,10 +149,21 @@ static void actions(FILE *out, const layout_t *L, const zb_sim_t *sim, int lane,
         for (int i = 0; i < sim->len[r]; i++) {
             const zb_action_t *a = &s->rank[r].actions[i];
             zb_action_type_t t = (zb_action_type_t)a->type;
-            if (!zb_action_is_compute(t))
-                continue;
             double x = SVG_LEFT + (sim->start[r][i] - origin) * tscale * L->xs;
             double w = (sim->end[r][i] - sim->start[r][i]) * tscale * L->xs;
+            if (zb_action_is_copy(t) && !labels) {
+                /* a copy runs beside the compute: a thin bar, O along the top of the lane and L
+                 * along the bottom */
+                fprintf(out, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
+                             "fill-opacity=\"%.2g\"><title>%s stage %d mb %d [%.6g, %.6g]"
+                             "</title></rect>\n",
+                        x, t == ZB_ACT_O ? y : y + h - h / 4, w, h / 4, svg_fill(t), opacity,
+                        zb_action_type_name(t), a->stage, a->mb, sim->start[r][i],
+                        sim->end[r][i]);
+                continue;
+            }
+            if (!zb_action_is_compute(t))
+                continue;
             /* A rank's second chunk is drawn lighter, so interleaved / V schedules read clearly
              * (the legend says so). */
             bool later_chunk = zb_io_local_chunk(s, a->stage) > 0;
@@ -266,9 +279,12 @@ static void axis(FILE *out, const layout_t *L, const char *unit)
 /* Legend: the kinds present, then what the lighter shade (and the overlay lanes) mean. */
 static void legend(FILE *out, const layout_t *L)
 {
-    static const zb_action_type_t kinds[] = {ZB_ACT_F, ZB_ACT_B, ZB_ACT_W, ZB_ACT_BW, ZB_ACT_R};
-    static const char *const names[] = {"F forward", "B input gradient", "W weight gradient",
-                                        "BW full backward (B+W)", "R recompute"};
+    static const zb_action_type_t kinds[] = {ZB_ACT_F, ZB_ACT_B,  ZB_ACT_W, ZB_ACT_BW,
+                                             ZB_ACT_R, ZB_ACT_O, ZB_ACT_L};
+    static const char *const names[] = {"F forward",   "B input gradient",
+                                        "W weight gradient", "BW full backward (B+W)",
+                                        "R recompute", "O offload (to host)",
+                                        "L reload (from host)"};
     int yl = SVG_TOP + L->ranks * L->lanes * SVG_ROW + SVG_AXIS + 4;
     int x = SVG_LEFT;
     for (int k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {

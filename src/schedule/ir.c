@@ -157,7 +157,7 @@ bool zb_schedule_has_comms(const zb_schedule_t *s)
 {
     for (int r = 0; r < s->ranks; r++)
         for (int i = 0; i < s->rank[r].len; i++)
-            if (!zb_action_is_compute(s->rank[r].actions[i].type))
+            if (zb_action_is_comm(s->rank[r].actions[i].type))
                 return true;
     return false;
 }
@@ -168,6 +168,7 @@ const char *zb_action_type_name(zb_action_type_t t)
         [ZB_ACT_F] = "F",           [ZB_ACT_B] = "B",           [ZB_ACT_W] = "W",
         [ZB_ACT_BW] = "BW",         [ZB_ACT_SEND_F] = "SEND_F", [ZB_ACT_RECV_F] = "RECV_F",
         [ZB_ACT_SEND_B] = "SEND_B", [ZB_ACT_RECV_B] = "RECV_B", [ZB_ACT_R] = "R",
+        [ZB_ACT_O] = "O",           [ZB_ACT_L] = "L",
     };
     if ((int)t < 0 || t >= ZB_ACT_COUNT)
         return "?";
@@ -177,6 +178,22 @@ const char *zb_action_type_name(zb_action_type_t t)
 bool zb_action_is_compute(zb_action_type_t t)
 {
     return t == ZB_ACT_F || t == ZB_ACT_B || t == ZB_ACT_W || t == ZB_ACT_BW || t == ZB_ACT_R;
+}
+
+bool zb_action_is_comm(zb_action_type_t t)
+{
+    return t == ZB_ACT_SEND_F || t == ZB_ACT_RECV_F || t == ZB_ACT_SEND_B || t == ZB_ACT_RECV_B;
+}
+
+bool zb_action_is_copy(zb_action_type_t t) { return t == ZB_ACT_O || t == ZB_ACT_L; }
+
+bool zb_schedule_has_offload(const zb_schedule_t *s)
+{
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++)
+            if (zb_action_is_copy(s->rank[r].actions[i].type))
+                return true;
+    return false;
 }
 
 bool zb_schedule_has_recompute(const zb_schedule_t *s)

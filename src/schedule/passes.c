@@ -57,7 +57,7 @@ static zb_status_t copy_filtered(const zb_schedule_t *in, zb_schedule_t **out, b
         zb_action_t before, after;
         for (int i = 0; i < p->len; i++) {
             const zb_action_t *a = &p->actions[i];
-            if (!zb_action_is_compute(a->type))
+            if (zb_action_is_comm(a->type))
                 continue;
             need++;
             if (lower) {
@@ -78,7 +78,7 @@ static zb_status_t copy_filtered(const zb_schedule_t *in, zb_schedule_t **out, b
         q->cap = (int)(need ? need : 1);
         for (int i = 0; i < p->len; i++) {
             const zb_action_t *a = &p->actions[i];
-            if (!zb_action_is_compute(a->type))
+            if (zb_action_is_comm(a->type))
                 continue;
             int fl = lower ? comms_for(in, a, &before, &after) : 0;
             if (fl & 1)

@@ -10,6 +10,9 @@
  * "<who>: rank R action I: ..." naming the first offending action. */
 zb_status_t zb_sched_check_actions(const zb_schedule_t *s, const char *who, zb_err_t *err);
 
+/* The offload part of zb_costs_check (costs_offload.c). */
+zb_status_t zb_costs_check_offload(const zb_costs_t *c, zb_err_t *err);
+
 /* Time of a compute action of `stage` under `c` (a fused BW takes B + W, R the recompute time);
  * 0 for SEND/RECV. */
 static inline double zb_sched_duration(const zb_costs_t *c, int type, int stage)

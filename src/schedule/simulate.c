@@ -8,7 +8,15 @@
  * Lowered schedules: SEND/RECV take no time; a message is available at the receiver `comm[src]`
  * after its SEND ends; RECV blocks until then, and a compute action with a cross-rank input also
  * waits for that message (so a missing RECV cannot make data appear early). Memory deltas are
- * applied when an action starts. */
+ * applied when an action starts.
+ *
+ * Copies (O, L): the rank issues one when it reaches it in its program, at no compute time; the
+ * copy then runs on the rank's device->host (O) or host->device (L) channel, one copy at a time
+ * per channel in program order, once its input exists (O: the F ran; L: the O ended). An O frees
+ * the stash when it ends, an L takes it back when it starts, and a B/BW of a reloaded pair waits
+ * for its L to end. Memory is therefore a timeline, not a program-order sum: each rank's
+ * changes are sorted by time (a copy's release before an action starting at the same time,
+ * actions in program order) and the peak is read from that. */
 #include "zbpp/schedule.h"
 
 #include <math.h>
@@ -26,12 +34,25 @@ typedef struct {
     int *owner; /* [S] rank of each stage (placement lookup without a call) */
     /* [S*M], -1 = not produced yet */
     double *end_f, *end_b, *arr_f, *arr_b;
+    double *end_o, *end_l; /* [S*M] copies; NULL when the schedule has none */
+    bool *reloaded;        /* [S*M] the pair has an L its backward waits for */
     int *pos;       /* [ranks] next action index */
     double *free_t; /* [ranks] time the rank becomes free */
+    double *d2h_free, *h2d_free; /* [ranks] time each copy channel becomes free */
+    struct mem_event *events;    /* [ranks][max len]: one memory change per action */
+    int *n_events;               /* [ranks] */
+    int max_len;
     int *queue;     /* ring of ranks to advance */
     bool *queued;
     int qhead, qlen;
 } sim_ctx_t;
+
+/* One change of a rank's memory. `order` sorts changes at equal times: a copy's release (-1)
+ * first, then actions in program order. */
+struct mem_event {
+    double t, delta;
+    int order;
+};
 
 static void wake(sim_ctx_t *x, int rank)
 {
@@ -73,6 +94,14 @@ static double ready_time(const sim_ctx_t *x, int rank, const zb_action_t *a)
             double tb = input_ready(x, rank, s + 1, x->end_b[i + M], x->arr_b, i);
             t = tb < 0 ? -1 : fmax(t, tb);
         }
+        if (t >= 0 && x->reloaded && x->reloaded[i])
+            t = x->end_l[i] < 0 ? -1 : fmax(t, x->end_l[i]);
+        break;
+    case ZB_ACT_O: /* same rank, after its F and before its L (the validator's rules) */
+        t = x->end_f[i];
+        break;
+    case ZB_ACT_L:
+        t = x->end_o[i];
         break;
     case ZB_ACT_W:
     case ZB_ACT_SEND_B:
@@ -176,17 +205,66 @@ static int describe_wait(const sim_ctx_t *x, int rank, char *buf, size_t cap)
                     x->s->rank[rank].len);
 }
 
+static void add_event(sim_ctx_t *x, int rank, double t, double delta, int order)
+{
+    x->events[(size_t)rank * (size_t)x->max_len + (size_t)x->n_events[rank]++] =
+        (struct mem_event){t, delta, order};
+}
+
+/* Issue copy `a` (action i of `rank`), `ready` being when its input exists: it starts when the
+ * rank reaches it, its channel is free and the input exists. */
+static void run_copy(sim_ctx_t *x, int rank, int i, const zb_action_t *a, double ready,
+                     zb_sim_t *o)
+{
+    const size_t k = (size_t)a->stage * x->M + a->mb;
+    double *chan = a->type == ZB_ACT_O ? &x->d2h_free[rank] : &x->h2d_free[rank];
+    double t0 = fmax(fmax(ready, x->free_t[rank]), *chan);
+    double t1 = t0 + zb_costs_t_copy(x->c, a->type, a->stage);
+    o->start[rank][i] = t0;
+    o->end[rank][i] = t1;
+    *chan = t1;
+    if (a->type == ZB_ACT_O) {
+        x->end_o[k] = t1;
+        add_event(x, rank, t1, -x->c->m_f[a->stage], -1);
+    } else {
+        x->end_l[k] = t1;
+        add_event(x, rank, t0, x->c->m_f[a->stage], i);
+    }
+}
+
+static int event_cmp(const void *pa, const void *pb)
+{
+    const struct mem_event *a = pa, *b = pb;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+/* Peak of each rank's memory timeline (the running sum starts at 0, reached at the first
+ * change's time). */
+static void memory_peaks(sim_ctx_t *x, zb_sim_t *o)
+{
+    for (int r = 0; r < x->s->ranks; r++) {
+        struct mem_event *ev = &x->events[(size_t)r * (size_t)x->max_len];
+        qsort(ev, (size_t)x->n_events[r], sizeof *ev, event_cmp);
+        double mem = 0;
+        o->peak_time[r] = x->n_events[r] ? ev[0].t : NAN;
+        for (int i = 0; i < x->n_events[r]; i++) {
+            mem += ev[i].delta;
+            if (mem > o->peak_mem[r]) {
+                o->peak_mem[r] = mem;
+                o->peak_time[r] = ev[i].t;
+            }
+        }
+    }
+}
+
 static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
 {
     const zb_schedule_t *s = x->s;
     const int P = s->ranks;
-    double *mem = calloc((size_t)P, sizeof *mem);
-    if (!mem)
-        return zb_err_set(err, ZB_ENOMEM, "simulate: out of memory");
-    for (int r = 0; r < P; r++) {
+    for (int r = 0; r < P; r++)
         wake(x, r);
-        o->peak_time[r] = NAN; /* set below */
-    }
     while (x->qlen > 0) {
         int r = x->queue[x->qhead];
         x->qhead = (x->qhead + 1) % P;
@@ -198,25 +276,24 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
             double ready = ready_time(x, r, a);
             if (ready < 0)
                 break; /* woken again when the input is produced */
+            if (zb_action_is_copy(a->type)) {
+                run_copy(x, r, x->pos[r]++, a, ready, o);
+                continue;
+            }
             double t0 = fmax(ready, x->free_t[r]);
             double t1 = t0 + zb_sched_duration(x->c, a->type, a->stage);
             o->start[r][x->pos[r]] = t0;
             o->end[r][x->pos[r]] = t1;
             if (zb_action_is_compute(a->type))
                 o->busy[r] += t1 - t0;
-            if (isnan(o->peak_time[r]))
-                o->peak_time[r] = t0; /* running sum starts at 0 */
-            mem[r] += zb_sched_mem_delta(x->c, a->type, a->flags, a->stage);
-            if (mem[r] > o->peak_mem[r]) {
-                o->peak_mem[r] = mem[r];
-                o->peak_time[r] = t0;
-            }
+            add_event(x, r, t0, zb_sched_mem_delta(x->c, a->type, a->flags, a->stage),
+                      x->pos[r]);
             x->free_t[r] = t1;
             x->pos[r]++;
             publish(x, a, t1);
         }
     }
-    free(mem);
+    memory_peaks(x, o);
     /* Any rank left with work is blocked forever; name up to three of them. */
     char msg[400] = "";
     size_t n = 0;
@@ -252,7 +329,9 @@ static void summarize(const zb_schedule_t *s, zb_sim_t *o)
                 first_f = o->start[r][i];
         if (isnan(first_f))
             first_f = o->start[r][0];
-        double rank_end = o->end[r][p->len - 1];
+        double rank_end = -INFINITY; /* a copy may end after the rank's last action */
+        for (int i = 0; i < p->len; i++)
+            rank_end = fmax(rank_end, o->end[r][i]);
         o->span[r] = rank_end - first_f;
         first = fmin(first, o->start[r][0]);
         last = fmax(last, rank_end);
@@ -296,8 +375,22 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
     x.queue = calloc((size_t)P, sizeof *x.queue);
     x.queued = calloc((size_t)P, sizeof *x.queued);
     x.owner = malloc((size_t)x.S * sizeof *x.owner);
+    for (int r = 0; r < P; r++)
+        x.max_len = s->rank[r].len > x.max_len ? s->rank[r].len : x.max_len;
+    x.events = malloc((size_t)P * (size_t)(x.max_len ? x.max_len : 1) * sizeof *x.events);
+    x.n_events = calloc((size_t)P, sizeof *x.n_events);
+    const bool copies = zb_schedule_has_offload(s);
+    if (copies) {
+        x.end_o = malloc(n * sizeof(double));
+        x.end_l = malloc(n * sizeof(double));
+        x.reloaded = calloc(n, sizeof *x.reloaded);
+        x.d2h_free = calloc((size_t)P, sizeof *x.d2h_free);
+        x.h2d_free = calloc((size_t)P, sizeof *x.h2d_free);
+    }
     if (!x.end_f || !x.end_b || (x.lowered && (!x.arr_f || !x.arr_b)) || !x.pos || !x.free_t ||
-        !x.queue || !x.queued || !x.owner || alloc_result(out, s) != ZB_OK) {
+        !x.queue || !x.queued || !x.owner || !x.events || !x.n_events ||
+        (copies && (!x.end_o || !x.end_l || !x.reloaded || !x.d2h_free || !x.h2d_free)) ||
+        alloc_result(out, s) != ZB_OK) {
         st = zb_err_set(err, ZB_ENOMEM, "simulate: out of memory");
         goto done;
     }
@@ -307,6 +400,14 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
         x.end_f[i] = x.end_b[i] = -1;
     for (size_t i = 0; x.lowered && i < n; i++)
         x.arr_f[i] = x.arr_b[i] = -1;
+    for (size_t i = 0; copies && i < n; i++)
+        x.end_o[i] = x.end_l[i] = -1;
+    for (int r = 0; copies && r < P; r++)
+        for (int i = 0; i < s->rank[r].len; i++) {
+            const zb_action_t *a = &s->rank[r].actions[i];
+            if (a->type == ZB_ACT_L)
+                x.reloaded[(size_t)a->stage * x.M + a->mb] = true;
+        }
     st = run(&x, out, err);
     if (st == ZB_OK)
         summarize(s, out);
@@ -320,6 +421,13 @@ done:
     free(x.queue);
     free(x.queued);
     free(x.owner);
+    free(x.events);
+    free(x.n_events);
+    free(x.end_o);
+    free(x.end_l);
+    free(x.reloaded);
+    free(x.d2h_free);
+    free(x.h2d_free);
     if (st != ZB_OK)
         zb_sim_free(out);
     return st;

@@ -128,6 +128,42 @@ static zb_status_t check_recompute(const index_t *ix, zb_err_t *err)
     return ZB_OK;
 }
 
+/* An O copies the stash of (stage, mb) to host memory and its L brings it back: at most one pair,
+ * both or neither, O after the F that made the stash, L after its O and before the backward that
+ * reads the stash. A recomputed pair has no stash to move (its F keeps only its input, which the
+ * R needs on the device): O/L and R exclude each other, so each (stage, mb) is kept, offloaded or
+ * recomputed. */
+static zb_status_t check_offload(const index_t *ix, zb_err_t *err)
+{
+    for (int st = 0; st < ix->S; st++)
+        for (int m = 0; m < ix->M; m++) {
+            size_t k = (size_t)st * ix->M + m;
+            int o = ix->cnt[ZB_ACT_O][k], l = ix->cnt[ZB_ACT_L][k];
+            if (o > 1)
+                return bad(err, "appears more than once", ZB_ACT_O, st, m);
+            if (l > 1)
+                return bad(err, "appears more than once", ZB_ACT_L, st, m);
+            if (o != l)
+                return bad(err, o ? "has no L to bring the stash back before its backward"
+                                  : "reloads a stash no O offloaded",
+                           o ? ZB_ACT_O : ZB_ACT_L, st, m);
+            if (!o)
+                continue;
+            if (ix->cnt[ZB_ACT_R][k])
+                return bad(err, "is offloaded but also recomputed (a pair is kept, offloaded or "
+                                "recomputed, not two of them)",
+                           ZB_ACT_O, st, m);
+            int back = ix->cnt[ZB_ACT_BW][k] ? ix->pos[ZB_ACT_BW][k] : ix->pos[ZB_ACT_B][k];
+            if (ix->pos[ZB_ACT_O][k] < ix->pos[ZB_ACT_F][k])
+                return bad(err, "comes before the F that makes its stash", ZB_ACT_O, st, m);
+            if (ix->pos[ZB_ACT_L][k] < ix->pos[ZB_ACT_O][k])
+                return bad(err, "comes before its O in the rank's program", ZB_ACT_L, st, m);
+            if (ix->pos[ZB_ACT_L][k] > back)
+                return bad(err, "comes after the backward that needs it", ZB_ACT_L, st, m);
+        }
+    return ZB_OK;
+}
+
 /* A lowered schedule must carry exactly the messages its cross-rank edges need, each RECV
  * before the action that consumes it, and none between stages on the same rank. */
 static zb_status_t check_comms(const index_t *ix, zb_err_t *err)
@@ -183,12 +219,42 @@ static zb_status_t check_comms(const index_t *ix, zb_err_t *err)
     return ZB_OK;
 }
 
-static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
+static zb_status_t check_limits_shape(const zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
 {
     if (c->rank_limit && c->limit_ranks != s->ranks)
         return zb_err_set(err, ZB_EINVAL,
                           "validate: the cost model has memory limits for %d ranks, the schedule "
                           "has %d", c->limit_ranks, s->ranks);
+    return ZB_OK;
+}
+
+/* With copies the memory an O frees returns when the copy ends, not at the O's place in the
+ * program: the check takes the simulator's timed peak of each rank. */
+static zb_status_t check_memory_timed(const zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
+{
+    zb_status_t st = check_limits_shape(s, c, err);
+    if (st != ZB_OK || !zb_costs_limited(c))
+        return st;
+    zb_sim_t sim;
+    if ((st = zb_simulate(s, c, &sim, err)) != ZB_OK)
+        return st;
+    for (int r = 0; r < s->ranks && st == ZB_OK; r++) {
+        const double lim = zb_costs_limit(c, r);
+        if (isfinite(lim) && sim.peak_mem[r] > lim + 1e-9 * fmax(1.0, fabs(lim)))
+            st = zb_err_set(err, ZB_EMEMLIMIT,
+                            "validate: rank %d needs %g memory at time %g (copies timed by the "
+                            "simulator), limit %g (memory units of the cost model)",
+                            r, sim.peak_mem[r], sim.peak_time[r], lim);
+    }
+    zb_sim_free(&sim);
+    return st;
+}
+
+static zb_status_t check_memory(const zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
+{
+    zb_status_t st0 = check_limits_shape(s, c, err);
+    if (st0 != ZB_OK)
+        return st0;
     for (int r = 0; r < s->ranks; r++) {
         const double lim = zb_costs_limit(c, r);
         if (!isfinite(lim))
@@ -419,20 +485,27 @@ zb_status_t zb_validate(const zb_schedule_t *s, const zb_costs_t *costs, zb_err_
     st = check_compute(&ix, err);
     if (st == ZB_OK)
         st = check_recompute(&ix, err);
+    if (st == ZB_OK)
+        st = check_offload(&ix, err);
     if (st == ZB_OK && lowered)
         st = check_comms(&ix, err);
     index_free(&ix);
-    if (st == ZB_OK && costs)
+    const bool copies = zb_schedule_has_offload(s);
+    if (st == ZB_OK && costs && !copies)
         st = check_memory(s, costs, err);
     if (st != ZB_OK)
         return st;
-    if (lowered)
-        return check_order(s, err);
-    zb_schedule_t *low;
-    st = zb_insert_comms(s, &low, err);
-    if (st != ZB_OK)
-        return st;
-    st = check_order(low, err);
-    zb_schedule_free(low);
+    if (lowered) {
+        st = check_order(s, err);
+    } else {
+        zb_schedule_t *low;
+        st = zb_insert_comms(s, &low, err);
+        if (st != ZB_OK)
+            return st;
+        st = check_order(low, err);
+        zb_schedule_free(low);
+    }
+    if (st == ZB_OK && costs && copies) /* timed, so only once the order is known to finish */
+        st = check_memory_timed(s, costs, err);
     return st;
 }

@@ -1,0 +1,122 @@
+/* A family's schedule with offload planned in (zbpp schedule/plan --offload, the Python
+ * generate(offload=...)).
+ *
+ * The offload step needs a schedule to start from. A fixed family is generated as it is (no
+ * family reads the memory limit) and the step fits it to the limit. auto reads the limit, and a
+ * schedule it searched under the limit with every stash on the device would keep microbatches
+ * out of flight that offload could have let in; searched without a limit it may defer W's whose
+ * memory no offload can free (what only W reads stays until W). So auto gets two starts, and
+ * the faster fitting result wins: (1) searched without the limit; (2) searched under it with
+ * every stash taken as free between its F and its backward (recompute "all" at no time, keeping
+ * nothing: the view in which offload copies cost nothing), its R's then dropped; (3) auto's own
+ * recompute search under the limit (recompute only is one of the choices offload auto has, and
+ * auto's search places W's and R's better than the greedy offload step can). */
+#include "zbpp/schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* `s` without its R's, every F saving again. */
+static zb_status_t drop_recompute(zb_schedule_t *s, zb_err_t *err)
+{
+    for (int r = 0; r < s->ranks; r++) {
+        zb_rank_program_t *p = &s->rank[r];
+        int n = 0;
+        for (int i = 0; i < p->len; i++)
+            if (p->actions[i].type != ZB_ACT_R)
+                p->actions[n++] = p->actions[i];
+        p->len = n;
+    }
+    return zb_schedule_mark_recompute(s, err);
+}
+
+/* Generate `family` with costs `c` (its limit as given), then plan offload under p->costs. */
+static zb_status_t one_start(const char *family, const zb_gen_params_t *p, const zb_costs_t *c,
+                             zb_offload_t mode, zb_schedule_t **out, char *note, zb_err_t *err)
+{
+    zb_gen_params_t q = *p;
+    q.costs = c;
+    zb_schedule_t *s = NULL;
+    zb_status_t st = zb_generate(family, &q, &s, err);
+    if (st == ZB_OK && q.recompute != ZB_RECOMPUTE_NONE)
+        st = drop_recompute(s, err);
+    q.recompute = ZB_RECOMPUTE_NONE;
+    if (st == ZB_OK && s->stages != p->costs->stages)
+        st = zb_err_set(err, ZB_EINVAL, "offload: %s has %d stages, its cost model %d", family,
+                        s->stages, p->costs->stages);
+    if (st == ZB_OK)
+        st = zb_plan_offload(s, mode, p->costs, out, note, err);
+    zb_schedule_free(s);
+    return st;
+}
+
+static double makespan(const zb_schedule_t *s, const zb_costs_t *c)
+{
+    zb_sim_t sim;
+    if (zb_simulate(s, c, &sim, NULL) != ZB_OK)
+        return INFINITY;
+    double m = sim.makespan;
+    zb_sim_free(&sim);
+    return m;
+}
+
+zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offload_t mode,
+                                zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!p || !p->costs)
+        return zb_err_set(err, ZB_EINVAL, "offload: a cost model is needed");
+    if (p->recompute != ZB_RECOMPUTE_NONE)
+        return zb_err_set(err, ZB_EINVAL, "offload: a stash is kept, offloaded or recomputed; "
+                                          "ask for offload or recompute, not both");
+    zb_costs_t free_c;
+    zb_status_t st = zb_costs_clone(&free_c, p->costs, err);
+    if (st != ZB_OK)
+        return st;
+    free_c.mem_limit = INFINITY;
+    zb_costs_set_rank_limits(&free_c, 0, NULL, NULL);
+    char note[96] = "";
+    zb_gen_params_t q = *p;
+    q.any_placement = false; /* the offload step's costs are those of p->chunks */
+    st = one_start(family, &q, &free_c, mode, out, note, err);
+    zb_costs_free(&free_c);
+    const bool is_auto = zb_generator_find(family) == zb_generator_find("auto");
+    if (is_auto && mode == ZB_OFFLOAD_AUTO && zb_costs_limited(p->costs) && st != ZB_ENOMEM) {
+        zb_costs_t folded;
+        zb_schedule_t *other = NULL;
+        char other_note[96] = "";
+        zb_err_t e2;
+        zb_err_clear(&e2);
+        zb_status_t st2 = zb_costs_clone(&folded, p->costs, &e2);
+        if (st2 == ZB_OK && (st2 = zb_costs_set_recompute(&folded, 0, 0, &e2)) == ZB_OK) {
+            q.recompute = ZB_RECOMPUTE_ALL;
+            st2 = one_start(family, &q, &folded, mode, &other, other_note, &e2);
+        }
+        zb_costs_free(&folded);
+        if (st2 == ZB_OK &&
+            (st != ZB_OK || makespan(other, p->costs) < makespan(*out, p->costs))) {
+            zb_schedule_free(*out);
+            *out = other;
+            other = NULL;
+            memcpy(note, other_note, sizeof note);
+            st = ZB_OK;
+        }
+        zb_schedule_free(other);
+        q.recompute = ZB_RECOMPUTE_AUTO;
+        zb_err_clear(&e2);
+        if (zb_generate(family, &q, &other, &e2) == ZB_OK &&
+            zb_validate(other, p->costs, NULL) == ZB_OK &&
+            (st != ZB_OK || makespan(other, p->costs) < makespan(*out, p->costs))) {
+            zb_schedule_free(*out);
+            *out = other;
+            other = NULL;
+            snprintf(note, sizeof note, "offload auto: recompute only (auto's search)");
+            st = ZB_OK;
+        }
+        zb_schedule_free(other);
+    }
+    if (st == ZB_OK)
+        snprintf(p->note, sizeof p->note, "%s", note);
+    return st;
+}

@@ -1,0 +1,18 @@
+/* The offload pass with a choice of reload placement per pair (the planner's form of
+ * zb_add_offload). */
+#ifndef ZBPP_SCHEDULE_OFFLOAD_INTERNAL_H
+#define ZBPP_SCHEDULE_OFFLOAD_INTERNAL_H
+
+#include "zbpp/schedule.h"
+
+enum {
+    ZB_RELOAD_NONE,    /* kept on the device */
+    ZB_RELOAD_IN_TIME, /* offloaded; the L as late as its backward allows without waiting */
+    ZB_RELOAD_LATE     /* offloaded; the L right before its backward, which waits for it */
+};
+
+/* zb_add_offload with which[stage * M + mb] one of the values above; which == NULL as there. */
+zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *which,
+                               const zb_costs_t *c, zb_schedule_t **out, zb_err_t *err);
+
+#endif

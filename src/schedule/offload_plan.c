@@ -1,0 +1,255 @@
+/* The planner's offload step: keep, offload or recompute each (stage, mb) to fit a memory limit.
+ *
+ * AUTO is a greedy descent on the simulated timeline. While some rank's timed peak is over its
+ * limit, every pair of that rank whose stash is alive at the peak (F started, backward not yet)
+ * is tried in each later state along keep -> offload (reload in time) -> offload (reload right
+ * before the backward, which may then wait) -> recompute; among the steps that lower that rank's memory at the peak's time without raising
+ * its peak, the one with the smallest makespan wins (ties: the least compute, i.e. an offload
+ * before a recompute, then the lower memory at that time). The peak's time and not the peak itself: a
+ * peak is often a plateau several stashes long, which no single step lowers. A pair only ever
+ * moves forward along that line, so there are at most three steps per pair. Each
+ * try rebuilds the schedule from the plain one (zb_add_recompute, then zb_add_offload, whose
+ * reloads are timed on the recomputed schedule) and simulates it. */
+#include "zbpp/schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule/offload_internal.h"
+#include "schedule/sched_index.h"
+
+/* The states of a pair, in the only order a pair moves through them (the first three are the
+ * pass's ZB_RELOAD_* values). */
+enum { KEEP = ZB_RELOAD_NONE, OFFLOAD = ZB_RELOAD_IN_TIME, OFFLOAD_LATE = ZB_RELOAD_LATE,
+       RECOMPUTE };
+
+typedef struct {
+    const zb_schedule_t *base;
+    const zb_costs_t *c;
+    unsigned char *state; /* [S*M] KEEP, OFFLOAD, OFFLOAD_LATE or RECOMPUTE */
+    unsigned char *sel_o; /* [S*M] scratch for the passes */
+    bool *sel_r;
+    size_t n;
+} plan_t;
+
+/* The schedule of the current states. */
+static zb_status_t build(plan_t *p, zb_schedule_t **out, zb_err_t *err)
+{
+    bool any_r = false;
+    for (size_t k = 0; k < p->n; k++) {
+        p->sel_o[k] = p->state[k] == RECOMPUTE ? ZB_RELOAD_NONE : p->state[k];
+        p->sel_r[k] = p->state[k] == RECOMPUTE;
+        any_r |= p->sel_r[k];
+    }
+    zb_schedule_t *rc = NULL;
+    zb_status_t st = any_r ? zb_add_recompute(p->base, p->sel_r, &rc, err) : ZB_OK;
+    if (st != ZB_OK)
+        return st;
+    st = zb_add_offload_how(rc ? rc : p->base, p->sel_o, p->c, out, err);
+    zb_schedule_free(rc);
+    return st;
+}
+
+/* The schedule of the current states and its simulation (*sim owns nothing of *s's but
+ * points at it: free the simulation first). */
+static zb_status_t evaluate(plan_t *p, zb_schedule_t **s, zb_sim_t *sim, zb_err_t *err)
+{
+    zb_status_t st = build(p, s, err);
+    if (st != ZB_OK)
+        return st;
+    if ((st = zb_simulate(*s, p->c, sim, err)) != ZB_OK) {
+        zb_schedule_free(*s);
+        *s = NULL;
+    }
+    return st;
+}
+
+/* The rank furthest over its limit, or -1 when every rank fits. */
+static int worst_rank(const zb_costs_t *c, const zb_sim_t *sim)
+{
+    int worst = -1;
+    double most = 0;
+    for (int r = 0; r < sim->ranks; r++) {
+        double lim = zb_costs_limit(c, r);
+        double over = sim->peak_mem[r] - lim;
+        if (isfinite(lim) && over > 1e-9 * fmax(1.0, fabs(lim)) && over > most) {
+            most = over;
+            worst = r;
+        }
+    }
+    return worst;
+}
+
+/* Mark in `alive` the pairs of rank r whose F started at or before t and whose backward did
+ * not start before t. */
+static void alive_at(const zb_schedule_t *s, const zb_sim_t *sim, int r, double t,
+                     unsigned char *alive, size_t n)
+{
+    memset(alive, 0, n);
+    const zb_rank_program_t *p = &s->rank[r];
+    for (int i = 0; i < p->len; i++) {
+        const zb_action_t *a = &p->actions[i];
+        size_t k = (size_t)a->stage * (size_t)s->microbatches + (size_t)a->mb;
+        if (a->type == ZB_ACT_F && sim->start[r][i] <= t)
+            alive[k] = 1;
+        else if ((a->type == ZB_ACT_B || a->type == ZB_ACT_BW) && sim->start[r][i] < t)
+            alive[k] = 0;
+    }
+}
+
+/* Rank r's memory at time t, by the simulator's rules: an action's change when it starts, an
+ * O's release when it ends (at t itself, a release counts and so does a start). */
+static double mem_at(const zb_schedule_t *s, const zb_sim_t *sim, const zb_costs_t *c, int r,
+                     double t)
+{
+    double m = 0;
+    const zb_rank_program_t *p = &s->rank[r];
+    for (int i = 0; i < p->len; i++) {
+        const zb_action_t *a = &p->actions[i];
+        if (a->type == ZB_ACT_O)
+            m -= sim->end[r][i] <= t ? c->m_f[a->stage] : 0;
+        else if (a->type == ZB_ACT_L)
+            m += sim->start[r][i] <= t ? c->m_f[a->stage] : 0;
+        else if (sim->start[r][i] <= t)
+            m += zb_sched_mem_delta(c, a->type, a->flags, a->stage);
+    }
+    return m;
+}
+
+typedef struct {
+    size_t k;
+    unsigned char to;
+    double makespan, busy, at; /* the step's makespan, compute over all ranks, and memory at
+                                  the peak's time */
+} step_t;
+
+typedef struct {
+    int rank;
+    double peak, t, at; /* the rank's peak, its time, the memory then */
+} target_t;
+
+static bool below(double a, double b) { return a < b - 1e-12 * fmax(1.0, fabs(b)); }
+
+/* Try moving pair k to state `to`; keep it in *best when it lowers the target rank's memory at
+ * the target time without raising its peak, and beats *best. */
+static zb_status_t try_step(plan_t *p, size_t k, unsigned char to, const target_t *g,
+                            step_t *best, zb_err_t *err)
+{
+    unsigned char was = p->state[k];
+    p->state[k] = to;
+    zb_schedule_t *s = NULL;
+    zb_sim_t sim;
+    zb_err_t e;
+    zb_err_clear(&e);
+    zb_status_t st = evaluate(p, &s, &sim, &e);
+    p->state[k] = was;
+    if (st == ZB_ENOMEM)
+        return zb_err_set(err, st, "%s", e.msg);
+    if (st != ZB_OK)
+        return ZB_OK; /* this step does not give a schedule that runs: not a candidate */
+    double np = sim.peak_mem[g->rank], mk = sim.makespan, busy = 0;
+    for (int r = 0; r < sim.ranks; r++)
+        busy += sim.busy[r];
+    double at = mem_at(s, &sim, p->c, g->rank, g->t);
+    zb_sim_free(&sim);
+    zb_schedule_free(s);
+    if (below(g->peak, np) || !below(at, g->at))
+        return ZB_OK;
+    bool same_time = !below(best->makespan, mk), same_work = same_time && !below(best->busy, busy);
+    bool better = best->to == KEEP || below(mk, best->makespan) ||
+                  (same_time && below(busy, best->busy)) || (same_work && below(at, best->at));
+    if (better)
+        *best = (step_t){.k = k, .to = to, .makespan = mk, .busy = busy, .at = at};
+    return ZB_OK;
+}
+
+static void describe(const plan_t *p, char *note)
+{
+    size_t n[4] = {0, 0, 0, 0};
+    for (size_t k = 0; k < p->n; k++)
+        n[p->state[k]]++;
+    snprintf(note, 96, "offload auto: %zu kept, %zu offloaded, %zu recomputed", n[KEEP],
+             n[OFFLOAD] + n[OFFLOAD_LATE], n[RECOMPUTE]);
+}
+
+static zb_status_t plan_auto(plan_t *p, zb_schedule_t **out, char *note, zb_err_t *err)
+{
+    unsigned char *alive = malloc(p->n);
+    if (!alive)
+        return zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
+    zb_status_t st;
+    for (;;) {
+        zb_schedule_t *s = NULL;
+        zb_sim_t sim;
+        if ((st = evaluate(p, &s, &sim, err)) != ZB_OK)
+            break;
+        int r = worst_rank(p->c, &sim);
+        if (r < 0) {
+            zb_sim_free(&sim);
+            *out = s;
+            if (note)
+                describe(p, note);
+            break;
+        }
+        const target_t g = {.rank = r, .peak = sim.peak_mem[r], .t = sim.peak_time[r],
+                            .at = mem_at(s, &sim, p->c, r, sim.peak_time[r])};
+        alive_at(s, &sim, r, g.t, alive, p->n);
+        zb_sim_free(&sim);
+        zb_schedule_free(s);
+        step_t best = {.to = KEEP};
+        for (size_t k = 0; k < p->n && st == ZB_OK; k++) {
+            if (!alive[k] || p->state[k] == RECOMPUTE)
+                continue;
+            for (unsigned char to = p->state[k] + 1; to < RECOMPUTE && st == ZB_OK; to++)
+                st = try_step(p, k, to, &g, &best, err);
+            if (st == ZB_OK)
+                st = try_step(p, k, RECOMPUTE, &g, &best, err);
+        }
+        if (st != ZB_OK)
+            break;
+        if (best.to == KEEP) {
+            st = zb_err_set(err, ZB_EMEMLIMIT,
+                            "offload auto: rank %d still needs %g memory (limit %g) with every "
+                            "stash alive at its peak offloaded or recomputed",
+                            r, g.peak, zb_costs_limit(p->c, r));
+            break;
+        }
+        p->state[best.k] = best.to;
+    }
+    free(alive);
+    return st;
+}
+
+zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb_costs_t *c,
+                            zb_schedule_t **out, char *note, zb_err_t *err)
+{
+    *out = NULL;
+    if (note)
+        note[0] = '\0';
+    if (!in || !c)
+        return zb_err_set(err, ZB_EINVAL, "offload: NULL schedule or cost model");
+    if (zb_schedule_has_offload(in) || zb_schedule_has_recompute(in))
+        return zb_err_set(err, ZB_EINVAL, "offload: the schedule already has O/L or R actions "
+                                          "(the planner chooses them itself)");
+    if (mode == ZB_OFFLOAD_NONE) {
+        *out = zb_schedule_clone(in);
+        return *out ? ZB_OK : zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
+    }
+    if (mode == ZB_OFFLOAD_ALL)
+        return zb_add_offload(in, NULL, c, out, err);
+    if (mode != ZB_OFFLOAD_AUTO)
+        return zb_err_set(err, ZB_EINVAL, "offload: unknown mode %d", (int)mode);
+    plan_t p = {.base = in, .c = c, .n = (size_t)in->stages * (size_t)in->microbatches};
+    p.state = calloc(p.n, 1);
+    p.sel_o = calloc(p.n, 1);
+    p.sel_r = calloc(p.n, sizeof *p.sel_r);
+    zb_status_t st = p.state && p.sel_o && p.sel_r
+                         ? plan_auto(&p, out, note, err)
+                         : zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
+    free(p.state);
+    free(p.sel_o);
+    free(p.sel_r);
+    return st;
+}

@@ -24,13 +24,15 @@ refused() {
   fi
 }
 
-# peaks_within FILE LIMITS KEY: every rank's peak in the JSON (KEY: schedule or plan) is
-# within its limit, and the limits differ enough that one scalar limit would not say the same.
+# peaks_within FILE LIMITS KEY: the JSON (KEY: schedule or plan) gives back the limits it was
+# given (mem_limit_ranks, null for inf), and every rank's peak in it is within its limit.
 peaks_within() {
   python3 - "$@" <<'PY'
 import json, sys
 path, limits, kind = sys.argv[1], [float(x) for x in sys.argv[2].split(",")], sys.argv[3]
 d = json.load(open(path))
+back = [float("inf") if x is None else x for x in d["mem_limit_ranks"] or []]
+assert back == limits, "mem_limit_ranks in the JSON: %r, given %r" % (d["mem_limit_ranks"], limits)
 rows = [d] if kind == "schedule" else [r for r in d["families"] if r["fits"]]
 assert rows, "no fitting schedule"
 for row in rows:
@@ -74,8 +76,14 @@ refused "validate: 3 limits" "3 limits given, the schedule has 4 ranks" "$ZBPP" 
 refused "bad value" "mem-limit-ranks \(rank 1\): 'x' is not a finite number" "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit-ranks 4,x,4,4
 refused "negative" "mem-limit-ranks \(rank 2\): '-1' is negative" "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit-ranks 4,4,-1,4
 refused "empty" "mem-limit-ranks" "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit-ranks ""
-# inf: no limit on that rank
+# inf: no limit on that rank (null in the JSON)
 "$ZBPP" schedule -s gpipe -p 2 -m 4 --mem-limit-ranks inf,inf >/dev/null 2>&1 && ok || fail "inf limits refused"
+"$ZBPP" plan -p 2 -m 4 --mem-limit-ranks 3,inf --format json >inf.json 2>/dev/null &&
+  peaks_within inf.json 3,inf plan && ok || fail "plan: limits 3,inf not given back"
+# one scalar limit: mem_limit_ranks is null
+"$ZBPP" schedule -s zb-h1 -p 4 -m 8 --mem-limit 4 --format json -o one.json 2>/dev/null &&
+  python3 -c 'import json, sys; d = json.load(open("one.json")); sys.exit(not (d["mem_limit"] == 4 and d["mem_limit_ranks"] is None))' &&
+  ok || fail "scalar limit: mem_limit 4 and mem_limit_ranks null expected"
 
 echo "cli_mem_limit_ranks: $checks checks passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -24,6 +24,22 @@ expect_error() { # <exit> <text in message> <args...>
   grep -qF -- "$needle" "$TMP/err" || fail "message lacks '$needle': $(cat "$TMP/err")"
 }
 expect_error 2 "--keep-last" "${TINY[@]}" --keep-last 0
+# every kind of value, from each of the three flag lists (train's, the pipeline's, the device's),
+# says what it expects and what it got, in one line; '=' and unique prefixes work everywhere
+expect_error 2 "--steps expects an integer in [0, 4611686018427387903], got 'x'" "${TINY[@]}" --steps x
+expect_error 2 "--batch expects an integer in [1, 2147483647], got '0'" "${TINY[@]}" --batch=0
+expect_error 2 "--seed expects a non-negative integer, got '-4'" "${TINY[@]}" --seed -4
+expect_error 2 "--lr expects a number >= 0, got 'fast'" "${TINY[@]}" --lr fast
+expect_error 2 "--peak-tflops expects a positive number, got '0'" "${TINY[@]}" --peak-tflops 0
+expect_error 2 "--val-steps expects an integer in [1, 2147483647], got '0'" "${TINY[@]}" --val-ste 0
+expect_error 2 "--ranks expects a positive integer, got '0'" "${TINY[@]}" --ranks=0
+expect_error 2 "--mem-limit-mb expects a positive number, got '-3'" "${TINY[@]}" --mem-limit-mb -3
+expect_error 2 "--partition expects flops or profile, got 'even'" "${TINY[@]}" --partition even
+expect_error 2 "--checkpoint-format expects file or sharded, got 'zip'" "${TINY[@]}" --checkpoint-f zip
+expect_error 2 "unknown schedule 'zbh1': did you mean zb-h1?" "${TINY[@]}" --schedule zbh1
+expect_error 2 "--device: 'gpu' is not cpu, cuda or cuda:N" "${TINY[@]}" --device gpu
+expect_error 2 "option --steps needs a value" "${TINY[@]}" --steps
+expect_error 2 "unknown option --quiet=1 (it takes no value)" "${TINY[@]}" --quiet=1
 expect_error 2 "--keep-last needs --save" "${TINY[@]}" --keep-last 2 --steps 1
 expect_error 2 "--keep-last is not available with --checkpoint-format sharded" "${TINY[@]}" \
   --steps 1 --save "$TMP/sh" --save-every 1 --keep-last 1 --checkpoint-format sharded

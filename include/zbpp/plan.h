@@ -46,6 +46,7 @@ typedef struct {
     int count;           /* rows: fitting ones first, best (smallest makespan) first */
     int fitting;         /* how many rows fit */
     zb_plan_row_t *rows;
+    double *mem_limit_ranks; /* [ranks] per-rank limits in place of mem_limit; NULL = none */
 } zb_plan_t;
 
 /* Generate every registered family for P ranks and M microbatches with the one-stage-per-rank

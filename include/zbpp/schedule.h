@@ -72,6 +72,9 @@ void zb_schedule_free(zb_schedule_t *s);
 zb_schedule_t *zb_schedule_clone(const zb_schedule_t *s);
 /* Append an action to a rank's program. ZB_ENOMEM or ZB_EINVAL (rank out of range). */
 zb_status_t zb_schedule_push(zb_schedule_t *s, int rank, zb_action_t a);
+/* Make room for at least n actions on every rank (a generator that knows its sizes avoids the
+ * regrowth of push). ZB_ENOMEM or ZB_EINVAL (NULL, n < 0). */
+zb_status_t zb_schedule_reserve(zb_schedule_t *s, int n);
 /* Same shape (P, v, placement, M) and the same action lists. Names are not compared. */
 bool zb_schedule_equal(const zb_schedule_t *a, const zb_schedule_t *b);
 /* Rank that holds `stage` under the schedule's placement. */

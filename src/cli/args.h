@@ -7,6 +7,7 @@
 #define ZBPP_CLI_ARGS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "zbpp/error.h"
@@ -85,6 +86,26 @@ zb_status_t zb_cli_parse_int(const char *s, int lo, int hi, const char *what, in
  * or "1,1,0.7,0.05". *n receives the count. */
 zb_status_t zb_cli_parse_list(const char *s, int min_n, int max_n, bool nonneg, const char *what,
                               double *out, int *n, zb_err_t *err);
+
+/* The training flags' values (flag_values.c): the whole word, in range, or one line
+ * "<flag> expects <what>, got '<word>'" (ZB_EINVAL). */
+/* An integer in [lo, hi]. */
+zb_status_t zb_cli_flag_long(const char *s, long lo, long hi, const char *flag, long *out,
+                             zb_err_t *err);
+zb_status_t zb_cli_flag_int(const char *s, int lo, int hi, const char *flag, int *out,
+                            zb_err_t *err);
+/* An integer in [1, hi], said as "a positive integer" (a count of ranks, replicas, chunks). */
+zb_status_t zb_cli_flag_count(const char *s, int hi, const char *flag, int *out, zb_err_t *err);
+/* A finite number >= lo. */
+zb_status_t zb_cli_flag_float(const char *s, float lo, const char *flag, float *out,
+                              zb_err_t *err);
+/* A finite number > 0. */
+zb_status_t zb_cli_flag_positive(const char *s, const char *flag, double *out, zb_err_t *err);
+/* A non-negative integer up to 2^64 - 1 (a seed). */
+zb_status_t zb_cli_flag_u64(const char *s, const char *flag, uint64_t *out, zb_err_t *err);
+/* One of names (NULL-terminated): its index; else "expects a, b or c". */
+zb_status_t zb_cli_flag_choice(const char *s, const char *const names[], const char *flag,
+                               int *out, zb_err_t *err);
 
 /* Output formats of the planner commands. */
 typedef enum {

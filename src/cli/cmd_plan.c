@@ -69,8 +69,16 @@ static void json_str(FILE *f, const char *s)
 
 static void print_table(const zb_plan_t *pl)
 {
-    printf("P=%d M=%d, memory limit %s%.6g\n", pl->ranks, pl->microbatches,
-           isfinite(pl->mem_limit) ? "" : "none ", isfinite(pl->mem_limit) ? pl->mem_limit : 0.0);
+    printf("P=%d M=%d, ", pl->ranks, pl->microbatches);
+    if (pl->mem_limit_ranks) {
+        printf("memory limits per rank");
+        for (int r = 0; r < pl->ranks; r++)
+            printf(isfinite(pl->mem_limit_ranks[r]) ? " %.6g" : " none", pl->mem_limit_ranks[r]);
+        printf("\n");
+    } else {
+        printf("memory limit %s%.6g\n", isfinite(pl->mem_limit) ? "" : "none ",
+               isfinite(pl->mem_limit) ? pl->mem_limit : 0.0);
+    }
     printf("%-4s %-17s %-9s %12s %8s %10s %9s  %s\n", "rank", "family", "chunking", "makespan",
            "bubble", "peak(max)", "messages", "peak per rank");
     int n = 0;
@@ -96,6 +104,12 @@ static void print_table(const zb_plan_t *pl)
     }
 }
 
+/* A number after `sep`, null when not finite (JSON has no infinity: a rank without a limit). */
+static void json_number(double x, const char *sep)
+{
+    printf(isfinite(x) ? "%s%.17g" : "%snull", sep, x);
+}
+
 static void print_json(const zb_plan_t *pl)
 {
     printf("{\n  \"ranks\": %d,\n  \"microbatches\": %d,\n  \"mem_limit\": ", pl->ranks,
@@ -104,6 +118,14 @@ static void print_json(const zb_plan_t *pl)
         printf("%.17g", pl->mem_limit);
     else
         printf("null");
+    printf(",\n  \"mem_limit_ranks\": ");
+    if (pl->mem_limit_ranks) {
+        for (int r = 0; r < pl->ranks; r++)
+            json_number(pl->mem_limit_ranks[r], r ? ", " : "[");
+        printf("]");
+    } else {
+        printf("null");
+    }
     printf(",\n  \"families\": [");
     for (int i = 0; i < pl->count; i++) {
         const zb_plan_row_t *row = &pl->rows[i];

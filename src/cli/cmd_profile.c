@@ -41,9 +41,6 @@ enum {
     OPT_WRITE_COSTS,
     OPT_NO_PIN,
     OPT_THREADS,
-    OPT_DEVICE,
-    OPT_PRECISION,
-    OPT_TF32,
 };
 
 static void help(FILE *out)
@@ -110,9 +107,7 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
         {"write-costs", required_argument, NULL, OPT_WRITE_COSTS},
         {"no-pin", no_argument, NULL, OPT_NO_PIN},
         {"threads", required_argument, NULL, OPT_THREADS},
-        {"device", required_argument, NULL, OPT_DEVICE},
-        {"precision", required_argument, NULL, OPT_PRECISION},
-        {"tf32", no_argument, NULL, OPT_TF32},
+        ZB_CLI_DEVICE_OPTIONS
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -174,9 +169,9 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
         case OPT_THREADS:
             st = zb_cli_parse_int(optarg, 1, ZB_WORKERS_MAX, "--threads", &o->c.threads, err);
             break;
-        case OPT_DEVICE: zb_cli_device_flag(&o->dev, "--device", optarg); break;
-        case OPT_PRECISION: zb_cli_device_flag(&o->dev, "--precision", optarg); break;
-        case OPT_TF32: zb_cli_device_flag(&o->dev, "--tf32", NULL); break;
+        case ZB_OPT_DEV_DEVICE:
+        case ZB_OPT_DEV_PRECISION:
+        case ZB_OPT_DEV_TF32: zb_cli_device_option(&o->dev, c, optarg); break;
         case ZB_OPT_FORMAT:
             if (!strcmp(optarg, "table") || !strcmp(optarg, "json"))
                 o->json = !strcmp(optarg, "json");

@@ -76,57 +76,6 @@ static void usage(FILE *out)
     zb_cli_device_usage(out);
 }
 
-/* ---- number parsing: the whole string must be a number in range ---- */
-
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "zbpp train: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
-                s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_int(const char *flag, const char *s, int lo, int *out)
-{
-    long v;
-    if (parse_long(flag, s, lo, INT_MAX, &v))
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_float(const char *flag, const char *s, float lo, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v) || v < lo) {
-        fprintf(stderr, "zbpp train: %s expects a number >= %g, got '%s'\n", flag, lo, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_seed(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0' || s[0] == '-') {
-        fprintf(stderr, "zbpp train: --seed expects a non-negative integer, got '%s'\n", s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* The demo corpus: ./data/, else the source tree the binary was built from, else next to the
  * executable's build tree (build/zbpp -> ../data). */
 static const char *find_demo_corpus(char *buf, size_t cap)
@@ -162,49 +111,37 @@ static int fail(zb_status_t st, const zb_err_t *err)
     return zb_cli_exit_code(st);
 }
 
-/* Long options of zbpp train: its own, then the pipeline's and the device's (their names live
- * next to their parsers: pipeline_flags.c, device_flags.c). Every value flag takes its value as
- * the next word or after '=' (`--steps=5`), and unique prefixes work, as in the other commands. */
-static const char *const TRAIN_VALUE_FLAGS[] = {
-    "init-from", "layers", "heads", "channels", "vocab", "max-seq", "data", "text", "batch",
-    "seq", "microbatches", "steps", "seed", "lr", "beta1", "beta2", "eps", "weight-decay",
-    "grad-clip", "lr-schedule", "warmup", "lr-min", "save", "save-model", "save-every", "resume",
-    "metrics", "sample-every", "sample-tokens", "threads", "val-data", "val-text", "val-every",
-    "val-steps", "keep-last", "peak-tflops", NULL};
-static const char *const TRAIN_SWITCHES[] = {"no-shuffle", "quiet", "verbose", "help", NULL};
-enum { OPT_BASE = 1000, MAX_OPTS = 128 };
+/* The flags of zbpp train itself: X(ID, "name", has_arg). A flag is added here and in
+ * train_flag (and the usage); the pipeline's and the device's have their own lists
+ * (pipeline_flags.h, device_flags.h). Every value flag takes its value as the next word or after
+ * '=' (`--steps=5`), and unique prefixes work, as in the other commands. */
+#define TRAIN_FLAGS(X)                                                                          \
+    X(INIT_FROM, "init-from", 1) X(LAYERS, "layers", 1) X(HEADS, "heads", 1)                     \
+    X(CHANNELS, "channels", 1) X(VOCAB, "vocab", 1) X(MAX_SEQ, "max-seq", 1) X(DATA, "data", 1)   \
+    X(TEXT, "text", 1) X(BATCH, "batch", 1) X(SEQ, "seq", 1) X(MICROBATCHES, "microbatches", 1)  \
+    X(STEPS, "steps", 1) X(SEED, "seed", 1) X(LR, "lr", 1) X(BETA1, "beta1", 1)                   \
+    X(BETA2, "beta2", 1) X(EPS, "eps", 1) X(WEIGHT_DECAY, "weight-decay", 1)                      \
+    X(GRAD_CLIP, "grad-clip", 1) X(LR_SCHEDULE, "lr-schedule", 1) X(WARMUP, "warmup", 1)          \
+    X(LR_MIN, "lr-min", 1) X(SAVE, "save", 1) X(SAVE_MODEL, "save-model", 1)                      \
+    X(SAVE_EVERY, "save-every", 1) X(RESUME, "resume", 1) X(METRICS, "metrics", 1)                \
+    X(SAMPLE_EVERY, "sample-every", 1) X(SAMPLE_TOKENS, "sample-tokens", 1)                       \
+    X(THREADS, "threads", 1) X(VAL_DATA, "val-data", 1) X(VAL_TEXT, "val-text", 1)                \
+    X(VAL_EVERY, "val-every", 1) X(VAL_STEPS, "val-steps", 1) X(KEEP_LAST, "keep-last", 1)        \
+    X(PEAK_TFLOPS, "peak-tflops", 1) X(NO_SHUFFLE, "no-shuffle", 0) X(QUIET, "quiet", 0)          \
+    X(VERBOSE, "verbose", 0)
 
-/* "--name" of option k of the table: parsers keep pointers to the flag they saw (for warnings),
- * so these live as long as the process. */
-static char dashed[MAX_OPTS][40];
+#define TRAIN_ID(id, name, arg) OPT_##id,
+enum { OPT_TRAIN_FIRST = 1400, TRAIN_FLAGS(TRAIN_ID) OPT_TRAIN_END };
+#define TRAIN_OPTION(id, name, arg) {name, arg, NULL, OPT_##id},
 
-/* The table for getopt_long (caller frees); NULL when out of memory or too many options. */
-static struct option *train_options(void)
-{
-    const char *const *const value_lists[] = {TRAIN_VALUE_FLAGS, zb_cli_pipeline_flag_names,
-                                              zb_cli_device_value_flags};
-    const char *const *const switch_lists[] = {TRAIN_SWITCHES, zb_cli_device_switches};
-    size_t n = 0;
-    for (size_t l = 0; l < 3; l++)
-        for (size_t i = 0; value_lists[l][i]; i++)
-            n++;
-    for (size_t l = 0; l < 2; l++)
-        for (size_t i = 0; switch_lists[l][i]; i++)
-            n++;
-    struct option *o = n < MAX_OPTS ? calloc(n + 1, sizeof *o) : NULL;
-    if (!o)
-        return NULL;
-    size_t k = 0;
-    for (size_t l = 0; l < 3; l++)
-        for (size_t i = 0; value_lists[l][i]; i++, k++)
-            o[k] = (struct option){value_lists[l][i], required_argument, NULL, OPT_BASE + (int)k};
-    for (size_t l = 0; l < 2; l++)
-        for (size_t i = 0; switch_lists[l][i]; i++, k++)
-            o[k] = (struct option){switch_lists[l][i], no_argument, NULL, OPT_BASE + (int)k};
-    for (size_t j = 0; j < k; j++)
-        snprintf(dashed[j], sizeof dashed[j], "--%s", o[j].name);
-    return o;
-}
+static const struct option train_options[] = {
+    TRAIN_FLAGS(TRAIN_OPTION)
+    ZB_CLI_PIPELINE_FLAGS(ZB_CLI_PIPELINE_OPTION)
+    ZB_CLI_DEVICE_OPTIONS
+    ZB_CLI_DEVICE_TRAIN_OPTIONS
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
 
 typedef struct {
     zb_train_config_t *c;
@@ -238,111 +175,90 @@ static int shape_agrees(const zb_gpt2_config_t *ckpt, const zb_gpt2_config_t *fl
     return 0;
 }
 
-/* One flag `a` ("--name") with its value v (NULL for a switch): 0, or 2 after printing why. */
-static int train_flag(train_flags_t *t, const char *a, const char *v)
+/* A shape flag: the model's and the one given (to compare with --resume). */
+static zb_status_t shape_flag(train_flags_t *t, const char *v, const char *flag, int *model,
+                              int *given, zb_err_t *err)
 {
-    if (!strcmp(a, "--no-shuffle")) {
-        t->c->shuffle = false;
-        return 0;
-    }
-    if (!strcmp(a, "--quiet")) {
-        t->c->quiet = true;
-        return 0;
-    }
-    if (!strcmp(a, "--verbose")) {
-        t->verbose = true;
-        return 0;
-    }
-    int bad = 0;
-    if (!strcmp(a, "--init-from"))
-        t->c->init_from = v;
-    else if (!strcmp(a, "--layers"))
-        bad = parse_int(a, v, 1, &t->shape.layers), t->model_flag = true, t->c->model.layers = t->shape.layers;
-    else if (!strcmp(a, "--heads"))
-        bad = parse_int(a, v, 1, &t->shape.heads), t->model_flag = true, t->c->model.heads = t->shape.heads;
-    else if (!strcmp(a, "--channels"))
-        bad = parse_int(a, v, 1, &t->shape.channels), t->model_flag = true, t->c->model.channels = t->shape.channels;
-    else if (!strcmp(a, "--vocab"))
-        bad = parse_int(a, v, 1, &t->shape.vocab), t->model_flag = t->vocab_given = true, t->c->model.vocab = t->shape.vocab;
-    else if (!strcmp(a, "--max-seq"))
-        bad = parse_int(a, v, 1, &t->shape.max_seq), t->model_flag = true, t->c->model.max_seq = t->shape.max_seq;
-    else if (!strcmp(a, "--data"))
-        t->c->data_glob = v;
-    else if (!strcmp(a, "--text"))
-        t->c->text_path = v;
-    else if (!strcmp(a, "--batch"))
-        bad = parse_int(a, v, 1, &t->c->batch);
-    else if (!strcmp(a, "--seq"))
-        bad = parse_int(a, v, 1, &t->c->seq);
-    else if (!strcmp(a, "--microbatches"))
-        bad = parse_int(a, v, 1, &t->c->microbatches), t->microbatches_given = true;
-    else if (!strcmp(a, "--steps"))
-        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->steps);
-    else if (!strcmp(a, "--seed"))
-        bad = parse_seed(v, &t->c->seed);
-    else if (!strcmp(a, "--lr"))
-        bad = parse_float(a, v, 0.0f, &t->c->adamw.lr);
-    else if (!strcmp(a, "--beta1"))
-        bad = parse_float(a, v, 0.0f, &t->c->adamw.beta1);
-    else if (!strcmp(a, "--beta2"))
-        bad = parse_float(a, v, 0.0f, &t->c->adamw.beta2);
-    else if (!strcmp(a, "--eps"))
-        bad = parse_float(a, v, 0.0f, &t->c->adamw.eps);
-    else if (!strcmp(a, "--weight-decay"))
-        bad = parse_float(a, v, 0.0f, &t->c->adamw.weight_decay);
-    else if (!strcmp(a, "--grad-clip"))
-        bad = parse_float(a, v, 0.0f, &t->c->grad_clip);
-    else if (!strcmp(a, "--lr-schedule"))
-        t->lr_sched = v;
-    else if (!strcmp(a, "--warmup"))
-        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->warmup);
-    else if (!strcmp(a, "--lr-min"))
-        bad = parse_float(a, v, 0.0f, &t->c->lr_min);
-    else if (!strcmp(a, "--save"))
-        t->c->save_path = v;
-    else if (!strcmp(a, "--save-model"))
-        t->c->save_model_path = v;
-    else if (!strcmp(a, "--save-every"))
-        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->save_every);
-    else if (!strcmp(a, "--resume"))
-        t->c->resume_path = v;
-    else if (!strcmp(a, "--metrics"))
-        t->c->metrics_path = v;
-    else if (!strcmp(a, "--sample-every"))
-        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->sample_every);
-    else if (!strcmp(a, "--sample-tokens"))
-        bad = parse_int(a, v, 1, &t->c->sample_tokens);
-    else if (!strcmp(a, "--threads"))
-        bad = parse_int(a, v, 1, &t->c->threads);
-    else if (!strcmp(a, "--val-data"))
-        t->c->val_data_glob = v;
-    else if (!strcmp(a, "--val-text"))
-        t->c->val_text_path = v;
-    else if (!strcmp(a, "--val-every"))
-        bad = parse_long(a, v, 0, LONG_MAX / 2, &t->c->val_every), t->val_flag = a;
-    else if (!strcmp(a, "--val-steps"))
-        bad = parse_int(a, v, 1, &t->c->val_steps), t->val_flag = a;
-    else if (!strcmp(a, "--keep-last"))
-        bad = parse_int(a, v, 1, &t->c->keep_last);
-    else if (!strcmp(a, "--peak-tflops")) {
+    t->model_flag = true;
+    zb_status_t st = zb_cli_flag_int(v, 1, INT_MAX, flag, given, err);
+    *model = *given;
+    return st;
+}
+
+/* Option `id` of train_options with its value v (NULL for a switch): ZB_OK, or ZB_EINVAL with
+ * one line in err. */
+static zb_status_t train_flag(train_flags_t *t, int id, const char *v, zb_err_t *err)
+{
+    zb_train_config_t *c = t->c;
+    zb_gpt2_config_t *m = &c->model;
+    const long big = LONG_MAX / 2;
+    switch (id) {
+    case OPT_NO_SHUFFLE: c->shuffle = false; return ZB_OK;
+    case OPT_QUIET: c->quiet = true; return ZB_OK;
+    case OPT_VERBOSE: t->verbose = true; return ZB_OK;
+    case OPT_INIT_FROM: c->init_from = v; return ZB_OK;
+    case OPT_LAYERS: return shape_flag(t, v, "--layers", &m->layers, &t->shape.layers, err);
+    case OPT_HEADS: return shape_flag(t, v, "--heads", &m->heads, &t->shape.heads, err);
+    case OPT_CHANNELS:
+        return shape_flag(t, v, "--channels", &m->channels, &t->shape.channels, err);
+    case OPT_VOCAB:
+        t->vocab_given = true;
+        return shape_flag(t, v, "--vocab", &m->vocab, &t->shape.vocab, err);
+    case OPT_MAX_SEQ: return shape_flag(t, v, "--max-seq", &m->max_seq, &t->shape.max_seq, err);
+    case OPT_DATA: c->data_glob = v; return ZB_OK;
+    case OPT_TEXT: c->text_path = v; return ZB_OK;
+    case OPT_BATCH: return zb_cli_flag_int(v, 1, INT_MAX, "--batch", &c->batch, err);
+    case OPT_SEQ: return zb_cli_flag_int(v, 1, INT_MAX, "--seq", &c->seq, err);
+    case OPT_MICROBATCHES:
+        t->microbatches_given = true;
+        return zb_cli_flag_int(v, 1, INT_MAX, "--microbatches", &c->microbatches, err);
+    case OPT_STEPS: return zb_cli_flag_long(v, 0, big, "--steps", &c->steps, err);
+    case OPT_SEED: return zb_cli_flag_u64(v, "--seed", &c->seed, err);
+    case OPT_LR: return zb_cli_flag_float(v, 0.0f, "--lr", &c->adamw.lr, err);
+    case OPT_BETA1: return zb_cli_flag_float(v, 0.0f, "--beta1", &c->adamw.beta1, err);
+    case OPT_BETA2: return zb_cli_flag_float(v, 0.0f, "--beta2", &c->adamw.beta2, err);
+    case OPT_EPS: return zb_cli_flag_float(v, 0.0f, "--eps", &c->adamw.eps, err);
+    case OPT_WEIGHT_DECAY:
+        return zb_cli_flag_float(v, 0.0f, "--weight-decay", &c->adamw.weight_decay, err);
+    case OPT_GRAD_CLIP: return zb_cli_flag_float(v, 0.0f, "--grad-clip", &c->grad_clip, err);
+    case OPT_LR_SCHEDULE: t->lr_sched = v; return ZB_OK;
+    case OPT_WARMUP: return zb_cli_flag_long(v, 0, big, "--warmup", &c->warmup, err);
+    case OPT_LR_MIN: return zb_cli_flag_float(v, 0.0f, "--lr-min", &c->lr_min, err);
+    case OPT_SAVE: c->save_path = v; return ZB_OK;
+    case OPT_SAVE_MODEL: c->save_model_path = v; return ZB_OK;
+    case OPT_SAVE_EVERY: return zb_cli_flag_long(v, 0, big, "--save-every", &c->save_every, err);
+    case OPT_RESUME: c->resume_path = v; return ZB_OK;
+    case OPT_METRICS: c->metrics_path = v; return ZB_OK;
+    case OPT_SAMPLE_EVERY:
+        return zb_cli_flag_long(v, 0, big, "--sample-every", &c->sample_every, err);
+    case OPT_SAMPLE_TOKENS:
+        return zb_cli_flag_int(v, 1, INT_MAX, "--sample-tokens", &c->sample_tokens, err);
+    case OPT_THREADS: return zb_cli_flag_int(v, 1, INT_MAX, "--threads", &c->threads, err);
+    case OPT_VAL_DATA: c->val_data_glob = v; return ZB_OK;
+    case OPT_VAL_TEXT: c->val_text_path = v; return ZB_OK;
+    case OPT_VAL_EVERY:
+        t->val_flag = "--val-every";
+        return zb_cli_flag_long(v, 0, big, "--val-every", &c->val_every, err);
+    case OPT_VAL_STEPS:
+        t->val_flag = "--val-steps";
+        return zb_cli_flag_int(v, 1, INT_MAX, "--val-steps", &c->val_steps, err);
+    case OPT_KEEP_LAST: return zb_cli_flag_int(v, 1, INT_MAX, "--keep-last", &c->keep_last, err);
+    case OPT_PEAK_TFLOPS: {
         float x = 0;
-        bad = parse_float(a, v, 0.0f, &x);
-        if (!bad && !(x > 0)) {
-            fprintf(stderr, "zbpp train: --peak-tflops expects a positive number, got '%s'\n",
-                    v);
-            bad = 1;
-        }
-        t->c->peak_tflops = x;
+        zb_status_t st = zb_cli_flag_float(v, 0.0f, "--peak-tflops", &x, err);
+        if (st == ZB_OK && !(x > 0))
+            st = zb_err_set(err, ZB_EINVAL, "--peak-tflops expects a positive number, got '%s'",
+                            v);
+        c->peak_tflops = x;
+        return st;
     }
-    else if ((bad = zb_cli_pipeline_flag(t->pipe, a, v)) != 0)
-        bad = bad < 0;
-    else if (zb_cli_device_flag(t->dev, a, v))
-        bad = 0;
-    else {
-        fprintf(stderr, "zbpp train: internal: option %s has no parser\n", a);
-        return 2;
+    default:
+        if (id > ZB_OPT_PIPE_FIRST && id < ZB_OPT_PIPE_END)
+            return zb_cli_pipeline_option(t->pipe, id, v, err);
+        if (zb_cli_device_option(t->dev, id, v))
+            return ZB_OK;
+        return zb_err_set(err, ZB_EINVAL, "internal: option %d has no parser", id);
     }
-    return bad ? 2 : 0;
 }
 
 /* The peak MFU is taken against when --peak-tflops is not given, named for the report: this
@@ -392,42 +308,31 @@ int zb_cmd_train(int argc, char **argv)
 
     /* --resume first: the checkpoint's settings replace the defaults, explicit flags then apply
      * (and must agree with it, which zb_train_load checks) */
-    struct option *longopts = train_options();
-    if (!longopts) {
-        fprintf(stderr, "zbpp train: out of memory\n");
-        return 1;
-    }
-    int ch, idx, rc = 0;
+    int ch, rc = 0;
     opterr = 0;
     optind = 0; /* GNU getopt: 0 starts a fresh scan (this command parses twice) */
-    while ((ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1)
-        if (ch >= OPT_BASE && !strcmp(longopts[ch - OPT_BASE].name, "resume")) {
+    while ((ch = getopt_long(argc, argv, ":h", train_options, NULL)) != -1)
+        if (ch == OPT_RESUME) {
             zb_status_t st = zb_ckpt_is_sharded(optarg) ? zb_ckpt_sharded_peek(optarg, &c, &err)
                                                          : zb_train_peek(optarg, &c, &err);
-            if (st != ZB_OK) {
-                free(longopts);
+            if (st != ZB_OK)
                 return fail(st, &err);
-            }
         }
 
     const zb_gpt2_config_t stored_shape = c.model; /* the checkpoint's, with --resume */
     train_flags_t t = {.c = &c, .pipe = &pipe, .dev = &dev};
     optind = 0;
-    while (rc == 0 && (ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
-        if (ch == 'h' || (ch >= OPT_BASE && !strcmp(longopts[ch - OPT_BASE].name, "help"))) {
+    while ((ch = getopt_long(argc, argv, ":h", train_options, NULL)) != -1) {
+        if (ch == 'h') {
             usage(stdout);
-            free(longopts);
             return 0;
         }
-        if (ch < OPT_BASE) {
-            rc = zb_cli_bad_option("train", ch, argv);
-            break;
-        }
-        rc = train_flag(&t, dashed[ch - OPT_BASE], optarg);
+        if (ch == '?' || ch == ':')
+            return zb_cli_bad_option("train", ch, argv);
+        zb_status_t st = train_flag(&t, ch, optarg, &err);
+        if (st != ZB_OK)
+            return zb_cli_bad_value("train", st, &err);
     }
-    free(longopts);
-    if (rc)
-        return rc;
     if (!zb_cli_no_operands("train", argc, argv, optind))
         return 2;
     bool model_flag = t.model_flag, vocab_given = t.vocab_given, verbose = t.verbose;

@@ -6,34 +6,16 @@
 #include "cli/device_flags.h"
 #include "zbpp/nn.h"
 
-/* The flags zb_cli_device_flag takes (keep the lists with it). */
-const char *const zb_cli_device_value_flags[] = {"device", "precision", "sm-per-rank",
-                                                 "gpu-messages", NULL};
-const char *const zb_cli_device_switches[] = {"tf32", NULL};
-
-int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v)
+bool zb_cli_device_option(zb_cli_device_t *d, int id, const char *v)
 {
-    if (!strcmp(a, "--tf32")) {
-        d->tf32 = true;
-        return 2;
+    switch (id) {
+    case ZB_OPT_DEV_DEVICE: d->device = v; return true;
+    case ZB_OPT_DEV_PRECISION: d->precision = v; return true;
+    case ZB_OPT_DEV_TF32: d->tf32 = true; return true;
+    case ZB_OPT_DEV_SM_PER_RANK: d->sm_per_rank = v; return true;
+    case ZB_OPT_DEV_GPU_MESSAGES: d->gpu_messages = v; return true;
+    default: return false;
     }
-    if (!strcmp(a, "--device")) {
-        d->device = v;
-        return 1;
-    }
-    if (!strcmp(a, "--precision")) {
-        d->precision = v;
-        return 1;
-    }
-    if (!strcmp(a, "--sm-per-rank")) {
-        d->sm_per_rank = v;
-        return 1;
-    }
-    if (!strcmp(a, "--gpu-messages")) {
-        d->gpu_messages = v;
-        return 1;
-    }
-    return 0;
 }
 
 static int parse_device(const char *s, bool *cuda, int *index)

@@ -3,12 +3,13 @@
  *   --precision fp32|tf32|bf16 matrix-product precision on the GPU (default fp32; the CPU is fp32)
  *   --tf32                     the issue's spelling of --precision tf32 (TF32 is off otherwise)
  *   --sm-per-rank K            (train) SMs of each rank's partition when pipeline ranks share a
- *                              GPU (issue 13; default: the even split)
- *   --gpu-messages host|device (train) how pipeline ranks on GPUs pass activations (issue 13)
- * Parsed here so the commands only forward the flags and dispatch. */
+ *                              GPU (default: the even split)
+ *   --gpu-messages host|device|none (train) how pipeline ranks on GPUs pass activations
+ * Parsed here so the commands only put them in their getopt_long tables and forward them. */
 #ifndef ZBPP_CLI_DEVICE_FLAGS_H
 #define ZBPP_CLI_DEVICE_FLAGS_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -25,13 +26,25 @@ typedef struct {
     zb_cuda_train_opts_t opts;
 } zb_cli_device_t;
 
-/* The names (without "--") of the flags zb_cli_device_flag takes: with a value, and switches;
- * NULL-terminated (zbpp train builds its getopt_long table from them). */
-extern const char *const zb_cli_device_value_flags[];
-extern const char *const zb_cli_device_switches[];
-/* Try flag `a` with value `v` (v unused for --tf32): 1 = consumed a value, 2 = consumed --tf32
- * (no value), 0 = not a device flag. */
-int zb_cli_device_flag(zb_cli_device_t *d, const char *a, const char *v);
+/* getopt_long codes of the device flags (above the shared ones of args.h and the pipeline's) */
+enum {
+    ZB_OPT_DEV_DEVICE = 1300,
+    ZB_OPT_DEV_PRECISION,
+    ZB_OPT_DEV_TF32,
+    ZB_OPT_DEV_SM_PER_RANK,
+    ZB_OPT_DEV_GPU_MESSAGES,
+};
+/* getopt_long entries: those of train and profile, then those of train only */
+#define ZB_CLI_DEVICE_OPTIONS                                                                  \
+    {"device", required_argument, NULL, ZB_OPT_DEV_DEVICE},                                    \
+    {"precision", required_argument, NULL, ZB_OPT_DEV_PRECISION},                              \
+    {"tf32", no_argument, NULL, ZB_OPT_DEV_TF32},
+#define ZB_CLI_DEVICE_TRAIN_OPTIONS                                                            \
+    {"sm-per-rank", required_argument, NULL, ZB_OPT_DEV_SM_PER_RANK},                          \
+    {"gpu-messages", required_argument, NULL, ZB_OPT_DEV_GPU_MESSAGES},
+/* Take device flag `id` (ZB_OPT_DEV_*) with value v (unused for --tf32): true, or false when
+ * id is not a device flag. The values are checked together by zb_cli_device_resolve. */
+bool zb_cli_device_option(zb_cli_device_t *d, int id, const char *v);
 /* Check the combination and fill d->cuda / d->opts. Returns 0, or exit status 2 after one line
  * "zbpp <cmd>: ..." on stderr (unknown device or precision, --tf32 with bf16, a precision other
  * than fp32 on the CPU, --sm-per-rank not a positive integer or without --device cuda). */

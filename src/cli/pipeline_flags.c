@@ -20,132 +20,104 @@ void zb_cli_pipeline_init(zb_cli_pipeline_t *pc)
     pc->opts.profile = true; /* --partition profile: measuring costs a few microbatches' time */
 }
 
-static int bad(const char *a, const char *v, const char *want)
+/* "--name" of a pipeline flag, for the warnings that name it */
+static const char *flag_name(int id)
 {
-    fprintf(stderr, "zbpp train: %s expects %s, got '%s'\n", a, want, v);
-    return -1;
+#define ZB_CLI_PIPELINE_NAME(fid, name) case ZB_OPT_PIPE_##fid: return "--" name;
+    switch (id) {
+    ZB_CLI_PIPELINE_FLAGS(ZB_CLI_PIPELINE_NAME)
+    default: return "?";
+    }
+#undef ZB_CLI_PIPELINE_NAME
 }
-
-static int parse_pos_int(const char *a, const char *v, int hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < 1 || x > hi)
-        return bad(a, v, "a positive integer");
-    *out = (int)x;
-    return 1;
-}
-
-static int parse_bytes(const char *a, const char *v, double scale, double *out)
-{
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x > 0) || !isfinite(x))
-        return bad(a, v, "a positive number");
-    *out = x * scale;
-    return 1;
-}
-
-/* Every flag zb_cli_pipeline_flag takes (keep the two together). */
-const char *const zb_cli_pipeline_flag_names[] = {
-    "ranks", "dp", "schedule", "schedule-file", "chunks", "optimizer-sync", "mem-limit",
-    "mem-limit-mb", "trace", "trace-svg", "partition", "transport", "comm-timeout",
-    "recompute", "keep-activations", "checkpoint-format", "offload", NULL};
 
 /* Why training refuses offload (zbpp schedule/plan plan it; nothing runs it yet). */
 static const char offload_refusal[] =
     "CPU ranks have no second memory to move activations to, and GPU ranks cannot run O/L "
     "actions yet (plan offload with zbpp schedule|plan --offload)";
 
-int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v)
+zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v, zb_err_t *err)
 {
+    static const char *const partitions[] = {"flops", "profile", NULL};
+    static const char *const transports[] = {"threads", "mpi", NULL};
+    static const char *const keeps[] = {"all", "selective", NULL};
+    static const char *const formats[] = {"file", "sharded", NULL};
     zb_pipeline_opts_t *o = &pc->opts;
-    int r = 0;
-    if (!strcmp(a, "--ranks"))
-        r = parse_pos_int(a, v, 1024, &o->ranks), pc->ranks_given = 1;
-    else if (!strcmp(a, "--dp"))
-        r = parse_pos_int(a, v, 1024, &o->dp), pc->dp_given = 1;
-    else if (!strcmp(a, "--schedule")) {
+    const char *a = flag_name(id);
+    zb_status_t st = ZB_OK;
+    int k = 0;
+    switch (id) {
+    case ZB_OPT_PIPE_RANKS:
+        st = zb_cli_flag_count(v, 1024, a, &o->ranks, err);
+        pc->ranks_given = 1;
+        break;
+    case ZB_OPT_PIPE_DP:
+        st = zb_cli_flag_count(v, 1024, a, &o->dp, err);
+        pc->dp_given = 1;
+        break;
+    case ZB_OPT_PIPE_SCHEDULE:
         if (!zb_generator_find(v)) {
             const char *near = zb_cli_suggest_schedule(v);
-            fprintf(stderr, "zbpp train: unknown schedule '%s'%s%s%s (see zbpp schedule --help)\n",
-                    v, near ? ": did you mean " : "", near ? near : "", near ? "?" : "");
-            return -1;
+            return zb_err_set(err, ZB_EINVAL,
+                              "unknown schedule '%s'%s%s%s (see zbpp schedule --help)", v,
+                              near ? ": did you mean " : "", near ? near : "", near ? "?" : "");
         }
-        o->schedule = v, r = 1, pc->schedule_given = 1;
-    }
-    else if (!strcmp(a, "--schedule-file"))
-        o->schedule_file = v, r = 1;
-    else if (!strcmp(a, "--chunks"))
-        r = parse_pos_int(a, v, 64, &o->chunks);
-    else if (!strcmp(a, "--optimizer-sync")) {
-        zb_err_t err;
-        if (zb_opt_sync_parse(v, &o->opt_sync, &err) != ZB_OK) {
-            fprintf(stderr, "zbpp train: %s\n", err.msg);
-            return -1;
-        }
-        r = 1;
-    } else if (!strcmp(a, "--mem-limit"))
-        r = parse_bytes(a, v, 1.0, &o->mem_limit);
-    else if (!strcmp(a, "--mem-limit-mb"))
-        r = parse_bytes(a, v, 1024.0 * 1024.0, &o->mem_limit);
-    else if (!strcmp(a, "--trace"))
-        o->trace_path = v, r = 1;
-    else if (!strcmp(a, "--trace-svg"))
-        o->trace_svg_path = v, r = 1;
-    else if (!strcmp(a, "--partition")) {
-        if (strcmp(v, "flops") && strcmp(v, "profile"))
-            return bad(a, v, "flops or profile");
-        o->profile = !strcmp(v, "profile"), r = 1;
-    }
-    else if (!strcmp(a, "--transport")) {
-        if (strcmp(v, "threads") && strcmp(v, "mpi"))
-            return bad(a, v, "threads or mpi");
-        pc->mpi = !strcmp(v, "mpi"), r = 1;
-    } else if (!strcmp(a, "--comm-timeout")) {
-        r = parse_bytes(a, v, 1.0, &o->timeout);
-        if (r > 0 && o->timeout > ZB_TIMEOUT_MAX_S)
-            r = bad(a, v, "a number of seconds up to 2592000 (30 days)");
+        o->schedule = v;
+        pc->schedule_given = 1;
+        break;
+    case ZB_OPT_PIPE_SCHEDULE_FILE: o->schedule_file = v; break;
+    case ZB_OPT_PIPE_CHUNKS: st = zb_cli_flag_count(v, 64, a, &o->chunks, err); break;
+    case ZB_OPT_PIPE_OPTIMIZER_SYNC: st = zb_opt_sync_parse(v, &o->opt_sync, err); break;
+    case ZB_OPT_PIPE_MEM_LIMIT: st = zb_cli_flag_positive(v, a, &o->mem_limit, err); break;
+    case ZB_OPT_PIPE_MEM_LIMIT_MB:
+        if ((st = zb_cli_flag_positive(v, a, &o->mem_limit, err)) == ZB_OK)
+            o->mem_limit *= 1024.0 * 1024.0;
+        break;
+    case ZB_OPT_PIPE_TRACE: o->trace_path = v; break;
+    case ZB_OPT_PIPE_TRACE_SVG: o->trace_svg_path = v; break;
+    case ZB_OPT_PIPE_PARTITION:
+        if ((st = zb_cli_flag_choice(v, partitions, a, &k, err)) == ZB_OK)
+            o->profile = k == 1;
+        break;
+    case ZB_OPT_PIPE_TRANSPORT:
+        if ((st = zb_cli_flag_choice(v, transports, a, &k, err)) == ZB_OK)
+            pc->mpi = k == 1;
+        break;
+    case ZB_OPT_PIPE_COMM_TIMEOUT:
+        st = zb_cli_flag_positive(v, a, &o->timeout, err);
+        if (st == ZB_OK && o->timeout > ZB_TIMEOUT_MAX_S)
+            st = zb_err_set(err, ZB_EINVAL, "%s expects a number of seconds up to 2592000 "
+                                            "(30 days), got '%s'", a, v);
         pc->timeout_given = 1;
-    } else if (!strcmp(a, "--recompute")) {
-        zb_err_t err;
-        if (zb_recompute_parse(v, &o->recompute, &err) != ZB_OK) {
-            fprintf(stderr, "zbpp train: %s\n", err.msg);
-            return -1;
-        }
-        r = 1;
-    } else if (!strcmp(a, "--offload")) {
-        zb_err_t err;
+        break;
+    case ZB_OPT_PIPE_RECOMPUTE: st = zb_recompute_parse(v, &o->recompute, err); break;
+    case ZB_OPT_PIPE_OFFLOAD: {
         zb_offload_t mode;
-        if (zb_offload_parse(v, &mode, &err) != ZB_OK) {
-            fprintf(stderr, "zbpp train: %s\n", err.msg);
-            return -1;
-        }
-        if (mode != ZB_OFFLOAD_NONE) {
-            fprintf(stderr, "zbpp train: --offload %s: %s\n", v, offload_refusal);
-            return -1;
-        }
-        r = 1;
-    } else if (!strcmp(a, "--keep-activations")) {
-        if (strcmp(v, "all") && strcmp(v, "selective"))
-            return bad(a, v, "all or selective");
-        o->keep = !strcmp(v, "selective") ? ZB_GPT2_KEEP_SELECTIVE : ZB_GPT2_KEEP_ALL, r = 1;
-    } else if (!strcmp(a, "--checkpoint-format")) {
-        if (strcmp(v, "file") && strcmp(v, "sharded"))
-            return bad(a, v, "file or sharded");
-        o->sharded_checkpoint = !strcmp(v, "sharded"), r = 1;
+        st = zb_offload_parse(v, &mode, err);
+        if (st == ZB_OK && mode != ZB_OFFLOAD_NONE)
+            st = zb_err_set(err, ZB_EINVAL, "--offload %s: %s", v, offload_refusal);
+        break;
     }
-    if (r != 0)
-        pc->given = 1;
-    if (r > 0 && (!strcmp(a, "--schedule") || !strcmp(a, "--chunks") || !strcmp(a, "--trace") ||
-                  !strncmp(a, "--mem-limit", 11)))
+    case ZB_OPT_PIPE_KEEP_ACTIVATIONS:
+        if ((st = zb_cli_flag_choice(v, keeps, a, &k, err)) == ZB_OK)
+            o->keep = k == 1 ? ZB_GPT2_KEEP_SELECTIVE : ZB_GPT2_KEEP_ALL;
+        break;
+    case ZB_OPT_PIPE_CHECKPOINT_FORMAT:
+        if ((st = zb_cli_flag_choice(v, formats, a, &k, err)) == ZB_OK)
+            o->sharded_checkpoint = k == 1;
+        break;
+    default: return zb_err_set(err, ZB_EINVAL, "internal: option %d is not a pipeline flag", id);
+    }
+    pc->given = 1;
+    if (st != ZB_OK)
+        return st;
+    if (id == ZB_OPT_PIPE_SCHEDULE || id == ZB_OPT_PIPE_CHUNKS || id == ZB_OPT_PIPE_TRACE ||
+        id == ZB_OPT_PIPE_MEM_LIMIT || id == ZB_OPT_PIPE_MEM_LIMIT_MB)
         pc->routes = a;
-    if (r > 0 && (!strcmp(a, "--optimizer-sync") || !strcmp(a, "--partition") ||
-                  !strcmp(a, "--comm-timeout")))
+    if (id == ZB_OPT_PIPE_OPTIMIZER_SYNC || id == ZB_OPT_PIPE_PARTITION ||
+        id == ZB_OPT_PIPE_COMM_TIMEOUT)
         pc->inert = a;
-    return r;
+    return ZB_OK;
 }
 
 void zb_cli_pipeline_usage(FILE *out)

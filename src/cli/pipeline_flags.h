@@ -1,12 +1,14 @@
 /* zbpp CLI — the pipeline flags of `zbpp train` (--ranks, --schedule, ...), parsed here so
- * cmd_train.c only forwards unknown options and calls zb_cli_pipeline_run (pipeline_run.h) when
- * the run goes through the pipeline trainer. */
+ * cmd_train.c only puts them in its getopt_long table, forwards them and calls
+ * zb_cli_pipeline_run (pipeline_run.h) when the run goes through the pipeline trainer. */
 #ifndef ZBPP_CLI_PIPELINE_FLAGS_H
 #define ZBPP_CLI_PIPELINE_FLAGS_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "zbpp/error.h"
 #include "zbpp/pipeline.h"
 
 typedef struct {
@@ -22,13 +24,26 @@ typedef struct {
     const char *inert;
 } zb_cli_pipeline_t;
 
+/* The pipeline flags, all with a value: X(ID, "name"). A flag is added here and in
+ * zb_cli_pipeline_option (and the usage). */
+#define ZB_CLI_PIPELINE_FLAGS(X)                                                                 \
+    X(RANKS, "ranks") X(DP, "dp") X(SCHEDULE, "schedule") X(SCHEDULE_FILE, "schedule-file")       \
+    X(CHUNKS, "chunks") X(OPTIMIZER_SYNC, "optimizer-sync") X(MEM_LIMIT, "mem-limit")             \
+    X(MEM_LIMIT_MB, "mem-limit-mb") X(TRACE, "trace") X(TRACE_SVG, "trace-svg")                   \
+    X(PARTITION, "partition") X(TRANSPORT, "transport") X(COMM_TIMEOUT, "comm-timeout")           \
+    X(RECOMPUTE, "recompute") X(KEEP_ACTIVATIONS, "keep-activations")                             \
+    X(CHECKPOINT_FORMAT, "checkpoint-format") X(OFFLOAD, "offload")
+
+/* getopt_long codes of the pipeline flags (above the shared ones of args.h) */
+#define ZB_CLI_PIPELINE_ID(id, name) ZB_OPT_PIPE_##id,
+enum { ZB_OPT_PIPE_FIRST = 1200, ZB_CLI_PIPELINE_FLAGS(ZB_CLI_PIPELINE_ID) ZB_OPT_PIPE_END };
+/* Their entries for a command's getopt_long table: `ZB_CLI_PIPELINE_FLAGS(ZB_CLI_PIPELINE_OPTION)` */
+#define ZB_CLI_PIPELINE_OPTION(id, name) {name, required_argument, NULL, ZB_OPT_PIPE_##id},
+
 void zb_cli_pipeline_init(zb_cli_pipeline_t *pc);
-/* The names (without "--") of the flags zb_cli_pipeline_flag takes, all with a value;
- * NULL-terminated (zbpp train builds its getopt_long table from it). */
-extern const char *const zb_cli_pipeline_flag_names[];
-/* Try flag `a` with value `v`: 1 = consumed, 0 = not a pipeline flag, -1 = bad value (a line
- * was printed on stderr). */
-int zb_cli_pipeline_flag(zb_cli_pipeline_t *pc, const char *a, const char *v);
+/* Take pipeline flag `id` (ZB_OPT_PIPE_*) with value v: ZB_OK, or ZB_EINVAL with one line in
+ * err ("--ranks expects a positive integer, got '0'"). */
+zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v, zb_err_t *err);
 /* The usage lines of the pipeline flags. */
 void zb_cli_pipeline_usage(FILE *out);
 /* True when the run must go through the pipeline trainer even with one rank (MPI, sharded

@@ -83,6 +83,13 @@ bool zb_fits_limits(const zb_schedule_t *s, const zb_costs_t *c, double cap, dou
 zb_status_t zb_improve_local(zb_schedule_t **s, const zb_costs_t *costs, int max_evals,
                              double *makespan, zb_err_t *err);
 
+/* k-th stage held by rank r, ascending in k (a microbatch meets them in this order going
+ * forward). */
+int zb_rank_stage(int ranks, zb_placement_t pl, int rank, int k);
+/* Peak of one microbatch alone on a rank: its F's ascending, then its B's descending (with
+ * b_pre[stage], when given, the moment before a B), each followed by its W when with_w. */
+double zb_single_mb_peak(int ranks, int chunks, zb_placement_t pl, const zb_costs_t *costs,
+                         int rank, bool with_w, const double *b_pre);
 /* Unit cost model used by the handcrafted families: F = B = W = 1, no comm, memory F +1, B 0,
  * W -1 per chunk (activation held until W: the most conservative split). */
 zb_status_t zb_unit_costs(zb_costs_t *c, int stages, zb_err_t *err);

@@ -223,7 +223,7 @@ zb_status_t zb_zb_heuristic(int P, int M, const zb_costs_t *c, int variant, zb_s
     double *dbl = calloc((size_t)3 * P + 3 * (size_t)P * M, sizeof(double));
     int *ints = calloc((size_t)4 * P, sizeof(int));
     zb_status_t st = ZB_OK;
-    if (!h.s || !dbl || !ints) {
+    if (!h.s || !dbl || !ints || zb_schedule_reserve(h.s, 3 * M) != ZB_OK) {
         st = zb_err_set(err, ZB_ENOMEM, "heuristic: out of memory");
         goto done;
     }

@@ -16,6 +16,7 @@ void zb_plan_free(zb_plan_t *plan)
     for (int i = 0; i < plan->count; i++)
         free(plan->rows[i].peak);
     free(plan->rows);
+    free(plan->mem_limit_ranks);
     memset(plan, 0, sizeof *plan);
 }
 
@@ -204,6 +205,15 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
     out->ranks = P;
     out->microbatches = M;
     out->mem_limit = costs->mem_limit;
+    if (costs->rank_limit) {
+        out->mem_limit_ranks = malloc(sizeof(double) * (size_t)P);
+        if (!out->mem_limit_ranks) {
+            st = zb_err_set(err, ZB_ENOMEM, "plan: out of memory");
+            goto fail;
+        }
+        for (int r = 0; r < P; r++)
+            out->mem_limit_ranks[r] = zb_costs_limit(costs, r);
+    }
     size_t plain_family = (size_t)-1;
     char plain_why[sizeof out->rows->reason] = "", plain_note[sizeof out->rows->note] = "";
     for (size_t j = 0; j < nf * passes; j++) {

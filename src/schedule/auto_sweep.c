@@ -26,6 +26,12 @@ void zb_sweep_clear(zb_sweep_best_t *b)
 bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, double cap,
                     const char *label)
 {
+    /* The same actions judged the same way cannot be better: no need to time them again (the
+     * greedy's settings often agree, and a simulation is the dearest step of an offer). */
+    if (b->s && b->costs == c && b->cap == cap && zb_schedule_equal(s, b->s)) {
+        zb_schedule_free(s);
+        return false;
+    }
     double peak = 0;
     if (!zb_fits_limits(s, c, cap, &peak)) {
         zb_schedule_free(s);
@@ -62,6 +68,8 @@ bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, d
     b->makespan = mk;
     b->span = span;
     b->peak = peak;
+    b->costs = c;
+    b->cap = cap;
     snprintf(b->label, sizeof b->label, "%s", label);
     return true;
 }

@@ -11,6 +11,8 @@ typedef struct {
     double peak;      /* max per-rank peak memory of s */
     char label[192];  /* what produced it */
     bool by_span;     /* judge by max span (bubble rate) first, makespan second */
+    const zb_costs_t *costs; /* the costs and cap s was judged with */
+    double cap;
 } zb_sweep_best_t;
 
 void zb_sweep_init(zb_sweep_best_t *b);

@@ -1,4 +1,4 @@
-/* Two small structures the greedy list scheduler (auto_greedy.c) keeps so that each step costs
+/* Two small structures the greedy list scheduler (greedy_build.c) keeps so that each step costs
  * O(log P) instead of a walk over the ranks or over a rank's in-flight microbatches: a heap of
  * the ranks' clocks, a range-add / range-max segment tree and a max queue.
  * Internal; not part of the public API. */

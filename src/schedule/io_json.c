@@ -79,6 +79,10 @@ zb_status_t zb_json_write_summary(const zb_schedule_t *s, const zb_costs_t *cost
     field_num(out, "peak_memory_max", peak_max);
     field_arr(out, "peak_memory_time", sim->peak_time, sim->ranks);
     field_num(out, "mem_limit", costs->mem_limit);
+    if (costs->rank_limit && costs->limit_ranks == s->ranks)
+        field_arr(out, "mem_limit_ranks", costs->rank_limit, s->ranks);
+    else
+        fputs(",\n  \"mem_limit_ranks\": null", out);
     fputs(",\n  \"costs\": {\n    \"per\": \"stage\",\n    \"stages\": ", out);
     fprintf(out, "%d", costs->stages);
     const struct {

@@ -89,6 +89,23 @@ zb_status_t zb_schedule_push(zb_schedule_t *s, int rank, zb_action_t a)
     return ZB_OK;
 }
 
+zb_status_t zb_schedule_reserve(zb_schedule_t *s, int n)
+{
+    if (!s || n < 0)
+        return ZB_EINVAL;
+    for (int r = 0; r < s->ranks; r++) {
+        zb_rank_program_t *p = &s->rank[r];
+        if (p->cap >= n)
+            continue;
+        zb_action_t *na = realloc(p->actions, (size_t)n * sizeof *na);
+        if (!na)
+            return ZB_ENOMEM;
+        p->actions = na;
+        p->cap = n;
+    }
+    return ZB_OK;
+}
+
 bool zb_schedule_equal(const zb_schedule_t *a, const zb_schedule_t *b)
 {
     if (!a || !b)

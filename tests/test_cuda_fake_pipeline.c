@@ -26,52 +26,6 @@
 #include <cmocka.h>
 
 #ifndef ZB_HAVE_CUDA
-/* bf16 storage on GPU ranks: every family at P = 2 and 4 (M = 2P) gives the bits of --ranks 1
- * in bf16 (a stage's fp32 edges carry bf16 values, so cutting the model anywhere changes no
- * bit), and the device memory predicted per field is what the ranks allocate. */
-static void test_bf16_same_bits_and_memory(void **state)
-{
-    (void)state;
-    gpu = &GPU16;
-    size_t n = 0;
-    const zb_generator_info_t *gens = zb_generators(&n);
-    int ran = 0;
-    for (int P = 2; P <= 4; P += 2) {
-        zb_train_config_t c;
-        tiny(&c, 8, STEPS);
-        c.microbatches = 2 * P;
-        zb_pipeline_opts_t o;
-        opts(&o, 1, "1f1b", true);
-        float ref_loss[STEPS], loss[STEPS];
-        zb_gpt2_params_t ref, got;
-        zb_pipeline_report_t rep = {0};
-        run_ok(&c, &o, ref_loss, &ref, &rep);
-        zb_pipeline_report_free(&rep);
-        for (size_t g = 0; g < n; g++) {
-            opts(&o, P, gens[g].name, true);
-            zb_err_t err;
-            zb_status_t st = pt_run(&c, &o, loss, &got, &rep, &err);
-            zb_pipeline_report_free(&rep);
-            if (st == ZB_EINVAL) /* the family refuses (P, M), as on the CPU */
-                continue;
-            if (st != ZB_OK)
-                fail_msg("bf16 %s P=%d: %s", gens[g].name, P, err.msg);
-            char what[96];
-            snprintf(what, sizeof what, "bf16 %s P=%d M=%d", gens[g].name, P, 2 * P);
-            same_losses(loss, ref_loss, STEPS, what);
-            pt_assert_same_params(&got, &ref, what);
-            zb_gpt2_params_free(&got);
-            ran++;
-        }
-        zb_gpt2_params_free(&ref);
-    }
-    print_message("    %d bf16 fake-GPU pipeline runs matched --ranks 1 bit for bit\n", ran);
-    assert_true(ran >= 8);
-    device_memory_matches("1f1b", 2, ZB_RECOMPUTE_NONE);
-    device_memory_matches("zb-v", 2, ZB_RECOMPUTE_NONE);
-    gpu = &GPU;
-}
-
 int main(void)
 {
     printf("skipped: built without CUDA\n");

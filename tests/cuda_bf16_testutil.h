@@ -147,4 +147,27 @@ static inline void t16_expect_same_bytes(zb_cu_ctx_t *c, const char *what, const
         fail_msg("%s: two launches on the same inputs gave different bits", what);
 }
 
+/* The tests' one context (bf16 precision, device 0): made by the group setup, freed with every
+ * device buffer by the group teardown. */
+static zb_cu_ctx_t ctx;
+
+static int t16_setup(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    if (zb_cu_ctx_init(&ctx, 0, ZB_CUDA_BF16, &e) != ZB_OK) {
+        fprintf(stderr, "%s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int t16_teardown(void **state)
+{
+    (void)state;
+    t16_free_all();
+    zb_cu_ctx_destroy(&ctx);
+    return 0;
+}
+
 #endif

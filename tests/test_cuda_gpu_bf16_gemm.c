@@ -48,27 +48,6 @@ int main(void)
 
 enum { NR = 72, C = 64, H = 256 }; /* rows (B·T), channels, hidden (4C) */
 
-static zb_cu_ctx_t ctx;
-
-static int setup(void **state)
-{
-    (void)state;
-    zb_err_t e;
-    if (zb_cu_ctx_init(&ctx, 0, ZB_CUDA_BF16, &e) != ZB_OK) {
-        fprintf(stderr, "%s\n", e.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    t16_free_all();
-    zb_cu_ctx_destroy(&ctx);
-    return 0;
-}
-
 static zb_cu_gemm_args_t product(int ta, int tb, int M, int N, int K, const void *A, int lda,
                                  const void *B, int ldb, void *Cm, int ldc, zb_cu_dtype_t ct)
 {
@@ -372,7 +351,7 @@ int main(void)
         cmocka_unit_test(test_gelu_form),    cmocka_unit_test(test_bf16_is_bf16),
         cmocka_unit_test(test_determinism),  cmocka_unit_test(test_bad_arguments),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, t16_setup, t16_teardown);
 }
 
 #endif

@@ -28,27 +28,6 @@ int main(void)
 #include "cuda_bf16_testutil.h"
 #include "zbpp/nn.h"
 
-static zb_cu_ctx_t ctx;
-
-static int setup(void **state)
-{
-    (void)state;
-    zb_err_t e;
-    if (zb_cu_ctx_init(&ctx, 0, ZB_CUDA_BF16, &e) != ZB_OK) {
-        fprintf(stderr, "%s\n", e.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    t16_free_all();
-    zb_cu_ctx_destroy(&ctx);
-    return 0;
-}
-
 static float *zeros(size_t n)
 {
     return calloc(n, sizeof(float));
@@ -371,7 +350,7 @@ int main(void)
         cmocka_unit_test(test_colsum),       cmocka_unit_test(test_gelu_residual),
         cmocka_unit_test(test_crossentropy),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, t16_setup, t16_teardown);
 }
 
 #endif

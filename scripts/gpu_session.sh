@@ -15,18 +15,24 @@
 #   scripts/gpu_session.sh kernels  build, then the bf16 path first: the bf16 kernel, typed GEMM,
 #                                   flash attention and bf16 stage tests (verbose), memcheck and
 #                                   racecheck on the flash test, bench_flash, bench_cuda_bf16_ops
+#   scripts/gpu_session.sh all [S]  one call for a whole lease: build, then in order of value the
+#                                   bf16 kernel tests, the bf16 step bench (largest B), ctest -L gpu,
+#                                   the pipeline goals, the kernel benches, compute-sanitizer on
+#                                   flash; each step bounded, all within S seconds (default 420);
+#                                   logs in one $OUT/logs.tgz (the tool returns 8 files at most)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
 #                                   ratios, communication hidden, memory vs --ranks 1, small model)
 # A warm machine keeps build-gpu: then only an incremental build runs (the sent tree's changes).
 set -uo pipefail
 case "${1:-}" in
-test | bench | compile | sanitize | partitions | pipeline | goals | kernels) ;;
+test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,20p' "$0" >&2
+    sed -n '2,25p' "$0" >&2
     exit 2
     ;;
 esac
+t0=$(date +%s)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT:-gpu-out}
@@ -123,6 +129,50 @@ kernels)
     done
     timeout 60 build-gpu/bench_flash 2>&1 | tee "$out/bench_flash.log"
     timeout 60 build-gpu/bench_cuda_bf16_ops 2>&1 | tee "$out/bench_cuda_bf16_ops.log"
+    ;;
+all)
+    # logs outside $OUT (more than 8 files would not all come back), tarred after every step
+    logs=$out/all-logs
+    mkdir -p "$logs"
+    deadline=$((t0 + ${2:-420}))
+    pack() { tar czf "$out/logs.tgz" -C "$out" all-logs build.log gpu.txt 2>/dev/null; }
+    # step NAME LIMIT CMD...: bounded by LIMIT and by what is left of the budget
+    step() {
+        local name=$1 limit=$2 left s rc
+        shift 2
+        left=$((deadline - $(date +%s)))
+        if [ "$left" -lt 15 ]; then
+            echo "[$(($(date +%s) - t0))s] $name: skipped (budget spent)"
+            return 0
+        fi
+        [ "$limit" -gt "$left" ] && limit=$left
+        s=$(date +%s)
+        timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+        rc=$?
+        echo "[$(($(date +%s) - t0))s] $name: rc $rc in $(($(date +%s) - s))s"
+        pack
+        return $rc
+    }
+    build
+    echo "[$(($(date +%s) - t0))s] built"
+    for t in test_cuda_gpu_bf16_ops test_cuda_gpu_bf16_gemm test_cuda_gpu_flash test_cuda_gpu_stage16; do
+        step "$t" 60 build-gpu/$t
+        grep -E "FAILED|ERROR|rel err|bound|fused|fallback|Assert|error" "$logs/$t.log" | head -12
+    done
+    step bench_step_bf16 120 build-gpu/bench_cuda_step bf16 0 1024 8 12 2
+    grep -vE "^ *$" "$logs/bench_step_bf16.log" | tail -30
+    step ctest_gpu 150 bash -c "cd build-gpu && ctest -L gpu -E 'bf16|flash|stage16' --output-on-failure"
+    grep -E "tests passed|Failed|\*\*\*|rel err|FAILED" "$logs/ctest_gpu.log" | head -20
+    step goals 200 env OUT="$logs" bash bench/bench_gpu_pipeline.sh build-gpu 6 16 1024 bf16 4
+    tail -45 "$logs/goals.log"
+    step bench_flash 40 build-gpu/bench_flash
+    tail -12 "$logs/bench_flash.log"
+    step bench_bf16_ops 40 build-gpu/bench_cuda_bf16_ops
+    tail -15 "$logs/bench_bf16_ops.log"
+    for tool in memcheck racecheck; do
+        step "sanitize_flash_$tool" 60 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_cuda_gpu_flash
+        tail -2 "$logs/sanitize_flash_$tool.log"
+    done
     ;;
 goals)
     build

@@ -170,7 +170,9 @@ all)
     step bench_bf16_ops 40 build-gpu/bench_cuda_bf16_ops
     tail -15 "$logs/bench_bf16_ops.log"
     for tool in memcheck racecheck; do
-        step "sanitize_flash_$tool" 60 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_cuda_gpu_flash
+        # API errors not reported: test_unsupported_head_size refuses a launch on purpose
+        step "sanitize_flash_$tool" 90 compute-sanitizer --tool $tool --report-api-errors no \
+            --error-exitcode 9 build-gpu/test_cuda_gpu_flash
         tail -2 "$logs/sanitize_flash_$tool.log"
     done
     ;;

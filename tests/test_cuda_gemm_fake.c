@@ -75,7 +75,8 @@ static struct {
 static struct {
     int calls, epilogue, ldc, c_bf16, ldaux, M, N;
     void *C, *aux;
-    const float *bias;
+    const void *bias;
+    int bias_bf16;
 } epi_kernel;
 
 static fake_desc_t *desc_of(cublasLtMatmulDesc_t d)
@@ -259,13 +260,14 @@ cudaError_t cudaFree(void *p)
 }
 
 void zb_cuk16_epilogue_apply(cudaStream_t s, int epilogue, void *C, int ldc, int c_bf16,
-                             void *aux, int ldaux, const float *bias, int M, int N)
+                             void *aux, int ldaux, const void *bias, int bias_bf16, int M,
+                             int N)
 {
     (void)s;
     epi_kernel.calls++;
     epi_kernel.epilogue = epilogue, epi_kernel.C = C, epi_kernel.ldc = ldc;
     epi_kernel.c_bf16 = c_bf16, epi_kernel.aux = aux, epi_kernel.ldaux = ldaux;
-    epi_kernel.bias = bias, epi_kernel.M = M, epi_kernel.N = N;
+    epi_kernel.bias = bias, epi_kernel.bias_bf16 = bias_bf16, epi_kernel.M = M, epi_kernel.N = N;
 }
 
 /* ---- tests ---- */
@@ -305,7 +307,7 @@ static zb_cu_gemm_args_t fc_forward(void)
         .ta = 0, .tb = 1, .M = 72, .N = 256, .K = 64, .alpha = 1.0f, .beta = 0.0f,
         .A = mem[0], .B = mem[1], .C = mem[2], .lda = 64, .ldb = 64, .ldc = 256,
         .ta_type = ZB_CU_BF16, .tc_type = ZB_CU_BF16, .epilogue = ZB_CU_EPI_GELU_AUX_BIAS,
-        .bias = (const float *)mem[3], .aux = mem[4], .ldaux = 264};
+        .bias = mem[3], .bias_type = ZB_CU_BF16, .aux = mem[4], .ldaux = 264};
 }
 
 static void expect_ok(void)
@@ -340,9 +342,9 @@ static void test_mapping_and_epilogue(void **state)
     /* bf16 operands: full fp32 accumulation whatever the context's precision */
     assert_int_equal(mm.desc.compute, CUBLAS_COMPUTE_32F);
     assert_int_equal(mm.desc.scale, CUDA_R_32F);
-    /* the epilogue: bias per row of D (our column), fp32; aux with our row stride */
+    /* the epilogue: bias per row of D (our column), bf16 as D; aux with our row stride */
     assert_int_equal(mm.desc.epilogue, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
-    assert_int_equal(mm.desc.bias_type, CUDA_R_32F);
+    assert_int_equal(mm.desc.bias_type, CUDA_R_16BF);
     assert_ptr_equal(mm.desc.bias, g.bias);
     assert_ptr_equal(mm.desc.aux, g.aux);
     assert_int_equal(mm.desc.aux_ld, 264);
@@ -351,12 +353,27 @@ static void test_mapping_and_epilogue(void **state)
     assert_int_equal(ctx.gemm_epilogue_fallbacks, 0);
 }
 
+/* An fp32 bias is a different plan (the key holds the bias type) and is declared as fp32. */
+static void test_fp32_bias_is_its_own_plan(void **state)
+{
+    (void)state;
+    zb_cu_gemm_args_t g = fc_forward();
+    zb_cu_gemm_ex(&ctx, &g);
+    int plans = ctx.nplans;
+    g.bias_type = ZB_CU_F32;
+    zb_cu_gemm_ex(&ctx, &g);
+    expect_ok();
+    assert_int_equal(ctx.nplans, plans + 1);
+    assert_int_equal(mm.desc.bias_type, CUDA_R_32F);
+    assert_ptr_equal(mm.desc.bias, g.bias);
+}
+
 static void test_plan_reused_with_this_calls_pointers(void **state)
 {
     (void)state;
     zb_cu_gemm_args_t g = fc_forward();
     zb_cu_gemm_ex(&ctx, &g);
-    g.C = mem[5], g.bias = (const float *)mem[6], g.aux = mem[7];
+    g.C = mem[5], g.bias = mem[6], g.aux = mem[7];
     zb_cu_gemm_ex(&ctx, &g);
     expect_ok();
     assert_int_equal(ctx.nplans, 1);
@@ -449,6 +466,7 @@ static void test_fallback_epilogue(void **state)
         assert_ptr_equal(epi_kernel.aux, g.aux);
         assert_int_equal(epi_kernel.ldaux, 264);
         assert_ptr_equal(epi_kernel.bias, g.bias);
+        assert_int_equal(epi_kernel.bias_bf16, 1);
         assert_int_equal(epi_kernel.M, 72), assert_int_equal(epi_kernel.N, 256);
     }
     /* the heuristic ran once for the fused form (no algorithm, remembered) and once plain */
@@ -507,6 +525,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_mapping_and_epilogue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fp32_bias_is_its_own_plan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_reused_with_this_calls_pointers, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_key_separates_forms, setup, teardown),

@@ -62,15 +62,17 @@ typedef struct {
     float *x, *wfc, *bfc, *wp, *bp, *dy; /* inputs */
     float *pre, *g, *y, *dpre, *dx;      /* CPU references */
     zb_bf16_t *d_x, *d_wfc, *d_wp, *d_dy, *d_pre_ref, *d_g_ref, *d_dpre_ref;
-    float *d_bfc, *d_bp;
+    float *d_bfc, *d_bp;      /* the biases as fp32 ... */
+    zb_bf16_t *d_bfc16, *d_bp16; /* ... and as the bf16 stage passes them (the same values) */
 } mlp_t;
 
 static void mlp_init(mlp_t *m)
 {
     m->x = t16_rnd((size_t)NR * C, 1, 1), m->wfc = t16_rnd((size_t)H * C, 2, 0.3f);
     m->wp = t16_rnd((size_t)C * H, 3, 0.15f), m->dy = t16_rnd((size_t)NR * C, 4, 1);
-    m->bfc = malloc(H * 4), m->bp = malloc(C * 4); /* biases: fp32 master parameters */
-    fill_random(m->bfc, H, 5, 0.5f), fill_random(m->bp, C, 6, 0.5f);
+    /* biases bf16-representable: the stage fuses its bf16 copy's bias (gemm.h), and the fp32
+     * forms below then see the same values */
+    m->bfc = t16_rnd(H, 5, 0.5f), m->bp = t16_rnd(C, 6, 0.5f);
     size_t nh = (size_t)NR * H;
     m->pre = malloc(nh * 4), m->g = malloc(nh * 4), m->y = malloc((size_t)NR * C * 4);
     m->dpre = calloc(nh, 4), m->dx = calloc((size_t)NR * C, 4);
@@ -92,6 +94,7 @@ static void mlp_init(mlp_t *m)
     m->d_pre_ref = t16_dev_h(m->pre, nh), m->d_g_ref = t16_dev_h(m->g, nh);
     m->d_dpre_ref = t16_dev_h(m->dpre, nh);
     m->d_bfc = t16_dev_f(m->bfc, H), m->d_bp = t16_dev_f(m->bp, C);
+    m->d_bfc16 = t16_dev_h(m->bfc, H), m->d_bp16 = t16_dev_h(m->bp, C);
 }
 
 static void mlp_free(mlp_t *m)
@@ -110,7 +113,8 @@ static void check_epilogues(const mlp_t *m, const char *label)
 
     zb_bf16_t *d_g = t16_dev_alloc(nh * 2), *d_pre = t16_dev_alloc(nh * 2);
     zb_cu_gemm_args_t a = product(0, 1, NR, H, C, m->d_x, C, m->d_wfc, C, d_g, H, ZB_CU_BF16);
-    a.epilogue = ZB_CU_EPI_GELU_AUX_BIAS, a.bias = m->d_bfc, a.aux = d_pre, a.ldaux = H;
+    a.epilogue = ZB_CU_EPI_GELU_AUX_BIAS, a.bias = m->d_bfc16, a.bias_type = ZB_CU_BF16;
+    a.aux = d_pre, a.ldaux = H;
     zb_cu_gemm_ex(&ctx, &a);
     t16_sync(&ctx, "fc forward");
     int fused = ctx.gemm_epilogue_fallbacks == fb0;
@@ -123,7 +127,7 @@ static void check_epilogues(const mlp_t *m, const char *label)
     long fb1 = ctx.gemm_epilogue_fallbacks;
     zb_bf16_t *d_y = t16_dev_alloc((size_t)NR * C * 2);
     a = product(0, 1, NR, C, H, m->d_g_ref, H, m->d_wp, H, d_y, C, ZB_CU_BF16);
-    a.epilogue = ZB_CU_EPI_BIAS, a.bias = m->d_bp;
+    a.epilogue = ZB_CU_EPI_BIAS, a.bias = m->d_bp16, a.bias_type = ZB_CU_BF16;
     zb_cu_gemm_ex(&ctx, &a);
     t16_sync(&ctx, "proj forward");
     fused = ctx.gemm_epilogue_fallbacks == fb1;
@@ -140,8 +144,9 @@ static void check_epilogues(const mlp_t *m, const char *label)
     fused = ctx.gemm_epilogue_fallbacks == fb2;
     snprintf(what, sizeof what, "%s fc backward_input: (dy·W)·gelu'(aux)%s", label,
              fused ? "" : " [kernel]");
-    t16_expect_h(&ctx, what, d_dpre, m->dpre, nh,
-                 (fused ? BF16_TOL : FALLBACK_TOL) + SUM_K(C));
+    /* FALLBACK_TOL fused too: cuBLASLt's gelu' epilogue measured 4.93e-3 on an H100 (CUDA
+     * 13.0), the same as the two-rounding kernel path, over one rounding's 3.9e-3 */
+    t16_expect_h(&ctx, what, d_dpre, m->dpre, nh, FALLBACK_TOL + SUM_K(C));
 }
 
 static void test_mlp_forms(void **state)
@@ -152,6 +157,13 @@ static void test_mlp_forms(void **state)
     check_epilogues(&m, "fused");
     printf("  (%ld of 3 epilogues ran as a kernel: cuBLASLt fused the others)\n",
            ctx.gemm_epilogue_fallbacks);
+    /* on sm_90 every form the bf16 stage uses fuses (with the bf16 bias); a kernel pass after
+     * the fc product tripled its time on an H100 (bench_cuda_bf16_ops) */
+    int major = 0;
+    assert_int_equal(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+                     cudaSuccess);
+    if (ctx.gemm_epilogue_fallbacks != 0 && major == 9)
+        fail_msg("cuBLASLt fused only %ld of 3 epilogues on sm_90", 3 - ctx.gemm_epilogue_fallbacks);
 
     /* plain bf16 product: dx = dpre·Wfc */
     zb_bf16_t *d_dx = t16_dev_alloc((size_t)NR * C * 2);
@@ -309,7 +321,8 @@ static void test_determinism(void **state)
     for (int r = 0; r < 2; r++) {
         out[r] = t16_dev_alloc(nh * 2), aux[r] = t16_dev_alloc(nh * 2);
         zb_cu_gemm_args_t a = product(0, 1, NR, H, C, m.d_x, C, m.d_wfc, C, out[r], H, ZB_CU_BF16);
-        a.epilogue = ZB_CU_EPI_GELU_AUX_BIAS, a.bias = m.d_bfc, a.aux = aux[r], a.ldaux = H;
+        a.epilogue = ZB_CU_EPI_GELU_AUX_BIAS, a.bias = m.d_bfc16, a.bias_type = ZB_CU_BF16;
+        a.aux = aux[r], a.ldaux = H;
         zb_cu_gemm_ex(&ctx, &a);
     }
     t16_expect_same_bytes(&ctx, "fc forward twice: gelu", out[0], out[1], nh * 2);

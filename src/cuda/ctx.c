@@ -157,9 +157,9 @@ unsigned zb_cu_align_of(const void *p, int ld, long long stride, int batch, size
     return (unsigned)(a & (~a + 1));
 }
 
-/* The key's epilogue, with an fp32 bias (the master parameters) where a bias is given and the
- * key's aux leading dimension where an aux matrix is: aux has D's type (cuBLASLt's default) and
- * D's shape, column-major, so only its leading dimension is needed. */
+/* The key's epilogue, with the key's bias type where a bias is given and the key's aux leading
+ * dimension where an aux matrix is: aux has D's type (cuBLASLt's default) and D's shape,
+ * column-major, so only its leading dimension is needed. */
 static int set_epilogue(cublasLtMatmulDesc_t d, const zb_cu_gemm_key_t *k, const void *bias,
                         const void *aux)
 {
@@ -169,7 +169,7 @@ static int set_epilogue(cublasLtMatmulDesc_t d, const zb_cu_gemm_key_t *k, const
     int ok = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ==
              CUBLAS_STATUS_SUCCESS;
     if (bias) {
-        int32_t bt = CUDA_R_32F;
+        int32_t bt = k->bias_type;
         ok = ok && cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
                                                   sizeof bt) == CUBLAS_STATUS_SUCCESS;
     }

@@ -25,6 +25,7 @@ typedef struct {
     int epilogue, ldaux;  /* cublasLtEpilogue_t (0: none set), the aux leading dimension */
     unsigned align_a, align_b, align_c; /* bytes: the plan is valid for pointers this aligned */
     unsigned align_aux, align_bias;
+    int bias_type; /* cudaDataType_t of the bias (0 where the epilogue has none) */
     long long sa, sb, sc;
 } zb_cu_gemm_key_t;
 

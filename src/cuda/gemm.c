@@ -104,8 +104,10 @@ void zb_cu_gemm_ex(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
         key.ldaux = g->ldaux;
         key.align_aux = zb_cu_align_of(g->aux, g->ldaux, 0, 1, cb);
     }
-    if (uses_bias)
-        key.align_bias = zb_cu_align_of(g->bias, 0, 0, 1, sizeof(float));
+    if (uses_bias) {
+        key.bias_type = cuda_type(g->bias_type);
+        key.align_bias = zb_cu_align_of(g->bias, 0, 0, 1, dtype_bytes(g->bias_type));
+    }
     const void *bias = uses_bias ? (const void *)g->bias : NULL;
     const void *aux = uses_aux ? g->aux : NULL;
     zb_cu_gemm_plan_t *p = NULL;
@@ -115,6 +117,7 @@ void zb_cu_gemm_ex(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
     if (!p && c->status == ZB_OK) {
         zb_cu_gemm_key_t plain = key;
         plain.epilogue = 0, plain.ldaux = 0, plain.align_aux = plain.align_bias = 0;
+        plain.bias_type = 0;
         bias = aux = NULL;
         p = zb_cu_gemm_plan(c, &plain, NULL, NULL, 0);
     }
@@ -135,7 +138,8 @@ void zb_cu_gemm_ex(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g)
     }
     if (!fused) {
         zb_cuk16_epilogue_apply(c->stream, (int)g->epilogue, g->C, g->ldc,
-                                g->tc_type == ZB_CU_BF16, g->aux, g->ldaux, g->bias, g->M, g->N);
+                                g->tc_type == ZB_CU_BF16, g->aux, g->ldaux, g->bias,
+                                g->bias_type == ZB_CU_BF16, g->M, g->N);
         c->gemm_epilogue_fallbacks++;
         zb_cu_launch_check(c, "matrix product epilogue");
     }

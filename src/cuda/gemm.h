@@ -13,7 +13,7 @@ typedef enum { ZB_CU_F32, ZB_CU_BF16 } zb_cu_dtype_t;
 
 typedef enum {
     ZB_CU_EPI_NONE,
-    ZB_CU_EPI_BIAS,          /* C += bias (bias fp32 [N]) */
+    ZB_CU_EPI_BIAS,          /* C += bias (bias [N], of bias_type) */
     ZB_CU_EPI_GELU_AUX_BIAS, /* aux = C + bias (pre-activation, C's type); C = gelu(aux) */
     ZB_CU_EPI_DGELU,         /* C = (A·B)·gelu'(aux) (aux: the forward's pre-activation) */
 } zb_cu_epilogue_t;
@@ -26,7 +26,12 @@ typedef struct {
     int lda, ldb, ldc;
     zb_cu_dtype_t ta_type, tc_type; /* A and B share ta_type; C (and D) tc_type */
     zb_cu_epilogue_t epilogue;
-    const float *bias; /* ZB_CU_EPI_BIAS, ZB_CU_EPI_GELU_AUX_BIAS */
+    /* ZB_CU_EPI_BIAS, ZB_CU_EPI_GELU_AUX_BIAS. cuBLASLt fuses a bias of D's type: with bf16
+     * output and an fp32 bias its heuristic finds no algorithm (seen on an H100, CUDA 13.0) and
+     * the epilogue runs as a separate kernel, so the bf16 stage passes its bf16 weight copy's
+     * bias */
+    const void *bias;
+    zb_cu_dtype_t bias_type; /* ZB_CU_F32 (the zero default) or ZB_CU_BF16 */
     void *aux;         /* ZB_CU_EPI_GELU_AUX_BIAS (written), ZB_CU_EPI_DGELU (read) */
     int ldaux;         /* elements between aux rows (its type is tc_type) */
 } zb_cu_gemm_args_t;

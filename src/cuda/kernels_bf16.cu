@@ -548,9 +548,9 @@ template <typename T> __device__ __forceinline__ void store_from_float(T *p, flo
 }
 
 // epilogue values as zb_cu_epilogue_t (gemm.h): 1 bias, 2 GELU with aux and bias, 3 GELU grad
-template <typename T>
-__global__ void epilogue_apply_k(int epilogue, T *C, int ldc, T *aux, int ldaux,
-                                 const float *bias, int M, int N)
+template <typename T, typename BT>
+__global__ void epilogue_apply_k(int epilogue, T *C, int ldc, T *aux, int ldaux, const BT *bias,
+                                 int M, int N)
 {
     size_t total = (size_t)M * N;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -560,10 +560,10 @@ __global__ void epilogue_apply_k(int epilogue, T *C, int ldc, T *aux, int ldaux,
         T *c = C + r * ldc + j;
         float v = load_as_float(c);
         if (epilogue == 1) {
-            store_from_float(c, v + bias[j]);
+            store_from_float(c, v + load_as_float(bias + j));
         } else if (epilogue == 2) {
             T *a = aux + r * ldaux + j;
-            store_from_float(a, v + bias[j]);
+            store_from_float(a, v + load_as_float(bias + j));
             store_from_float(c, gelu(load_as_float(a)));
         } else {
             store_from_float(c, v * gelu_grad(load_as_float(aux + r * ldaux + j)));
@@ -571,9 +571,23 @@ __global__ void epilogue_apply_k(int epilogue, T *C, int ldc, T *aux, int ldaux,
     }
 }
 
+template <typename T>
+void epilogue_apply_as(cudaStream_t s, int epilogue, T *C, int ldc, T *aux, int ldaux,
+                       const void *bias, int bias_bf16, int M, int N)
+{
+    size_t total = (size_t)M * N;
+    if (bias_bf16)
+        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(
+            epilogue, C, ldc, aux, ldaux, (const zb_bf16_t *)bias, M, N);
+    else
+        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(epilogue, C, ldc, aux, ldaux,
+                                                                (const float *)bias, M, N);
+}
+
 // A launch that cannot start: for a row shape the vector kernels cannot take (C not a multiple
-// of 8, a row not 16-byte aligned), the caller's launch check then reports "invalid
-// configuration argument" instead of a kernel computing part of each row.
+// of 8, a row not 16-byte aligned), the caller's launch check then reports the runtime's launch
+// error (an empty grid: "invalid argument" on CUDA 13) instead of a kernel computing part of
+// each row.
 __global__ void refuse_k() {}
 
 void refuse(cudaStream_t s)
@@ -765,17 +779,16 @@ void zb_cuk16_crossentropy_fused(cudaStream_t s, float *losses, zb_bf16_t *logit
 }
 
 void zb_cuk16_epilogue_apply(cudaStream_t s, int epilogue, void *C, int ldc, int c_bf16,
-                             void *aux, int ldaux, const float *bias, int M, int N)
+                             void *aux, int ldaux, const void *bias, int bias_bf16, int M, int N)
 {
-    size_t total = (size_t)M * N;
-    if (total == 0 || epilogue < 1 || epilogue > 3)
+    if ((size_t)M * N == 0 || epilogue < 1 || epilogue > 3)
         return;
     if (c_bf16)
-        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(
-            epilogue, (zb_bf16_t *)C, ldc, (zb_bf16_t *)aux, ldaux, bias, M, N);
+        epilogue_apply_as(s, epilogue, (zb_bf16_t *)C, ldc, (zb_bf16_t *)aux, ldaux, bias,
+                          bias_bf16, M, N);
     else
-        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(epilogue, (float *)C, ldc,
-                                                                (float *)aux, ldaux, bias, M, N);
+        epilogue_apply_as(s, epilogue, (float *)C, ldc, (float *)aux, ldaux, bias, bias_bf16, M,
+                          N);
 }
 
 } // extern "C"

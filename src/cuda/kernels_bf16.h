@@ -82,7 +82,8 @@ void zb_cuk16_crossentropy_fused(cudaStream_t s, float *losses, zb_bf16_t *logit
  * 3 (GELU gradient): C = C·gelu'(aux). aux has C's type and ldaux elements between rows;
  * every result is rounded to C's type once. The values are zb_cu_epilogue_t's. */
 void zb_cuk16_epilogue_apply(cudaStream_t s, int epilogue, void *C, int ldc, int c_bf16,
-                             void *aux, int ldaux, const float *bias, int M, int N);
+                             void *aux, int ldaux, const void *bias, int bias_bf16, int M,
+                             int N);
 
 #ifdef __cplusplus
 }

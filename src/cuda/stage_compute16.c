@@ -146,9 +146,10 @@ void zb_cu16_scratch_assign(zb_cuda_stage_t *s)
 
 /* ---- the ops, over the typed GEMM and the bf16 kernels ---- */
 
-/* out[N,OC] = inp[N,C] · w[OC,C]ᵀ with epilogue `epi` (bias fp32; aux [N,OC] for GELU). */
+/* out[N,OC] = inp[N,C] · w[OC,C]ᵀ with epilogue `epi` (bias: the bf16 copy's, which cuBLASLt
+ * fuses, gemm.h; aux [N,OC] for GELU). */
 static void linear_forward(zb_cu_ctx_t *c, zb_bf16_t *out, const zb_bf16_t *inp,
-                           const zb_bf16_t *w, const float *bias, zb_cu_epilogue_t epi,
+                           const zb_bf16_t *w, const zb_bf16_t *bias, zb_cu_epilogue_t epi,
                            zb_bf16_t *aux, int N, int C, int OC)
 {
     zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
@@ -156,7 +157,7 @@ static void linear_forward(zb_cu_ctx_t *c, zb_bf16_t *out, const zb_bf16_t *inp,
                          .ta = 0, .tb = 1, .M = N, .N = OC, .K = C, .alpha = 1.0f, .beta = 0.0f,
                          .A = inp, .lda = C, .B = w, .ldb = C, .C = out, .ldc = OC,
                          .ta_type = ZB_CU_BF16, .tc_type = ZB_CU_BF16, .epilogue = epi,
-                         .bias = bias, .aux = aux, .ldaux = OC});
+                         .bias = bias, .bias_type = ZB_CU_BF16, .aux = aux, .ldaux = OC});
     zb_cu_prof_end(c);
 }
 
@@ -267,7 +268,8 @@ static void to_f32(zb_cu_ctx_t *c, float *dst, const zb_bf16_t *src, size_t n)
 
 typedef struct {
     const zb_bf16_t *qkvw, *attprojw, *fcw, *fcprojw; /* the bf16 copies */
-    const float *ln1w, *ln1b, *qkvb, *attprojb, *ln2w, *ln2b, *fcb, *fcprojb;
+    const zb_bf16_t *qkvb, *attprojb, *fcb, *fcprojb;  /* the biases' bf16 copies */
+    const float *ln1w, *ln1b, *ln2w, *ln2b;
 } block16_t;
 
 static const zb_bf16_t *W16(const zb_cuda_stage_t *s, zb_gpt2_tensor_t t)
@@ -282,10 +284,10 @@ static block16_t block16(const zb_cuda_stage_t *s, int l)
     block16_t b = {
         W16(s, ZB_QKVW) + L * 3 * C * C, W16(s, ZB_ATTPROJW) + L * C * C,
         W16(s, ZB_FCW) + L * 4 * C * C,  W16(s, ZB_FCPROJW) + L * 4 * C * C,
+        W16(s, ZB_QKVB) + L * 3 * C,     W16(s, ZB_ATTPROJB) + L * C,
+        W16(s, ZB_FCB) + L * 4 * C,      W16(s, ZB_FCPROJB) + L * C,
         P(s, ZB_LN1W) + L * C,           P(s, ZB_LN1B) + L * C,
-        P(s, ZB_QKVB) + L * 3 * C,       P(s, ZB_ATTPROJB) + L * C,
         P(s, ZB_LN2W) + L * C,           P(s, ZB_LN2B) + L * C,
-        P(s, ZB_FCB) + L * 4 * C,        P(s, ZB_FCPROJB) + L * C,
     };
     return b;
 }

@@ -247,17 +247,31 @@ __global__ void __launch_bounds__(kFwdThreads)
                 mma16816(s[n], qf[kc], kb[0], kb[1]);
                 mma16816(s[n + 1], qf[kc], kb[2], kb[3]);
             }
-        // scale into log2 units, mask (causal and the tail), row max
+        // scale into log2 units, mask (causal and the tail: only the tiles that reach them), row
+        // max. The mask's integer arithmetic costs as much as the tile's exp2 and FMAs: a tile
+        // wholly below the diagonal and inside T skips it (the same values, fewer instructions)
+        const bool edge = k0 + BC - 1 > q0 || k0 + BC > T || q0 + kWarpRows > T;
+        if (edge) {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int key = k0 + n * 8 + 2 * t + (i & 1), row = q0 + g + (i >> 1) * 8;
+                    s[n][i] = (key > row || key >= T) ? -INFINITY : s[n][i] * sl2;
+                }
+        } else {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    s[n][i] *= sl2;
+        }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int key = k0 + n * 8 + 2 * t + (i & 1), row = q0 + g + (i >> 1) * 8;
-                float x = (key > row || key >= T) ? -INFINITY : s[n][i] * sl2;
-                s[n][i] = x;
-                mx[i >> 1] = fmaxf(mx[i >> 1], x);
-            }
+            for (int i = 0; i < 4; i++)
+                mx[i >> 1] = fmaxf(mx[i >> 1], s[n][i]);
         float alpha[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -416,15 +430,29 @@ __global__ void __launch_bounds__(32 * NW)
                 mma16816(dpt[n + 1], va, db[2], db[3]);
             }
         }
+        // masked only where a query of the tile precedes a key of the warp or runs past T
+        const bool edge = q0 < kw + kWarpRows - 1 || q0 + BR > T || kw + kWarpRows > T;
+        if (edge) {
 #pragma unroll
-        for (int n = 0; n < BR / 8; n++)
+            for (int n = 0; n < BR / 8; n++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int key = kw + g + (i >> 1) * 8, c = n * 8 + 2 * t + (i & 1), qr = q0 + c;
-                float p = (qr < key || qr >= T) ? 0.0f : exp2f(st[n][i] * sl2 - ls[c]);
-                st[n][i] = p;
-                dpt[n][i] = p * (dpt[n][i] - ds[c]);
-            }
+                for (int i = 0; i < 4; i++) {
+                    int key = kw + g + (i >> 1) * 8, c = n * 8 + 2 * t + (i & 1), qr = q0 + c;
+                    float p = (qr < key || qr >= T) ? 0.0f : exp2f(st[n][i] * sl2 - ls[c]);
+                    st[n][i] = p;
+                    dpt[n][i] = p * (dpt[n][i] - ds[c]);
+                }
+        } else {
+#pragma unroll
+            for (int n = 0; n < BR / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int c = n * 8 + 2 * t + (i & 1);
+                    float p = exp2f(st[n][i] * sl2 - ls[c]);
+                    st[n][i] = p;
+                    dpt[n][i] = p * (dpt[n][i] - ds[c]);
+                }
+        }
         // dV += Pᵀ·dO and dK += dSᵀ·Q: B operands read [query][dim] with ldmatrix.trans
 #pragma unroll
         for (int kc = 0; kc < BR / 16; kc++) {
@@ -518,17 +546,30 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
                 mma16816(dp[n], df[kc], vb[0], vb[1]);
                 mma16816(dp[n + 1], df[kc], vb[2], vb[3]);
             }
+        // masked only where a key of the tile follows a row of the warp or either runs past T
+        const bool edge = k0 + BC - 1 > q0 || k0 + BC > T || q0 + kWarpRows > T;
+        if (edge) {
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++)
+            for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int key = k0 + n * 8 + 2 * t + (i & 1), row = q0 + g + (i >> 1) * 8;
-                const bool hi = i >> 1;  // constant after unrolling: no indexed arrays
-                float p = (key > row || key >= T || row >= T)
-                              ? 0.0f
-                              : exp2f(s[n][i] * sl2 - (hi ? lr1 : lr0));
-                s[n][i] = p * (dp[n][i] - (hi ? dr1 : dr0));
-            }
+                for (int i = 0; i < 4; i++) {
+                    int key = k0 + n * 8 + 2 * t + (i & 1), row = q0 + g + (i >> 1) * 8;
+                    const bool hi = i >> 1;  // constant after unrolling: no indexed arrays
+                    float p = (key > row || key >= T || row >= T)
+                                  ? 0.0f
+                                  : exp2f(s[n][i] * sl2 - (hi ? lr1 : lr0));
+                    s[n][i] = p * (dp[n][i] - (hi ? dr1 : dr0));
+                }
+        } else {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const bool hi = i >> 1;
+                    float p = exp2f(s[n][i] * sl2 - (hi ? lr1 : lr0));
+                    s[n][i] = p * (dp[n][i] - (hi ? dr1 : dr0));
+                }
+        }
         // dQ += dS·K: K read [key][dim] with ldmatrix.trans
 #pragma unroll
         for (int kc = 0; kc < BC / 16; kc++) {

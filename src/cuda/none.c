@@ -65,6 +65,7 @@ STUB(zb_cuda_state_copy, zb_cuda_stage_t *s, zb_cuda_state_t which, size_t off, 
      size_t n, bool to_host)
 STUB(zb_cuda_state_backup, zb_cuda_stage_t *s, bool save)
 STUB(zb_cuda_stage_use_stream, zb_cuda_stage_t *s, struct CUstream_st *stream, int sms)
+STUB(zb_cuda_stage_widen, zb_cuda_stage_t *s, bool wide)
 STUB(zb_cuda_stage_bind, zb_cuda_stage_t *s)
 STUB(zb_cuda_event_record, zb_cuda_stage_t *s, struct CUevent_st *ev)
 STUB(zb_cuda_copy_after, zb_cuda_stage_t *s, float *dst_dev, const float *src_dev, int src_device,

@@ -167,9 +167,17 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
      * streams, which unified addressing finds on any device, so they still run */
     if (cudaSetDevice(s->ctx.device) != cudaSuccess)
         cudaGetLastError();
+    if (s->narrow_stream) /* freed while widened: the partition's stream is the borrowed one */
+        s->ctx.stream = s->narrow_stream;
     if (s->borrowed_stream) { /* the partition owns it: finish our work, leave it alive */
         cudaStreamSynchronize(s->ctx.stream);
         s->ctx.stream = NULL;
+    }
+    if (s->wide_stream) {
+        cudaStreamSynchronize(s->wide_stream);
+        cudaStreamDestroy(s->wide_stream);
+        cudaEventDestroy(s->wide_in);
+        cudaEventDestroy(s->wide_out);
     }
     cudaStream_t copies[2] = {s->down_stream, s->up_stream};
     for (int k = 0; k < 2; k++) {

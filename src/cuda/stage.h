@@ -55,6 +55,11 @@ struct zb_cuda_stage {
     double *norm_parts;
     int norm_cap;
     bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */
+    /* a partition's stage keeps its own stream, which runs on the whole GPU: the update after
+     * the step's norm barrier goes there (zb_cuda_stage_widen), the partition's stream ordered
+     * around it by the two events */
+    cudaStream_t wide_stream, narrow_stream;
+    cudaEvent_t wide_in, wide_out;
     /* message copies beside the compute (made on first use), one stream per direction: an
      * upload queued behind a download would wait for the download's producer F/B and its copy,
      * and the two directions could not use the GPU's two copy engines at once */

@@ -13,11 +13,40 @@ zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *str
     cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
     if (e != cudaSuccess)
         return cuda_err(e, "use stream", err);
-    if (!s->borrowed_stream && s->ctx.stream)
-        cudaStreamDestroy(s->ctx.stream);
+    if (!s->borrowed_stream && s->ctx.stream) {
+        if (sms > 0 && !s->wide_stream) { /* a partition: the own stream stays, for widen */
+            s->wide_stream = s->ctx.stream;
+            e = cudaEventCreateWithFlags(&s->wide_in, cudaEventDisableTiming);
+            if (e == cudaSuccess)
+                e = cudaEventCreateWithFlags(&s->wide_out, cudaEventDisableTiming);
+            if (e != cudaSuccess)
+                return cuda_err(e, "use stream: events", err);
+        } else {
+            cudaStreamDestroy(s->ctx.stream);
+        }
+    }
     s->ctx.stream = (cudaStream_t)stream;
     s->ctx.sm_target = sms > 0 ? sms : 0;
     s->borrowed_stream = true;
+    return ZB_OK;
+}
+
+zb_status_t zb_cuda_stage_widen(zb_cuda_stage_t *s, bool wide, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda widen: stage is NULL");
+    zb_status_t st = zb_cu_ctx_check(&s->ctx, "widen", err);
+    if (st != ZB_OK || !s->wide_stream || wide == (s->narrow_stream != NULL))
+        return st; /* the whole GPU already, or already where asked */
+    cudaStream_t from = s->ctx.stream, to = wide ? s->wide_stream : s->narrow_stream;
+    cudaEvent_t ev = wide ? s->wide_in : s->wide_out;
+    cudaError_t e = cudaEventRecord(ev, from);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(to, ev, 0);
+    if (e != cudaSuccess)
+        return cuda_err(e, "widen", err);
+    s->narrow_stream = wide ? from : NULL;
+    s->ctx.stream = to;
     return ZB_OK;
 }
 

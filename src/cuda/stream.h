@@ -23,9 +23,16 @@ struct CUstream_st; /* a cudaStream_t / CUstream is a struct CUstream_st * */
 /* Run the stage's work on `stream` from now on (e.g. an SM partition's,
  * zb_cuda_partition_stream) instead of its own, which is destroyed; the stage does not destroy
  * a stream given here (free the stage before its owner). `sms`: the SMs that stream runs on
- * (zb_cuda_partition_sms), which cuBLASLt's algorithm choice then targets; 0 = the device's. */
+ * (zb_cuda_partition_sms), which cuBLASLt's algorithm choice then targets; 0 = the device's.
+ * With sms > 0 the stage keeps its own stream instead, for zb_cuda_stage_widen. */
 zb_status_t zb_cuda_stage_use_stream(zb_cuda_stage_t *s, struct CUstream_st *stream, int sms,
                                      zb_err_t *err);
+/* wide: queue the stage's next work on the whole GPU (its own stream) after what the
+ * partition's stream holds; !wide: back to the partition's stream, after that work. For work
+ * that no other rank's compute overlaps (the update after the step's norm barrier): on a
+ * partition of 32 SMs the AdamW pass is bound by the partition's bandwidth. No-op for a stage
+ * that runs on the whole GPU already; the results do not depend on it (elementwise kernels). */
+zb_status_t zb_cuda_stage_widen(zb_cuda_stage_t *s, bool wide, zb_err_t *err);
 /* Device messages between stages (thread ranks, no host round trip): an event (cudaEvent_t,
  * timing off) on the stage's device; record it on the stage's stream after the work that
  * produces a buffer; zb_cuda_copy_after queues on s's stream a wait for `after` (NULL: none)

@@ -709,8 +709,11 @@ static zb_status_t cuda_units_sumsq(pl_rank_t *R, double *vec, zb_err_t *err)
 }
 
 /* AdamW with (lr, t, clip scale) on every unit each stage updates: its owned units, and a head
- * stage without the embedding steps its WTE copy (unit 0) with the same folded gradient. */
-static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, zb_err_t *err)
+ * stage without the embedding steps its WTE copy (unit 0) with the same folded gradient.
+ * wide: on the whole GPU (zb_cuda_stage_widen), for an update after the norm barrier, when no
+ * rank computes any more; the optimistic update before it stays in the partition. */
+static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, bool wide,
+                              zb_err_t *err)
 {
     zb_status_t st = ZB_OK;
     int *units = malloc((size_t)(R->n_owned + 1) * sizeof *units);
@@ -723,9 +726,17 @@ static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, z
                 units[n++] = R->units[k];
         if (R->st[i].span.head && !R->st[i].span.embed)
             units[n++] = 0;
-        if (n > 0)
-            st = zb_cuda_adamw_update_units(CU(R)->st[i].stage, &R->pl->cfg->adamw, lr, adam_t,
-                                            clip, units, n, err);
+        zb_cuda_stage_t *s = CU(R)->st[i].stage;
+        if (n > 0 && wide)
+            st = zb_cuda_stage_widen(s, true, err);
+        if (n > 0 && st == ZB_OK)
+            st = zb_cuda_adamw_update_units(s, &R->pl->cfg->adamw, lr, adam_t, clip, units, n,
+                                            err);
+        if (n > 0 && wide) { /* back to the partition even after a failure */
+            zb_err_t e2;
+            zb_status_t st2 = zb_cuda_stage_widen(s, false, st == ZB_OK ? err : &e2);
+            st = st == ZB_OK ? st2 : st;
+        }
     }
     free(units);
     return st;
@@ -749,7 +760,7 @@ static zb_status_t cuda_update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
                     pl->plan.n_units, R->units, 0, &R->stats);
     if (R->stats.skipped)
         return ZB_OK;
-    return step_units(R, R->stats.lr, adam_t, R->stats.clip_scale, err);
+    return step_units(R, R->stats.lr, adam_t, R->stats.clip_scale, true, err);
 }
 
 /* Post-validation on the GPU: the whole update is optimistic (a plain device backup). */
@@ -770,7 +781,7 @@ static zb_status_t cuda_step_elems(pl_rank_t *R, size_t from, size_t to, float l
     if (from != 0 || to != R->backup_elems)
         return zb_err_set(err, ZB_EINVAL, "rank %d: a GPU steps all of its update or none",
                           R->rank);
-    return step_units(R, lr, adam_t, 1.0f, err);
+    return step_units(R, lr, adam_t, 1.0f, false, err);
 }
 
 const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",

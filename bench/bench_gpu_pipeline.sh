@@ -16,7 +16,9 @@
 # <= 1.03); GPU memory per rank at P 1f1b against the same model with --ranks 1 (goal <= 0.5x,
 # predicted = measured); and the small model (L=8 C=256 T=256) for the three schedules, where
 # launch latency rules. Writes every run's log next to the tables on stdout; without a GPU it
-# says so and exits 77.
+# says so and exits 77. To fit a short device call: GOAL_MS (default "8 16"), GOAL_HIDE (the
+# schedules of the communication table, default all three, empty: none), GOAL_MEMORY=0 and
+# GOAL_SMALL=0 skip those tables; the pairs run last.
 set -uo pipefail
 B=${1:?usage: bench_gpu_pipeline.sh BUILD [STEPS] [LAYERS] [T] [PRECISION] [P]}
 STEPS=${2:-8}
@@ -97,7 +99,7 @@ header() {
         "opt ms" "step/s+o" "out %" "bubble%" "pred%" "|diff|" "ratio/1f1b" "pred ratio"
 }
 header
-for M in 8 16; do
+for M in ${GOAL_MS:-8 16}; do
     for s in 1f1b zb-h2 zb-v; do
         big "m${M}_$s" --ranks "$P" --schedule "$s" --batch "$M" --microbatches "$M" \
             --partition profile --trace "$OUTDIR/m${M}_$s.json" --gpu-messages device
@@ -105,39 +107,46 @@ for M in 8 16; do
     table "m$M" "$M"
 done
 
-echo
-echo "communication hidden (device messages vs no-op transfers, M=8, 2 pairs in alternation):"
-printf "%-6s %12s %12s %8s\n" sched "device ms" "no-op ms" ratio
-med() { printf "%s\n" "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-for s in 1f1b zb-h2 zb-v; do
-    dev=() nul=()
-    for k in 1 2; do
-        big "hide_${s}_dev$k" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
-            --gpu-messages device && dev+=("$(field "hide_${s}_dev$k" step)")
-        big "hide_${s}_nul$k" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
-            --gpu-messages none && nul+=("$(field "hide_${s}_nul$k" step)")
+if [ "${GOAL_MEMORY:-1}" = 1 ]; then
+    echo
+    echo "GPU memory per rank (MiB, the largest total over the ranks), M=8:"
+    big one_rank --ranks 1 --schedule 1f1b --batch 8 --microbatches 8
+    printf "%-22s %10s %10s %10s\n" run predicted measured "vs --ranks 1"
+    printf "%-22s %10s %10s %10s\n" "--ranks 1" "$(field one_rank mem_predicted)" \
+        "$(field one_rank mem_measured)" 1.000
+    printf "%-22s %10s %10s %10s\n" "--ranks $P 1f1b" "$(field m8_1f1b mem_predicted)" \
+        "$(field m8_1f1b mem_measured)" \
+        "$(ratio "$(field m8_1f1b mem_measured)" "$(field one_rank mem_measured)")"
+fi
+
+if [ "${GOAL_SMALL:-1}" = 1 ]; then
+    echo
+    echo "small model (L=8 C=256 T=256, fp32, P=$P, M=8): launch latency rules"
+    header
+    for s in 1f1b zb-h2 zb-v; do
+        PREC=fp32 run "small_$s" --layers 8 --channels 256 --heads 8 --vocab 50257 --seq 256 \
+            --steps "$STEPS" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
+            --partition profile --gpu-messages device
     done
-    d=$(med "${dev[@]}") n=$(med "${nul[@]}")
-    printf "%-6s %12s %12s %8s\n" "$s" "$d" "$n" "$(ratio "$d" "$n")"
-done
+    table small 8
+fi
 
-echo
-echo "GPU memory per rank (MiB, the largest total over the ranks), M=8:"
-big one_rank --ranks 1 --schedule 1f1b --batch 8 --microbatches 8
-printf "%-22s %10s %10s %10s\n" run predicted measured "vs --ranks 1"
-printf "%-22s %10s %10s %10s\n" "--ranks 1" "$(field one_rank mem_predicted)" \
-    "$(field one_rank mem_measured)" 1.000
-printf "%-22s %10s %10s %10s\n" "--ranks $P 1f1b" "$(field m8_1f1b mem_predicted)" \
-    "$(field m8_1f1b mem_measured)" \
-    "$(ratio "$(field m8_1f1b mem_measured)" "$(field one_rank mem_measured)")"
+if [ -n "${GOAL_HIDE-x}" ]; then
+    echo
+    echo "communication hidden (device messages vs no-op transfers, M=8, 2 pairs in alternation):"
+    printf "%-6s %12s %12s %8s\n" sched "device ms" "no-op ms" ratio
+    med() { printf "%s\n" "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+    for s in ${GOAL_HIDE-1f1b zb-h2 zb-v}; do
+        dev=() nul=()
+        for k in 1 2; do
+            big "hide_${s}_dev$k" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
+                --gpu-messages device && dev+=("$(field "hide_${s}_dev$k" step)")
+            big "hide_${s}_nul$k" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
+                --gpu-messages none && nul+=("$(field "hide_${s}_nul$k" step)")
+        done
+        d=$(med "${dev[@]}") n=$(med "${nul[@]}")
+        printf "%-6s %12s %12s %8s\n" "$s" "$d" "$n" "$(ratio "$d" "$n")"
+    done
+fi
 
-echo
-echo "small model (L=8 C=256 T=256, fp32, P=$P, M=8): launch latency rules"
-header
-for s in 1f1b zb-h2 zb-v; do
-    PREC=fp32 run "small_$s" --layers 8 --channels 256 --heads 8 --vocab 50257 --seq 256 \
-        --steps "$STEPS" --ranks "$P" --schedule "$s" --batch 8 --microbatches 8 \
-        --partition profile --gpu-messages device
-done
-table small 8
 echo "logs and traces: $OUTDIR"

@@ -485,6 +485,9 @@ static void test_device_messages(void **state)
         zb_pipeline_opts_t o;
         opts(&o, 4, "zb-h1", true);
         o.cuda = modes[k];
+        /* one optimizer path: whether a rank guesses (post-validation) follows timings, and
+         * the whole-GPU update's stream switch waits on an event too */
+        o.opt_sync = ZB_OPT_SYNC_BARRIER;
         long c0 = fake_d2d_copies, w0 = fake_event_waits;
         zb_pipeline_report_t rep = {0};
         run_ok(&c, &o, nloss[k], NULL, &rep);

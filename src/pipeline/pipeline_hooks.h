@@ -5,15 +5,18 @@
 
 /* -1 = off. At step inject_inf_step, after the tied fold, the first gradient element of norm
  * unit inject_inf_unit becomes +Inf on the rank that owns the unit; a failing compute on
- * `fail_rank` at step fail_step (its `fail_action`-th compute). */
+ * `fail_rank` at step fail_step (its `fail_action`-th compute). always_guess (0 = off): every
+ * rank whose own norm allows it updates optimistically, whatever the last steps said (the
+ * rollback path on demand). */
 typedef struct zb_pipeline_test_hooks {
     long inject_inf_step;
     int inject_inf_unit;
     long fail_step;
     int fail_rank, fail_action;
+    int always_guess;
 } zb_pipeline_test_hooks_t;
 
 /* Every hook off. */
-#define ZB_PIPELINE_TEST_HOOKS_OFF ((zb_pipeline_test_hooks_t){-1, -1, -1, -1, -1})
+#define ZB_PIPELINE_TEST_HOOKS_OFF ((zb_pipeline_test_hooks_t){-1, -1, -1, -1, -1, 0})
 
 #endif

@@ -533,6 +533,31 @@ static zb_status_t step_phase(pl_rank_t *R, size_t from, size_t to, float lr, lo
     return phase_end(R, ZB_PHASE_OPTIMIZER, st, err);
 }
 
+/* Whether an optimistic update can pay this step, from the last one: not after a clipped step
+ * (the global norm moves slowly: the guess would be rolled back), and not when the rank's wait
+ * at the norm barrier was shorter than the optimistic backup and update took (the rank that
+ * finishes last: its guess would only delay the step). Which path runs changes no bit. */
+static bool worth_guessing(const pl_rank_t *R)
+{
+    const zb_pipeline_test_hooks_t *h = R->pl->opts->test_hooks;
+    if (h && h->always_guess)
+        return true;
+    return !R->guess.clipped && R->guess.wait_ms >= R->guess.cost_ms;
+}
+
+/* After the step: what worth_guessing reads next time. */
+static void remember_guess(pl_rank_t *R)
+{
+    const zb_step_phases_t *ph = &R->phases;
+    R->guess.clipped = R->stats.skipped || R->stats.clip_scale < 1.0f;
+    R->guess.wait_ms = ph->host_ms[ZB_PHASE_NORM_SYNC];
+    if (R->guess.optimistic) {
+        double dev = ph->device_ms[ZB_PHASE_BACKUP] + ph->device_ms[ZB_PHASE_OPTIMIZER];
+        double host = ph->host_ms[ZB_PHASE_BACKUP] + ph->host_ms[ZB_PHASE_OPTIMIZER];
+        R->guess.cost_ms = dev > host ? dev : host;
+    }
+}
+
 /* The optimizer step with the unit partials in R->vec (loss last), over the pipeline `t`.
  * Barrier: sum the partials, then update. Post-validation: step with what this rank knows (its
  * own units) while the others finish, then check against the global norm. Its own partial norm is
@@ -556,7 +581,9 @@ static zb_status_t optimizer(zb_transport_t *t, pl_rank_t *R, zb_err_t *err)
     double own_norm = zb_grad_norm_total(sums, U);
     float clip = pl->cfg->grad_clip;
     size_t K = pl_rank_backs_up(pl) ? dev->optimistic_elems(R) : 0;
-    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f && K > 0;
+    bool optimistic = isfinite(own_norm) && zb_grad_clip_scale(own_norm, clip) == 1.0f && K > 0 &&
+                      worth_guessing(R);
+    R->guess.optimistic = optimistic;
     long adam_t = R->in->step - R->skipped + 1;
     zb_lr_schedule_t sched = {pl->cfg->lr_schedule, pl->cfg->adamw.lr, pl->cfg->lr_min,
                               pl->cfg->warmup, pl->cfg->steps};
@@ -622,6 +649,8 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
         st = optimizer(pipe, R, err);
     if (st == ZB_OK && R->dev->step_end) /* after the collectives: every rank's step began */
         st = R->dev->step_end(R, err);
+    if (st == ZB_OK)
+        remember_guess(R);
     if (st != ZB_OK) {
         if (pl->N > 1 && st != ZB_EABORT && err) { /* which replica, when there are several */
             char inner[sizeof err->msg];

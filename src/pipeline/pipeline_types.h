@@ -106,6 +106,13 @@ typedef struct {
     double phase_began;      /* its host begin (seconds since the step's t0) */
     long skipped;    /* steps skipped so far (same on every rank) */
     long rollbacks;
+    /* pipeline_rank.c, post-validation: what the last steps said about going optimistic */
+    struct {
+        bool clipped;     /* the last step's global norm was clipped (or the step skipped) */
+        double wait_ms;   /* its wait at the norm barrier (host) */
+        double cost_ms;   /* the last optimistic update's backup + step (device, else host) */
+        bool optimistic;  /* this step went optimistic */
+    } guess;
     int computes;
     zb_step_stats_t stats;
     float loss;

@@ -742,11 +742,23 @@ static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, b
     return st;
 }
 
+/* save: before the norm barrier, in the partition; restore (the rollback): after it, on the
+ * whole GPU like the update that follows */
 static zb_status_t backup_all(pl_rank_t *R, bool save, zb_err_t *err)
 {
     zb_status_t st = ZB_OK;
-    for (int i = 0; i < R->n_local && st == ZB_OK; i++)
-        st = zb_cuda_state_backup(CU(R)->st[i].stage, save, err);
+    for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
+        zb_cuda_stage_t *s = CU(R)->st[i].stage;
+        if (!save)
+            st = zb_cuda_stage_widen(s, true, err);
+        if (st == ZB_OK)
+            st = zb_cuda_state_backup(s, save, err);
+        if (!save) {
+            zb_err_t e2;
+            zb_status_t st2 = zb_cuda_stage_widen(s, false, st == ZB_OK ? err : &e2);
+            st = st == ZB_OK ? st2 : st;
+        }
+    }
     return st;
 }
 

@@ -19,7 +19,9 @@
 #                                   bf16 kernel tests, the bf16 step bench (largest B), ctest -L gpu,
 #                                   the pipeline goals, the kernel benches, compute-sanitizer on
 #                                   flash; each step bounded, all within S seconds (default 420);
-#                                   logs in one $OUT/logs.tgz (the tool returns 8 files at most)
+#                                   logs in one $OUT/logs.tgz (the tool returns 8 files at most).
+#                                   ALL_PARTS picks and orders the parts (kernels step ctest goals
+#                                   flash sanitize fp32), STEP_BS the step bench's B (0: largest)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
 #                                   ratios, communication hidden, memory vs --ranks 1, small model)
@@ -28,7 +30,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,25p' "$0" >&2
+    sed -n '2,28p' "$0" >&2
     exit 2
     ;;
 esac
@@ -155,25 +157,50 @@ all)
     }
     build
     echo "[$(($(date +%s) - t0))s] built"
-    for t in test_cuda_gpu_bf16_ops test_cuda_gpu_bf16_gemm test_cuda_gpu_flash test_cuda_gpu_stage16; do
-        step "$t" 60 build-gpu/$t
-        grep -E "FAILED|ERROR|rel err|bound|fused|fallback|Assert|error" "$logs/$t.log" | head -12
-    done
-    step bench_step_bf16 120 build-gpu/bench_cuda_step bf16 0 1024 8 12 2
-    grep -vE "^ *$" "$logs/bench_step_bf16.log" | tail -30
-    step ctest_gpu 150 bash -c "cd build-gpu && ctest -L gpu -E 'bf16|flash|stage16' --output-on-failure"
-    grep -E "tests passed|Failed|\*\*\*|rel err|FAILED" "$logs/ctest_gpu.log" | head -20
-    step goals 200 env OUT="$logs" bash bench/bench_gpu_pipeline.sh build-gpu 6 16 1024 bf16 4
-    tail -45 "$logs/goals.log"
-    step bench_flash 40 build-gpu/bench_flash
-    tail -12 "$logs/bench_flash.log"
-    step bench_bf16_ops 40 build-gpu/bench_cuda_bf16_ops
-    tail -15 "$logs/bench_bf16_ops.log"
-    for tool in memcheck racecheck; do
-        # API errors not reported: test_unsupported_head_size refuses a launch on purpose
-        step "sanitize_flash_$tool" 90 compute-sanitizer --tool $tool --report-api-errors no \
-            --error-exitcode 9 build-gpu/test_cuda_gpu_flash
-        tail -2 "$logs/sanitize_flash_$tool.log"
+    # ALL_PARTS: which parts, in this order (default: every one)
+    for part in ${ALL_PARTS:-kernels step ctest goals flash sanitize}; do
+        case $part in
+        kernels)
+            for t in test_cuda_gpu_bf16_ops test_cuda_gpu_bf16_gemm test_cuda_gpu_flash test_cuda_gpu_stage16; do
+                step "$t" 60 build-gpu/$t
+                grep -E "FAILED|ERROR|rel err|bound|fused|fallback|Assert|error" "$logs/$t.log" | head -12
+            done
+            ;;
+        step) # the bf16 step at the largest B that fits, then at torch.compile's largest (64)
+            for B in ${STEP_BS:-0}; do
+                step "bench_step_bf16_b$B" 120 build-gpu/bench_cuda_step bf16 "$B" 1024 8 12 2
+                grep -vE "^ *$" "$logs/bench_step_bf16_b$B.log" | tail -8
+            done
+            ;;
+        ctest)
+            step ctest_gpu 150 bash -c "cd build-gpu && ctest -L gpu -E 'bf16|flash|stage16' --output-on-failure"
+            grep -E "tests passed|Failed|\*\*\*|rel err|FAILED" "$logs/ctest_gpu.log" | head -20
+            ;;
+        goals)
+            step goals 200 env OUT="$logs" bash bench/bench_gpu_pipeline.sh build-gpu 6 16 1024 bf16 4
+            tail -45 "$logs/goals.log"
+            ;;
+        flash)
+            step bench_flash 40 build-gpu/bench_flash
+            tail -12 "$logs/bench_flash.log"
+            step bench_bf16_ops 40 build-gpu/bench_cuda_bf16_ops
+            tail -15 "$logs/bench_bf16_ops.log"
+            ;;
+        sanitize)
+            for tool in memcheck racecheck; do
+                # API errors not reported: test_unsupported_head_size refuses a launch on purpose
+                step "sanitize_flash_$tool" 90 compute-sanitizer --tool $tool --report-api-errors no \
+                    --error-exitcode 9 build-gpu/test_cuda_gpu_flash
+                tail -2 "$logs/sanitize_flash_$tool.log"
+            done
+            ;;
+        fp32) # zbpp's fp32 (TF32 off) and tf32 steps at their largest B
+            for p in fp32 tf32; do
+                step "bench_step_$p" 60 build-gpu/bench_cuda_step "$p" 0 1024 4 12 2
+                grep -vE "^ *$" "$logs/bench_step_$p.log" | sed -n 2,4p
+            done
+            ;;
+        esac
     done
     ;;
 goals)

@@ -93,5 +93,30 @@ for try in 1 2 3; do
 done
 echo "ok: a second SIGINT exits 130 at once, no temp or partial file"
 
+# a signal during the start-up (a large model, checkpoint or corpus: here a delay on demand)
+# ends the run at once with one line, nothing trained or saved, instead of after step 1
+for sig in TERM INT; do
+  rm -f "$TMP/ck" "$TMP/err"
+  start=$(date +%s%N)
+  ZBPP_TEST_STARTUP_DELAY_MS=20000 "$ZBPP" train "${COMMON[@]}" --steps 5 --save "$TMP/ck" \
+    >"$TMP/out" 2>"$TMP/err" &
+  pid=$!
+  watchdog "$pid"
+  sleep 0.5
+  kill -"$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  kill "$WD" 2>/dev/null
+  ms=$((($(date +%s%N) - start) / 1000000))
+  want=$([ $sig = TERM ] && echo 143 || echo 130)
+  [ "$rc" -eq "$want" ] || fail "SIG$sig in start-up: exit $rc (want $want)"
+  [ "$ms" -lt 10000 ] || fail "SIG$sig in start-up: took $ms ms (the start-up had 20 s left)"
+  grep -q "interrupted during start-up: nothing trained, nothing saved" "$TMP/err" ||
+    fail "SIG$sig in start-up: no line saying so: $(cat "$TMP/err")"
+  [ -e "$TMP/ck" ] && fail "SIG$sig in start-up: --save was written"
+  grep -q "^step " "$TMP/err" && fail "SIG$sig in start-up: a step ran"
+done
+echo "ok: a signal during the start-up ends the run at once, nothing trained or saved"
+
 [ "$fails" -eq 0 ] && echo "cli_signal: all passed"
 exit $((fails > 0))

@@ -72,6 +72,10 @@ typedef struct {
      * non-zero the run ends after the step in progress, saves --save as at the end and reports
      * summary->interrupted. With a transport the ranks agree on it (any rank's flag stops all). */
     volatile sig_atomic_t *stop;
+    /* Set to 1 just before the first step (NULL = none): until then a signal handler may end
+     * the process at once, since nothing has been trained or saved (a slow start-up: a large
+     * model, checkpoint or corpus) */
+    volatile sig_atomic_t *started;
 } zb_train_config_t;
 
 /* Defaults: B 4, T 64, M 1, 20 steps, shuffle on, seed 1337, AdamW defaults, clip 1.0, cosine

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -399,6 +400,14 @@ int zb_cmd_train(int argc, char **argv)
     if (!(c.peak_tflops > 0) && !pipe.mpi) /* MFU against the device's peak */
         c.peak_tflops = default_peak(&c, &pipe, &dev, piped);
     c.stop = zb_cli_train_signals(c.save_path, c.save_model_path, piped && pipe.mpi);
+    c.started = zb_cli_train_started();
+    /* tests/cli_signal.sh: a start-up as slow as a large model's, on demand, to signal into */
+    const char *delay = getenv("ZBPP_TEST_STARTUP_DELAY_MS");
+    if (delay && atoi(delay) > 0) {
+        struct timespec ts = {atoi(delay) / 1000, (long)(atoi(delay) % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
     if (!dev.cuda)
         zb_cli_print_kernel_header(verbose);
     if (verbose) {

@@ -429,6 +429,8 @@ zb_status_t zb_train_loop(const zb_train_config_t *cfg, FILE *human, zb_trainer_
                               cfg->peak_tflops * 1e12);
     zb_diverge_t div;
     zb_diverge_init(&div, 0);
+    if (cfg->started)
+        *cfg->started = 1;
     while (st == ZB_OK && t->step < cfg->steps) {
         bool stop = false;
         if ((st = stop_requested(h, cfg, &stop, err)) != ZB_OK)

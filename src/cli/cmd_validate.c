@@ -1,11 +1,11 @@
 /* zbpp validate — check a PyTorch pipelining CSV schedule: every action present once, on the
  * right rank, dependencies satisfiable, memory within the limit, no deadlock once lowered. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/planner_opts.h"
 #include "cli/planner_out.h"
 
 static const char *const CMD = "validate";
@@ -31,54 +31,23 @@ static void help(FILE *out)
 int zb_cmd_validate(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"mem", required_argument, NULL, ZB_OPT_MEM},
-        {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
+        ZB_CLI_MEM_OPTIONS,
         {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},
-        {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
-        {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
-        {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
+        ZB_CLI_RECOMPUTE_OPTIONS,
         ZB_CLI_OFFLOAD_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int c, rc = ZB_EXIT_USAGE;
-    zb_cli_costs_t copt;
-    zb_cli_costs_init(&copt);
-    zb_err_t err = {0};
-    zb_status_t st = ZB_OK;
-
-    optind = 0;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case ZB_OPT_MEM:
-        case ZB_OPT_RECOMPUTE:
-        case ZB_OPT_MEM_RECOMPUTE:
-        case ZB_OPT_RECOMPUTE_TIME:
-        case ZB_OPT_OFFLOAD:
-        case ZB_OPT_STASH_BYTES:
-        case ZB_OPT_COPY_BW:
-        case ZB_OPT_COPY_LATENCY:
-        case ZB_OPT_MEM_LIMIT:
-        case ZB_OPT_MEM_LIMIT_RANKS: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
-        case 'h':
-            help(stdout);
-            rc = ZB_EXIT_OK;
-            goto out;
-        default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
-        }
-        if (st != ZB_OK) {
-            rc = zb_cli_bad_value(CMD, st, &err);
-            goto out;
-        }
-    }
-    const char *file = zb_cli_one_file(CMD, argc, argv, optind);
-    if (!file)
-        goto out;
-    zb_schedule_t *s = NULL;
+    const zb_cli_command_t cmd = {CMD, ":h", longopts, help, NULL, NULL};
+    zb_cli_costs_t copt; /* zb_cli_planner_options sets it up */
+    const char *file;
+    zb_schedule_t *s;
     zb_costs_t costs;
-    if ((rc = zb_cli_load_csv(CMD, file, &copt, &s, &costs)) != ZB_EXIT_OK)
+    int rc = zb_cli_read_csv_command(&cmd, argc, argv, &copt, &file, &s, &costs);
+    if (rc != ZB_CLI_OPTIONS_READ)
         goto out;
+    zb_err_t err = {0};
+    zb_status_t st;
     zb_sim_t sim;
     if ((st = zb_validate(s, &costs, &err)) != ZB_OK ||
         (st = zb_simulate(s, &costs, &sim, &err)) != ZB_OK) {

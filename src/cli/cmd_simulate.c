@@ -46,23 +46,10 @@ int zb_cmd_simulate(int argc, char **argv)
     };
     zb_cli_output_t o = {.fmt = ZB_FMT_ASCII};
     const zb_cli_command_t cmd = {CMD, ":o:h", longopts, help, zb_cli_output_option, &o};
-    zb_cli_costs_t copt; /* zb_cli_planner_options sets it up */
-    const char *file;
-    zb_schedule_t *s;
-    zb_costs_t costs;
-    int rc = zb_cli_read_csv_command(&cmd, argc, argv, &copt, &file, &s, &costs);
-    if (rc != ZB_CLI_OPTIONS_READ)
-        goto out;
-    zb_err_t err = {0};
-    if (zb_validate(s, &costs, &err) != ZB_OK) {
-        zb_cli_error(CMD, "%s: %s", file, err.msg);
-        rc = ZB_EXIT_FAIL;
-    } else {
-        rc = zb_cli_emit(CMD, s, &costs, o.fmt, o.path, o.width);
-    }
-    zb_costs_free(&costs);
-    zb_schedule_free(s);
-out:
-    zb_cli_costs_free(&copt);
+    zb_cli_csv_input_t in;
+    int rc = zb_cli_read_csv_command(&cmd, argc, argv, &in);
+    if (rc == ZB_CLI_OPTIONS_READ)
+        rc = zb_cli_emit(CMD, in.s, &in.costs, o.fmt, o.path, o.width);
+    zb_cli_csv_input_free(&in);
     return rc;
 }

@@ -28,6 +28,36 @@ static void help(FILE *out)
     fputs("  -h, --help          this help\n", out);
 }
 
+/* The valid schedule's summary line: simulated for its peak memory. */
+static int report_valid(const zb_cli_csv_input_t *in)
+{
+    const zb_schedule_t *s = in->s;
+    zb_err_t err = {0};
+    zb_sim_t sim;
+    if (zb_simulate(s, &in->costs, &sim, &err) != ZB_OK) {
+        zb_cli_error(CMD, "%s: %s", in->file, err.msg);
+        return ZB_EXIT_FAIL;
+    }
+    double peak = 0;
+    long n = 0;
+    for (int r = 0; r < s->ranks; r++) {
+        peak = r == 0 || sim.peak_mem[r] > peak ? sim.peak_mem[r] : peak;
+        n += s->rank[r].len;
+    }
+    printf("valid: %s: P=%d v=%d S=%d M=%d, %s placement, %ld actions, %s backward, %s, "
+           "peak memory %.6g",
+           in->file, s->ranks, s->chunks, s->stages, s->microbatches,
+           zb_placement_name(s->placement), n, zb_schedule_is_split(s) ? "split" : "fused",
+           zb_schedule_has_comms(s) ? "with comms" : "compute only", peak);
+    if (in->costs.rank_limit)
+        printf(" (limits per rank)");
+    else if (isfinite(in->costs.mem_limit))
+        printf(" (limit %.6g)", in->costs.mem_limit);
+    printf("\n");
+    zb_sim_free(&sim);
+    return ZB_EXIT_OK;
+}
+
 int zb_cmd_validate(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -39,43 +69,10 @@ int zb_cmd_validate(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const zb_cli_command_t cmd = {CMD, ":h", longopts, help, NULL, NULL};
-    zb_cli_costs_t copt; /* zb_cli_planner_options sets it up */
-    const char *file;
-    zb_schedule_t *s;
-    zb_costs_t costs;
-    int rc = zb_cli_read_csv_command(&cmd, argc, argv, &copt, &file, &s, &costs);
-    if (rc != ZB_CLI_OPTIONS_READ)
-        goto out;
-    zb_err_t err = {0};
-    zb_status_t st;
-    zb_sim_t sim;
-    if ((st = zb_validate(s, &costs, &err)) != ZB_OK ||
-        (st = zb_simulate(s, &costs, &sim, &err)) != ZB_OK) {
-        zb_cli_error(CMD, "%s: %s", file, err.msg);
-        rc = ZB_EXIT_FAIL;
-    } else {
-        double peak = 0;
-        long n = 0;
-        for (int r = 0; r < s->ranks; r++) {
-            peak = r == 0 || sim.peak_mem[r] > peak ? sim.peak_mem[r] : peak;
-            n += s->rank[r].len;
-        }
-        printf("valid: %s: P=%d v=%d S=%d M=%d, %s placement, %ld actions, %s backward, %s, "
-               "peak memory %.6g",
-               file, s->ranks, s->chunks, s->stages, s->microbatches,
-               zb_placement_name(s->placement), n, zb_schedule_is_split(s) ? "split" : "fused",
-               zb_schedule_has_comms(s) ? "with comms" : "compute only", peak);
-        if (costs.rank_limit)
-            printf(" (limits per rank)");
-        else if (isfinite(costs.mem_limit))
-            printf(" (limit %.6g)", costs.mem_limit);
-        printf("\n");
-        zb_sim_free(&sim);
-        rc = ZB_EXIT_OK;
-    }
-    zb_costs_free(&costs);
-    zb_schedule_free(s);
-out:
-    zb_cli_costs_free(&copt);
+    zb_cli_csv_input_t in;
+    int rc = zb_cli_read_csv_command(&cmd, argc, argv, &in);
+    if (rc == ZB_CLI_OPTIONS_READ)
+        rc = report_valid(&in);
+    zb_cli_csv_input_free(&in);
     return rc;
 }

@@ -30,16 +30,34 @@ int zb_cli_planner_options(const zb_cli_command_t *cmd, int argc, char **argv,
 }
 
 int zb_cli_read_csv_command(const zb_cli_command_t *cmd, int argc, char **argv,
-                            zb_cli_costs_t *copt, const char **file, zb_schedule_t **s,
-                            zb_costs_t *costs)
+                            zb_cli_csv_input_t *in)
 {
-    int rc = zb_cli_planner_options(cmd, argc, argv, copt);
+    in->file = NULL;
+    in->s = NULL;
+    in->loaded = false;
+    int rc = zb_cli_planner_options(cmd, argc, argv, &in->copt);
     if (rc != ZB_CLI_OPTIONS_READ)
         return rc;
-    if (!(*file = zb_cli_one_file(cmd->name, argc, argv, optind)))
+    if (!(in->file = zb_cli_one_file(cmd->name, argc, argv, optind)))
         return ZB_EXIT_USAGE;
-    rc = zb_cli_load_csv(cmd->name, *file, copt, s, costs);
-    return rc == ZB_EXIT_OK ? ZB_CLI_OPTIONS_READ : rc;
+    if ((rc = zb_cli_load_csv(cmd->name, in->file, &in->copt, &in->s, &in->costs)) != ZB_EXIT_OK)
+        return rc;
+    in->loaded = true;
+    zb_err_t err = {0};
+    if (zb_validate(in->s, &in->costs, &err) != ZB_OK) {
+        zb_cli_error(cmd->name, "%s: %s", in->file, err.msg);
+        return ZB_EXIT_FAIL;
+    }
+    return ZB_CLI_OPTIONS_READ;
+}
+
+void zb_cli_csv_input_free(zb_cli_csv_input_t *in)
+{
+    if (in->loaded) {
+        zb_costs_free(&in->costs);
+        zb_schedule_free(in->s);
+    }
+    zb_cli_costs_free(&in->copt);
 }
 
 zb_status_t zb_cli_output_option(void *output, int c, const char *arg, zb_err_t *err)

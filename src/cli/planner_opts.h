@@ -34,12 +34,23 @@ enum { ZB_CLI_OPTIONS_READ = -1 };
 int zb_cli_planner_options(const zb_cli_command_t *cmd, int argc, char **argv,
                            zb_cli_costs_t *copt);
 
-/* simulate and validate: the options (as zb_cli_planner_options), then the one FILE.csv
- * operand, read with the cost model they give (zb_cli_load_csv). Returns ZB_CLI_OPTIONS_READ with *file, *s and *costs set (the
- * caller frees *s and *costs), else the exit status (the error printed). */
+/* What simulate and validate read: the cost options, the FILE.csv operand, its schedule and
+ * the cost model of its stages. */
+typedef struct {
+    zb_cli_costs_t copt;
+    const char *file;
+    zb_schedule_t *s;
+    zb_costs_t costs;
+    bool loaded; /* s and costs are set */
+} zb_cli_csv_input_t;
+
+/* The options (as zb_cli_planner_options), then the one FILE.csv operand, read with the cost
+ * model they give (zb_cli_load_csv) and checked (zb_validate). Returns ZB_CLI_OPTIONS_READ with
+ * all of *in set, else the exit status (the error printed; ZB_EXIT_FAIL for a schedule that is
+ * not valid). Free *in with zb_cli_csv_input_free whatever it returns. */
 int zb_cli_read_csv_command(const zb_cli_command_t *cmd, int argc, char **argv,
-                            zb_cli_costs_t *copt, const char **file, zb_schedule_t **s,
-                            zb_costs_t *costs);
+                            zb_cli_csv_input_t *in);
+void zb_cli_csv_input_free(zb_cli_csv_input_t *in);
 
 /* -o FILE, --format FMT and --width N of the commands that write a schedule (schedule,
  * simulate). zb_cli_output_option is a zb_cli_own_option_fn over a zb_cli_output_t. */

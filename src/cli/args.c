@@ -601,6 +601,13 @@ void zb_cli_offload_help(FILE *out, bool with_mode)
           out);
 }
 
+void zb_cli_all_costs_help(FILE *out)
+{
+    zb_cli_costs_help(out, true);
+    zb_cli_recompute_help(out, true, true);
+    zb_cli_offload_help(out, true);
+}
+
 zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err)
 {
     /* a FIFO with a reader stays open for writing until the process ends, so the reader

@@ -203,6 +203,8 @@ void zb_cli_costs_help(FILE *out, bool with_times);
 void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time);
 /* The --help text for --offload (with_mode) and the copy costs. */
 void zb_cli_offload_help(FILE *out, bool with_mode);
+/* The three above in full: every cost, recompute and offload option (schedule, simulate). */
+void zb_cli_all_costs_help(FILE *out);
 /* A ZB_OPT_OFFLOAD/STASH_BYTES/COPY_BW/COPY_LATENCY option (zb_cli_costs_option handles them). */
 bool zb_cli_is_offload_option(int opt);
 /* Any option zb_cli_costs_option handles (cost, memory, recompute and offload options). */

@@ -28,9 +28,7 @@ static void help(FILE *out)
           "  -m, --microbatches M microbatches per step (1..1000000)\n"
           "  -v, --chunks V       model chunks per rank, S = V*P stages (default: the family's)\n",
           out);
-    zb_cli_costs_help(out, true);
-    zb_cli_recompute_help(out, true, true);
-    zb_cli_offload_help(out, true);
+    zb_cli_all_costs_help(out);
     fprintf(out,
             "  --format FMT        output: %s (default ascii)\n"
             "                      ascii: grid + summary; csv: PyTorch pipelining CSV (compute\n"

@@ -20,9 +20,7 @@ static void help(FILE *out)
           "0F0, 2I1, 0W3, 1B2, 1SEND_F2; compute-only or with SEND/RECV), check it and simulate\n"
           "it. P, S, v, M and the stage placement (loop or V) are inferred from the file.\n\n",
           out);
-    zb_cli_costs_help(out, true);
-    zb_cli_recompute_help(out, true, true);
-    zb_cli_offload_help(out, true);
+    zb_cli_all_costs_help(out);
     fprintf(out,
             "  --format FMT        output: %s (default ascii)\n"
             "  --width N           widest ascii grid in characters (default 200)\n"

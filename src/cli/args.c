@@ -233,6 +233,21 @@ bool zb_cli_is_offload_option(int opt)
            opt == ZB_OPT_COPY_LATENCY;
 }
 
+bool zb_cli_is_costs_option(int opt)
+{
+    switch (opt) {
+    case ZB_OPT_COST:
+    case ZB_OPT_COST_FILE:
+    case ZB_OPT_MEM:
+    case ZB_OPT_MEM_LIMIT:
+    case ZB_OPT_MEM_LIMIT_RANKS:
+    case ZB_OPT_RECOMPUTE:
+    case ZB_OPT_MEM_RECOMPUTE:
+    case ZB_OPT_RECOMPUTE_TIME: return true;
+    default: return zb_cli_is_offload_option(opt);
+    }
+}
+
 /* --offload, --stash-bytes, --copy-bw D2H[,H2D] (one value: both ways), --copy-latency. */
 static zb_status_t offload_option(zb_cli_costs_t *c, int opt, const char *arg, zb_err_t *err)
 {
@@ -584,6 +599,13 @@ void zb_cli_offload_help(FILE *out, bool with_mode)
           "                      unit (one value: both; default: a copy takes the F's time)\n"
           "  --copy-latency X    fixed time of each copy, in --cost units (default 0)\n",
           out);
+}
+
+void zb_cli_all_costs_help(FILE *out)
+{
+    zb_cli_costs_help(out, true);
+    zb_cli_recompute_help(out, true, true);
+    zb_cli_offload_help(out, true);
 }
 
 zb_status_t zb_cli_check_writable(const char *flag, const char *path, zb_err_t *err)

@@ -41,12 +41,31 @@ enum {
     ZB_OPT_COPY_LATENCY,    /* --copy-latency X */
 };
 
+/* The long options of the cost model, for a command's option table: --cost and --cost-file;
+ * --mem and --mem-limit; the recompute mode and its costs. */
+#define ZB_CLI_COST_OPTIONS                                                                        \
+    {"cost", required_argument, NULL, ZB_OPT_COST},                                                \
+        {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE}
+#define ZB_CLI_MEM_OPTIONS                                                                         \
+    {"mem", required_argument, NULL, ZB_OPT_MEM},                                                  \
+        {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT}
+#define ZB_CLI_RECOMPUTE_OPTIONS                                                                   \
+    {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},                                      \
+        {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},                          \
+        {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME}
+
 /* The long options of the offload mode and costs, for a command's option table. */
 #define ZB_CLI_OFFLOAD_OPTIONS                                                                     \
     {"offload", required_argument, NULL, ZB_OPT_OFFLOAD},                                          \
         {"stash-bytes", required_argument, NULL, ZB_OPT_STASH_BYTES},                              \
         {"copy-bw", required_argument, NULL, ZB_OPT_COPY_BW},                                      \
         {"copy-latency", required_argument, NULL, ZB_OPT_COPY_LATENCY}
+
+/* Every option of the cost model (plan and schedule take them all). */
+#define ZB_CLI_ALL_COST_OPTIONS                                                                    \
+    ZB_CLI_COST_OPTIONS, ZB_CLI_MEM_OPTIONS,                                                       \
+        {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},                      \
+        ZB_CLI_RECOMPUTE_OPTIONS, ZB_CLI_OFFLOAD_OPTIONS
 
 /* Print "zbpp <cmd>: <message>" and a newline on stderr. */
 void zb_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -184,7 +203,11 @@ void zb_cli_costs_help(FILE *out, bool with_times);
 void zb_cli_recompute_help(FILE *out, bool with_mode, bool with_time);
 /* The --help text for --offload (with_mode) and the copy costs. */
 void zb_cli_offload_help(FILE *out, bool with_mode);
+/* The three above in full: every cost, recompute and offload option (schedule, simulate). */
+void zb_cli_all_costs_help(FILE *out);
 /* A ZB_OPT_OFFLOAD/STASH_BYTES/COPY_BW/COPY_LATENCY option (zb_cli_costs_option handles them). */
 bool zb_cli_is_offload_option(int opt);
+/* Any option zb_cli_costs_option handles (cost, memory, recompute and offload options). */
+bool zb_cli_is_costs_option(int opt);
 
 #endif

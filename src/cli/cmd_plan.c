@@ -1,11 +1,11 @@
 /* zbpp plan — compare every schedule family under one cost model and memory limit. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/planner_opts.h"
 #include "zbpp/plan.h"
 
 #define CMD "plan"
@@ -150,73 +150,52 @@ static void print_json(const zb_plan_t *pl)
     printf("\n  ]\n}\n");
 }
 
+/* plan's own options. */
+typedef struct {
+    int ranks, mbs;
+    bool json;
+    double time_limit;
+} opts_t;
+
+static zb_status_t own_option(void *own, int c, const char *arg, zb_err_t *err)
+{
+    opts_t *o = own;
+    switch (c) {
+    case 'p': return zb_cli_parse_int(arg, 1, 4096, "-p (ranks)", &o->ranks, err);
+    case 'm': return zb_cli_parse_int(arg, 1, 100000, "-m (microbatches)", &o->mbs, err);
+    case OPT_TIME_LIMIT:
+        return zb_cli_parse_number(arg, true, "--time-limit", &o->time_limit, err);
+    case ZB_OPT_FORMAT:
+        if (strcmp(arg, "table") && strcmp(arg, "json"))
+            return zb_err_set(err, ZB_EINVAL, "--format: '%s' is not table or json", arg);
+        o->json = !strcmp(arg, "json");
+        return ZB_OK;
+    default: return zb_err_set(err, ZB_EINVAL, "internal: option %d", c);
+    }
+}
+
 int zb_cmd_plan(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"ranks", required_argument, NULL, 'p'},
         {"microbatches", required_argument, NULL, 'm'},
-        {"cost", required_argument, NULL, ZB_OPT_COST},
-        {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
-        {"mem", required_argument, NULL, ZB_OPT_MEM},
-        {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
-        {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},
-        {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
-        {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
-        {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
-        ZB_CLI_OFFLOAD_OPTIONS,
+        ZB_CLI_ALL_COST_OPTIONS,
         {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int ranks = 0, mbs = 0, rc = ZB_EXIT_USAGE, c;
-    bool json = false;
-    double time_limit = 0;
-    zb_cli_costs_t copt;
-    zb_cli_costs_init(&copt);
+    opts_t o = {0};
+    const zb_cli_command_t cmd = {CMD, ":p:m:h", longopts, help, own_option, &o};
+    zb_cli_costs_t copt; /* zb_cli_planner_options sets it up */
     zb_err_t err = {0};
-    zb_status_t st = ZB_OK;
-    optind = 0;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:m:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'p': st = zb_cli_parse_int(optarg, 1, 4096, "-p (ranks)", &ranks, &err); break;
-        case 'm':
-            st = zb_cli_parse_int(optarg, 1, 100000, "-m (microbatches)", &mbs, &err);
-            break;
-        case OPT_TIME_LIMIT:
-            st = zb_cli_parse_number(optarg, true, "--time-limit", &time_limit, &err);
-            break;
-        case ZB_OPT_FORMAT:
-            if (!strcmp(optarg, "table") || !strcmp(optarg, "json")) {
-                json = !strcmp(optarg, "json");
-            } else {
-                st = zb_err_set(&err, ZB_EINVAL, "--format: '%s' is not table or json", optarg);
-            }
-            break;
-        case ZB_OPT_COST:
-        case ZB_OPT_COST_FILE:
-        case ZB_OPT_MEM:
-        case ZB_OPT_RECOMPUTE:
-        case ZB_OPT_MEM_RECOMPUTE:
-        case ZB_OPT_RECOMPUTE_TIME:
-        case ZB_OPT_MEM_LIMIT:
-        case ZB_OPT_MEM_LIMIT_RANKS:
-        case ZB_OPT_OFFLOAD:
-        case ZB_OPT_STASH_BYTES:
-        case ZB_OPT_COPY_BW:
-        case ZB_OPT_COPY_LATENCY: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
-        case 'h':
-            help(stdout);
-            rc = ZB_EXIT_OK;
-            goto out;
-        default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
-        }
-        if (st != ZB_OK) {
-            rc = zb_cli_bad_value(CMD, st, &err);
-            goto out;
-        }
-    }
+    zb_status_t st;
+    int rc = zb_cli_planner_options(&cmd, argc, argv, &copt);
+    if (rc != ZB_CLI_OPTIONS_READ)
+        goto out;
+    rc = ZB_EXIT_USAGE;
+    const int ranks = o.ranks, mbs = o.mbs;
+    const double time_limit = o.time_limit;
     if (!zb_cli_no_operands(CMD, argc, argv, optind))
         goto out;
     if (!ranks || !mbs) {
@@ -261,7 +240,7 @@ int zb_cmd_plan(int argc, char **argv)
         rc = zb_cli_exit_code(st);
         goto out;
     }
-    if (json)
+    if (o.json)
         print_json(&plan);
     else
         print_table(&plan);

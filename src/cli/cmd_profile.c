@@ -86,6 +86,14 @@ typedef struct {
     char device_desc[320]; /* "cuda:0 <name>, <precision>" when on a GPU */
 } opts_t;
 
+/* A flag of the model's shape (an integer in [1, hi]); it is noted that one was given. */
+static zb_status_t model_int(opts_t *o, const char *arg, int hi, const char *flag, int *out,
+                             zb_err_t *err)
+{
+    o->model_flag = true;
+    return zb_cli_parse_int(arg, 1, hi, flag, out, err);
+}
+
 static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *err)
 {
     static const struct option longopts[] = {
@@ -121,26 +129,11 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
         zb_status_t st = ZB_OK;
         switch (c) {
         case OPT_INIT_FROM: o->init_from = optarg; break;
-        case OPT_LAYERS:
-            st = zb_cli_parse_int(optarg, 1, 4096, "--layers", &m->layers, err);
-            o->model_flag = true;
-            break;
-        case OPT_HEADS:
-            st = zb_cli_parse_int(optarg, 1, big, "--heads", &m->heads, err);
-            o->model_flag = true;
-            break;
-        case OPT_CHANNELS:
-            st = zb_cli_parse_int(optarg, 1, big, "--channels", &m->channels, err);
-            o->model_flag = true;
-            break;
-        case OPT_VOCAB:
-            st = zb_cli_parse_int(optarg, 1, big, "--vocab", &m->vocab, err);
-            o->model_flag = true;
-            break;
-        case OPT_MAX_SEQ:
-            st = zb_cli_parse_int(optarg, 1, big, "--max-seq", &m->max_seq, err);
-            o->model_flag = true;
-            break;
+        case OPT_LAYERS: st = model_int(o, optarg, 4096, "--layers", &m->layers, err); break;
+        case OPT_HEADS: st = model_int(o, optarg, big, "--heads", &m->heads, err); break;
+        case OPT_CHANNELS: st = model_int(o, optarg, big, "--channels", &m->channels, err); break;
+        case OPT_VOCAB: st = model_int(o, optarg, big, "--vocab", &m->vocab, err); break;
+        case OPT_MAX_SEQ: st = model_int(o, optarg, big, "--max-seq", &m->max_seq, err); break;
         case OPT_BATCH: st = zb_cli_parse_int(optarg, 1, big, "--batch", &o->c.batch, err); break;
         case OPT_SEQ: st = zb_cli_parse_int(optarg, 1, big, "--seq", &o->c.seq, err); break;
         case OPT_MICROBATCHES:

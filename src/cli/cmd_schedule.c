@@ -1,5 +1,4 @@
 /* zbpp schedule — generate a schedule of a family, validate it, and show or export it. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/planner_opts.h"
 #include "cli/planner_out.h"
 #include "zbpp/plan.h"
 
@@ -28,9 +28,7 @@ static void help(FILE *out)
           "  -m, --microbatches M microbatches per step (1..1000000)\n"
           "  -v, --chunks V       model chunks per rank, S = V*P stages (default: the family's)\n",
           out);
-    zb_cli_costs_help(out, true);
-    zb_cli_recompute_help(out, true, true);
-    zb_cli_offload_help(out, true);
+    zb_cli_all_costs_help(out);
     fprintf(out,
             "  --format FMT        output: %s (default ascii)\n"
             "                      ascii: grid + summary; csv: PyTorch pipelining CSV (compute\n"
@@ -64,6 +62,33 @@ static int default_chunks(const char *name, int ranks, int mbs)
     return v;
 }
 
+/* schedule's own options: the family, its shape, auto's and optimal's knobs, the output. */
+enum { OPT_ANY_PLACEMENT = 3001, OPT_TIME_LIMIT, OPT_ARROWS };
+
+typedef struct {
+    const char *name;
+    int ranks, mbs, chunks;
+    bool any_placement; /* auto: also try other chunkings */
+    bool arrows;        /* svg: message arrows */
+    double time_limit;  /* optimal: solver seconds (0 = default) */
+    zb_cli_output_t out;
+} opts_t;
+
+static zb_status_t own_option(void *own, int c, const char *arg, zb_err_t *err)
+{
+    opts_t *o = own;
+    switch (c) {
+    case 's': o->name = arg; return ZB_OK;
+    case 'p': return zb_cli_parse_int(arg, 1, 4096, "-p (ranks)", &o->ranks, err);
+    case 'm': return zb_cli_parse_int(arg, 1, 1000000, "-m (microbatches)", &o->mbs, err);
+    case 'v': return zb_cli_parse_int(arg, 1, 64, "-v (chunks)", &o->chunks, err);
+    case OPT_ANY_PLACEMENT: o->any_placement = true; return ZB_OK;
+    case OPT_ARROWS: o->arrows = true; return ZB_OK;
+    case OPT_TIME_LIMIT: return zb_cli_parse_number(arg, true, "--time-limit", &o->time_limit, err);
+    default: return zb_cli_output_option(&o->out, c, arg, err);
+    }
+}
+
 int zb_cmd_schedule(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -72,74 +97,27 @@ int zb_cmd_schedule(int argc, char **argv)
         {"microbatches", required_argument, NULL, 'm'},
         {"chunks", required_argument, NULL, 'v'},
         {"output", required_argument, NULL, 'o'},
-        {"cost", required_argument, NULL, ZB_OPT_COST},
-        {"cost-file", required_argument, NULL, ZB_OPT_COST_FILE},
-        {"mem", required_argument, NULL, ZB_OPT_MEM},
-        {"mem-limit", required_argument, NULL, ZB_OPT_MEM_LIMIT},
-        {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},
-        {"recompute", required_argument, NULL, ZB_OPT_RECOMPUTE},
-        {"mem-recompute", required_argument, NULL, ZB_OPT_MEM_RECOMPUTE},
-        {"recompute-time", required_argument, NULL, ZB_OPT_RECOMPUTE_TIME},
-        ZB_CLI_OFFLOAD_OPTIONS,
+        ZB_CLI_ALL_COST_OPTIONS,
         {"format", required_argument, NULL, ZB_OPT_FORMAT},
         {"width", required_argument, NULL, ZB_OPT_WIDTH},
-        {"any-placement", no_argument, NULL, 3001},
-        {"time-limit", required_argument, NULL, 3002},
-        {"arrows", no_argument, NULL, 3003},
+        {"any-placement", no_argument, NULL, OPT_ANY_PLACEMENT},
+        {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+        {"arrows", no_argument, NULL, OPT_ARROWS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *name = NULL, *path = NULL;
-    int ranks = 0, mbs = 0, chunks = 0, width = 0;
-    bool any_placement = false; /* auto: also try other chunkings */
-    bool arrows = false;        /* svg: message arrows */
-    double time_limit = 0;      /* optimal: solver seconds (0 = default) */
-    zb_cli_format_t fmt = ZB_FMT_ASCII;
-    zb_cli_costs_t copt;
-    zb_cli_costs_init(&copt);
+    opts_t o = {.out = {.fmt = ZB_FMT_ASCII}};
+    const zb_cli_command_t cmd = {CMD, ":s:p:m:v:o:h", longopts, help, own_option, &o};
+    zb_cli_costs_t copt; /* zb_cli_planner_options sets it up */
     zb_err_t err = {0};
-    int rc = ZB_EXIT_USAGE, c;
-    zb_status_t st = ZB_OK;
-
-    optind = 0; /* glibc: full re-initialisation */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":s:p:m:v:o:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 's': name = optarg; break;
-        case 'p': st = zb_cli_parse_int(optarg, 1, 4096, "-p (ranks)", &ranks, &err); break;
-        case 'm':
-            st = zb_cli_parse_int(optarg, 1, 1000000, "-m (microbatches)", &mbs, &err);
-            break;
-        case 'v': st = zb_cli_parse_int(optarg, 1, 64, "-v (chunks)", &chunks, &err); break;
-        case 'o': path = optarg; break;
-        case ZB_OPT_FORMAT: st = zb_cli_parse_format(optarg, &fmt, &err); break;
-        case ZB_OPT_WIDTH: st = zb_cli_parse_int(optarg, 8, 100000, "--width", &width, &err); break;
-        case 3001: any_placement = true; break;
-        case 3003: arrows = true; break;
-        case 3002: st = zb_cli_parse_number(optarg, true, "--time-limit", &time_limit, &err); break;
-        case ZB_OPT_COST:
-        case ZB_OPT_COST_FILE:
-        case ZB_OPT_MEM:
-        case ZB_OPT_RECOMPUTE:
-        case ZB_OPT_MEM_RECOMPUTE:
-        case ZB_OPT_RECOMPUTE_TIME:
-        case ZB_OPT_MEM_LIMIT:
-        case ZB_OPT_MEM_LIMIT_RANKS:
-        case ZB_OPT_OFFLOAD:
-        case ZB_OPT_STASH_BYTES:
-        case ZB_OPT_COPY_BW:
-        case ZB_OPT_COPY_LATENCY: st = zb_cli_costs_option(&copt, c, optarg, &err); break;
-        case 'h':
-            help(stdout);
-            rc = ZB_EXIT_OK;
-            goto out;
-        default: rc = zb_cli_bad_option(CMD, c, argv); goto out;
-        }
-        if (st != ZB_OK) {
-            rc = zb_cli_bad_value(CMD, st, &err);
-            goto out;
-        }
-    }
+    zb_status_t st;
+    int rc = zb_cli_planner_options(&cmd, argc, argv, &copt);
+    if (rc != ZB_CLI_OPTIONS_READ)
+        goto out;
+    rc = ZB_EXIT_USAGE;
+    const char *name = o.name;
+    const int ranks = o.ranks, mbs = o.mbs;
+    int chunks = o.chunks;
     if (!zb_cli_no_operands(CMD, argc, argv, optind))
         goto out;
     if (!name || !ranks || !mbs) {
@@ -147,11 +125,11 @@ int zb_cmd_schedule(int argc, char **argv)
                      !name ? "-s NAME" : !ranks ? "-p RANKS" : "-m MICROBATCHES");
         goto out;
     }
-    if (arrows && fmt != ZB_FMT_SVG) {
+    if (o.arrows && o.out.fmt != ZB_FMT_SVG) {
         zb_cli_error(CMD, "--arrows needs --format svg");
         goto out;
     }
-    zb_cli_set_svg_arrows(arrows);
+    zb_cli_set_svg_arrows(o.arrows);
     if (copt.offload != ZB_OFFLOAD_NONE && copt.recompute != ZB_RECOMPUTE_NONE) {
         zb_cli_error(CMD, "--offload %s and --recompute %s cannot be combined: a stash is kept, "
                           "offloaded or recomputed (--offload auto weighs recompute too)",
@@ -191,7 +169,7 @@ int zb_cmd_schedule(int argc, char **argv)
         goto out;
     }
     zb_gen_params_t p = {.ranks = ranks, .microbatches = mbs, .chunks = chunks, .costs = &costs,
-                         .any_placement = any_placement, .time_limit = time_limit,
+                         .any_placement = o.any_placement, .time_limit = o.time_limit,
                          .recompute = copt.recompute};
     zb_schedule_t *s = NULL;
     st = copt.offload != ZB_OFFLOAD_NONE ? zb_generate_offload(name, &p, copt.offload, &s, &err)
@@ -214,7 +192,7 @@ int zb_cmd_schedule(int argc, char **argv)
         zb_cli_error(CMD, "%s", err.msg);
         rc = ZB_EXIT_FAIL;
     } else {
-        rc = zb_cli_emit(CMD, s, &costs, fmt, path, width);
+        rc = zb_cli_emit(CMD, s, &costs, o.out.fmt, o.out.path, o.out.width);
     }
     zb_schedule_free(s);
     zb_costs_free(&costs);

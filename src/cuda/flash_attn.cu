@@ -140,6 +140,28 @@ __device__ __forceinline__ void acc_to_a(uint32_t a[4], const float lo[4], const
     a[3] = pack_bf16(hi[2], hi[3]);
 }
 
+// acc += S·X for the warp's 16 rows: S the tile's BC key columns of scores in registers (as
+// bf16 A fragments), X the tile's rows [key][dim] in shared memory, read with ldmatrix.trans.
+// The forward's o += P·V and dQ's dQ += dS·K.
+template <int HS, int BC>
+__device__ __forceinline__ void mma_scores_trans(float (&acc)[HS / 8][4],
+                                                 const float (&s)[BC / 8][4], const uint16_t *xt,
+                                                 int lane)
+{
+    constexpr int kLd = HS + 8;
+#pragma unroll
+    for (int kc = 0; kc < BC / 16; kc++) {
+        uint32_t a[4];
+        acc_to_a(a, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+        for (int n = 0; n < HS / 8; n++) {
+            uint32_t b0, b1;
+            ldsm_x2_trans(b0, b1, xt + kc * 16 * kLd + n * 8, kLd, lane);
+            mma16816(acc[n], a, b0, b1);
+        }
+    }
+}
+
 // rows [r0, r0 + ROWS) × HS columns of a bf16 matrix (row stride ld) into a shared tile with
 // leading dimension HS + 8: 16-byte cp.async copies (rows >= T zero-filled: source size 0, the
 // address clamped to row 0), issued by all threads of the CTA; complete after cp_async_wait.
@@ -297,17 +319,7 @@ __global__ void __launch_bounds__(kFwdThreads)
             o[n][3] *= alpha[1];
         }
         // o += p · v  (p rounded to bf16, v read [key][dim] with ldmatrix.trans)
-#pragma unroll
-        for (int kc = 0; kc < BC / 16; kc++) {
-            uint32_t pa[4];
-            acc_to_a(pa, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-            for (int n = 0; n < HS / 8; n++) {
-                uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, vt + kc * 16 * kLd + n * 8, kLd, lane);
-                mma16816(o[n], pa, b0, b1);
-            }
-        }
+        mma_scores_trans<HS, BC>(o, s, vt, lane);
     });
 
     uint16_t *orow = out + (size_t)b * T * C + (size_t)h * HS;
@@ -571,17 +583,7 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
                 }
         }
         // dQ += dS·K: K read [key][dim] with ldmatrix.trans
-#pragma unroll
-        for (int kc = 0; kc < BC / 16; kc++) {
-            uint32_t sa[4];
-            acc_to_a(sa, s[2 * kc], s[2 * kc + 1]);
-#pragma unroll
-            for (int n = 0; n < HS / 8; n++) {
-                uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, kt + kc * 16 * kLd + n * 8, kLd, lane);
-                mma16816(dq[n], sa, b0, b1);
-            }
-        }
+        mma_scores_trans<HS, BC>(dq, s, kt, lane);
     });
 
     uint16_t *dqrow = dqkv + (size_t)b * T * ld + (size_t)h * HS;

@@ -1,9 +1,11 @@
 // bf16-storage kernels of the GPT-2 stage (kernels_bf16.h): fp32 arithmetic, bf16 loads and
 // stores rounded to nearest even, 8 bf16 (128 bits) per access where the shape and the pointers
 // allow it (a scalar path otherwise, so an odd size is slow, never wrong). Reductions use fixed
-// shuffle trees and fixed row chunks: no atomics, the same bits on every run.
+// shuffle trees and fixed row chunks: no atomics, the same bits on every run. The classifier and
+// the GEMM epilogue are in kernels_bf16_gemm_out.cu; the helpers both use in kernels_bf16_device.h.
 #include "cuda/kernels.h"
 #include "cuda/kernels_bf16.h"
+#include "cuda/kernels_bf16_device.h"
 
 #include <cuda_bf16.h>
 #include <math.h>
@@ -11,89 +13,13 @@
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kVec = 8;                            // bf16 per 128-bit access
 constexpr int kRowWarps = 4;                       // rows (one warp each) per LayerNorm block
 constexpr int kMaxRegVecs = 8;                     // LayerNorm rows up to 32·8·8 = 2048 in registers
-constexpr int kClassifierThreads = 512;
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kLnEps = 1e-5f;
-
-int blocks_for(size_t n, int threads = kThreads)
-{
-    size_t b = (n + threads - 1) / threads;
-    return (int)(b < 65535u * 16u ? (b ? b : 1) : 65535u * 16u);  // grid-stride beyond this
-}
 
 unsigned grid_y(int n)
 {
     return (unsigned)(n < 1 ? 1 : n > 65535 ? 65535 : n);
-}
-
-bool aligned16(const void *p)
-{
-    return ((uintptr_t)p & 15u) == 0;
-}
-
-// ---- loads and stores of W consecutive elements (W = 8: one 128-bit access; W = 1: scalar) ----
-
-template <int W> __device__ __forceinline__ void load_bf16(const zb_bf16_t *p, float *f)
-{
-    if constexpr (W == kVec) {
-        uint4 u = *reinterpret_cast<const uint4 *>(p);
-        const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            float2 t = __bfloat1622float2(h[k]);
-            f[2 * k] = t.x;
-            f[2 * k + 1] = t.y;
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < W; k++)
-            f[k] = __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(p)[k]);
-    }
-}
-
-template <int W> __device__ __forceinline__ void store_bf16(zb_bf16_t *p, const float *f)
-{
-    if constexpr (W == kVec) {
-        uint4 u;
-        __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
-        *reinterpret_cast<uint4 *>(p) = u;
-    } else {
-#pragma unroll
-        for (int k = 0; k < W; k++)
-            reinterpret_cast<__nv_bfloat16 *>(p)[k] = __float2bfloat16_rn(f[k]);
-    }
-}
-
-template <int W> __device__ __forceinline__ void load_f32(const float *p, float *f)
-{
-    if constexpr (W == kVec) {
-        float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
-        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z,
-        f[7] = b.w;
-    } else {
-#pragma unroll
-        for (int k = 0; k < W; k++)
-            f[k] = p[k];
-    }
-}
-
-template <int W> __device__ __forceinline__ void store_f32(float *p, const float *f)
-{
-    if constexpr (W == kVec) {
-        reinterpret_cast<float4 *>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
-        reinterpret_cast<float4 *>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
-    } else {
-#pragma unroll
-        for (int k = 0; k < W; k++)
-            p[k] = f[k];
-    }
 }
 
 // fp32 master parameters: scalar loads (their offsets in the packed parameter buffer need not
@@ -116,22 +42,6 @@ __device__ __forceinline__ float warp_sum(float v)
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
-}
-
-// GELU, tanh form, as src/nn/elementwise.c
-__device__ __forceinline__ float gelu(float x)
-{
-    float u = kGeluScale * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-}
-
-__device__ __forceinline__ float gelu_grad(float x)
-{
-    float u = kGeluScale * (x + 0.044715f * x * x * x);
-    float th = tanhf(u);
-    float sech2 = 1.0f - th * th;
-    float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * du;
 }
 
 // ---- conversions and elementwise: groups of W elements, grid-stride ----
@@ -440,150 +350,6 @@ template <int W> __global__ void colsum_partials_k(float *part, const zb_bf16_t 
     }
 }
 
-// ---- the classifier: softmax + cross-entropy + its gradient, one block per row ----
-
-// (max, sum of exp(x − max)) pairs, merged; an empty side is (−inf, 0)
-struct MaxSum {
-    float m, s;
-};
-
-__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b)
-{
-    if (a.m == -INFINITY)
-        return b;
-    if (b.m == -INFINITY)
-        return a;
-    float m = fmaxf(a.m, b.m);
-    return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
-}
-
-__device__ __forceinline__ MaxSum warp_merge(MaxSum v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        MaxSum t = {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
-        v = merge(v, t);
-    }
-    return v;
-}
-
-// Merged over the block in a fixed tree; the result on every thread.
-__device__ MaxSum block_merge(MaxSum v, MaxSum *sh)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_merge(v);
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    MaxSum r = lane < nw ? sh[lane] : MaxSum{-INFINITY, 0.0f};
-    return warp_merge(r);
-}
-
-// W: elements per access (8 when Vp % 8 == 0 and the rows are 16-byte aligned). Each thread
-// reads, then overwrites, only its own elements, so the in-place update needs no barrier.
-template <int W>
-__global__ void __launch_bounds__(kClassifierThreads)
-    crossentropy_fused_k(float *losses, zb_bf16_t *logits, const int *targets, float dloss, int V,
-                         int Vp)
-{
-    __shared__ MaxSum sh[32];
-    size_t n = blockIdx.x;
-    zb_bf16_t *row = logits + n * Vp;
-    int target = targets[n];
-    float target_logit = 0.0f;
-    if (threadIdx.x == 0)
-        target_logit = __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(row)[target]);
-    MaxSum acc = {-INFINITY, 0.0f};
-    for (int j = threadIdx.x * W; j < V; j += blockDim.x * W) {
-        float x[W];
-        load_bf16<W>(row + j, x);
-        // online: one running max per thread, the sum rescaled when it grows
-#pragma unroll
-        for (int k = 0; k < W; k++) {
-            if (j + k >= V)
-                break;
-            if (x[k] > acc.m) {
-                acc.s = acc.s * expf(acc.m - x[k]) + 1.0f;
-                acc.m = x[k];
-            } else {
-                acc.s += expf(x[k] - acc.m);
-            }
-        }
-    }
-    MaxSum tot = block_merge(acc, sh);
-    float inv = 1.0f / tot.s;
-    if (threadIdx.x == 0)
-        losses[n] = tot.m + logf(tot.s) - target_logit;
-    for (int j = threadIdx.x * W; j < Vp; j += blockDim.x * W) {
-        float x[W];
-        load_bf16<W>(row + j, x);
-#pragma unroll
-        for (int k = 0; k < W; k++) {
-            int col = j + k;
-            float p = expf(x[k] - tot.m) * inv;
-            if (col == target)
-                p -= 1.0f;
-            x[k] = col < V ? p * dloss : 0.0f;
-        }
-        store_bf16<W>(row + j, x);
-    }
-}
-
-// ---- the GEMM epilogue where cuBLASLt has no fused one: one thread per element ----
-
-template <typename T> __device__ __forceinline__ float load_as_float(const T *p)
-{
-    if constexpr (sizeof(T) == 2)
-        return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(p));
-    else
-        return *p;
-}
-
-template <typename T> __device__ __forceinline__ void store_from_float(T *p, float v)
-{
-    if constexpr (sizeof(T) == 2)
-        *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(v);
-    else
-        *p = v;
-}
-
-// epilogue values as zb_cu_epilogue_t (gemm.h): 1 bias, 2 GELU with aux and bias, 3 GELU grad
-template <typename T, typename BT>
-__global__ void epilogue_apply_k(int epilogue, T *C, int ldc, T *aux, int ldaux, const BT *bias,
-                                 int M, int N)
-{
-    size_t total = (size_t)M * N;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / N;
-        int j = (int)(i % N);
-        T *c = C + r * ldc + j;
-        float v = load_as_float(c);
-        if (epilogue == 1) {
-            store_from_float(c, v + load_as_float(bias + j));
-        } else if (epilogue == 2) {
-            T *a = aux + r * ldaux + j;
-            store_from_float(a, v + load_as_float(bias + j));
-            store_from_float(c, gelu(load_as_float(a)));
-        } else {
-            store_from_float(c, v * gelu_grad(load_as_float(aux + r * ldaux + j)));
-        }
-    }
-}
-
-template <typename T>
-void epilogue_apply_as(cudaStream_t s, int epilogue, T *C, int ldc, T *aux, int ldaux,
-                       const void *bias, int bias_bf16, int M, int N)
-{
-    size_t total = (size_t)M * N;
-    if (bias_bf16)
-        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(
-            epilogue, C, ldc, aux, ldaux, (const zb_bf16_t *)bias, M, N);
-    else
-        epilogue_apply_k<<<blocks_for(total), kThreads, 0, s>>>(epilogue, C, ldc, aux, ldaux,
-                                                                (const float *)bias, M, N);
-}
-
 // A launch that cannot start: for a row shape the vector kernels cannot take (C not a multiple
 // of 8, a row not 16-byte aligned), the caller's launch check then reports the runtime's launch
 // error (an empty grid: "invalid argument" on CUDA 13) instead of a kernel computing part of
@@ -763,32 +529,6 @@ void zb_cuk16_residual_forward(cudaStream_t s, zb_bf16_t *out, const zb_bf16_t *
                                const zb_bf16_t *b, size_t n)
 {
     elementwise(s, Ew::Add, out, a, b, n);
-}
-
-void zb_cuk16_crossentropy_fused(cudaStream_t s, float *losses, zb_bf16_t *logits,
-                                 const int *targets, float dloss, int N, int V, int Vp)
-{
-    if (N <= 0)
-        return;
-    if (Vp % kVec == 0 && aligned16(logits))
-        crossentropy_fused_k<kVec><<<N, kClassifierThreads, 0, s>>>(losses, logits, targets, dloss,
-                                                                   V, Vp);
-    else
-        crossentropy_fused_k<1><<<N, kClassifierThreads, 0, s>>>(losses, logits, targets, dloss, V,
-                                                                Vp);
-}
-
-void zb_cuk16_epilogue_apply(cudaStream_t s, int epilogue, void *C, int ldc, int c_bf16,
-                             void *aux, int ldaux, const void *bias, int bias_bf16, int M, int N)
-{
-    if ((size_t)M * N == 0 || epilogue < 1 || epilogue > 3)
-        return;
-    if (c_bf16)
-        epilogue_apply_as(s, epilogue, (zb_bf16_t *)C, ldc, (zb_bf16_t *)aux, ldaux, bias,
-                          bias_bf16, M, N);
-    else
-        epilogue_apply_as(s, epilogue, (float *)C, ldc, (float *)aux, ldaux, bias, bias_bf16, M,
-                          N);
 }
 
 } // extern "C"

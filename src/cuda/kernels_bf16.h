@@ -18,11 +18,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/bf16_type.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef uint16_t zb_bf16_t;
 
 /* dst[i] = bf16(src[i]) / dst[i] = float(src[i]). */
 void zb_cuk16_from_f32(cudaStream_t s, zb_bf16_t *dst, const float *src, size_t n);

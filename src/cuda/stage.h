@@ -115,6 +115,9 @@ typedef struct {
     size_t off, bytes_f, bytes_b;
 } zb_cu_layout_t;
 void *zb_cu_take(zb_cu_layout_t *lo, size_t bytes, int keep);
+/* The embedding stage's first stash buffers, the same in both walks (stage_compute.c): its
+ * tokens, the encoder's bucket and dencoded (fp32: the embedding's W reads it). */
+void zb_cu_layout_embed(zb_cu_layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s);
 void zb_cu16_layout(zb_cu_layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s);
 void zb_cu16_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x_in, float *x_out);
 void zb_cu16_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,

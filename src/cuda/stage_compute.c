@@ -29,6 +29,19 @@ void *zb_cu_take(layout_t *lo, size_t bytes, int keep)
 
 #define TAKE_F(lo, n, keep) ((float *)take((lo), (n) * sizeof(float), (keep)))
 
+void zb_cu_layout_embed(layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s)
+{
+    size_t N = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
+    int *tok = take(lo, N * sizeof(int), KEEP_F | KEEP_B);
+    int *bucket = take(lo, zb_cu_encoder_bucket_ints(s->B, s->T) * sizeof(int), KEEP_B);
+    float *denc = TAKE_F(lo, N * C, KEEP_B);
+    if (st) {
+        st->tokens = tok;
+        st->bucket = bucket;
+        st->dencoded = denc;
+    }
+}
+
 static void layout(layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s)
 {
     size_t N = (size_t)s->B * s->T, C = (size_t)s->cfg.channels, NH = (size_t)s->cfg.heads;
@@ -36,16 +49,8 @@ static void layout(layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s)
     int nl = s->nl;
     const int FB = KEEP_F | KEEP_B;
     layer_acts_t dummy;
-    if (s->span.embed) {
-        int *tok = take(lo, N * sizeof(int), FB);
-        int *bucket = take(lo, zb_cu_encoder_bucket_ints(s->B, s->T) * sizeof(int), KEEP_B);
-        float *denc = TAKE_F(lo, N * C, KEEP_B);
-        if (st) {
-            st->tokens = tok;
-            st->bucket = bucket;
-            st->dencoded = denc;
-        }
-    }
+    if (s->span.embed)
+        zb_cu_layout_embed(lo, st, s);
     for (int l = 0; l <= nl; l++) {
         if (l == nl && !s->span.head)
             break;

@@ -46,16 +46,8 @@ void zb_cu16_layout(zb_cu_layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage
     int nl = s->nl;
     const int FB = KEEP_F | KEEP_B;
     layer16_t dummy;
-    if (s->span.embed) {
-        int *tok = zb_cu_take(lo, N * sizeof(int), FB);
-        int *bucket = zb_cu_take(lo, zb_cu_encoder_bucket_ints(s->B, s->T) * sizeof(int), KEEP_B);
-        float *denc = TAKE32(lo, N * C, KEEP_B); /* the embedding's W reads fp32 */
-        if (st) {
-            st->tokens = tok;
-            st->bucket = bucket;
-            st->dencoded = denc;
-        }
-    }
+    if (s->span.embed)
+        zb_cu_layout_embed(lo, st, s);
     for (int l = 0; l <= nl; l++) {
         if (l == nl && !s->span.head)
             break;

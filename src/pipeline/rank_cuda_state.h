@@ -1,6 +1,6 @@
 /* zbpp — the private state of a pipeline rank on a GPU (R->devst of pl_rank_cuda): its stages
- * on the device, their message slots and events, the timer. Only rank_cuda.c and
- * rank_cuda_msg.c include it. */
+ * on the device, their message slots and events, the timer. Only the rank_cuda*.c files include
+ * it. */
 #ifndef ZBPP_PL_RANK_CUDA_STATE_H
 #define ZBPP_PL_RANK_CUDA_STATE_H
 

@@ -18,26 +18,44 @@ static int pow2_at_least(int n, int *log2n)
     return p;
 }
 
+/* The heaps and the max queue keep (double, int) pairs in two parallel arrays: both allocated
+ * with cap entries, or neither (false, both NULL). */
+static void pairs_free(double **vals, int **ids)
+{
+    free(*vals);
+    free(*ids);
+    *vals = NULL;
+    *ids = NULL;
+}
+
+static bool pairs_alloc(int cap, double **vals, int **ids)
+{
+    *vals = malloc(sizeof(double) * (size_t)cap);
+    *ids = malloc(sizeof(int) * (size_t)cap);
+    if (*vals && *ids)
+        return true;
+    pairs_free(vals, ids);
+    return false;
+}
+
 bool zb_heap_init(zb_heap_t *h, int cap)
 {
     h->n = 0;
     h->cap = cap < 1 ? 1 : cap;
-    h->key = malloc(sizeof(double) * (size_t)h->cap);
-    h->id = malloc(sizeof(int) * (size_t)h->cap);
-    if (!h->key || !h->id) {
-        zb_heap_free(h);
-        return false;
-    }
-    return true;
+    return pairs_alloc(h->cap, &h->key, &h->id);
 }
 
 void zb_heap_free(zb_heap_t *h)
 {
-    free(h->key);
-    free(h->id);
-    h->key = NULL;
-    h->id = NULL;
+    pairs_free(&h->key, &h->id);
     h->n = 0;
+}
+
+/* Put (key, id) in slot i. */
+static void heap_set(zb_heap_t *h, int i, double key, int id)
+{
+    h->key[i] = key;
+    h->id[i] = id;
 }
 
 void zb_heap_push(zb_heap_t *h, double key, int id)
@@ -47,32 +65,33 @@ void zb_heap_push(zb_heap_t *h, double key, int id)
         int p = (i - 1) / 2;
         if (h->key[p] <= key)
             break;
-        h->key[i] = h->key[p];
-        h->id[i] = h->id[p];
+        heap_set(h, i, h->key[p], h->id[p]);
         i = p;
     }
-    h->key[i] = key;
-    h->id[i] = id;
+    heap_set(h, i, key, id);
+}
+
+/* Sifting `key` down a min-heap of keys[0..n) from the hole at i: the child whose entry moves up
+ * into the hole (the smaller one), or -1 when key belongs at i. Both heaps use it. */
+static int sift_child(const double *keys, int n, int i, double key)
+{
+    int c = 2 * i + 1;
+    if (c >= n)
+        return -1;
+    if (c + 1 < n && keys[c + 1] < keys[c])
+        c++;
+    return key <= keys[c] ? -1 : c;
 }
 
 /* Sift (key, id) down from the root hole. */
 static void heap_sift_down(zb_heap_t *h, double key, int id)
 {
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && h->key[c + 1] < h->key[c])
-            c++;
-        if (key <= h->key[c])
-            break;
-        h->key[i] = h->key[c];
-        h->id[i] = h->id[c];
+    int i = 0, c;
+    while ((c = sift_child(h->key, h->n, i, key)) >= 0) {
+        heap_set(h, i, h->key[c], h->id[c]);
         i = c;
     }
-    h->key[i] = key;
-    h->id[i] = id;
+    heap_set(h, i, key, id);
 }
 
 int zb_heap_replace_top(zb_heap_t *h, double key, int id)
@@ -94,10 +113,9 @@ bool zb_iheap_init(zb_iheap_t *h, int cap)
 {
     h->n = 0;
     h->cap = cap < 1 ? 1 : cap;
-    h->key = malloc(sizeof(double) * (size_t)h->cap);
-    h->id = malloc(sizeof(int) * (size_t)h->cap);
+    bool pairs = pairs_alloc(h->cap, &h->key, &h->id);
     h->pos = malloc(sizeof(int) * (size_t)h->cap);
-    if (!h->key || !h->id || !h->pos) {
+    if (!pairs || !h->pos) {
         zb_iheap_free(h);
         return false;
     }
@@ -108,11 +126,9 @@ bool zb_iheap_init(zb_iheap_t *h, int cap)
 
 void zb_iheap_free(zb_iheap_t *h)
 {
-    free(h->key);
-    free(h->id);
+    pairs_free(&h->key, &h->id);
     free(h->pos);
-    h->key = NULL;
-    h->id = h->pos = NULL;
+    h->pos = NULL;
     h->n = 0;
 }
 
@@ -131,14 +147,8 @@ static void iheap_settle(zb_iheap_t *h, int i, double key, int id)
         iheap_put(h, i, h->key[p], h->id[p]);
         i = p;
     }
-    for (;;) { /* down */
-        int c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && h->key[c + 1] < h->key[c])
-            c++;
-        if (key <= h->key[c])
-            break;
+    int c;
+    while ((c = sift_child(h->key, h->n, i, key)) >= 0) { /* down */
         iheap_put(h, i, h->key[c], h->id[c]);
         i = c;
     }
@@ -268,22 +278,10 @@ bool zb_maxq_init(zb_maxq_t *q, int cap)
     q->head = q->tail = 0;
     q->off = 0;
     q->cap = cap < 1 ? 1 : cap;
-    q->pos = malloc(sizeof(int) * (size_t)q->cap);
-    q->val = malloc(sizeof(double) * (size_t)q->cap);
-    if (!q->pos || !q->val) {
-        zb_maxq_free(q);
-        return false;
-    }
-    return true;
+    return pairs_alloc(q->cap, &q->val, &q->pos);
 }
 
-void zb_maxq_free(zb_maxq_t *q)
-{
-    free(q->pos);
-    free(q->val);
-    q->pos = NULL;
-    q->val = NULL;
-}
+void zb_maxq_free(zb_maxq_t *q) { pairs_free(&q->val, &q->pos); }
 
 void zb_maxq_push(zb_maxq_t *q, int id, double x)
 {

@@ -189,11 +189,13 @@ static zb_status_t check_stored_settings(const char *path, const uint64_t *h, zb
     return ZB_OK;
 }
 
-/* Open a checkpoint, read and check its header (magic, version, size against the model shape). */
+/* Open a checkpoint, read and check its header (magic, version, size against the model shape).
+ * The file is left open in *fp for the payload, or closed when fp is NULL (the header only). */
 static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE **fp,
                                zb_err_t *err)
 {
-    *fp = NULL;
+    if (fp)
+        *fp = NULL;
     FILE *f;
     zb_status_t ost = zb_fopen_regular(path, "checkpoint", &f, err);
     if (ost != ZB_OK)
@@ -255,18 +257,19 @@ static zb_status_t read_header(const char *path, uint64_t h[HEADER_WORDS], FILE 
         fclose(f);
         return st;
     }
-    *fp = f;
+    if (fp)
+        *fp = f;
+    else
+        fclose(f);
     return ZB_OK;
 }
 
 zb_status_t zb_train_peek(const char *path, zb_train_config_t *cfg, zb_err_t *err)
 {
     uint64_t h[HEADER_WORDS];
-    FILE *f;
-    zb_status_t st = read_header(path, h, &f, err);
+    zb_status_t st = read_header(path, h, NULL, err);
     if (st != ZB_OK)
         return st;
-    fclose(f);
     get_config(h, cfg);
     return ZB_OK;
 }
@@ -372,11 +375,9 @@ zb_status_t zb_train_resume_header(zb_trainer_t *t, const char *path, uint64_t *
                                    zb_err_t *err)
 {
     uint64_t h[HEADER_WORDS];
-    FILE *f;
-    zb_status_t st = read_header(path, h, &f, err);
+    zb_status_t st = read_header(path, h, NULL, err);
     if (st != ZB_OK)
         return st;
-    fclose(f);
     zb_data_pos_t pos = {h[H_POS_EPOCH], h[H_POS_SHARD], h[H_POS_OFFSET]};
     if ((st = check_match(path, h, t, err)) == ZB_OK &&
         (st = zb_data_seek(t->data, &pos, err)) == ZB_OK) {

@@ -337,6 +337,43 @@ static void test_rollback_dp_and_validation(void **state)
     zb_pipeline_report_free(&rep);
 }
 
+/* A device without room for post-validation's backup: the ranks stop guessing and update after
+ * the norm barrier (so nothing rolls back), and the run ends with the bits of the reference
+ * instead of failing; with room, the same run guesses and rolls back. */
+static void test_backup_without_room(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny(&c, 4, 4);
+    pt_inf_t hook = {1, 3};
+    float ref_loss[4], loss[4];
+    zb_gpt2_params_t ref, got;
+    long skipped;
+    pt_reference(&c, pt_inject_inf, &hook, ref_loss, &ref, &skipped);
+    zb_pipeline_opts_t o;
+    opts(&o, 4, "zb-h1", true);
+    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    hooks.inject_inf_step = 1;
+    hooks.inject_inf_unit = 3;
+    hooks.always_guess = 1;
+    o.test_hooks = &hooks;
+    for (int room = 0; room < 2; room++) {
+        zb_pipeline_report_t rep = {0};
+        fake_refuse_backup = !room;
+        run_ok(&c, &o, loss, &got, &rep);
+        fake_refuse_backup = false;
+        if (room)
+            assert_true(rep.rollbacks > 0);
+        else
+            assert_int_equal(rep.rollbacks, 0);
+        same_losses(loss, ref_loss, 4, room ? "backup with room" : "backup without room");
+        pt_assert_same_params(&got, &ref, room ? "backup with room" : "backup without room");
+        zb_gpt2_params_free(&got);
+        zb_pipeline_report_free(&rep);
+    }
+    zb_gpt2_params_free(&ref);
+}
+
 /* The step's phases after the actions, from the (fake) GPU's events: a last step whose norm is
  * +Inf on one unit makes the other ranks back up, step optimistically and roll back; every
  * rank drains, exchanges norms and updates; the tied WTE's two ranks exchange it; each phase's
@@ -766,6 +803,7 @@ int main(void)
         cmocka_unit_test(test_every_family_same_bits),
         cmocka_unit_test(test_one_rank_in_a_partition),
         cmocka_unit_test(test_rollback_dp_and_validation),
+        cmocka_unit_test(test_backup_without_room),
         cmocka_unit_test(test_device_messages),
         cmocka_unit_test(test_trace_times_every_action),
         cmocka_unit_test(test_step_phases_timeline),

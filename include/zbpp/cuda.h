@@ -187,6 +187,9 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
 /* save: copy parameters, m and v into a device backup (allocated on the first save, 3 x the
  * parameter count, freed with the stage); !save: copy them back (ZB_EINVAL if never saved). */
 zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err);
+/* Allocate that backup now, if it is not yet: ZB_ENOMEM when the device has no room for it
+ * (the stage stays usable: post-validation then updates after the norm barrier instead). */
+zb_status_t zb_cuda_state_backup_reserve(zb_cuda_stage_t *s, zb_err_t *err);
 
 /* ---- training and profiling on one GPU (src/train/trainer_cuda.c, profile_cuda.c) ---- */
 

@@ -64,6 +64,7 @@ STUB(zb_cuda_copy_to_host, zb_cuda_stage_t *s, float *dst, const float *src, siz
 STUB(zb_cuda_state_copy, zb_cuda_stage_t *s, zb_cuda_state_t which, size_t off, float *host,
      size_t n, bool to_host)
 STUB(zb_cuda_state_backup, zb_cuda_stage_t *s, bool save)
+STUB(zb_cuda_state_backup_reserve, zb_cuda_stage_t *s)
 STUB(zb_cuda_stage_use_stream, zb_cuda_stage_t *s, struct CUstream_st *stream, int sms)
 STUB(zb_cuda_stage_widen, zb_cuda_stage_t *s, bool wide)
 STUB(zb_cuda_stage_bind, zb_cuda_stage_t *s)

@@ -347,20 +347,28 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
 
 /* Saved or restored on the stage's stream, no host wait: the optimizer's launches queue behind
  * it (a rollback costs the restore and one AdamW launch). */
+zb_status_t zb_cuda_state_backup_reserve(zb_cuda_stage_t *s, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda backup: stage is NULL");
+    if (s->backup)
+        return ZB_OK;
+    cudaError_t e = cudaMalloc((void **)&s->backup, 3 * s->count * sizeof(float));
+    if (e != cudaSuccess)
+        s->backup = NULL; /* cuda_err clears the error: the context stays usable */
+    return cuda_err(e, "backup allocation", err);
+}
+
 zb_status_t zb_cuda_state_backup(zb_cuda_stage_t *s, bool save, zb_err_t *err)
 {
     if (!s)
         return zb_err_set(err, ZB_EINVAL, "cuda backup: stage is NULL");
     if (!save && !s->backup)
         return zb_err_set(err, ZB_EINVAL, "cuda backup: nothing saved to restore");
-    if (!s->backup) {
-        cudaError_t e = cudaMalloc((void **)&s->backup, 3 * s->count * sizeof(float));
-        if (e != cudaSuccess) {
-            s->backup = NULL;
-            return cuda_err(e, "backup allocation", err);
-        }
-    }
-    zb_status_t st = zb_cu_ctx_check(&s->ctx, save ? "backup" : "restore", err);
+    zb_status_t st = zb_cuda_state_backup_reserve(s, err);
+    if (st != ZB_OK)
+        return st;
+    st = zb_cu_ctx_check(&s->ctx, save ? "backup" : "restore", err);
     float *state[3] = {s->params, s->m, s->v};
     cudaError_t e = cudaSuccess;
     for (int k = 0; k < 3 && st == ZB_OK && e == cudaSuccess; k++) {

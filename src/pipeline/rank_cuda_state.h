@@ -49,6 +49,7 @@ typedef struct {
     int begin_due;          /* the action whose begin event waits for its kernels, -1 none */
     zb_cuda_timer_t *phase_timer; /* events around the step's phases (ZB_STEP_SEGMENTS) */
     struct CUevent_st *ev_tied;   /* rank_cuda_tied.c: the tied WTE's fold, ordered by it */
+    bool no_backup_room; /* post-validation's backup did not fit: no more guesses */
     cu_stage_t *st; /* [n_local], as R->st */
 } cu_rank_t;
 

@@ -123,8 +123,20 @@ zb_status_t pl_cu_update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
     return step_units(R, R->stats.lr, adam_t, R->stats.clip_scale, true, err);
 }
 
-/* Post-validation on the GPU: the whole update is optimistic (a plain device backup). */
-size_t pl_cu_optimistic_elems(const pl_rank_t *R) { return R->backup_elems; }
+/* Post-validation on the GPU: the whole update is optimistic (a plain device backup), when the
+ * backup fits. It is allocated at the first guess, not at start-up (a rank that never guesses
+ * never holds it); where the device has no room left, the rank stops guessing and updates after
+ * the barrier, which gives the same bits, instead of failing the run. */
+size_t pl_cu_optimistic_elems(const pl_rank_t *R)
+{
+    cu_rank_t *C = CU(R);
+    for (int i = 0; i < R->n_local && !C->no_backup_room; i++) {
+        zb_err_t e;
+        if (zb_cuda_state_backup_reserve(C->st[i].stage, &e) != ZB_OK)
+            C->no_backup_room = true;
+    }
+    return C->no_backup_room ? 0 : R->backup_elems;
+}
 
 zb_status_t pl_cu_backup(pl_rank_t *R, size_t K, bool save, zb_err_t *err)
 {

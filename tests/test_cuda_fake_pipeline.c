@@ -298,11 +298,10 @@ static void val_same_as_cpu(const char *schedule, const zb_cuda_train_opts_t *gp
     assert_memory_equal(&sc->val_loss, &sg->val_loss, sizeof(float));
 }
 
-/* An Inf in unit 3's gradient at step 1: skipped on every rank, the optimistic step rolled back
- * (post-validation), the result the reference's that skips the step. */
-static void test_rollback_dp_and_validation(void **state)
+/* An Inf in unit 3's gradient at step 1, every rank guessing (post-validation): the run on the
+ * fake GPU (P = 4, zb-h1) against the reference that skips the step; returns its rollbacks. */
+static long inf_step_run(const char *what)
 {
-    (void)state;
     zb_train_config_t c;
     tiny(&c, 4, 4);
     pt_inf_t hook = {1, 3};
@@ -320,10 +319,21 @@ static void test_rollback_dp_and_validation(void **state)
     o.test_hooks = &hooks;
     zb_pipeline_report_t rep = {0};
     run_ok(&c, &o, loss, &got, &rep);
-    assert_true(rep.rollbacks > 0);
-    same_losses(loss, ref_loss, 4, "cuda rollback");
-    pt_assert_same_params(&got, &ref, "cuda rollback");
+    same_losses(loss, ref_loss, 4, what);
+    pt_assert_same_params(&got, &ref, what);
     zb_gpt2_params_free(&ref), zb_gpt2_params_free(&got);
+    long rollbacks = rep.rollbacks;
+    zb_pipeline_report_free(&rep);
+    return rollbacks;
+}
+
+/* An Inf in unit 3's gradient at step 1: skipped on every rank, the optimistic step rolled back
+ * (post-validation), the result the reference's that skips the step. */
+static void test_rollback_dp_and_validation(void **state)
+{
+    (void)state;
+    assert_true(inf_step_run("cuda rollback") > 0);
+    zb_pipeline_report_t rep = {0};
 
     /* two replicas of a 2-rank pipeline: the CPU pipeline's fixed-order sum of the replicas */
     dp2_same_as_cpu("1f1b", &GPU, "cuda --dp 2", &rep);
@@ -338,40 +348,15 @@ static void test_rollback_dp_and_validation(void **state)
 }
 
 /* A device without room for post-validation's backup: the ranks stop guessing and update after
- * the norm barrier (so nothing rolls back), and the run ends with the bits of the reference
- * instead of failing; with room, the same run guesses and rolls back. */
+ * the norm barrier (so nothing rolls back where test_rollback_dp_and_validation's same run
+ * does), and the run ends with the bits of the reference instead of failing. */
 static void test_backup_without_room(void **state)
 {
     (void)state;
-    zb_train_config_t c;
-    tiny(&c, 4, 4);
-    pt_inf_t hook = {1, 3};
-    float ref_loss[4], loss[4];
-    zb_gpt2_params_t ref, got;
-    long skipped;
-    pt_reference(&c, pt_inject_inf, &hook, ref_loss, &ref, &skipped);
-    zb_pipeline_opts_t o;
-    opts(&o, 4, "zb-h1", true);
-    zb_pipeline_test_hooks_t hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
-    hooks.inject_inf_step = 1;
-    hooks.inject_inf_unit = 3;
-    hooks.always_guess = 1;
-    o.test_hooks = &hooks;
-    for (int room = 0; room < 2; room++) {
-        zb_pipeline_report_t rep = {0};
-        fake_refuse_backup = !room;
-        run_ok(&c, &o, loss, &got, &rep);
-        fake_refuse_backup = false;
-        if (room)
-            assert_true(rep.rollbacks > 0);
-        else
-            assert_int_equal(rep.rollbacks, 0);
-        same_losses(loss, ref_loss, 4, room ? "backup with room" : "backup without room");
-        pt_assert_same_params(&got, &ref, room ? "backup with room" : "backup without room");
-        zb_gpt2_params_free(&got);
-        zb_pipeline_report_free(&rep);
-    }
-    zb_gpt2_params_free(&ref);
+    fake_refuse_backup = true;
+    long rollbacks = inf_step_run("backup without room");
+    fake_refuse_backup = false;
+    assert_int_equal(rollbacks, 0);
 }
 
 /* The step's phases after the actions, from the (fake) GPU's events: a last step whose norm is

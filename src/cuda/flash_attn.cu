@@ -217,6 +217,14 @@ __device__ __forceinline__ float quad_sum(float v)
 
 constexpr int kWarpRows = 16;
 constexpr int kFwdRows = 64;  // query rows per forward / dQ CTA (4 warps)
+
+// Whether a warp's rows [q0, q0 + kWarpRows) against keys [k0, k0 + bc) need the mask: a key
+// after a row (the diagonal), or a key or row past T. Other tiles compute the same values
+// without the mask's integer work, which costs as much as the tile's exp2 and FMAs.
+__device__ __forceinline__ bool tile_needs_mask(int q0, int k0, int bc, int T)
+{
+    return k0 + bc - 1 > q0 || k0 + bc > T || q0 + kWarpRows > T;
+}
 constexpr int kFwdThreads = 128;
 
 // ---- forward: one CTA per (query tile, head, sequence) ----
@@ -270,10 +278,8 @@ __global__ void __launch_bounds__(kFwdThreads)
                 mma16816(s[n + 1], qf[kc], kb[2], kb[3]);
             }
         // scale into log2 units, mask (causal and the tail: only the tiles that reach them), row
-        // max. The mask's integer arithmetic costs as much as the tile's exp2 and FMAs: a tile
-        // wholly below the diagonal and inside T skips it (the same values, fewer instructions)
-        const bool edge = k0 + BC - 1 > q0 || k0 + BC > T || q0 + kWarpRows > T;
-        if (edge) {
+        // max
+        if (tile_needs_mask(q0, k0, BC, T)) {
 #pragma unroll
             for (int n = 0; n < BC / 8; n++)
 #pragma unroll
@@ -558,9 +564,7 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
                 mma16816(dp[n], df[kc], vb[0], vb[1]);
                 mma16816(dp[n + 1], df[kc], vb[2], vb[3]);
             }
-        // masked only where a key of the tile follows a row of the warp or either runs past T
-        const bool edge = k0 + BC - 1 > q0 || k0 + BC > T || q0 + kWarpRows > T;
-        if (edge) {
+        if (tile_needs_mask(q0, k0, BC, T)) {
 #pragma unroll
             for (int n = 0; n < BC / 8; n++)
 #pragma unroll

@@ -59,6 +59,15 @@ zb_status_t pl_cu_units_sumsq(pl_rank_t *R, double *vec, zb_err_t *err)
     return st;
 }
 
+/* Back to the partition's stream after work widened onto the whole GPU, also after a failure
+ * (st); the first error is the one reported. */
+static zb_status_t narrow_back(zb_cuda_stage_t *s, zb_status_t st, zb_err_t *err)
+{
+    zb_err_t ignored;
+    zb_status_t back = zb_cuda_stage_widen(s, false, st == ZB_OK ? err : &ignored);
+    return st == ZB_OK ? back : st;
+}
+
 /* AdamW with (lr, t, clip scale) on every unit each stage updates: its owned units, and a head
  * stage without the embedding steps its WTE copy (unit 0) with the same folded gradient.
  * wide: on the whole GPU (zb_cuda_stage_widen), for an update after the norm barrier, when no
@@ -80,11 +89,8 @@ static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, b
         if (n > 0 && st == ZB_OK)
             st = zb_cuda_adamw_update_units(s, &R->pl->cfg->adamw, lr, adam_t, clip, units, n,
                                             err);
-        if (n > 0 && wide) { /* back to the partition even after a failure */
-            zb_err_t e2;
-            zb_status_t st2 = zb_cuda_stage_widen(s, false, st == ZB_OK ? err : &e2);
-            st = st == ZB_OK ? st2 : st;
-        }
+        if (n > 0 && wide)
+            st = narrow_back(s, st, err);
     }
     free(units);
     return st;
@@ -101,11 +107,8 @@ static zb_status_t backup_all(pl_rank_t *R, bool save, zb_err_t *err)
             st = zb_cuda_stage_widen(s, true, err);
         if (st == ZB_OK)
             st = zb_cuda_state_backup(s, save, err);
-        if (!save) {
-            zb_err_t e2;
-            zb_status_t st2 = zb_cuda_stage_widen(s, false, st == ZB_OK ? err : &e2);
-            st = st == ZB_OK ? st2 : st;
-        }
+        if (!save)
+            st = narrow_back(s, st, err);
     }
     return st;
 }

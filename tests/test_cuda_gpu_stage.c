@@ -34,6 +34,7 @@ int main(void)
         cmocka_unit_test(test_reduced_precision_close),
         cmocka_unit_test(test_stage_holds_only_its_span),
         cmocka_unit_test(test_stash_and_errors),
+        cmocka_unit_test(test_split_stash_same_bits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

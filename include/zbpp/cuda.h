@@ -107,6 +107,7 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
  * zb_cuda_stage_check refuses); zb_cuda_stage_allocated reads them off a stage. */
 typedef struct {
     size_t state, weights16, wte_head, scratch, stash, after_f, after_b, backup;
+    size_t region[3]; /* a split stash's lifetime regions (zb_cuda_stash_regions) */
 } zb_cuda_stage_mem_t;
 zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                                  int T, zb_cuda_precision_t prec, zb_cuda_stage_mem_t *out,
@@ -120,6 +121,18 @@ zb_status_t zb_cuda_stash_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_
 void zb_cuda_stash_free(zb_cuda_stash_t *st);
 void zb_cuda_stash_reset(zb_cuda_stash_t *st);
 size_t zb_cuda_stash_live_bytes(const zb_cuda_stash_t *st);
+
+/* A split stash, for a pool that keeps each lifetime region in slots of its own (the pipeline
+ * rank's, src/pipeline/rank_cuda_stash.c): FW holds what F keeps until W, FB what F keeps
+ * until B, BW what B writes for W. zb_cuda_stash_regions: each region's bytes (256-byte
+ * multiples; a bf16 stash's gradients do not reuse F-only buffers here, so FB goes back after
+ * B); zb_cuda_stash_view_new: a stash with no memory of its own (freed by zb_cuda_stash_free);
+ * zb_cuda_stash_bind: its buffers laid over region[k] (NULL: a region the next action does not
+ * touch), before each action that uses it. */
+enum { ZB_CUDA_STASH_FW = 0, ZB_CUDA_STASH_FB = 1, ZB_CUDA_STASH_BW = 2 };
+void zb_cuda_stash_regions(const zb_cuda_stage_t *s, size_t bytes[3]);
+zb_status_t zb_cuda_stash_view_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_t *err);
+void zb_cuda_stash_bind(zb_cuda_stash_t *st, void *const region[3]);
 
 /* F, B, W with the arguments and states of zb_gpt2_forward / _backward_input / _backward_weight
  * (tokens/targets on the host, activations on the device). F on a head stage waits for the

@@ -52,6 +52,7 @@ STUB(zb_cuda_grad_units_sumsq, zb_cuda_stage_t *s, const int *units, int n, doub
 STUB(zb_cuda_adamw_update_units, zb_cuda_stage_t *s, const zb_adamw_hparams_t *h, float lr, long t,
      float grad_scale, const int *units, int n_units)
 STUB(zb_cuda_stash_new, zb_cuda_stage_t *s, zb_cuda_stash_t **out)
+STUB(zb_cuda_stash_view_new, zb_cuda_stage_t *s, zb_cuda_stash_t **out)
 STUB(zb_cuda_forward, zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
      const float *x_in, const int *targets, float *x_out, float *loss)
 STUB(zb_cuda_backward_input, zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
@@ -105,6 +106,11 @@ struct CUstream_st *zb_cuda_stage_stream(const zb_cuda_stage_t *s) { return NULL
 
 void zb_cuda_stash_free(zb_cuda_stash_t *st) { (void)st; }
 void zb_cuda_stash_reset(zb_cuda_stash_t *st) { (void)st; }
+void zb_cuda_stash_bind(zb_cuda_stash_t *st, void *const region[3]) {}
+void zb_cuda_stash_regions(const zb_cuda_stage_t *s, size_t bytes[3])
+{
+    bytes[0] = bytes[1] = bytes[2] = 0;
+}
 size_t zb_cuda_stash_live_bytes(const zb_cuda_stash_t *st)
 {
     (void)st;

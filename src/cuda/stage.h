@@ -13,7 +13,9 @@
 #include "cuda/stream.h"
 #include "zbpp/cuda.h"
 
-enum { KEEP_F = 1, KEEP_B = 2 };
+/* A stash buffer's lifetime: live after F, live after B; KEEP_DONOR: F-only, but B's gradients
+ * reuse its memory until W (the bf16 walk), so a split stash keeps it in the FW region. */
+enum { KEEP_F = 1, KEEP_B = 2, KEEP_DONOR = 4 };
 enum { STATE_EMPTY, STATE_AFTER_F, STATE_AFTER_B };
 
 typedef struct {
@@ -111,8 +113,12 @@ void zb_cu16_weights_refresh(zb_cuda_stage_t *s, size_t off, size_t n);
 /* The bf16 stash: its buffer walk (layout16 in stage_compute16.c, with take() shared through
  * zb_cu_take) and F, B, W. */
 typedef struct {
-    char *base;
-    size_t off, bytes_f, bytes_b;
+    char *base; /* one block: each buffer after the last (a whole stash, the scratch) */
+    /* split: each buffer in the region of its lifetime (ZB_CUDA_STASH_FW/FB/BW, by its keep
+     * flags), region[k] (NULL: walked for sizes only) at roff[k] */
+    bool split;
+    char *region[3];
+    size_t off, roff[3], bytes_f, bytes_b;
 } zb_cu_layout_t;
 void *zb_cu_take(zb_cu_layout_t *lo, size_t bytes, int keep);
 /* The embedding stage's first stash buffers, the same in both walks (stage_compute.c): its

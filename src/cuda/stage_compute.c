@@ -15,11 +15,34 @@
 typedef zb_cu_layout_t layout_t;
 #define take zb_cu_take
 
+/* The lifetime region of a buffer live after F (KEEP_F) and/or after B (KEEP_B), or whose
+ * memory B's gradients take over (KEEP_DONOR: until W); one live after neither serves one
+ * action and goes with F..B. */
+static int region_of(int keep)
+{
+    if ((keep & KEEP_DONOR) || keep == (KEEP_F | KEEP_B))
+        return ZB_CUDA_STASH_FW;
+    return keep == KEEP_B ? ZB_CUDA_STASH_BW : ZB_CUDA_STASH_FB;
+}
+
+static size_t align256(size_t off)
+{
+    return (off + 255) & ~(size_t)255; /* 256-byte aligned device buffers */
+}
+
 void *zb_cu_take(layout_t *lo, size_t bytes, int keep)
 {
-    lo->off = (lo->off + 255) & ~(size_t)255; /* 256-byte aligned device buffers */
-    void *p = lo->base ? lo->base + lo->off : NULL;
-    lo->off += bytes;
+    void *p;
+    if (lo->split) {
+        int k = region_of(keep);
+        lo->roff[k] = align256(lo->roff[k]);
+        p = lo->region[k] ? lo->region[k] + lo->roff[k] : NULL;
+        lo->roff[k] += bytes;
+    } else {
+        lo->off = align256(lo->off);
+        p = lo->base ? lo->base + lo->off : NULL;
+        lo->off += bytes;
+    }
     if (keep & KEEP_F)
         lo->bytes_f += bytes;
     if (keep & KEEP_B)
@@ -103,27 +126,38 @@ static void stash_layout(layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_
         layout(lo, st, s);
 }
 
+/* A stash's host side (its buffer tables and the tokens' host copy), no device memory yet. */
+static zb_cuda_stash_t *stash_shell(zb_cuda_stage_t *s)
+{
+    zb_cuda_stash_t *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    size_t nl = s->nl > 0 ? (size_t)s->nl : 1;
+    if (is_bf16(s)) {
+        st->layers16 = calloc(nl, sizeof *st->layers16);
+        st->xs16 = calloc(nl + 1, sizeof *st->xs16);
+    } else {
+        st->layers = calloc(nl, sizeof *st->layers);
+        st->xs = calloc(nl + 1, sizeof *st->xs);
+    }
+    st->tokens_host = calloc((size_t)s->B * s->T, sizeof(int));
+    if (!(st->layers || st->layers16) || !(st->xs || st->xs16) || !st->tokens_host) {
+        zb_cuda_stash_free(st);
+        return NULL;
+    }
+    st->stage = s;
+    st->state = STATE_EMPTY;
+    return st;
+}
+
 zb_status_t zb_cuda_stash_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_t *err)
 {
     *out = NULL;
     if (!s)
         return zb_err_set(err, ZB_EINVAL, "cuda stash: stage is NULL");
-    zb_cuda_stash_t *st = calloc(1, sizeof *st);
-    if (st) {
-        size_t nl = s->nl > 0 ? (size_t)s->nl : 1;
-        if (is_bf16(s)) {
-            st->layers16 = calloc(nl, sizeof *st->layers16);
-            st->xs16 = calloc(nl + 1, sizeof *st->xs16);
-        } else {
-            st->layers = calloc(nl, sizeof *st->layers);
-            st->xs = calloc(nl + 1, sizeof *st->xs);
-        }
-        st->tokens_host = calloc((size_t)s->B * s->T, sizeof(int));
-    }
-    if (!st || !(st->layers || st->layers16) || !(st->xs || st->xs16) || !st->tokens_host) {
-        zb_cuda_stash_free(st);
+    zb_cuda_stash_t *st = stash_shell(s);
+    if (!st)
         return zb_err_set(err, ZB_ENOMEM, "cannot allocate the CUDA stash");
-    }
     layout_t lo = {0};
     stash_layout(&lo, NULL, s);
     cudaError_t e = cudaSetDevice(s->ctx.device);
@@ -141,19 +175,50 @@ zb_status_t zb_cuda_stash_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_
     }
     layout_t real = {.base = st->mem};
     stash_layout(&real, st, s);
-    st->stage = s;
     st->bytes_f = real.bytes_f;
     st->bytes_b = real.bytes_b;
-    st->state = STATE_EMPTY;
     *out = st;
     return ZB_OK;
+}
+
+void zb_cuda_stash_regions(const zb_cuda_stage_t *s, size_t bytes[3])
+{
+    layout_t lo = {.split = true};
+    stash_layout(&lo, NULL, s);
+    for (int k = 0; k < 3; k++)
+        bytes[k] = align256(lo.roff[k]);
+}
+
+zb_status_t zb_cuda_stash_view_new(zb_cuda_stage_t *s, zb_cuda_stash_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda stash: stage is NULL");
+    zb_cuda_stash_t *st = stash_shell(s);
+    if (!st)
+        return zb_err_set(err, ZB_ENOMEM, "cannot allocate the CUDA stash");
+    layout_t lo = {.split = true};
+    stash_layout(&lo, NULL, s);
+    st->bytes_f = lo.bytes_f;
+    st->bytes_b = lo.bytes_b;
+    *out = st;
+    return ZB_OK;
+}
+
+void zb_cuda_stash_bind(zb_cuda_stash_t *st, void *const region[3])
+{
+    layout_t lo = {.split = true};
+    for (int k = 0; k < 3; k++)
+        lo.region[k] = region[k];
+    stash_layout(&lo, st, st->stage);
 }
 
 void zb_cuda_stash_free(zb_cuda_stash_t *st)
 {
     if (!st)
         return;
-    cudaFree(st->mem);
+    if (st->mem)
+        cudaFree(st->mem);
     free(st->layers);
     free(st->xs);
     free(st->layers16);
@@ -176,6 +241,7 @@ static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
     m->stash = lo.off ? lo.off : 256; /* what zb_cuda_stash_new allocates */
     m->after_f = lo.bytes_f;
     m->after_b = lo.bytes_b;
+    zb_cuda_stash_regions(s, m->region);
     m->backup = s->backup ? 3 * m->state : 0;
 }
 

@@ -32,7 +32,11 @@
 #define TAKE16(lo, n, keep) ((zb_bf16_t *)zb_cu_take((lo), (n) * sizeof(zb_bf16_t), (keep)))
 #define TAKE32(lo, n, keep) ((float *)zb_cu_take((lo), (n) * sizeof(float), (keep)))
 
-/* n bf16 in a buffer whose F-only contents are dead by now: counted live after B, not allocated. */
+/* n bf16 in a buffer whose F-only contents are dead by now: counted live after B, not allocated.
+ * The donor was taken KEEP_DONOR, so in a split stash it lies in the FW region, whose slot the
+ * microbatch holds until W. (Reuse always pays there too: at the FW peak each microbatch in
+ * flight holds an FB or a BW slot, so n_FB + n_BW >= n_FW and moving the donors from FB and the
+ * gradients from BW into FW never adds bytes.) */
 static zb_bf16_t *reuse16(zb_cu_layout_t *lo, zb_bf16_t *dead, size_t n)
 {
     lo->bytes_b += n * sizeof(zb_bf16_t);
@@ -60,14 +64,15 @@ void zb_cu16_layout(zb_cu_layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage
         a->ln1 = TAKE16(lo, N * C, FB);
         a->ln1_mean = TAKE32(lo, N, FB);
         a->ln1_rstd = TAKE32(lo, N, FB);
-        a->qkv = TAKE16(lo, N * 3 * C, KEEP_F);
+        const int donor = KEEP_F | (l > 0 ? KEEP_DONOR : 0); /* reused by block l-1's B */
+        a->qkv = TAKE16(lo, N * 3 * C, donor);
         a->atty = TAKE16(lo, N * C, FB);
         a->lse = TAKE32(lo, lse, KEEP_F);
         a->res2 = TAKE16(lo, N * C, FB);
         a->ln2 = TAKE16(lo, N * C, FB);
         a->ln2_mean = TAKE32(lo, N, FB);
         a->ln2_rstd = TAKE32(lo, N, FB);
-        a->fch = TAKE16(lo, N * 4 * C, KEEP_F);
+        a->fch = TAKE16(lo, N * 4 * C, donor);
         a->fch_gelu = TAKE16(lo, N * 4 * C, FB);
     }
     /* B's gradients. B runs the blocks top down, so when block l's B starts, block l+1's B is

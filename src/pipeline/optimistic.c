@@ -33,7 +33,7 @@ void pl_spare_collect(pl_rank_t *R)
     for (int i = 0; i < R->n_local; i++) {
         pl_stage_t *ls = &R->st[i];
         for (int k = 0; k < 3; k++)
-            add_block(C, ls->pool.mem[k], (size_t)ls->pool.n[k] * ls->pool.bytes[k]);
+            add_block(C, ls->pool.mem[k], (size_t)ls->pool.slots.n[k] * ls->pool.bytes[k]);
         pl_msgbuf_t *bufs[4] = {&ls->x_in, &ls->dx_out, &ls->own_x_out, &ls->own_dx_in};
         for (int b = 0; b < 4; b++)
             add_block(C, bufs[b]->mem, (size_t)bufs[b]->n * NC);

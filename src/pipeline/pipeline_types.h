@@ -34,15 +34,21 @@ typedef struct {
     bool held; /* the stage has this buffer */
 } pl_msgbuf_t;
 
-/* A stage's stashes pooled by lifetime (stash_pool.c): slots of the FW, FB and BW regions
- * (n[k] of bytes[k] each, as many as the rank's program holds at once), a split stash per
- * microbatch bound to its slots, and the rank's scratch. */
+/* Which slot of each lifetime region (FW, FB, BW) a stage's microbatches hold
+ * (stash_slots.c): n[k] slots, as many as the rank's program holds at once. */
 typedef struct {
-    size_t bytes[ZB_GPT2_NUM_REGIONS]; /* per slot, 64-byte multiples */
     int n[3];
-    char *mem[3];
     int *owner[3]; /* [n[k]] microbatch in the slot, -1 = free */
     int *slot[3];  /* [M] slot of a microbatch, -1 = none */
+    int M;
+} pl_stash_slots_t;
+
+/* A stage's stashes pooled by lifetime on the host (stash_pool.c): the slots' bytes (bytes[k]
+ * each), a split stash per microbatch bound to its slots, and the rank's scratch. */
+typedef struct {
+    size_t bytes[ZB_GPT2_NUM_REGIONS]; /* per slot, 64-byte multiples */
+    pl_stash_slots_t slots;
+    char *mem[3];
     zb_gpt2_stash_t **view; /* [M] */
     void *scratch;          /* the rank's (not owned) */
     int M;

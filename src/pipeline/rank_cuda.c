@@ -12,9 +12,10 @@
  *   rank's next device call and the consumer's stream waits for it; or, with device messages
  *   (thread ranks), a handle and an event; a neighbouring stage on the same rank reads the
  *   device buffer directly;
- * - one device buffer slot per microbatch for each message buffer, a plain stash per microbatch
- *   in flight (taken at F, given back after W; a non-saving F gives it back when it ends and its
- *   R takes one again, recomputing from the kept input); no shared WTE (each stage holding WTE has its own copy, stepped with
+ * - one device buffer slot per microbatch for each message buffer; the stashes pooled by
+ *   lifetime with the CPU rank's slot rules (rank_cuda_stash.c over stash_slots.c: FW, FB and
+ *   BW slots as the program holds them at once; a non-saving F gives its slots back when it
+ *   ends and its R takes them again, recomputing from the kept input); no shared WTE (each stage holding WTE has its own copy, stepped with
  *   the same gradient and moments, so the copies stay the same bits);
  * - the tied fold on the device (rank_cuda_tied.c) for thread ranks on one GPU and a rank
  *   holding both ends; otherwise it, the replica reduction and checkpoints reuse the CPU's
@@ -151,29 +152,6 @@ void pl_cuda_close(pl_t *pl)
     free(run->parts);
     free(run);
     pl->cuda = NULL;
-}
-
-static zb_status_t no_slot(pl_rank_t *R, int m, zb_err_t *err)
-{
-    return zb_err_set(err, ZB_ENOMEM, "rank %d: no stash for microbatch %d on the GPU", R->rank, m);
-}
-
-/* A free stash for microbatch m (reused, or a new one). */
-static zb_cuda_stash_t *take_stash(cu_stage_t *cs, zb_err_t *err)
-{
-    if (cs->n_idle > 0)
-        return cs->idle[--cs->n_idle];
-    zb_cuda_stash_t *sh = NULL;
-    if (zb_cuda_stash_new(cs->stage, &sh, err) != ZB_OK)
-        return NULL;
-    cs->n_made++;
-    return sh;
-}
-
-static void give_stash(cu_stage_t *cs, zb_cuda_stash_t *sh)
-{
-    zb_cuda_stash_reset(sh);
-    cs->idle[cs->n_idle++] = sh;
 }
 
 /* Every (tensor, layer) slice stage `span` touches, as host pointer in `h` and element offset
@@ -314,10 +292,9 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
                                           err);
         if (st == ZB_OK && !parts) /* the whole GPU, planned as a partition would be */
             st = zb_cuda_stage_plan_sms(cs->stage, pl->opts->cuda->gemm_sms, err);
-        if (st == ZB_OK && (!(cs->stash = calloc((size_t)pl->M, sizeof *cs->stash)) ||
-                            !(cs->idle = calloc((size_t)pl->M, sizeof *cs->idle)) ||
-                            !(cs->forgot = calloc((size_t)pl->M, 1))))
-            st = zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its stashes", R->rank);
+        if (st == ZB_OK)
+            st = pl_cu_stash_pool_init(&cs->pool, cs->stage, &pl->plan.sched->rank[R->rank], s,
+                                       pl->M, err);
         if (st == ZB_OK && !ls->span.embed)
             st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->x_in, err);
         if (st == ZB_OK && !ls->span.head)
@@ -386,10 +363,7 @@ static void cuda_close(pl_rank_t *R)
     zb_cuda_event_free(C->ev_tied);
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
-        for (int m = 0; cs->stash && m < R->pl->M; m++)
-            zb_cuda_stash_free(cs->stash[m]);
-        for (int k = 0; cs->idle && k < cs->n_idle; k++)
-            zb_cuda_stash_free(cs->idle[k]);
+        pl_cu_stash_pool_free(&cs->pool);
         zb_cuda_buffer_free(cs->x_in), zb_cuda_buffer_free(cs->dx_out);
         zb_cuda_buffer_free(cs->own_x_out), zb_cuda_buffer_free(cs->own_dx_in);
         zb_cuda_buffer_free(cs->r_out);
@@ -401,7 +375,6 @@ static void cuda_close(pl_rank_t *R)
         free(cs->out_x), free(cs->out_dx), free(cs->in_x), free(cs->in_dx);
         zb_cuda_stage_free(cs->stage); /* its streams' work done before the pinned slots go */
         pl_cu_staging_free(R, cs);
-        free(cs->stash), free(cs->idle), free(cs->forgot);
     }
     free(C->st);
     free(C);
@@ -420,12 +393,7 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
         cu_stage_t *cs = &C->st[i];
         if ((st = zb_cuda_stage_bind(cs->stage, err)) != ZB_OK)
             break;
-        for (int m = 0; m < R->pl->M; m++) /* a failed step may have left some in flight */
-            if (cs->stash[m]) {
-                give_stash(cs, cs->stash[m]);
-                cs->stash[m] = NULL;
-            }
-        memset(cs->forgot, 0, (size_t)R->pl->M);
+        pl_cu_stash_pool_reset(&cs->pool); /* a failed step may have left some in flight */
         if (cs->arrived) /* a message not received this time is seen as missing */
             memset(cs->arrived, 0, 2 * (size_t)R->pl->M);
         if (cs->in_x) { /* a handle not received this time is seen as missing */
@@ -545,7 +513,7 @@ static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
                                         (cs->own_x_out != NULL) + (cs->own_dx_in != NULL));
         if (cs->r_out)
             m->messages += (double)R->pl->NC * sizeof(float);
-        m->stash_alloc += (double)cs->n_made * (double)a.stash + (double)a.scratch;
+        m->stash_alloc += (double)pl_cu_stash_pool_bytes(&cs->pool) + (double)a.scratch;
     }
     m->activations = (double)R->live_peak;
 }
@@ -554,9 +522,7 @@ static void track_memory(pl_rank_t *R)
 {
     size_t live = 0;
     for (int i = 0; i < R->n_local; i++)
-        for (int m = 0; m < R->pl->M; m++)
-            if (CU(R)->st[i].stash[m])
-                live += zb_cuda_stash_live_bytes(CU(R)->st[i].stash[m]);
+        live += pl_cu_stash_pool_live(&CU(R)->st[i].pool);
     if (live > R->live_peak)
         R->live_peak = live;
 }
@@ -608,61 +574,35 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     zb_status_t st = CU(R)->device_messages ? ZB_OK : pl_cu_upload_arrived(R, err);
     if (st != ZB_OK)
         return st;
-    if (eval) { /* a stash for the F alone, given back at once */
-        zb_cuda_stash_t *sh = take_stash(cs, err);
-        if (!sh)
-            return no_slot(R, m, err);
+    if (eval) { /* a stash for the F alone, nothing kept */
+        zb_cuda_stash_t *sh = pl_cu_stash_pool_eval(&cs->pool);
         st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err);
-        give_stash(cs, sh);
+        zb_cuda_stash_reset(sh);
         return st;
     }
-    zb_cuda_stash_t *sh = cs->stash[m];
+    zb_cuda_stash_t *sh = pl_cu_stash_pool_begin(&cs->pool, a, err);
+    if (!sh)
+        return ZB_ESCHEDULE;
     float recomputed_loss;
     switch ((zb_action_type_t)a->type) {
-    case ZB_ACT_F:
-        if (sh || cs->forgot[m])
-            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: F of microbatch %d twice in a step",
-                              ls->stage, m);
-        if (!(sh = take_stash(cs, err)))
-            return no_slot(R, m, err);
-        st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err);
-        if (a->flags & ZB_ACT_NOSAVE) { /* keeps only its input (the x_in slot, or the tokens):
-                                         * the stash goes back at once (the stream orders its
-                                         * next user after this forward) */
-            give_stash(cs, sh);
-            cs->forgot[m] = 1;
-        } else {
-            cs->stash[m] = sh;
-        }
-        break;
-    case ZB_ACT_R: /* the forward again from the kept input, into a stash; its output goes to
-                    * r_out, not over what was sent; same bits as the first time */
-        if (sh || !cs->forgot[m])
-            return zb_err_set(err, ZB_ESCHEDULE,
-                              "stage %d: R of microbatch %d without a non-saving F before it",
-                              ls->stage, m);
-        if (!(sh = cs->stash[m] = take_stash(cs, err)))
-            return no_slot(R, m, err);
-        cs->forgot[m] = 0;
+    case ZB_ACT_F: st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err); break;
+    case ZB_ACT_R: /* the forward again from the kept input (the x_in slot, or the tokens); its
+                    * output goes to r_out, not over what was sent; same bits as the first time */
         st = cu_forward(R, ls, cs, sh, m, tok, cs->r_out, &recomputed_loss, false, err);
         break;
-    case ZB_ACT_B:
+    case ZB_ACT_B: st = cu_backward_input(R, ls, cs, sh, m, err); break;
     case ZB_ACT_W:
-    case ZB_ACT_BW:
-        if (!sh)
-            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: %s of microbatch %d before its F",
-                              ls->stage, zb_action_type_name((zb_action_type_t)a->type), m);
-        st = a->type == ZB_ACT_W ? begin_kernels(R, err) : cu_backward_input(R, ls, cs, sh, m, err);
-        if (st == ZB_OK && a->type != ZB_ACT_B)
+        if ((st = begin_kernels(R, err)) == ZB_OK)
             st = zb_cuda_backward_weight(cs->stage, sh, err);
-        if (st == ZB_OK && a->type != ZB_ACT_B) {
-            track_memory(R);
-            give_stash(cs, sh);
-            cs->stash[m] = NULL;
-        }
+        break;
+    case ZB_ACT_BW:
+        if ((st = cu_backward_input(R, ls, cs, sh, m, err)) == ZB_OK)
+            st = zb_cuda_backward_weight(cs->stage, sh, err);
         break;
     default: return zb_err_set(err, ZB_EINVAL, "not a compute action");
     }
+    if (st == ZB_OK) /* a non-saving F keeps only its input for its R */
+        pl_cu_stash_pool_end(&cs->pool, a);
     track_memory(R);
     return st;
 }

@@ -6,14 +6,12 @@
 
 #include "cuda/stream.h"
 #include "pipeline/pipeline_types.h"
+#include "pipeline/rank_cuda_stash.h"
 #include "zbpp/cuda.h"
 
 typedef struct {
     zb_cuda_stage_t *stage;
-    zb_cuda_stash_t **stash; /* [M] microbatch m's stash while it is in flight */
-    zb_cuda_stash_t **idle;  /* [M] allocated stashes not in use */
-    int n_idle, n_made;
-    unsigned char *forgot; /* [M] a non-saving F ran, its R has not: nothing kept but the input */
+    pl_cu_stash_pool_t pool; /* the stashes, by lifetime (rank_cuda_stash.c) */
     /* device message buffers, one NC slot per microbatch; r_out: an R's output */
     float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
     float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */

@@ -3,11 +3,12 @@
  * plan with the CUDA stage's own layout figures (zb_cuda_stage_memory, computed on the host),
  * the same figures the allocations give when measured. Where it differs from the CPU model: each
  * stage holds its own state (two stages of a rank, or the embedding and the head, each their
- * WTE), message buffers have a slot per microbatch, a stash is a whole stash per microbatch in
- * flight (taken at F or R, given back after W; a non-saving F gives it back when it ends), and a
- * post-validation backup is 3 x the state. */
+ * WTE), message buffers have a slot per microbatch, the stashes are the CPU's lifetime slots
+ * (stash_slots.c) over the CUDA stash's own regions, and a post-validation backup is 3 x the
+ * state. */
 #include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_memory_cuda.h"
+#include "pipeline/stash_slots.h"
 #include "zbpp/cuda.h"
 
 /* The stage's layout figures; zeros when they cannot be had (a build without CUDA). */
@@ -43,30 +44,16 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
     m->messages += (double)buffers * (double)pl->M * (double)pl->NC * sizeof(float);
 }
 
-/* The most stashes `stage` holds at once in the program: one from each saving F (or R) to its
- * W (or BW), and one during a non-saving F (given back when it ends). At least one (validation
- * takes one for an F). */
-static int stashes_needed(const zb_rank_program_t *prog, int stage)
-{
-    int live = 0, most = 1;
-    for (int i = 0; i < prog->len; i++) {
-        const zb_action_t *a = &prog->actions[i];
-        if (a->stage != stage)
-            continue;
-        bool forgets = a->type == ZB_ACT_F && (a->flags & ZB_ACT_NOSAVE);
-        if ((a->type == ZB_ACT_F && !forgets) || a->type == ZB_ACT_R)
-            live++;
-        else if (a->type == ZB_ACT_W || a->type == ZB_ACT_BW)
-            live--;
-        int now = live + forgets;
-        most = now > most ? now : most;
-    }
-    return most;
-}
-
+/* The stage's stash slots by lifetime, as rank_cuda_stash.c allocates them: the FW, FB and BW
+ * slots the program holds at once (pl_stash_plan, the CPU rank's rule) times each region's
+ * bytes, and the stage's scratch. */
 void pl_cuda_stage_stash(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                          const zb_gpt2_span_t *sp, zb_rank_mem_t *m)
 {
     zb_cuda_stage_mem_t c = stage_figures(pl, sp);
-    m->stash_alloc += (double)stashes_needed(prog, stage) * (double)c.stash + (double)c.scratch;
+    int n[3];
+    pl_stash_plan(prog, stage, n);
+    for (int k = 0; k < 3; k++)
+        m->stash_alloc += (double)n[k] * (double)c.region[k];
+    m->stash_alloc += (double)c.scratch;
 }

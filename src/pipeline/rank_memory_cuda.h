@@ -7,7 +7,8 @@
 /* rank_memory_cuda.c: the same figures for a rank on a GPU, its device memory (pl_rank_cuda's memory model).
  * pl_cuda_stage_memory: a device stash's live bytes after F and after B; pl_cuda_stage_static
  * adds stage sp's state, backup and device message buffers to m; pl_cuda_stage_stash adds its
- * stashes (one per microbatch in flight in `prog`) and scratch to m->stash_alloc. */
+ * stash pool (the slots `prog` holds at once, by lifetime region) and scratch to
+ * m->stash_alloc. */
 void pl_cuda_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
                           size_t *after_b);
 void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,

@@ -3,15 +3,14 @@
 #define ZBPP_PL_STASH_POOL_H
 
 #include "pipeline/pipeline_types.h"
+#include "pipeline/stash_slots.h"
 
-/* stash_pool.c. pl_stash_plan: the FW, FB, BW slots `stage` needs in a rank's program (at least
- * one FW and FB: validation). pl_stash_stage_bytes: what its pool allocates (and its scratch
- * need in *scratch). The pool: init, free, reset (step start: all free); begin binds and
- * returns microbatch a->mb's stash for compute action a (taking slots; NULL + err when the
- * program breaks the order), end gives back what a leaves unneeded; eval: a stash for
- * forwards that keep nothing (between steps); live: bytes the stashes hold now; bytes: pool
- * allocation (scratch not included). */
-void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3]);
+/* stash_pool.c, the host's pool (slots: stash_slots.h). pl_stash_stage_bytes: what its pool
+ * allocates (and its scratch need in *scratch). The pool: init, free, reset (step start: all
+ * free); begin binds and returns microbatch a->mb's stash for compute action a (taking slots;
+ * NULL + err when the program breaks the order), end gives back what a leaves unneeded; eval: a
+ * stash for forwards that keep nothing (between steps); live: bytes the stashes hold now;
+ * bytes: pool allocation (scratch not included). */
 size_t pl_stash_stage_bytes(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                             size_t *scratch);
 zb_status_t pl_stash_pool_init(pl_stash_pool_t *p, const pl_t *pl,

@@ -1,0 +1,161 @@
+/* zbpp — a stage's stash slots by lifetime, the bookkeeping shared by the host and GPU pools.
+ *
+ * A (stage, microbatch)'s stash has three lifetime parts: FW (kept from F until W), FB (kept
+ * from F until B only) and BW (written by B, read by W). One whole stash per microbatch in
+ * flight (F..W) would give every microbatch between B and W room for FB it no longer needs,
+ * and every microbatch between F and B room for BW it does not need yet. So each part has its
+ * own slots, as many as the rank's program ever holds at once (pl_stash_plan):
+ *   F / R : takes an FW and an FB slot       (a non-saving F gives both back after it)
+ *   B     : takes a BW slot, gives FB back after it
+ *   W     : gives FW and BW back after it
+ *   BW    : takes a BW slot, gives all three back after it
+ * A slot given back is taken by the next action that needs one, in program order: on a GPU the
+ * rank's one stream runs its actions in that order, so the next user's writes follow the last
+ * reads. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/stash_slots.h"
+
+/* How many slots of each region action a takes before it runs and gives back after it. */
+static void action_slots(const zb_action_t *a, int take[3], int give[3])
+{
+    for (int k = 0; k < 3; k++)
+        take[k] = give[k] = 0;
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_F:
+    case ZB_ACT_R:
+        take[PL_FW] = take[PL_FB] = 1;
+        if (a->type == ZB_ACT_F && (a->flags & ZB_ACT_NOSAVE))
+            give[PL_FW] = give[PL_FB] = 1;
+        break;
+    case ZB_ACT_B: take[PL_BW] = 1, give[PL_FB] = 1; break;
+    case ZB_ACT_W: give[PL_FW] = give[PL_BW] = 1; break;
+    case ZB_ACT_BW: take[PL_BW] = 1, give[PL_FW] = give[PL_FB] = give[PL_BW] = 1; break;
+    default: break;
+    }
+}
+
+void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3])
+{
+    int now[3] = {0, 0, 0};
+    n[PL_FW] = n[PL_FB] = n[PL_BW] = 0;
+    for (int i = 0; i < prog->len; i++) {
+        const zb_action_t *a = &prog->actions[i];
+        if (a->stage != stage)
+            continue;
+        int take[3], give[3];
+        action_slots(a, take, give);
+        for (int k = 0; k < 3; k++) {
+            now[k] += take[k];
+            if (now[k] > n[k])
+                n[k] = now[k];
+            now[k] -= give[k];
+        }
+    }
+    if (n[PL_FW] < 1)
+        n[PL_FW] = 1;
+    if (n[PL_FB] < 1)
+        n[PL_FB] = 1;
+}
+
+zb_status_t pl_stash_slots_init(pl_stash_slots_t *s, const zb_rank_program_t *prog, int stage,
+                                int M, zb_err_t *err)
+{
+    memset(s, 0, sizeof *s);
+    s->M = M;
+    pl_stash_plan(prog, stage, s->n);
+    for (int k = 0; k < 3; k++) {
+        s->owner[k] = malloc((size_t)s->n[k] * sizeof(int) + 1);
+        s->slot[k] = malloc((size_t)M * sizeof(int) + 1);
+        if (!s->owner[k] || !s->slot[k])
+            return zb_err_set(err, ZB_ENOMEM, "out of memory for a stage's stash slots");
+    }
+    pl_stash_slots_reset(s);
+    return ZB_OK;
+}
+
+void pl_stash_slots_free(pl_stash_slots_t *s)
+{
+    for (int k = 0; k < 3; k++)
+        free(s->owner[k]), free(s->slot[k]);
+    memset(s, 0, sizeof *s);
+}
+
+void pl_stash_slots_reset(pl_stash_slots_t *s)
+{
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; s->owner[k] && i < s->n[k]; i++)
+            s->owner[k][i] = -1;
+        for (int m = 0; s->slot[k] && m < s->M; m++)
+            s->slot[k][m] = -1;
+    }
+}
+
+static bool take(pl_stash_slots_t *s, int k, int mb)
+{
+    for (int i = 0; i < s->n[k]; i++)
+        if (s->owner[k][i] < 0) {
+            s->owner[k][i] = mb;
+            s->slot[k][mb] = i;
+            return true;
+        }
+    return false;
+}
+
+static void give(pl_stash_slots_t *s, int k, int mb)
+{
+    if (s->slot[k][mb] >= 0)
+        s->owner[k][s->slot[k][mb]] = -1;
+    s->slot[k][mb] = -1;
+}
+
+bool pl_stash_slots_begin(pl_stash_slots_t *s, const zb_action_t *a, zb_err_t *err)
+{
+    int mb = a->mb;
+    if (mb < 0 || mb >= s->M) {
+        zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range (M = %d)", mb, s->M);
+        return false;
+    }
+    bool held = s->slot[PL_FW][mb] >= 0;
+    switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_F:
+    case ZB_ACT_R:
+        if (held) {
+            zb_err_set(err, ZB_ESCHEDULE, "F of microbatch %d repeated before its W", mb);
+            return false;
+        }
+        if (!take(s, PL_FW, mb) || !take(s, PL_FB, mb)) {
+            give(s, PL_FW, mb);
+            zb_err_set(err, ZB_ESCHEDULE, "no free activation stash (%d in flight)", s->n[PL_FW]);
+            return false;
+        }
+        return true;
+    case ZB_ACT_B:
+    case ZB_ACT_BW:
+    case ZB_ACT_W:
+        if (!held || (a->type != ZB_ACT_W && s->slot[PL_FB][mb] < 0)) {
+            zb_err_set(err, ZB_ESCHEDULE, "microbatch %d has no forward state (B/W before F?)",
+                       mb);
+            return false;
+        }
+        if (a->type == ZB_ACT_W ? s->slot[PL_BW][mb] < 0 : !take(s, PL_BW, mb)) {
+            zb_err_set(err, ZB_ESCHEDULE,
+                       a->type == ZB_ACT_W ? "W of microbatch %d before its B"
+                                           : "no free backward stash for microbatch %d",
+                       mb);
+            return false;
+        }
+        return true;
+    default: zb_err_set(err, ZB_EINVAL, "not a compute action"); return false;
+    }
+}
+
+void pl_stash_slots_end(pl_stash_slots_t *s, const zb_action_t *a)
+{
+    int take_n[3], give_n[3];
+    action_slots(a, take_n, give_n);
+    for (int k = 0; k < 3; k++)
+        if (give_n[k])
+            give(s, k, a->mb);
+}

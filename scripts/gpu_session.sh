@@ -21,7 +21,8 @@
 #                                   flash; each step bounded, all within S seconds (default 420);
 #                                   logs in one $OUT/logs.tgz (the tool returns 8 files at most).
 #                                   ALL_PARTS picks and orders the parts (kernels step ctest goals
-#                                   flash sanitize fp32), STEP_BS the step bench's B (0: largest)
+#                                   flash sanitize fp32 cpu), STEP_BS the step bench's B (0: largest);
+#                                   cpu = zbpp's CPU step vs PyTorch CPU at 1, 2 and all cores
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
 #                                   ratios, communication hidden, memory vs --ranks 1, small model)
@@ -183,6 +184,11 @@ all)
                     --error-exitcode 9 build-gpu/test_cuda_gpu_flash
                 tail -2 "$logs/sanitize_flash_$tool.log"
             done
+            ;;
+        cpu) # issue 32: the CPU step next to PyTorch on this machine's cores (1, 2, all)
+            step cpu_vs_torch 150 env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \
+                build-gpu/zbpp 3 1 12
+            tail -12 "$logs/cpu_vs_torch.log"
             ;;
         fp32) # zbpp's fp32 (TF32 off) and tf32 steps at their largest B
             for p in fp32 tf32; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI: --offload none|all|auto and the copy costs on schedule, plan, simulate and validate;
-# O/L through the CSV file round trip; train refusing offload in one line.
+# O/L through the CSV file round trip; train on CPU ranks refusing offload in one line (GPU ranks
+# run it: test_cuda_fake_pipeline, test_cuda_gpu_pipeline).
 # Usage: bash cli_offload.sh <zbpp binary> <source dir>
 set -u
 ZBPP=$1
@@ -74,7 +75,7 @@ has combine "$TMP/err" 'cannot be combined'
 printf '0F0,0L0,0O0,0F1,0I0,0W0,0I1,0W1\n1F0,1F1,1I0,1W0,1I1,1W1\n' >"$TMP/bad.csv"
 check bad-file 1 "$ZBPP" validate "$TMP/bad.csv"
 has bad-file "$TMP/err" 'L(stage 0, mb 0) comes before its O'
-# train: refused in one line, before any work
+# train on the CPU: refused in one line, before any work
 TINY=(--layers 2 --heads 2 --channels 32 --seq 16 --batch 4 --steps 1 --quiet)
 check train-flag 2 "$ZBPP" train "${TINY[@]}" --offload all
 has train-flag "$TMP/err" 'no second memory'

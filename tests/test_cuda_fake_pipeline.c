@@ -765,6 +765,58 @@ static void test_gpu_stashes_by_lifetime(void **state)
     zb_pipeline_report_free(rep), free(rep);
 }
 
+/* --offload all on GPU ranks: each stash goes to pinned host memory after its F and comes
+ * back before its B (rank_cuda_stash.c); the losses and parameters are the bits of the run
+ * without, the stash slots the ranks allocate are what the plan predicts, and fewer than
+ * without on the first rank (which holds the most microbatches between F and B). On the CPU
+ * --offload is refused in one line. */
+static void offload_same_bits(const char *schedule, int P)
+{
+    zb_train_config_t c;
+    tiny(&c, 2 * P, 2);
+    zb_pipeline_report_t *rep[2] = {calloc(1, sizeof **rep), calloc(1, sizeof **rep)};
+    float loss[2][2];
+    zb_gpt2_params_t out[2];
+    for (int k = 0; k < 2; k++) {
+        zb_pipeline_opts_t o;
+        opts(&o, P, schedule, true);
+        o.offload = k ? ZB_OFFLOAD_ALL : ZB_OFFLOAD_NONE;
+        run_ok(&c, &o, loss[k], &out[k], rep[k]);
+    }
+    assert_non_null(strstr(rep[1]->note, "+O"));
+    same_losses(loss[1], loss[0], 2, "cuda --offload all");
+    pt_assert_same_params(&out[1], &out[0], "cuda --offload all");
+    for (int r = 0; r < P; r++)
+        if (rep[1]->mem_predicted[r].stash_alloc != rep[1]->mem_measured[r].stash_alloc)
+            fail_msg("%s P=%d rank %d: stash slots predicted %.0f, allocated %.0f", schedule, P, r,
+                     rep[1]->mem_predicted[r].stash_alloc, rep[1]->mem_measured[r].stash_alloc);
+    print_message("    %s P=%d rank 0 stash slots: %.0f bytes kept, %.0f offloaded\n", schedule, P,
+                  rep[0]->mem_measured[0].stash_alloc, rep[1]->mem_measured[0].stash_alloc);
+    assert_true(rep[1]->mem_measured[0].stash_alloc < rep[0]->mem_measured[0].stash_alloc);
+    zb_gpt2_params_free(&out[0]), zb_gpt2_params_free(&out[1]);
+    zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
+    free(rep[0]), free(rep[1]);
+}
+
+static void test_gpu_offload_same_bits(void **state)
+{
+    (void)state;
+    offload_same_bits("1f1b", 4);
+    offload_same_bits("zb-h1", 4);
+    offload_same_bits("zb-v", 2);
+    zb_train_config_t c;
+    tiny(&c, 4, 1);
+    zb_pipeline_opts_t o;
+    opts(&o, 2, "1f1b", false);
+    o.offload = ZB_OFFLOAD_ALL;
+    zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+    float loss[1];
+    zb_err_t err;
+    assert_int_equal(pt_run(&c, &o, loss, NULL, rep, &err), ZB_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "no second memory"));
+    zb_pipeline_report_free(rep), free(rep);
+}
+
 static void test_device_memory_predicted_is_measured(void **state)
 {
     (void)state;
@@ -852,6 +904,7 @@ int main(void)
         cmocka_unit_test(test_checkpoints_cross_devices),
         cmocka_unit_test(test_device_memory_predicted_is_measured),
         cmocka_unit_test(test_gpu_stashes_by_lifetime),
+        cmocka_unit_test(test_gpu_offload_same_bits),
         cmocka_unit_test(test_bf16_same_bits_and_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -121,6 +121,38 @@ static void test_families_same_bits(void **state)
     assert_true(ran >= 10);
 }
 
+/* --offload all on a real GPU: every stash downloaded to pinned host memory after its F and
+ * uploaded before its B on the stage's copy streams, ordered by events only (no host wait), in
+ * 4 partitions with messages staged through the same copy streams: the losses and parameters
+ * are the bits of the run without offload, for families with and without deferred W. */
+static void test_offload_same_bits(void **state)
+{
+    (void)state;
+    const char *families[] = {"1f1b", "zb-h1", "zb-h2", "zb-v"};
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+        zb_train_config_t c;
+        tiny(&c, 8);
+        float loss[2][STEPS];
+        zb_gpt2_params_t got[2];
+        zb_pipeline_report_t rep = {0};
+        for (int k = 0; k < 2; k++) {
+            zb_pipeline_opts_t o;
+            zb_err_t err;
+            opts(&o, families[f][3] == 'v' ? 2 : 4, families[f]);
+            o.cuda = &PART;
+            o.offload = k ? ZB_OFFLOAD_ALL : ZB_OFFLOAD_NONE;
+            if (pt_run(&c, &o, loss[k], &got[k], &rep, &err) != ZB_OK)
+                fail_msg("%s --offload %s: %s", families[f], k ? "all" : "none", err.msg);
+        }
+        if (memcmp(loss[1], loss[0], sizeof loss[0]) != 0)
+            fail_msg("%s: --offload all changed the losses", families[f]);
+        pt_assert_same_params(&got[1], &got[0], families[f]);
+        printf("%s --offload all: the bits of the run without (%s)\n", families[f], rep.note);
+        zb_gpt2_params_free(&got[0]), zb_gpt2_params_free(&got[1]);
+        zb_pipeline_report_free(&rep);
+    }
+}
+
 /* Device messages (D2D after the sender's event) give host staging's bits; --trace times every
  * action with CUDA events: a measured bubble in [0, 1), the bits unchanged. */
 static void test_device_messages_and_trace(void **state)
@@ -184,6 +216,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families_same_bits),
         cmocka_unit_test(test_device_messages_and_trace),
+        cmocka_unit_test(test_offload_same_bits),
         cmocka_unit_test(test_failing_rank_stops_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

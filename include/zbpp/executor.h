@@ -1,7 +1,7 @@
 /* zbpp — the executor: runs one rank's lowered action list, exactly as the schedule says.
  *
- * The executor knows nothing about the model: compute actions (F, B, W, BW) and the buffers of
- * messages are delegated to an ops vtable, communication actions (SEND_F, RECV_F, SEND_B,
+ * The executor knows nothing about the model: compute actions (F, B, W, BW, R), copies (O, L)
+ * and the buffers of messages are delegated to an ops vtable, communication actions (SEND_F, RECV_F, SEND_B,
  * RECV_B) go through a zb_transport_t. It runs the actions of its rank in program order, nothing
  * more, and records when each started and ended, so a measured timeline can be laid next to the
  * simulator's prediction (zb_exec_fill_sim). On any failure it aborts the transport, so every
@@ -41,6 +41,10 @@ typedef struct {
      * not have). A deferred buffer must stay valid until it is handed over. */
     zb_status_t (*send_ready)(void *ctx, const zb_action_t *a, bool wait, bool *ready,
                               zb_err_t *err);
+    /* O(s, m) / L(s, m): offload the stash of (s, m) to host memory / reload it (queued on the
+     * device's copy channels; the B after an L must find it there). Required if the program
+     * has O/L actions. */
+    zb_status_t (*copy)(void *ctx, const zb_action_t *a, zb_err_t *err);
 } zb_exec_ops_t;
 
 typedef struct {

@@ -383,7 +383,8 @@ int zb_cmd_train(int argc, char **argv)
     if (rc)
         return rc;
     if ((rc = zb_cli_device_resolve(&dev, "train")) != 0 ||
-        (rc = zb_cli_device_check_ranks(&dev, "train", pipe.opts.ranks)) != 0)
+        (rc = zb_cli_device_check_ranks(&dev, "train", pipe.opts.ranks)) != 0 ||
+        (rc = zb_cli_pipeline_offload(&pipe, dev.cuda)) != 0)
         return rc;
     zb_status_t st = zb_train_config_check(&c, &err);
     if (st != ZB_OK)

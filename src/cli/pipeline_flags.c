@@ -31,10 +31,9 @@ static const char *flag_name(int id)
 #undef ZB_CLI_PIPELINE_NAME
 }
 
-/* Why training refuses offload (zbpp schedule/plan plan it; nothing runs it yet). */
+/* Why a CPU run refuses offload. */
 static const char offload_refusal[] =
-    "CPU ranks have no second memory to move activations to, and GPU ranks cannot run O/L "
-    "actions yet (plan offload with zbpp schedule|plan --offload)";
+    "a CPU rank has no second memory to offload activations to (GPU ranks: --device cuda)";
 
 zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v, zb_err_t *err)
 {
@@ -91,13 +90,7 @@ zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v,
         pc->timeout_given = 1;
         break;
     case ZB_OPT_PIPE_RECOMPUTE: st = zb_recompute_parse(v, &o->recompute, err); break;
-    case ZB_OPT_PIPE_OFFLOAD: {
-        zb_offload_t mode;
-        st = zb_offload_parse(v, &mode, err);
-        if (st == ZB_OK && mode != ZB_OFFLOAD_NONE)
-            st = zb_err_set(err, ZB_EINVAL, "--offload %s: %s", v, offload_refusal);
-        break;
-    }
+    case ZB_OPT_PIPE_OFFLOAD: st = zb_offload_parse(v, &o->offload, err); break;
     case ZB_OPT_PIPE_KEEP_ACTIVATIONS:
         if ((st = zb_cli_flag_choice(v, keeps, a, &k, err)) == ZB_OK)
             o->keep = k == 1 ? ZB_GPT2_KEEP_SELECTIVE : ZB_GPT2_KEEP_ALL;
@@ -152,6 +145,9 @@ void zb_cli_pipeline_usage(FILE *out)
             "                       its input and an R redoes it before the backward (all), or\n"
             "                       only when the schedule would not fit --mem-limit (auto);\n"
             "                       same bits as none (default none)\n"
+            "  --offload none|all|auto   GPU ranks: each stash to pinned host memory after its F\n"
+            "                       and back before its B (all), or keep, offload or recompute\n"
+            "                       each as --mem-limit needs (auto); same bits (default none)\n"
             "  --keep-activations all|selective   what a forward keeps: everything (default),\n"
             "                       or not the LayerNorm and GELU outputs, which the weight\n"
             "                       gradient (W) recomputes (selective recompute; same bits)\n"
@@ -159,11 +155,27 @@ void zb_cli_pipeline_usage(FILE *out)
             "                       rank + a manifest at the --save path (--resume reads both)\n");
 }
 
+int zb_cli_pipeline_offload(const zb_cli_pipeline_t *pc, bool cuda)
+{
+    if (cuda)
+        return 0;
+    if (pc->opts.offload != ZB_OFFLOAD_NONE)
+        fprintf(stderr, "zbpp train: --offload %s: %s\n", zb_offload_name(pc->opts.offload),
+                offload_refusal);
+    else if (pc->file_offloads)
+        fprintf(stderr, "zbpp train: schedule file %s has offload (O/L) actions: %s\n",
+                pc->opts.schedule_file, offload_refusal);
+    else
+        return 0;
+    return 2;
+}
+
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c)
 {
     return pc->opts.ranks > 1 || pc->opts.dp > 1 || pc->mpi || pc->opts.sharded_checkpoint ||
            pc->opts.schedule_file || pc->opts.trace_svg_path || pc->routes ||
            pc->opts.recompute != ZB_RECOMPUTE_NONE || pc->opts.keep != ZB_GPT2_KEEP_ALL ||
+           pc->opts.offload != ZB_OFFLOAD_NONE ||
            (c->resume_path && zb_ckpt_is_sharded(c->resume_path));
 }
 
@@ -193,11 +205,8 @@ int zb_cli_pipeline_schedule_file(zb_cli_pipeline_t *pc, zb_train_config_t *c,
         return 1;
     }
     int rc = 0;
-    if (zb_schedule_has_offload(s)) {
-        fprintf(stderr, "zbpp train: schedule file %s has offload (O/L) actions: %s\n", path,
-                offload_refusal);
-        rc = 2;
-    } else if (pc->ranks_given && pc->opts.ranks != s->ranks) {
+    pc->file_offloads = zb_schedule_has_offload(s);
+    if (pc->ranks_given && pc->opts.ranks != s->ranks) {
         fprintf(stderr, "zbpp train: schedule file %s has %d ranks (rows) but --ranks is %d\n",
                 path, s->ranks, pc->opts.ranks);
         rc = 2;

@@ -22,6 +22,7 @@ typedef struct {
     /* a pipeline flag without effect for one rank in one process (--optimizer-sync,
      * --partition, --comm-timeout): a warning when the single-process trainer runs */
     const char *inert;
+    bool file_offloads; /* --schedule-file has O/L actions (GPU ranks only: zb_cli_pipeline_offload) */
 } zb_cli_pipeline_t;
 
 /* The pipeline flags, all with a value: X(ID, "name"). A flag is added here and in
@@ -49,6 +50,9 @@ void zb_cli_pipeline_usage(FILE *out);
 /* True when the run must go through the pipeline trainer even with one rank (MPI, sharded
  * checkpoints in or out). */
 int zb_cli_pipeline_wanted(const zb_cli_pipeline_t *pc, const zb_train_config_t *c);
+/* 2 after one line on stderr when the run offloads (--offload, or a schedule file with O/L)
+ * but its ranks are on the CPU (cuda false); else 0. */
+int zb_cli_pipeline_offload(const zb_cli_pipeline_t *pc, bool cuda);
 /* --schedule-file: read the file and take its ranks (and microbatches, unless
  * microbatches_given) into the run; a --ranks that disagrees, or --schedule with it, is an
  * error. Returns 0, or the exit status after printing one line. */

@@ -211,6 +211,16 @@ zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err
     return st != ZB_OK ? st : cuda_err(cudaStreamWaitEvent(s->ctx.stream, ev, 0), "event wait", err);
 }
 
+zb_status_t zb_cuda_stage_copy_wait(zb_cuda_stage_t *s, bool upload, struct CUevent_st *ev,
+                                    zb_err_t *err)
+{
+    if (!s || !ev)
+        return zb_err_set(err, ZB_EINVAL, "cuda copy wait: stage and event are required");
+    cudaStream_t *stream = upload ? &s->up_stream : &s->down_stream;
+    zb_status_t st = copy_stream(s, stream, "copy wait", err);
+    return st != ZB_OK ? st : cuda_err(cudaStreamWaitEvent(*stream, ev, 0), "copy wait", err);
+}
+
 zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err)
 {
     if (!ev)

@@ -138,6 +138,9 @@ static zb_status_t run_action(const zb_schedule_t *s, zb_transport_t *t, const z
     zb_action_type_t type = (zb_action_type_t)a->type;
     if (zb_action_is_compute(type))
         return ops->compute(ops->ctx, a, err);
+    if (zb_action_is_copy(type))
+        return ops->copy ? ops->copy(ops->ctx, a, err)
+                         : zb_err_set(err, ZB_EUNSUPPORTED, "no copy op for offload (O/L) actions");
 
     int peer;
     uint32_t tag;

@@ -163,7 +163,7 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
                               : flop_partition(pl, S, first, costs, err);
     if (st != ZB_OK)
         return st;
-    pl_stage_memory(pl, S, first, costs);
+    pl_stage_memory(pl, S, first, costs); /* an offload moves m_f: the device's own figure */
     if (pl->opts->mem_limit > 0) {
         /* the limit is on the whole rank: the activations get what the rest leaves */
         double fixed = pl_static_bound(pl, S, first), limit = pl->opts->mem_limit;
@@ -210,7 +210,12 @@ static zb_status_t try_chunks(const pl_t *pl, const zb_gen_params_t *base, int v
         gp.recompute = pl->opts->recompute;
     zb_sim_t sim;
     c->sched = NULL;
-    if ((st = zb_generate(pl->opts->schedule, &gp, &c->sched, err)) == ZB_OK &&
+    zb_offload_t off = pl->opts->cuda ? pl->opts->offload : ZB_OFFLOAD_NONE;
+    if (off != ZB_OFFLOAD_NONE && pl->opts->recompute == ZB_RECOMPUTE_NONE)
+        st = zb_generate_offload(pl->opts->schedule, &gp, off, &c->sched, err); /* with its copies */
+    else
+        st = zb_generate(pl->opts->schedule, &gp, &c->sched, err);
+    if (st == ZB_OK &&
         (st = zb_simulate(c->sched, &c->costs, &sim, err)) == ZB_OK) {
         *makespan = sim.makespan;
         zb_sim_free(&sim);
@@ -267,11 +272,11 @@ static zb_status_t schedule_from_file(const pl_t *pl, zb_schedule_t **out, zb_er
     if (st != ZB_OK)
         return zb_err_set(err, st, "schedule file %s: %s", path, perr.msg);
     const zb_schedule_t *s = *out;
-    if (zb_schedule_has_offload(s))
+    if (zb_schedule_has_offload(s) && !o->cuda)
         st = zb_err_set(err, ZB_EUNSUPPORTED,
-                        "schedule file %s has offload (O/L) actions: %s", path,
-                        o->cuda ? "GPU ranks cannot run them yet"
-                                : "a CPU rank has no second memory to offload activations to");
+                        "schedule file %s has offload (O/L) actions: a CPU rank has no second "
+                        "memory to offload activations to (GPU ranks: --device cuda)",
+                        path);
     else if (s->ranks != pl->P)
         st = zb_err_set(err, ZB_EINVAL, "schedule file %s has %d ranks (rows) but --ranks is %d",
                         path, s->ranks, pl->P);
@@ -395,6 +400,38 @@ static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, zb_costs_t
         strcat(rc->name, "+rc");
     zb_schedule_free(*s);
     *s = rc;
+    return ZB_OK;
+}
+
+/* --offload on the planned schedule (GPU ranks; docs/offload.md): zb_plan_offload under the
+ * costs and the ranks' limits, a copy timed as long as its stage's F (no bandwidth is measured
+ * yet). A family planned with costs (auto) has planned its offload already (try_chunks). */
+static zb_status_t apply_offload(const pl_t *pl, zb_schedule_t **s, zb_costs_t *costs,
+                                 zb_err_t *err)
+{
+    const zb_pipeline_opts_t *o = pl->opts;
+    if (o->offload == ZB_OFFLOAD_NONE || zb_schedule_has_offload(*s))
+        return ZB_OK;
+    if (o->recompute != ZB_RECOMPUTE_NONE || zb_schedule_has_recompute(*s))
+        return zb_err_set(err, ZB_EINVAL, "--offload %s and --recompute exclude each other "
+                                          "(--offload auto recomputes what offloading cannot fit)",
+                          zb_offload_name(o->offload));
+    if (!o->cuda)
+        return zb_err_set(err, ZB_EUNSUPPORTED, "--offload %s: a CPU rank has no second memory "
+                                                "to offload activations to (GPU ranks: --device "
+                                                "cuda)",
+                          zb_offload_name(o->offload));
+    zb_status_t st = set_rank_budgets(pl, *s, costs, err);
+    zb_schedule_t *out = NULL;
+    char note[96] = "";
+    if (st == ZB_OK)
+        st = zb_plan_offload(*s, o->offload, costs, &out, note, err);
+    if (st != ZB_OK)
+        return st;
+    if (zb_schedule_has_offload(out) && strlen(out->name) + 3 < sizeof out->name)
+        strcat(out->name, "+O");
+    zb_schedule_free(*s);
+    *s = out;
     return ZB_OK;
 }
 
@@ -538,6 +575,7 @@ zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t 
     plan->S = c->sched->stages;
     memcpy(plan->first, c->first, (size_t)(plan->S + 1) * sizeof *plan->first);
     if ((st = apply_recompute(pl, &c->sched, &c->costs, err)) == ZB_OK &&
+        (st = apply_offload(pl, &c->sched, &c->costs, err)) == ZB_OK &&
         (st = predict_and_lower(pl, c, plan, rep, err)) == ZB_OK &&
         (st = check_mem_limit(pl, rep, err)) == ZB_OK &&
         (st = assign_units(pl, plan, err)) == ZB_OK) {

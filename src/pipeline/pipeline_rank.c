@@ -275,6 +275,25 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
     return timed_end(R, st, err);
 }
 
+/* O / L: the device's copy of the stash, timed like a compute action (its copy runs beside the
+ * compute, so its interval on the compute stream is empty: copies are not busy time). */
+static zb_status_t op_copy(void *ctx, const zb_action_t *a, zb_err_t *err)
+{
+    pl_rank_t *R = ctx;
+    if (!R->dev->copy)
+        return zb_err_set(err, ZB_EUNSUPPORTED, "%s ranks cannot offload activations",
+                          R->dev->name);
+    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
+    if (!ls)
+        return ZB_ESCHEDULE;
+    if (a->mb < 0 || a->mb >= R->pl->M)
+        return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", a->mb);
+    zb_status_t st = timed(R, true, err);
+    if (st == ZB_OK)
+        st = R->dev->copy(R, ls, a, err);
+    return timed_end(R, st, err);
+}
+
 zb_status_t pl_rank_payload(pl_rank_t *R, const zb_action_t *a, bool queue, void **at,
                             zb_err_t *err)
 {
@@ -467,7 +486,8 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .send_payload = op_send,
                          .recv_payload = op_recv,
                          .recv_bytes = op_recv_bytes,
-                         .send_ready = R->dev->message_ready ? op_send_ready : NULL};
+                         .send_ready = R->dev->message_ready ? op_send_ready : NULL,
+                         .copy = op_copy};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
     zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
     if (st == ZB_OK && R->dev->finish && (st = pl_phase(R, ZB_PHASE_DRAIN, true, err)) == ZB_OK)

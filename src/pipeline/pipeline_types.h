@@ -35,11 +35,13 @@ typedef struct {
 } pl_msgbuf_t;
 
 /* Which slot of each lifetime region (FW, FB, BW) a stage's microbatches hold
- * (stash_slots.c): n[k] slots, as many as the rank's program holds at once. */
+ * (stash_slots.c): n[k] slots, as many as the rank's program holds at once; an offloaded
+ * microbatch holds none until its reload. */
 typedef struct {
     int n[3];
     int *owner[3]; /* [n[k]] microbatch in the slot, -1 = free */
     int *slot[3];  /* [M] slot of a microbatch, -1 = none */
+    unsigned char *away; /* [M] offloaded (an O ran, its L has not): FW and FB in host memory */
     int M;
 } pl_stash_slots_t;
 

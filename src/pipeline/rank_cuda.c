@@ -607,6 +607,14 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
     return st;
 }
 
+/* O / L: the stash pool's copies (rank_cuda_stash.c). */
+static zb_status_t cuda_copy(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, zb_err_t *err)
+{
+    zb_status_t st = pl_cu_stash_pool_copy(&CU(R)->st[ls - R->st].pool, a, err);
+    track_memory(R);
+    return st;
+}
+
 const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .run_open = pl_cuda_open,
                                     .run_close = pl_cuda_close,
@@ -618,6 +626,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .close = cuda_close,
                                     .step_begin = cuda_step_begin,
                                     .compute = cuda_compute,
+                                    .copy = cuda_copy,
                                     .message = pl_cu_message,
                                     .message_ready = pl_cu_message_ready,
                                     .memory = cuda_memory,

@@ -56,6 +56,10 @@ typedef struct pl_rank_dev {
      * writes R->mb_loss[a->mb]. */
     zb_status_t (*compute)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, size_t tok,
                            bool eval, zb_err_t *err);
+    /* O / L of microbatch a->mb on local stage ls: its stash to host memory / back (queued;
+     * the B after an L finds it there). NULL: the device cannot offload (the planner refuses
+     * --offload for it before any rank exists). */
+    zb_status_t (*copy)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, zb_err_t *err);
     /* SEND_F / SEND_B: the message's bytes in host memory (*host, R->msg_bytes: NC floats, or
      * a device's handle); RECV_F / RECV_B: where the transport writes them. */
     zb_status_t (*message)(pl_rank_t *R, pl_stage_t *ls, const zb_action_t *a, void **host,

@@ -9,6 +9,8 @@
  *   B     : takes a BW slot, gives FB back after it
  *   W     : gives FW and BW back after it
  *   BW    : takes a BW slot, gives all three back after it
+ *   O     : gives FW and FB back after it (the stash is in host memory until its L)
+ *   L     : takes an FW and an FB slot again (the B after it finds the stash there)
  * A slot given back is taken by the next action that needs one, in program order: on a GPU the
  * rank's one stream runs its actions in that order, so the next user's writes follow the last
  * reads. */
@@ -32,6 +34,8 @@ static void action_slots(const zb_action_t *a, int take[3], int give[3])
     case ZB_ACT_B: take[PL_BW] = 1, give[PL_FB] = 1; break;
     case ZB_ACT_W: give[PL_FW] = give[PL_BW] = 1; break;
     case ZB_ACT_BW: take[PL_BW] = 1, give[PL_FW] = give[PL_FB] = give[PL_BW] = 1; break;
+    case ZB_ACT_O: give[PL_FW] = give[PL_FB] = 1; break;
+    case ZB_ACT_L: take[PL_FW] = take[PL_FB] = 1; break;
     default: break;
     }
 }
@@ -71,6 +75,8 @@ zb_status_t pl_stash_slots_init(pl_stash_slots_t *s, const zb_rank_program_t *pr
         if (!s->owner[k] || !s->slot[k])
             return zb_err_set(err, ZB_ENOMEM, "out of memory for a stage's stash slots");
     }
+    if (!(s->away = calloc((size_t)M + 1, 1)))
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for a stage's stash slots");
     pl_stash_slots_reset(s);
     return ZB_OK;
 }
@@ -79,6 +85,7 @@ void pl_stash_slots_free(pl_stash_slots_t *s)
 {
     for (int k = 0; k < 3; k++)
         free(s->owner[k]), free(s->slot[k]);
+    free(s->away);
     memset(s, 0, sizeof *s);
 }
 
@@ -90,6 +97,8 @@ void pl_stash_slots_reset(pl_stash_slots_t *s)
         for (int m = 0; s->slot[k] && m < s->M; m++)
             s->slot[k][m] = -1;
     }
+    if (s->away)
+        memset(s->away, 0, (size_t)s->M);
 }
 
 static bool take(pl_stash_slots_t *s, int k, int mb)
@@ -119,9 +128,29 @@ bool pl_stash_slots_begin(pl_stash_slots_t *s, const zb_action_t *a, zb_err_t *e
     }
     bool held = s->slot[PL_FW][mb] >= 0;
     switch ((zb_action_type_t)a->type) {
+    case ZB_ACT_O:
+        if (!held || s->slot[PL_FB][mb] < 0) {
+            zb_err_set(err, ZB_ESCHEDULE, "O of microbatch %d without its forward's stash", mb);
+            return false;
+        }
+        s->away[mb] = 1;
+        return true;
+    case ZB_ACT_L:
+        if (!s->away[mb]) {
+            zb_err_set(err, ZB_ESCHEDULE, "L of microbatch %d without an O before it", mb);
+            return false;
+        }
+        if (!take(s, PL_FW, mb) || !take(s, PL_FB, mb)) {
+            give(s, PL_FW, mb);
+            zb_err_set(err, ZB_ESCHEDULE, "no free activation stash for the reload of microbatch %d",
+                       mb);
+            return false;
+        }
+        s->away[mb] = 0;
+        return true;
     case ZB_ACT_F:
     case ZB_ACT_R:
-        if (held) {
+        if (held || s->away[mb]) {
             zb_err_set(err, ZB_ESCHEDULE, "F of microbatch %d repeated before its W", mb);
             return false;
         }
@@ -135,7 +164,9 @@ bool pl_stash_slots_begin(pl_stash_slots_t *s, const zb_action_t *a, zb_err_t *e
     case ZB_ACT_BW:
     case ZB_ACT_W:
         if (!held || (a->type != ZB_ACT_W && s->slot[PL_FB][mb] < 0)) {
-            zb_err_set(err, ZB_ESCHEDULE, "microbatch %d has no forward state (B/W before F?)",
+            zb_err_set(err, ZB_ESCHEDULE,
+                       s->away[mb] ? "microbatch %d's stash is offloaded (no L before its B)"
+                                   : "microbatch %d has no forward state (B/W before F?)",
                        mb);
             return false;
         }

@@ -15,8 +15,9 @@ enum { PL_FW = 0, PL_FB = 1, PL_BW = 2 };
 void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3]);
 
 /* init: sized by pl_stash_plan (ZB_ENOMEM); reset: all free (a step's start); begin takes the
- * slots compute action a needs (false + err when the program breaks the order); end gives back
- * what a leaves unneeded; at: the slot region k holds for microbatch mb, -1 none. */
+ * slots compute or copy action a needs (an L: FW and FB again; false + err when the program
+ * breaks the order); end gives back what a leaves unneeded (an O: FW and FB); at: the slot
+ * region k holds for microbatch mb, -1 none. */
 zb_status_t pl_stash_slots_init(pl_stash_slots_t *s, const zb_rank_program_t *prog, int stage,
                                 int M, zb_err_t *err);
 void pl_stash_slots_free(pl_stash_slots_t *s);

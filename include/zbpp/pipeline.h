@@ -71,8 +71,9 @@ typedef struct {
     /* Activation offload (docs/offload.md; GPU ranks only): none; all (every stash to pinned
      * host memory after its F, back before its B); auto (keep, offload or recompute each
      * (stage, microbatch) to fit mem_limit at the least cost). Excludes `recompute` (auto
-     * recomputes where offloading cannot fit). The planner times a copy as long as the stage's
-     * F (its neutral default: no bandwidth is measured yet). Same bits whichever is chosen. */
+     * recomputes where offloading cannot fit). The planner times a copy by the bandwidths the
+     * GPU profile measures (`profile`), else as long as the stage's F. Same bits whichever is
+     * chosen. */
     zb_offload_t offload;
     /* What a saving F keeps (--keep-activations): ALL, or SELECTIVE (the LayerNorm and GELU
      * outputs are recomputed in W; zbpp/gpt2.h). Orthogonal to `recompute`; same bits. */

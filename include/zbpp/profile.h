@@ -68,6 +68,9 @@ typedef struct {
     size_t msg_bytes;     /* one activation message: batch·seq·C floats */
     double comm;          /* seconds from send to receive of such a message between two rank
                              threads (half a ping-pong round trip, median) */
+    double copy_d2h, copy_h2d; /* GPU profiles: bytes per second of such a message copied to
+                                  page-locked host memory and back, each alone (median; what
+                                  an offload's O and L move); 0 = not measured (CPU) */
     double wall;          /* seconds the measurement took */
 } zb_profile_t;
 

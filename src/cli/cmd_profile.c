@@ -292,8 +292,12 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
         printf("%-10s %9.3f %9.3f %9.3f %9.3f\n", part_name(k, L, buf, sizeof buf), t.f * 1e3,
                t.b * 1e3, t.w * 1e3, (t.f + t.b + t.w) * 1e3);
     }
-    printf("message of %.1f KiB %s: %.3f ms\n\n", p->msg_bytes / 1024.0,
+    printf("message of %.1f KiB %s: %.3f ms\n", p->msg_bytes / 1024.0,
            o->dev.cuda ? "device -> host -> device" : "between rank threads", p->comm * 1e3);
+    if (p->copy_d2h > 0) /* what --offload's copies are planned with */
+        printf("to page-locked host memory %.1f GB/s, back %.1f GB/s\n", p->copy_d2h / 1e9,
+               p->copy_h2d / 1e9);
+    printf("\n");
     printf("stages for P=%d ranks x V=%d chunks (%s placement), partition balancing F+B+W:\n",
            o->ranks, o->chunks, zb_placement_name(o->placement));
     printf("%-5s %-4s %-7s %8s %8s %8s %9s %9s %9s %9s\n", "stage", "rank", "blocks", "T_F ms",
@@ -363,7 +367,9 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
         printf("%s\n    {\"part\": \"%s\", \"f\": %.6g, \"b\": %.6g, \"w\": %.6g}", k ? "," : "",
                part_name(k, L, buf, sizeof buf), t.f, t.b, t.w);
     }
-    printf("\n  ],\n  \"message_bytes\": %zu, \"comm\": %.6g,\n", p->msg_bytes, p->comm);
+    printf("\n  ],\n  \"message_bytes\": %zu, \"comm\": %.6g, \"copy_d2h\": %.6g, "
+           "\"copy_h2d\": %.6g,\n",
+           p->msg_bytes, p->comm, p->copy_d2h, p->copy_h2d);
     printf("  \"ranks\": %d, \"chunks\": %d, \"placement\": \"%s\", \"microbatches\": %d,\n",
            o->ranks, o->chunks, zb_placement_name(o->placement), o->c.microbatches);
     printf("  \"stages\": [");

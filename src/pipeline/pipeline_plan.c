@@ -164,6 +164,15 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
     if (st != ZB_OK)
         return st;
     pl_stage_memory(pl, S, first, costs); /* an offload moves m_f: the device's own figure */
+    /* the copies timed by the GPU profile's measured bandwidths (seconds, as its costs); else
+     * as long as the stage's F (the FLOP model has no time unit to set a bandwidth in) */
+    if (pl->opts->offload != ZB_OFFLOAD_NONE && pl->prof && pl->prof->copy_d2h > 0 &&
+        pl->prof->copy_h2d > 0 &&
+        (st = zb_costs_set_offload(costs, -1, pl->prof->copy_d2h, pl->prof->copy_h2d, 0, err)) !=
+            ZB_OK) {
+        zb_costs_free(costs);
+        return st;
+    }
     if (pl->opts->mem_limit > 0) {
         /* the limit is on the whole rank: the activations get what the rest leaves */
         double fixed = pl_static_bound(pl, S, first), limit = pl->opts->mem_limit;
@@ -404,8 +413,8 @@ static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, zb_costs_t
 }
 
 /* --offload on the planned schedule (GPU ranks; docs/offload.md): zb_plan_offload under the
- * costs and the ranks' limits, a copy timed as long as its stage's F (no bandwidth is measured
- * yet). A family planned with costs (auto) has planned its offload already (try_chunks). */
+ * costs and the ranks' limits (plan_stages set the copies' costs). A family planned with costs
+ * (auto) has planned its offload already (try_chunks). */
 static zb_status_t apply_offload(const pl_t *pl, zb_schedule_t **s, zb_costs_t *costs,
                                  zb_err_t *err)
 {

@@ -236,7 +236,23 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
         if (i >= 0)
             rtt[i] = zb_now() - t0;
     }
+    /* offload's copies: the same block to page-locked host memory and back, each timed alone
+     * (the planner times an O and an L with these bandwidths) */
+    double d2h[PINGPONGS], h2d[PINGPONGS];
+    for (int i = -1; i < PINGPONGS && st == ZB_OK; i++) {
+        double t0 = zb_now();
+        st = zb_cuda_copy_to_host(bs, p.msg, p.x_out, nc, err);
+        double t1 = zb_now();
+        if (st == ZB_OK)
+            st = zb_cuda_copy_to_device(bs, p.x_in, p.msg, nc, err);
+        if (i >= 0)
+            d2h[i] = t1 - t0, h2d[i] = zb_now() - t1;
+    }
     if (st == ZB_OK) {
+        double bytes = (double)nc * sizeof(float), down = cp_median(d2h, PINGPONGS),
+               up = cp_median(h2d, PINGPONGS);
+        out->copy_d2h = down > 0 ? bytes / down : 0;
+        out->copy_h2d = up > 0 ? bytes / up : 0;
         out->comm = cp_median(rtt, PINGPONGS);
         out->msg_bytes = nc * sizeof(float);
         out->cfg = *cfg;

@@ -21,7 +21,8 @@
 #                                   flash; each step bounded, all within S seconds (default 420);
 #                                   logs in one $OUT/logs.tgz (the tool returns 8 files at most).
 #                                   ALL_PARTS picks and orders the parts (kernels step ctest goals
-#                                   flash sanitize fp32 cpu), STEP_BS the step bench's B (0: largest);
+#                                   flash sanitize fp32 offload cpu), STEP_BS the step bench's B
+#                                   (0: largest); offload = bench/bench_gpu_offload.sh;
 #                                   cpu = zbpp's CPU step vs PyTorch CPU at 1, 2 and all cores
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
@@ -184,6 +185,10 @@ all)
                     --error-exitcode 9 build-gpu/test_cuda_gpu_flash
                 tail -2 "$logs/sanitize_flash_$tool.log"
             done
+            ;;
+        offload) # issue 35: offload's goals (zb-h1 with --offload all / auto vs recompute)
+            step offload 200 env OUT="$logs" bash bench/bench_gpu_offload.sh build-gpu 6 16 1024 bf16 4 8
+            tail -12 "$logs/offload.log"
             ;;
         cpu) # issue 32: the CPU step next to PyTorch on this machine's cores (1, 2, all)
             step cpu_vs_torch 150 env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \

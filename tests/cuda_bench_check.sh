@@ -13,17 +13,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 PYTHONPYCACHEPREFIX=$tmp python3 -m py_compile "$SRC/bench/torch_gpt2.py" \
   || { echo "FAIL: bench/torch_gpt2.py does not compile"; exit 1; }
-for f in bench/bench_cuda.sh bench/bench_gpu_pipeline.sh; do
+for f in bench/bench_cuda.sh bench/bench_gpu_pipeline.sh bench/bench_gpu_offload.sh \
+  bench/gpu_bench_lib.sh; do
   bash -n "$SRC/$f" || { echo "FAIL: $f does not parse"; exit 1; }
 done
-# the pipeline goals' runner where there is no GPU: skipped (77) with the reason, nothing run.
-# The GPU is hidden even where there is one: the goals are a benchmark of minutes (gpu_session.sh
-# goals), not part of a test run
-CUDA_VISIBLE_DEVICES= OUT=$tmp bash "$SRC/bench/bench_gpu_pipeline.sh" "$(dirname "$1")" \
-  >"$tmp/gp" 2>&1
-rc=$?
-[ $rc -eq 77 ] && grep -q "^skipped: .*\(no CUDA device\|without CUDA\)" "$tmp/gp" \
-  || { echo "FAIL: bench_gpu_pipeline.sh without a GPU: rc $rc, not the skip: $(head -3 "$tmp/gp")"; exit 1; }
+# the pipeline and offload goals' runners where there is no GPU: skipped (77) with the reason,
+# nothing run. The GPU is hidden even where there is one: the goals are a benchmark of minutes
+# (gpu_session.sh goals / offload), not part of a test run
+for g in bench_gpu_pipeline bench_gpu_offload; do
+  CUDA_VISIBLE_DEVICES= OUT=$tmp bash "$SRC/bench/$g.sh" "$(dirname "$1")" >"$tmp/gp" 2>&1
+  rc=$?
+  [ $rc -eq 77 ] && grep -q "^skipped: .*\(no CUDA device\|without CUDA\)" "$tmp/gp" \
+    || { echo "FAIL: $g.sh without a GPU: rc $rc, not the skip: $(head -3 "$tmp/gp")"; exit 1; }
+done
 for f in scripts/gpu_deps.sh scripts/gpu_session.sh; do
   bash -n "$SRC/$f" || { echo "FAIL: $f does not parse"; exit 1; }
 done

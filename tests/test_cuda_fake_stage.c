@@ -54,6 +54,68 @@ static void test_fake_is_the_cpu_stage(void **state)
     zb_gpt2_grads_free(&gg);
 }
 
+/* A head stage made with zb_cuda_stage_new_tied reads the embedding stage's WTE: the same loss
+ * and gradients as a head with its own copy of the same weights, its buffers one WTE smaller
+ * (as zb_cuda_stage_memory_tied predicts); a stage that is not the embedding's is refused. */
+static void test_tied_head_reads_the_embedding(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    zb_cuda_stage_t *embed = NULL, *own = NULL, *tied = NULL;
+    must(zb_cuda_stage_new(&CFG, &TWO[0], BB, TT, ZB_CUDA_FP32, 0, &embed, &e), &e);
+    must(zb_cuda_params_upload(embed, &P0, &e), &e);
+    must(zb_cuda_stage_new(&CFG, &TWO[1], BB, TT, ZB_CUDA_FP32, 0, &own, &e), &e);
+    must(zb_cuda_params_upload(own, &P0, &e), &e);
+    assert_int_equal(zb_cuda_stage_new_tied(&CFG, &TWO[1], BB, TT, ZB_CUDA_FP32, 0, own, &tied,
+                                            &e),
+                     ZB_EINVAL);
+    assert_int_equal(zb_cuda_stage_new_tied(&CFG, &TWO[0], BB, TT, ZB_CUDA_FP32, 0, embed, &tied,
+                                            &e),
+                     ZB_EINVAL);
+    must(zb_cuda_stage_new_tied(&CFG, &TWO[1], BB, TT, ZB_CUDA_FP32, 0, embed, &tied, &e), &e);
+    must(zb_cuda_params_upload(tied, &P0, &e), &e);
+    zb_cuda_stage_mem_t m_own, m_tied, m_pred;
+    zb_cuda_stage_allocated(own, &m_own);
+    zb_cuda_stage_allocated(tied, &m_tied);
+    must(zb_cuda_stage_memory_tied(&CFG, &TWO[1], BB, TT, ZB_CUDA_FP32, &m_pred, &e), &e);
+    size_t wte = (size_t)CFG.padded_vocab * CFG.channels * sizeof(float);
+    assert_int_equal(m_tied.state + wte, m_own.state);
+    assert_int_equal(m_tied.wte_head, m_own.wte_head);
+    assert_int_equal(m_pred.state, m_tied.state);
+    float *x = NULL, *dx = NULL;
+    size_t nc = (size_t)NTOK * CFG.channels;
+    must(zb_cuda_buffer_alloc(embed, nc, &x, &e), &e);
+    must(zb_cuda_buffer_alloc(embed, nc, &dx, &e), &e);
+    make_batch(3);
+    float xs[NTOK * 64];
+    assert_true(nc <= sizeof xs / sizeof *xs);
+    for (size_t i = 0; i < nc; i++)
+        xs[i] = 0.01f * (float)((i * 7) % 13) - 0.05f;
+    must(zb_cuda_copy_to_device(embed, x, xs, nc, &e), &e);
+    float loss[2];
+    zb_gpt2_grads_t g[2];
+    zb_cuda_stage_t *heads[2] = {own, tied};
+    for (int k = 0; k < 2; k++) {
+        zb_cuda_stash_t *st = NULL;
+        must(zb_gpt2_grads_alloc(&g[k], &CFG, &e), &e);
+        zb_gpt2_grads_zero(&g[k]);
+        must(zb_cuda_stash_new(heads[k], &st, &e), &e);
+        must(zb_cuda_grads_zero(heads[k], &e), &e);
+        must(zb_cuda_forward(heads[k], st, NULL, x, targets, NULL, &loss[k], &e), &e);
+        must(zb_cuda_backward_input(heads[k], st, NULL, 1.0f / NTOK, dx, &e), &e);
+        must(zb_cuda_backward_weight(heads[k], st, &e), &e);
+        must(zb_cuda_sync(heads[k], &e), &e);
+        must(zb_cuda_grads_download(heads[k], &g[k], &e), &e);
+        zb_cuda_stash_free(st);
+    }
+    assert_memory_equal(&loss[1], &loss[0], sizeof loss[0]);
+    assert_memory_equal(g[1].wte_head, g[0].wte_head, CFG.padded_vocab * CFG.channels * sizeof(float));
+    assert_memory_equal(g[1].g.t[ZB_LNFW], g[0].g.t[ZB_LNFW], g[0].g.sizes[ZB_LNFW] * sizeof(float));
+    zb_gpt2_grads_free(&g[0]), zb_gpt2_grads_free(&g[1]);
+    zb_cuda_buffer_free(x), zb_cuda_buffer_free(dx);
+    zb_cuda_stage_free(tied), zb_cuda_stage_free(own), zb_cuda_stage_free(embed);
+}
+
 /* Every call that makes the stage's device current reports a failure to do so, with nothing
  * allocated (freeing a stage still works). */
 static void test_set_device_checked(void **state)
@@ -88,6 +150,7 @@ int main(void)
         cmocka_unit_test(test_stage_holds_only_its_span),
         cmocka_unit_test(test_stash_and_errors),
         cmocka_unit_test(test_split_stash_same_bits),
+        cmocka_unit_test(test_tied_head_reads_the_embedding),
         cmocka_unit_test(test_set_device_checked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

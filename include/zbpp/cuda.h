@@ -65,6 +65,15 @@ typedef struct zb_cuda_stash zb_cuda_stash_t;
 zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_cuda_precision_t prec, int device, zb_cuda_stage_t **out,
                               zb_err_t *err);
+/* A head stage (span->head, not span->embed) that reads the tied WTE of `embed`, the
+ * embedding stage of the same rank (same device, config, shape and precision; both queued on
+ * one stream, zb_cuda_stage_use_stream): its own parameters, moments and bf16 copy leave WTE
+ * out, its WTE gradient still goes to its accumulator (the embedding stage folds it in with
+ * zb_cuda_grad_wte_add and steps the one WTE). ZB_EINVAL when embed is not such a stage. */
+zb_status_t zb_cuda_stage_new_tied(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                                   int T, zb_cuda_precision_t prec, int device,
+                                   const zb_cuda_stage_t *embed, zb_cuda_stage_t **out,
+                                   zb_err_t *err);
 void zb_cuda_stage_free(zb_cuda_stage_t *s);
 
 /* Copy parameters / AdamW moments between the host and the stage: the host buffer has the
@@ -113,6 +122,10 @@ zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span
                                  int T, zb_cuda_precision_t prec, zb_cuda_stage_mem_t *out,
                                  zb_err_t *err);
 void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out);
+/* zb_cuda_stage_memory of a head stage made with zb_cuda_stage_new_tied (no WTE of its own). */
+zb_status_t zb_cuda_stage_memory_tied(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                      int B, int T, zb_cuda_precision_t prec,
+                                      zb_cuda_stage_mem_t *out, zb_err_t *err);
 
 /* Activations of one microbatch (the device twin of zb_gpt2_stash_t); one per microbatch in
  * flight. Its logical sizes are those of zb_gpt2_stage_mem, plus 3·B·T + 1 ints of token

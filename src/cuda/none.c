@@ -134,6 +134,23 @@ zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span
     return NO_CUDA(err);
 }
 
+zb_status_t zb_cuda_stage_memory_tied(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                      int B, int T, zb_cuda_precision_t prec,
+                                      zb_cuda_stage_mem_t *out, zb_err_t *err)
+{
+    *out = (zb_cuda_stage_mem_t){0};
+    return NO_CUDA(err);
+}
+
+zb_status_t zb_cuda_stage_new_tied(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                                   int T, zb_cuda_precision_t prec, int device,
+                                   const zb_cuda_stage_t *embed, zb_cuda_stage_t **out,
+                                   zb_err_t *err)
+{
+    *out = NULL;
+    return NO_CUDA(err);
+}
+
 void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out)
 {
     *out = (zb_cuda_stage_mem_t){0};

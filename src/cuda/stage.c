@@ -29,7 +29,7 @@ void zb_cu_stage_layout(zb_cuda_stage_t *s)
     s->count = 0;
     for (int t = 0; t < ZB_GPT2_NUM_TENSORS; t++) {
         bool held = per_layer(t) ? s->nl > 0
-                    : t == ZB_WTE ? s->span.embed || s->span.head
+                    : t == ZB_WTE ? s->span.embed || (s->span.head && !s->wte_borrowed)
                     : t == ZB_WPE ? s->span.embed
                                   : s->span.head;
         s->sizes[t] = !held ? 0
@@ -76,9 +76,36 @@ bool zb_cuda_stage_slice(const zb_cuda_stage_t *s, int tensor, int layer, size_t
 
 size_t zb_cuda_stage_param_count(const zb_cuda_stage_t *s) { return s ? s->count : 0; }
 
+static zb_status_t stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                             int T, zb_cuda_precision_t prec, int device,
+                             const zb_cuda_stage_t *wte_from, zb_cuda_stage_t **out,
+                             zb_err_t *err);
+
 zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_cuda_precision_t prec, int device, zb_cuda_stage_t **out,
                               zb_err_t *err)
+{
+    return stage_new(cfg, span, B, T, prec, device, NULL, out, err);
+}
+
+zb_status_t zb_cuda_stage_new_tied(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                                   int T, zb_cuda_precision_t prec, int device,
+                                   const zb_cuda_stage_t *embed, zb_cuda_stage_t **out,
+                                   zb_err_t *err)
+{
+    *out = NULL;
+    if (!embed || !embed->span.embed || !span || !span->head || span->embed ||
+        embed->ctx.device != device || embed->ctx.prec != prec || embed->B != B ||
+        embed->T != T || !cfg || !same_cfg(&embed->cfg, cfg))
+        return zb_err_set(err, ZB_EINVAL, "cuda tied head: needs a head stage and the embedding "
+                                          "stage of the same device, model, shape and precision");
+    return stage_new(cfg, span, B, T, prec, device, embed, out, err);
+}
+
+static zb_status_t stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                             int T, zb_cuda_precision_t prec, int device,
+                             const zb_cuda_stage_t *wte_from, zb_cuda_stage_t **out,
+                             zb_err_t *err)
 {
     *out = NULL;
     zb_status_t st = zb_cuda_stage_check(cfg, span, B, T, prec, err);
@@ -103,10 +130,12 @@ zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t 
     s->B = B;
     s->T = T;
     s->nl = span->layer_end - span->layer_begin;
+    s->wte_from = wte_from;
+    s->wte_borrowed = wte_from != NULL;
     zb_cu_stage_layout(s);
     size_t N = (size_t)B * T, C = (size_t)cfg->channels;
     size_t scratch = zb_cu_scratch_bytes(s);
-    size_t head = span->head ? s->sizes[ZB_WTE] : 0;
+    size_t head = span->head ? wte_elems(s) : 0;
     cudaError_t e = cudaMalloc((void **)&s->params, s->count * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&s->grads, s->count * sizeof(float));
@@ -306,10 +335,10 @@ zb_status_t zb_cuda_grads_download(zb_cuda_stage_t *s, zb_gpt2_grads_t *host, zb
     if (st == ZB_OK)
         st = copy_params(s, s->grads, &host->g, true, "grads download", err);
     if (st == ZB_OK && s->wte_head)
-        st = copy(s, host->wte_head, s->wte_head, s->sizes[ZB_WTE] * sizeof(float),
+        st = copy(s, host->wte_head, s->wte_head, wte_elems(s) * sizeof(float),
                   cudaMemcpyDeviceToHost, "grads download", err);
     else if (st == ZB_OK)
-        memset(host->wte_head, 0, s->sizes[ZB_WTE] * sizeof(float));
+        memset(host->wte_head, 0, wte_elems(s) * sizeof(float));
     return st;
 }
 
@@ -326,7 +355,7 @@ zb_status_t zb_cuda_state_copy(zb_cuda_stage_t *s, zb_cuda_state_t which, size_t
                   : which == ZB_CUDA_STATE_V     ? s->v
                   : which == ZB_CUDA_STATE_WTE_HEAD ? s->wte_head
                                                     : NULL;
-    size_t cap = which == ZB_CUDA_STATE_WTE_HEAD ? (s->wte_head ? s->sizes[ZB_WTE] : 0) : s->count;
+    size_t cap = which == ZB_CUDA_STATE_WTE_HEAD ? (s->wte_head ? wte_elems(s) : 0) : s->count;
     if (!base || off > cap || n > cap - off)
         return zb_err_set(err, ZB_EINVAL,
                           "cuda state copy: %zu floats at %zu are outside buffer %d (%zu floats)",
@@ -391,7 +420,7 @@ zb_status_t zb_cuda_grads_zero(zb_cuda_stage_t *s, zb_err_t *err)
         return zb_err_set(err, ZB_EINVAL, "cuda grads zero: stage is NULL");
     cudaError_t e = cudaMemsetAsync(s->grads, 0, s->count * sizeof(float), s->ctx.stream);
     if (e == cudaSuccess && s->wte_head)
-        e = cudaMemsetAsync(s->wte_head, 0, s->sizes[ZB_WTE] * sizeof(float), s->ctx.stream);
+        e = cudaMemsetAsync(s->wte_head, 0, wte_elems(s) * sizeof(float), s->ctx.stream);
     if (e != cudaSuccess)
         return cuda_err(e, "grads zero", err);
     return zb_cu_ctx_check(&s->ctx, "grads zero", err);

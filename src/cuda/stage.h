@@ -57,6 +57,11 @@ struct zb_cuda_stage {
     double *norm_parts;
     int norm_cap;
     bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */
+    /* a head stage reading the embedding stage's WTE on the same rank (zb_cuda_stage_new_tied):
+     * its own buffers leave WTE out (wte_borrowed: the layout's flag, also for a shape not
+     * made), its gradient goes to wte_head as always */
+    bool wte_borrowed;
+    const struct zb_cuda_stage *wte_from;
     /* a partition's stage keeps its own stream, which runs on the whole GPU: the update after
      * the step's norm barrier goes there (zb_cuda_stage_widen), the partition's stream ordered
      * around it by the two events */
@@ -99,6 +104,22 @@ static inline float *P(const zb_cuda_stage_t *s, zb_gpt2_tensor_t t) { return s-
 static inline float *G(const zb_cuda_stage_t *s, zb_gpt2_tensor_t t) { return s->grads + s->offs[t]; }
 
 static inline bool is_bf16(const zb_cuda_stage_t *s) { return s->ctx.prec == ZB_CUDA_BF16; }
+
+/* The tied WTE's elements (padded vocabulary x channels), whoever holds them; the weights a
+ * head stage's products read: its own, or the embedding stage's it borrows. */
+static inline size_t wte_elems(const zb_cuda_stage_t *s)
+{
+    return (size_t)s->cfg.padded_vocab * (size_t)s->cfg.channels;
+}
+static inline const float *WTE(const zb_cuda_stage_t *s)
+{
+    return s->wte_from ? P(s->wte_from, ZB_WTE) : P(s, ZB_WTE);
+}
+static inline const zb_bf16_t *WTE16(const zb_cuda_stage_t *s)
+{
+    const zb_cuda_stage_t *o = s->wte_from ? s->wte_from : s;
+    return o->weights16 + o->offs[ZB_WTE];
+}
 
 /* The stage's buffer layout (sizes, offsets, count) from its cfg and span; the bytes of its
  * per-call scratch (stage.c; bf16 storage: stage_compute16.c) and where its pieces lie. */

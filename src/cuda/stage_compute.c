@@ -236,7 +236,7 @@ static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
     stash_layout(&lo, NULL, s);
     m->state = s->count * sizeof(float);
     m->weights16 = is_bf16(s) ? s->count * sizeof(zb_bf16_t) : 0;
-    m->wte_head = s->span.head ? s->sizes[ZB_WTE] * sizeof(float) : 0;
+    m->wte_head = s->span.head ? wte_elems(s) * sizeof(float) : 0;
     m->scratch = zb_cu_scratch_bytes(s);
     m->stash = lo.off ? lo.off : 256; /* what zb_cuda_stash_new allocates */
     m->after_f = lo.bytes_f;
@@ -245,19 +245,38 @@ static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
     m->backup = s->backup ? 3 * m->state : 0;
 }
 
+/* The figures of a stage of this shape, made or not; tied: a head borrowing its WTE. */
+static zb_status_t shape_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
+                                int T, zb_cuda_precision_t prec, bool tied,
+                                zb_cuda_stage_mem_t *out, zb_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    zb_status_t st = zb_cuda_stage_check(cfg, span, B, T, prec, err);
+    if (st == ZB_OK && tied && (!span->head || span->embed))
+        st = zb_err_set(err, ZB_EINVAL, "cuda tied head: the span must be a head without the "
+                                        "embedding");
+    if (st != ZB_OK)
+        return st;
+    zb_cuda_stage_t shape = {.cfg = *cfg, .span = *span, .B = B, .T = T,
+                             .nl = span->layer_end - span->layer_begin, .ctx.prec = prec,
+                             .wte_borrowed = tied};
+    zb_cu_stage_layout(&shape);
+    stage_mem(&shape, out);
+    return ZB_OK;
+}
+
 zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                                  int T, zb_cuda_precision_t prec, zb_cuda_stage_mem_t *out,
                                  zb_err_t *err)
 {
-    memset(out, 0, sizeof *out);
-    zb_status_t st = zb_cuda_stage_check(cfg, span, B, T, prec, err);
-    if (st != ZB_OK)
-        return st;
-    zb_cuda_stage_t shape = {.cfg = *cfg, .span = *span, .B = B, .T = T,
-                             .nl = span->layer_end - span->layer_begin, .ctx.prec = prec};
-    zb_cu_stage_layout(&shape);
-    stage_mem(&shape, out);
-    return ZB_OK;
+    return shape_memory(cfg, span, B, T, prec, false, out, err);
+}
+
+zb_status_t zb_cuda_stage_memory_tied(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span,
+                                      int B, int T, zb_cuda_precision_t prec,
+                                      zb_cuda_stage_mem_t *out, zb_err_t *err)
+{
+    return shape_memory(cfg, span, B, T, prec, true, out, err);
 }
 
 void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out)
@@ -360,7 +379,7 @@ static void forward_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x
         int Vp = s->cfg.padded_vocab;
         zb_cu_layernorm_forward(c, st->lnf, st->lnf_mean, st->lnf_rstd, st->xs[nl],
                                 P(s, ZB_LNFW), P(s, ZB_LNFB), N, C);
-        zb_cu_matmul_forward(c, st->probs, st->lnf, P(s, ZB_WTE), NULL, N, C, Vp);
+        zb_cu_matmul_forward(c, st->probs, st->lnf, WTE(s), NULL, N, C, Vp);
         zb_cu_crossentropy_forward(c, s->losses, st->probs, st->targets, N, s->cfg.vocab, Vp);
     }
 }
@@ -484,7 +503,7 @@ static void backward_input_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const f
         zb_cu_crossentropy_backward(c, st->probs, st->targets, grad_scale, N, s->cfg.vocab,
                                     s->cfg.padded_vocab);
         memset_f(c, st->dlnf, NC);
-        zb_cu_matmul_backward_input(c, st->dlnf, st->probs, P(s, ZB_WTE), N, C,
+        zb_cu_matmul_backward_input(c, st->dlnf, st->probs, WTE(s), N, C,
                                     s->cfg.padded_vocab);
         memset_f(c, dtop, NC);
         zb_cu_layernorm_backward_input(c, dtop, st->dlnf, st->xs[nl], st->lnf_mean, st->lnf_rstd,

@@ -363,7 +363,7 @@ void zb_cu16_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x_in,
     int Vp = s->cfg.padded_vocab;
     /* logits[N,Vp] = lnf · WTEᵀ; the classifier leaves the unscaled gradient (p − onehot) in
      * their place, and B and W apply grad_scale as the products' alpha */
-    linear_forward(c, st->logits16, st->lnf16, W16(s, ZB_WTE), NULL, ZB_CU_EPI_NONE, NULL, N, C,
+    linear_forward(c, st->logits16, st->lnf16, WTE16(s), NULL, ZB_CU_EPI_NONE, NULL, N, C,
                    Vp);
     if (c->status == ZB_OK) {
         ZB_CU_PROF(c, ZB_CUDA_K_CLASSIFIER,
@@ -408,7 +408,7 @@ void zb_cu16_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float
     zb_bf16_t *dtop = nl > 0 ? st->layers16[nl - 1].dres3 : s->edge16;
     st->grad_scale = grad_scale; /* the head's W scales by it too */
     if (span->head) {
-        linear_backward_input(c, st->dlnf16, st->logits16, W16(s, ZB_WTE), grad_scale,
+        linear_backward_input(c, st->dlnf16, st->logits16, WTE16(s), grad_scale,
                               ZB_CU_EPI_NONE, NULL, N, C, s->cfg.padded_vocab);
         layernorm_backward_input(c, dtop, NULL, st->dlnf16, st->xs16[nl], st->lnf_mean,
                                  st->lnf_rstd, P(s, ZB_LNFW), N, C);

@@ -113,8 +113,8 @@ void zb_cuda_stage_wte_grads(const zb_cuda_stage_t *s, float **grad, const float
 {
     bool has = s && s->sizes[ZB_WTE] > 0;
     *grad = has ? G(s, ZB_WTE) : NULL;
-    *acc = has ? s->wte_head : NULL;
-    *n = has ? s->sizes[ZB_WTE] : 0;
+    *acc = s ? s->wte_head : NULL; /* a head's, also one that borrows its WTE */
+    *n = has || *acc ? wte_elems(s) : 0;
 }
 
 zb_status_t zb_cuda_grad_wte_add(zb_cuda_stage_t *s, const float *acc_dev,

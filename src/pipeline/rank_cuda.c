@@ -15,8 +15,10 @@
  * - one device buffer slot per microbatch for each message buffer; the stashes pooled by
  *   lifetime with the CPU rank's slot rules (rank_cuda_stash.c over stash_slots.c: FW, FB and
  *   BW slots as the program holds them at once; a non-saving F gives its slots back when it
- *   ends and its R takes them again, recomputing from the kept input); no shared WTE (each stage holding WTE has its own copy, stepped with
- *   the same gradient and moments, so the copies stay the same bits);
+ *   ends and its R takes them again, recomputing from the kept input); a head stage on the
+ *   embedding stage's rank reads that stage's WTE (zb_cuda_stage_new_tied), a head stage on
+ *   another rank keeps its own copy, stepped with the same folded gradient and moments, so the
+ *   copies stay the same bits;
  * - the tied fold on the device (rank_cuda_tied.c) for thread ranks on one GPU and a rank
  *   holding both ends; otherwise it, the replica reduction and checkpoints reuse the CPU's
  *   host paths on the rank's host mirror (pl_rank_t params / grads / opt), via slice copies;
@@ -279,8 +281,14 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         int s = ls->stage;
         cs->prev_here = s > 0 && R->local_of_stage[s - 1] >= 0;
         cs->next_here = s + 1 < pl->plan.S && R->local_of_stage[s + 1] >= 0;
-        st = zb_cuda_stage_new(&pl->mcfg, &ls->span, pl->mbB, pl->T, pl->opts->cuda->precision,
-                               C->device, &cs->stage, err);
+        int e = R->local_of_stage[0]; /* a head stage on the embedding's rank reads its WTE */
+        if (pl_cuda_head_tied(&ls->span, e >= 0) && e < i)
+            st = zb_cuda_stage_new_tied(&pl->mcfg, &ls->span, pl->mbB, pl->T,
+                                        pl->opts->cuda->precision, C->device, C->st[e].stage,
+                                        &cs->stage, err);
+        else
+            st = zb_cuda_stage_new(&pl->mcfg, &ls->span, pl->mbB, pl->T,
+                                   pl->opts->cuda->precision, C->device, &cs->stage, err);
         /* one stream for all the rank's stages: a stage reads its neighbour's device output
          * (x_in / dx_out) in stream order. The partition's, else the first stage's own. */
         int part = pl->opts->transport ? 0 : R->global / run->ndev;

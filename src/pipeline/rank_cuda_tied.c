@@ -1,8 +1,10 @@
 /* zbpp — the tied WTE's gradient on GPU ranks without a host round trip (docs/cuda.md, "The
  * step on a GPU"). The embedding stage's WTE gradient and the head stage's accumulator are
  * folded as the CPU folds them (embedding's + head's, pl_tied_embedding), on the device: in
- * place when one stage holds both; else the embedding stage adds the head's accumulator into its
- * gradient and copies the sum into the head stage's, so both steps read the same bits.
+ * place when one stage holds both; when two stages of one rank do, the head stage reads the
+ * embedding stage's WTE and the embedding stage adds the head's accumulator into its gradient;
+ * across ranks the embedding stage also copies the sum into the head's own copy's gradient, so
+ * both steps read the same bits.
  *
  * Across two thread ranks on one GPU, two small host messages order the streams, and no host
  * waits for the device: the head records an event after its last W and sends {its gradient,
@@ -31,7 +33,8 @@ static int local_stage(const pl_rank_t *R, bool embed)
     return -1;
 }
 
-/* both ends on this rank: on its one stream, no event needed */
+/* both ends on this rank: on its one stream, no event needed; the head stage reads the
+ * embedding stage's WTE (zb_cuda_stage_new_tied), so the fold is all there is */
 static zb_status_t fold_here(cu_rank_t *C, int e, int h, zb_err_t *err)
 {
     zb_cuda_stage_t *se = C->st[e].stage, *sh = C->st[h].stage;
@@ -42,12 +45,9 @@ static zb_status_t fold_here(cu_rank_t *C, int e, int h, zb_err_t *err)
     size_t n, nh;
     zb_cuda_stage_wte_grads(se, &grad_e, &acc_e, &n);
     zb_cuda_stage_wte_grads(sh, &grad_h, &acc_h, &nh);
-    if (!grad_e || !grad_h || !acc_h || n != nh)
+    if (!grad_e || grad_h || !acc_h || n != nh)
         return zb_err_set(err, ZB_EINVAL, "tied WTE: the stages' WTE buffers do not match");
-    zb_status_t st = zb_cuda_grad_wte_add(se, acc_h, NULL, err);
-    return st == ZB_OK ? zb_cuda_copy_after(se, grad_h, grad_e, zb_cuda_stage_device(se), n,
-                                            NULL, err)
-                       : st;
+    return zb_cuda_grad_wte_add(se, acc_h, NULL, err);
 }
 
 static zb_status_t tied_event(cu_rank_t *C, zb_cuda_stage_t *s, zb_err_t *err)

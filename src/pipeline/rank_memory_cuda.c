@@ -2,8 +2,8 @@
  * "GPU memory"), in the zb_rank_mem_t fields of the CPU's whole-rank memory: predicted from the
  * plan with the CUDA stage's own layout figures (zb_cuda_stage_memory, computed on the host),
  * the same figures the allocations give when measured. Where it differs from the CPU model: each
- * stage holds its own state (two stages of a rank, or the embedding and the head, each their
- * WTE), message buffers have a slot per microbatch, the stashes are the CPU's lifetime slots
+ * stage holds its own state (a head stage on the embedding's rank reads that stage's WTE; on
+ * another rank it has its own copy), message buffers have a slot per microbatch, the stashes are the CPU's lifetime slots
  * (stash_slots.c) over the CUDA stash's own regions, and a post-validation backup is 3 x the
  * state. */
 #include "pipeline/pipeline_rank.h"
@@ -11,28 +11,36 @@
 #include "pipeline/stash_slots.h"
 #include "zbpp/cuda.h"
 
-/* The stage's layout figures; zeros when they cannot be had (a build without CUDA). */
-static zb_cuda_stage_mem_t stage_figures(const pl_t *pl, const zb_gpt2_span_t *sp)
+/* The stage's layout figures (tied: a head stage reading its rank's embedding WTE); zeros when
+ * they cannot be had (a build without CUDA). */
+static zb_cuda_stage_mem_t stage_figures(const pl_t *pl, const zb_gpt2_span_t *sp, bool tied)
 {
     zb_cuda_stage_mem_t c;
     zb_cuda_precision_t prec = pl->opts->cuda ? pl->opts->cuda->precision : ZB_CUDA_FP32;
-    if (zb_cuda_stage_memory(&pl->mcfg, sp, pl->mbB, pl->T, prec, &c, NULL) != ZB_OK)
+    zb_status_t st = tied ? zb_cuda_stage_memory_tied(&pl->mcfg, sp, pl->mbB, pl->T, prec, &c, NULL)
+                          : zb_cuda_stage_memory(&pl->mcfg, sp, pl->mbB, pl->T, prec, &c, NULL);
+    if (st != ZB_OK)
         c = (zb_cuda_stage_mem_t){0};
     return c;
+}
+
+bool pl_cuda_head_tied(const zb_gpt2_span_t *sp, bool embed_here)
+{
+    return sp->head && !sp->embed && embed_here;
 }
 
 void pl_cuda_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
                           size_t *after_b)
 {
-    zb_cuda_stage_mem_t c = stage_figures(pl, sp);
+    zb_cuda_stage_mem_t c = stage_figures(pl, sp, false);
     *after_f = c.after_f;
     *after_b = c.after_b;
 }
 
 void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,
-                          bool next_here, zb_rank_mem_t *m)
+                          bool next_here, bool embed_here, zb_rank_mem_t *m)
 {
-    zb_cuda_stage_mem_t c = stage_figures(pl, sp);
+    zb_cuda_stage_mem_t c = stage_figures(pl, sp, pl_cuda_head_tied(sp, embed_here));
     double state = (double)c.state;
     m->params += state + (double)c.weights16;
     m->grads += state + (double)c.wte_head;
@@ -50,7 +58,7 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
 void pl_cuda_stage_stash(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                          const zb_gpt2_span_t *sp, zb_rank_mem_t *m)
 {
-    zb_cuda_stage_mem_t c = stage_figures(pl, sp);
+    zb_cuda_stage_mem_t c = stage_figures(pl, sp, false); /* the stash and scratch alone */
     int n[3];
     pl_stash_plan(prog, stage, n);
     for (int k = 0; k < 3; k++)

@@ -9,10 +9,12 @@
  * adds stage sp's state, backup and device message buffers to m; pl_cuda_stage_stash adds its
  * stash pool (the slots `prog` holds at once, by lifetime region) and scratch to
  * m->stash_alloc. */
+/* A head stage on the embedding stage's rank reads that stage's WTE (zb_cuda_stage_new_tied). */
+bool pl_cuda_head_tied(const zb_gpt2_span_t *sp, bool embed_here);
 void pl_cuda_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
                           size_t *after_b);
 void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,
-                          bool next_here, zb_rank_mem_t *m);
+                          bool next_here, bool embed_here, zb_rank_mem_t *m);
 void pl_cuda_stage_stash(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                          const zb_gpt2_span_t *sp, zb_rank_mem_t *m);
 

@@ -25,6 +25,7 @@
  * M >= 2P, peak <= 2P on every rank. The result is an action order; any cost model can simulate
  * it. */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "schedule/gen_v.h"
@@ -122,15 +123,11 @@ static zb_status_t step(zbv_t *z, zb_schedule_t *s, int r, int t, zb_err_t *err)
     return ZB_OK; /* idle this slot */
 }
 
-zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+/* The unit-slot construction into the empty V schedule s. */
+static zb_status_t build_slots(zb_schedule_t *s, zb_err_t *err)
 {
-    *out = NULL;
-    const int P = p->ranks, M = p->microbatches;
-    if (M < 2 * P) /* first: the most useful message when several things are wrong */
-        return zb_err_set(err, ZB_EINVAL, "zb-v: needs M >= 2P (P=%d, M=%d)", P, M);
-    zb_status_t st = zb_gen_begin("zb-v", p, 2, 2, 2, ZB_PLACE_V, out, err);
-    if (st != ZB_OK)
-        return st;
+    const int P = s->ranks, M = s->microbatches;
+    zb_status_t st = ZB_OK;
     zbv_t z = {.P = P, .M = M, .S = 2 * P};
     size_t SM = (size_t)z.S * M;
     z.end_f = malloc(sizeof(int) * SM);
@@ -166,7 +163,7 @@ zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
             if (z.left[r] == 0)
                 continue;
             int before = z.left[r];
-            st = step(&z, *out, r, (int)t, err);
+            st = step(&z, s, r, (int)t, err);
             remaining -= before - z.left[r];
         }
     }
@@ -177,6 +174,50 @@ done:
     free(z.next_b);
     free(z.wq);
     free(per_rank);
+    return st;
+}
+
+/* Whether b runs faster than a under c: shorter longest span (T), then makespan. A schedule
+ * that cannot be simulated never wins. */
+static bool faster(const zb_schedule_t *a, const zb_schedule_t *b, const zb_costs_t *c)
+{
+    zb_sim_t sa, sb;
+    if (zb_simulate(b, c, &sb, NULL) != ZB_OK)
+        return false;
+    if (zb_simulate(a, c, &sa, NULL) != ZB_OK) {
+        zb_sim_free(&sb);
+        return true;
+    }
+    const double tol = 1e-9 * fmax(1.0, sa.span_max);
+    const bool win = sb.span_max < sa.span_max - tol ||
+                     (sb.span_max <= sa.span_max + tol && sb.makespan < sa.makespan - tol);
+    zb_sim_free(&sa);
+    zb_sim_free(&sb);
+    return win;
+}
+
+zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    const int P = p->ranks, M = p->microbatches;
+    if (M < 2 * P) /* first: the most useful message when several things are wrong */
+        return zb_err_set(err, ZB_EINVAL, "zb-v: needs M >= 2P (P=%d, M=%d)", P, M);
+    zb_status_t st = zb_gen_begin("zb-v", p, 2, 2, 2, ZB_PLACE_V, out, err);
+    if (st == ZB_OK)
+        st = build_slots(*out, err);
+    if (st == ZB_OK && p->costs) {
+        /* real costs: the timed construction competes (unit costs: the slots are optimal) */
+        zb_schedule_t *t = zb_schedule_new("zb-v", P, 2, ZB_PLACE_V, M);
+        zb_status_t ts = t ? zb_zbv_timed(t, p->costs, NULL) : ZB_ENOMEM;
+        if (ts == ZB_ENOMEM)
+            st = zb_err_set(err, ZB_ENOMEM, "zb-v: out of memory");
+        if (ts == ZB_OK && faster(*out, t, p->costs)) {
+            zb_schedule_free(*out);
+            *out = t;
+            t = NULL;
+        }
+        zb_schedule_free(t);
+    }
     if (st != ZB_OK) {
         zb_schedule_free(*out);
         *out = NULL;

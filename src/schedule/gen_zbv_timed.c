@@ -30,12 +30,14 @@
  * 2P-1-r). UP_B comes before DOWN_B: the backward starts at rank 0's UP stage. */
 enum { DOWN_F, UP_F, UP_B, DOWN_B, UP_W, DOWN_W, NKIND };
 
-#define TIMED_RERUNS 16 /* allowance reruns per variant (they stop as soon as T stops falling) */
+#define TIMED_VARIANTS 12 /* extra W before a chunk-1 backward, before a forward; tie lean */
+#define TIMED_RERUNS 16  /* allowance reruns per variant (they stop as soon as T stops falling) */
 
 typedef struct {
     int P, M;
     const zb_costs_t *c;
     bool extra_before_up_b, extra_before_f;
+    double lean; /* near ties (within rounding): +1 count as room for a W, -1 not, 0 as computed */
     double *end;         /* [kind < UP_W][rank][mb] end time; -1 = not run */
     double *clock, *mem, *idle, *cap, *first;
     double worst;        /* largest idle of any rank so far (idle only grows) */
@@ -110,14 +112,15 @@ static void put(vrun_t *z, int kind, int r)
         z->failed = true;
         return;
     }
-    const double start = fmax(z->clock[r], in);
+    const double start = fmax(z->clock[r], in), dur = duration(z, kind, r);
     if (*count(z, r, DOWN_F) > 0) {
-        z->idle[r] += start - z->clock[r];
+        /* the idle time as the end minus the end without a wait: rounded as the authors' */
+        z->idle[r] += (start + dur) - (z->clock[r] + dur);
         z->worst = fmax(z->worst, z->idle[r]);
     } else {
         z->first[r] = start;
     }
-    z->clock[r] = start + duration(z, kind, r);
+    z->clock[r] = start + dur;
     if (kind < UP_W)
         *end_of(z, kind, r, *n) = z->clock[r];
     z->mem[r] += delta(z, kind, r);
@@ -155,12 +158,17 @@ static void fill_wait(vrun_t *z, int kind, int r, bool extra)
     const double in = arrival(z, kind, r);
     if (source(z, kind, r) < 0 || isinf(in))
         return;
-    while (!z->failed && w_pending(z, r) && in >= z->clock[r] + duration(z, next_w(z, r), r))
+    /* times are sums of many costs: a tie can come out either way by rounding; two of the
+     * three leans decide ties one way on purpose, the third compares as computed (the authors
+     * do) */
+    const double slack = z->lean * 1e-9 * (1 + fabs(in));
+    while (!z->failed && w_pending(z, r) &&
+           in + slack >= z->clock[r] + duration(z, next_w(z, r), r))
         put_w(z, r);
     double allow = z->worst;
     if (z->grant)
         allow = fmax(allow, z->grant_max - z->grant[r]);
-    if (extra && w_pending(z, r) && in - z->clock[r] > allow - z->idle[r])
+    if (extra && w_pending(z, r) && in - z->clock[r] + slack > allow - z->idle[r])
         put_w(z, r);
 }
 
@@ -278,8 +286,9 @@ static bool vrun(vrun_t *z, const zb_costs_t *c, int P, int M, int variant, cons
 {
     memset(z, 0, sizeof *z);
     z->P = P, z->M = M, z->c = c, z->grant = grant;
-    z->extra_before_up_b = variant < 2;
-    z->extra_before_f = variant % 2 == 0;
+    z->extra_before_up_b = variant & 1;
+    z->extra_before_f = variant & 2;
+    z->lean = variant / 4 - 1;
     const size_t n = (size_t)UP_W * P * M;
     z->end = malloc(sizeof(double) * n);
     z->clock = calloc(5 * (size_t)P, sizeof(double));
@@ -326,7 +335,7 @@ zb_status_t zb_zbv_timed(zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
     const int P = s->ranks, M = s->microbatches;
     vrun_t best = {0};
     double best_t = INFINITY;
-    for (int variant = 0; variant < 4; variant++) {
+    for (int variant = 0; variant < TIMED_VARIANTS; variant++) {
         vrun_t cur;
         if (!vrun(&cur, c, P, M, variant, NULL))
             goto nomem;

@@ -6,6 +6,9 @@
  *  authors    : the authors' ZB-V scheduler (tests/zbv_reference.h, their published algorithm
  *               re-derived in C; its own timing, which is zb_simulate's)
  *  1f1b       : one stage per rank, whole-stage costs (2x a chunk's), same comm
+ * Three tables: the ZB paper's profiled stage costs (a chunk half of them); the settings the
+ * authors' v_schedule.py itself runs, with their costs taken per chunk as that script does (its
+ * first one prints 0.0697, which the reference reproduces); a grid of F:B:W ratios.
  * A V chunk costs half of the stage (zb_costs_rechunk). Memory: the paper rows use the paper's
  * model (F 34h + 5as, W -32h, B the rest, s = 1024), the ratio rows +1/0/-1 per chunk; zb-v's
  * peak is printed in chunk units over 2P (<= 1 is 1F1B's memory). Exit 1 when zb-v is above the
@@ -125,6 +128,34 @@ int main(int argc, char **argv)
                      paper[i].w, paper[i].c);
             good &= row(label, paper[i].P, paper[i].M, paper[i].f, paper[i].b, paper[i].w,
                         paper[i].c, mf, -(mf + mw), mw);
+        }
+    }
+    if (!*only || !strcmp(only, "paper")) {
+        /* the settings the authors' v_schedule.py runs (its __main__), their F, B, W, comm
+         * taken per chunk as that script does: the stage costs twice that, comm as given */
+        static const struct {
+            int P, M;
+            double f, b, w, c;
+            int h, a;
+        } own[] = {
+            {16, 48, 14407, 14380, 9676, 1610, 4096, 32},
+            {16, 64, 14412, 14393, 9688, 1621, 4096, 32},
+            {16, 128, 14316, 14306, 9639, 1619, 4096, 32},
+            {24, 72, 6763, 6969, 5251, 755, 5120, 40},
+            {24, 96, 6783, 6984, 5259, 758, 5120, 40},
+            {24, 192, 6785, 6990, 5260, 770, 5120, 40},
+            {32, 96, 9458, 9748, 7288, 879, 6144, 48},
+            {32, 128, 9469, 9744, 7306, 892, 6144, 48},
+            {32, 256, 9447, 9644, 7193, 887, 6144, 48},
+        };
+        header("The authors' own settings (v_schedule.py), costs per chunk as given");
+        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+            const double mf = 34.0 * own[i].h + 5.0 * own[i].a * 1024, mw = -32.0 * own[i].h;
+            char label[64];
+            snprintf(label, sizeof label, "%.0f,%.0f,%.0f,%.0f /chunk", own[i].f, own[i].b,
+                     own[i].w, own[i].c);
+            good &= row(label, own[i].P, own[i].M, 2 * own[i].f, 2 * own[i].b, 2 * own[i].w,
+                        own[i].c, 2 * mf, -2 * (mf + mw), 2 * mw);
         }
     }
     if (!*only || !strcmp(only, "ratios")) {

@@ -177,23 +177,41 @@ done:
     return st;
 }
 
-/* Whether b runs faster than a under c: shorter longest span (T), then makespan. A schedule
- * that cannot be simulated never wins. */
-static bool faster(const zb_schedule_t *a, const zb_schedule_t *b, const zb_costs_t *c)
+/* T (the longest span), makespan and busy time of s under c; false if it cannot be simulated. */
+static bool timing(const zb_schedule_t *s, const zb_costs_t *c, double *span, double *mk,
+                   double *busy)
 {
-    zb_sim_t sa, sb;
-    if (zb_simulate(b, c, &sb, NULL) != ZB_OK)
+    zb_sim_t sim;
+    if (zb_simulate(s, c, &sim, NULL) != ZB_OK)
         return false;
-    if (zb_simulate(a, c, &sa, NULL) != ZB_OK) {
-        zb_sim_free(&sb);
-        return true;
+    *span = sim.span_max, *mk = sim.makespan, *busy = sim.busy_max;
+    zb_sim_free(&sim);
+    return true;
+}
+
+/* With costs: the timed construction competes with the slots (already in *out) unless these
+ * have no bubble on c; the faster (T, then makespan) by zb_simulate is kept. */
+static zb_status_t keep_faster(zb_schedule_t **out, const zb_costs_t *c, zb_err_t *err)
+{
+    double span = 0, mk = 0, busy = 0, t_span, t_mk, t_busy;
+    const bool slots_ok = timing(*out, c, &span, &mk, &busy);
+    const double tol = slots_ok ? 1e-9 * fmax(1.0, span) : 0;
+    if (slots_ok && span <= busy + tol)
+        return ZB_OK; /* zero bubble (unit costs): nothing is faster on T */
+    zb_schedule_t *t = zb_schedule_new("zb-v", (*out)->ranks, 2, ZB_PLACE_V, (*out)->microbatches);
+    zb_status_t ts = t ? zb_zbv_timed(t, c, NULL) : ZB_ENOMEM;
+    if (ts == ZB_ENOMEM) {
+        zb_schedule_free(t);
+        return zb_err_set(err, ZB_ENOMEM, "zb-v: out of memory");
     }
-    const double tol = 1e-9 * fmax(1.0, sa.span_max);
-    const bool win = sb.span_max < sa.span_max - tol ||
-                     (sb.span_max <= sa.span_max + tol && sb.makespan < sa.makespan - tol);
-    zb_sim_free(&sa);
-    zb_sim_free(&sb);
-    return win;
+    if (ts == ZB_OK && timing(t, c, &t_span, &t_mk, &t_busy) &&
+        (!slots_ok || t_span < span - tol || (t_span <= span + tol && t_mk < mk - tol))) {
+        zb_schedule_free(*out);
+        *out = t;
+        t = NULL;
+    }
+    zb_schedule_free(t);
+    return ZB_OK;
 }
 
 zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
@@ -205,19 +223,8 @@ zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
     zb_status_t st = zb_gen_begin("zb-v", p, 2, 2, 2, ZB_PLACE_V, out, err);
     if (st == ZB_OK)
         st = build_slots(*out, err);
-    if (st == ZB_OK && p->costs) {
-        /* real costs: the timed construction competes (unit costs: the slots are optimal) */
-        zb_schedule_t *t = zb_schedule_new("zb-v", P, 2, ZB_PLACE_V, M);
-        zb_status_t ts = t ? zb_zbv_timed(t, p->costs, NULL) : ZB_ENOMEM;
-        if (ts == ZB_ENOMEM)
-            st = zb_err_set(err, ZB_ENOMEM, "zb-v: out of memory");
-        if (ts == ZB_OK && faster(*out, t, p->costs)) {
-            zb_schedule_free(*out);
-            *out = t;
-            t = NULL;
-        }
-        zb_schedule_free(t);
-    }
+    if (st == ZB_OK && p->costs)
+        st = keep_faster(out, p->costs, err);
     if (st != ZB_OK) {
         zb_schedule_free(*out);
         *out = NULL;

@@ -38,7 +38,7 @@ typedef struct {
     const zb_costs_t *c;
     bool extra_before_up_b, extra_before_f;
     double lean; /* near ties (within rounding): +1 count as room for a W, -1 not, 0 as computed */
-    double *end;         /* [kind < UP_W][rank][mb] end time; -1 = not run */
+    double *end;         /* [mb][kind < UP_W][rank] end time; -1 = not run */
     double *clock, *mem, *idle, *cap, *first;
     double worst;        /* largest idle of any rank so far (idle only grows) */
     const double *grant; /* previous run's idle per rank, or NULL */
@@ -46,8 +46,14 @@ typedef struct {
     int *count;          /* [rank][NKIND] */
     int *wq, *wq_head, *wq_tail; /* pending W kinds per rank, FIFO */
     int *op, *nop;       /* [rank][6M] kind + NKIND * mb */
+    unsigned fired;      /* FIRED_*: which knobs' conditions held (whether a knob mattered) */
     bool failed;
 } vrun_t;
+
+/* The knobs of a variant, and what a run records about them: a knob whose condition never held
+ * in a variant's runs cannot change them, so a variant differing only in such knobs is the
+ * same run and is skipped. */
+enum { FIRED_UP_B = 1, FIRED_F = 2, FIRED_TIE = 4 };
 
 static int stage_of(const vrun_t *z, int kind, int r)
 {
@@ -73,7 +79,8 @@ static int *count(vrun_t *z, int r, int kind)
 
 static double *end_of(vrun_t *z, int kind, int r, int mb)
 {
-    return &z->end[((size_t)kind * z->P + r) * z->M + mb];
+    /* a round of the construction visits the ranks in turn at about the same microbatch */
+    return &z->end[((size_t)mb * UP_W + kind) * z->P + r];
 }
 
 /* The rank the next `kind` action of rank r takes its input from, or -1 (none, or a W). */
@@ -161,15 +168,31 @@ static void fill_wait(vrun_t *z, int kind, int r, bool extra)
     /* times are sums of many costs: a tie can come out either way by rounding; two of the
      * three leans decide ties one way on purpose, the third compares as computed (the authors
      * do) */
-    const double slack = z->lean * 1e-9 * (1 + fabs(in));
-    while (!z->failed && w_pending(z, r) &&
-           in + slack >= z->clock[r] + duration(z, next_w(z, r), r))
+    const double tie = 1e-9 * (1 + fabs(in)), slack = z->lean * tie;
+    while (!z->failed && w_pending(z, r)) {
+        const double done = z->clock[r] + duration(z, next_w(z, r), r);
+        if (fabs(in - done) <= tie)
+            z->fired |= FIRED_TIE;
+        if (!(in + slack >= done))
+            break;
         put_w(z, r);
+    }
+    if (!w_pending(z, r))
+        return;
     double allow = z->worst;
     if (z->grant)
         allow = fmax(allow, z->grant_max - z->grant[r]);
-    if (extra && w_pending(z, r) && in - z->clock[r] + slack > allow - z->idle[r])
-        put_w(z, r);
+    const double wait = in - z->clock[r], over = allow - z->idle[r];
+    if (fabs(wait - over) <= tie)
+        z->fired |= FIRED_TIE;
+    if (wait + slack > over) {
+        if (kind == UP_B)
+            z->fired |= FIRED_UP_B;
+        else if (kind <= UP_F)
+            z->fired |= FIRED_F;
+        if (extra)
+            put_w(z, r);
+    }
 }
 
 static int forwards(vrun_t *z, int r)
@@ -286,9 +309,9 @@ static bool vrun(vrun_t *z, const zb_costs_t *c, int P, int M, int variant, cons
 {
     memset(z, 0, sizeof *z);
     z->P = P, z->M = M, z->c = c, z->grant = grant;
-    z->extra_before_up_b = variant & 1;
-    z->extra_before_f = variant & 2;
-    z->lean = variant / 4 - 1;
+    z->extra_before_up_b = variant & FIRED_UP_B;
+    z->extra_before_f = variant & FIRED_F;
+    z->lean = (const double[]){0, -1, 1}[variant / 4]; /* as the authors compare first */
     const size_t n = (size_t)UP_W * P * M;
     z->end = malloc(sizeof(double) * n);
     z->clock = calloc(5 * (size_t)P, sizeof(double));
@@ -330,20 +353,41 @@ static double vrun_span(const vrun_t *z)
     return t;
 }
 
+/* Whether `variant` would repeat one already run: it differs from it only in knobs whose
+ * conditions never held in that one's runs (fired[u], or -1 = not run). */
+static bool same_as_run(int variant, const int *fired)
+{
+    for (int u = 0; u < variant; u++) {
+        if (fired[u] < 0)
+            continue;
+        const int knobs = (variant ^ u) & (FIRED_UP_B | FIRED_F);
+        const bool lean_differs = variant / 4 != u / 4;
+        if (!(knobs & fired[u]) && !(lean_differs && (fired[u] & FIRED_TIE)))
+            return true;
+    }
+    return false;
+}
+
 zb_status_t zb_zbv_timed(zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
 {
     const int P = s->ranks, M = s->microbatches;
     vrun_t best = {0};
     double best_t = INFINITY;
+    int fired[TIMED_VARIANTS];
     for (int variant = 0; variant < TIMED_VARIANTS; variant++) {
+        fired[variant] = -1;
+        if (same_as_run(variant, fired))
+            continue;
         vrun_t cur;
         if (!vrun(&cur, c, P, M, variant, NULL))
             goto nomem;
+        unsigned chain_fired = cur.fired;
         double cur_t = cur.failed ? INFINITY : vrun_span(&cur);
         for (int k = 0; k < TIMED_RERUNS && isfinite(cur_t); k++) {
             vrun_t next;
             if (!vrun(&next, c, P, M, variant, cur.idle))
                 goto nomem_cur;
+            chain_fired |= next.fired;
             const double next_t = next.failed ? INFINITY : vrun_span(&next);
             if (!(next.worst < cur.worst) || !isfinite(next_t)) {
                 vrun_free(&next);
@@ -353,6 +397,7 @@ zb_status_t zb_zbv_timed(zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err)
             cur = next, cur_t = next_t;
             cur.grant = NULL; /* it pointed into the run just freed */
         }
+        fired[variant] = (int)chain_fired;
         if (cur_t < best_t) {
             vrun_free(&best);
             best = cur, best_t = cur_t;

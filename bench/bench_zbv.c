@@ -94,6 +94,32 @@ static void header(const char *title)
            title);
 }
 
+/* Profiled costs: F, B, W, comm and the model's h, a (memory F 34h + 5as, W -32h, B the rest,
+ * s = 1024). */
+typedef struct {
+    int P, M;
+    double f, b, w, c;
+    int h, a;
+} profiled_t;
+
+/* One table of profiled rows; `scale` turns the given costs and memory into a stage's (1: they
+ * are a stage's, 2: they are a chunk's). */
+static bool profiled_table(const char *title, const profiled_t *rows, size_t n, double scale)
+{
+    bool good = true;
+    header(title);
+    for (size_t i = 0; i < n; i++) {
+        const profiled_t *r = &rows[i];
+        const double mf = scale * (34.0 * r->h + 5.0 * r->a * 1024), mw = scale * -32.0 * r->h;
+        char label[64];
+        snprintf(label, sizeof label, "%.0f,%.0f,%.0f,%.0f%s", r->f, r->b, r->w, r->c,
+                 scale == 1 ? "" : " /chunk");
+        good &= row(label, r->P, r->M, scale * r->f, scale * r->b, scale * r->w, r->c, mf,
+                    -(mf + mw), mw);
+    }
+    return good;
+}
+
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : "";
@@ -104,11 +130,7 @@ int main(int argc, char **argv)
     bool good = true;
     if (!*only || !strcmp(only, "paper")) {
         /* the ZB paper's profiled whole-stage costs (µs) and model sizes */
-        static const struct {
-            int P, M;
-            double f, b, w, c;
-            int h, a;
-        } paper[] = {
+        static const profiled_t paper[] = {
             {8, 24, 18522, 18086, 9337, 601, 2304, 24},
             {8, 32, 18513, 18086, 9331, 626, 2304, 24},
             {8, 64, 18546, 18097, 9321, 762, 2304, 24},
@@ -119,25 +141,9 @@ int main(int argc, char **argv)
             {32, 128, 10408, 10204, 7703, 408, 6144, 48},
             {32, 256, 10402, 10248, 7698, 460, 6144, 48},
         };
-        header("The ZB paper's profiled costs (paper memory model)");
-        for (size_t i = 0; i < sizeof paper / sizeof paper[0]; i++) {
-            const double mf = 34.0 * paper[i].h + 5.0 * paper[i].a * 1024,
-                         mw = -32.0 * paper[i].h;
-            char label[64];
-            snprintf(label, sizeof label, "%.0f,%.0f,%.0f,%.0f", paper[i].f, paper[i].b,
-                     paper[i].w, paper[i].c);
-            good &= row(label, paper[i].P, paper[i].M, paper[i].f, paper[i].b, paper[i].w,
-                        paper[i].c, mf, -(mf + mw), mw);
-        }
-    }
-    if (!*only || !strcmp(only, "paper")) {
         /* the settings the authors' v_schedule.py runs (its __main__), their F, B, W, comm
          * taken per chunk as that script does: the stage costs twice that, comm as given */
-        static const struct {
-            int P, M;
-            double f, b, w, c;
-            int h, a;
-        } own[] = {
+        static const profiled_t own[] = {
             {16, 48, 14407, 14380, 9676, 1610, 4096, 32},
             {16, 64, 14412, 14393, 9688, 1621, 4096, 32},
             {16, 128, 14316, 14306, 9639, 1619, 4096, 32},
@@ -148,15 +154,11 @@ int main(int argc, char **argv)
             {32, 128, 9469, 9744, 7306, 892, 6144, 48},
             {32, 256, 9447, 9644, 7193, 887, 6144, 48},
         };
-        header("The authors' own settings (v_schedule.py), costs per chunk as given");
-        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
-            const double mf = 34.0 * own[i].h + 5.0 * own[i].a * 1024, mw = -32.0 * own[i].h;
-            char label[64];
-            snprintf(label, sizeof label, "%.0f,%.0f,%.0f,%.0f /chunk", own[i].f, own[i].b,
-                     own[i].w, own[i].c);
-            good &= row(label, own[i].P, own[i].M, 2 * own[i].f, 2 * own[i].b, 2 * own[i].w,
-                        own[i].c, 2 * mf, -2 * (mf + mw), 2 * mw);
-        }
+        good &= profiled_table("The ZB paper's profiled costs (paper memory model)", paper,
+                               sizeof paper / sizeof paper[0], 1);
+        good &= profiled_table("The authors' own settings (v_schedule.py), costs per chunk as "
+                               "given",
+                               own, sizeof own / sizeof own[0], 2);
     }
     if (!*only || !strcmp(only, "ratios")) {
         /* per-chunk F:B:W (the stage costs twice that), comm 0 and 5 % of a chunk's F */

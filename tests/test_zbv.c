@@ -174,6 +174,41 @@ static void test_zbv_unit_costs_still_zero(void **state)
         }
 }
 
+/* Stage costs that differ (the timed construction reads each stage's own): zb-v stays valid,
+ * within 2P chunk units, and faster than the unit slots alone. */
+static void test_zbv_stage_costs_differ(void **state)
+{
+    (void)state;
+    for (int P = 3; P <= 8; P += 5)
+        for (int M = 2 * P; M <= 3 * P; M += P) {
+            zb_costs_t c;
+            zb_err_t e = {0};
+            assert_int_equal(zb_costs_init_uniform(&c, 2 * P, 1, 1, 1, 0, 1, 0, -1, &e), ZB_OK);
+            for (int st = 0; st < 2 * P; st++) {
+                c.t_f[st] = 1 + 0.15 * (st % 3);
+                c.t_b[st] = 1.1 + 0.2 * (st % 2);
+                c.t_w[st] = 0.4 + 0.1 * (st % 4);
+                c.comm[st] = 0.03 * (1 + st % 2);
+            }
+            double rate[2];
+            for (int with = 0; with < 2; with++) {
+                zb_gen_params_t p = {.ranks = P, .microbatches = M, .costs = with ? &c : NULL};
+                zb_schedule_t *s = NULL;
+                assert_int_equal(zb_generate("zb-v", &p, &s, &e), ZB_OK);
+                assert_int_equal(zb_validate(s, &c, &e), ZB_OK);
+                zb_sim_t sim;
+                assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_OK);
+                for (int r = 0; r < P; r++)
+                    assert_true(sim.peak_mem[r] <= 2.0 * P + 1e-9);
+                rate[with] = sim.bubble_rate;
+                zb_sim_free(&sim);
+                zb_schedule_free(s);
+            }
+            assert_true(rate[1] < rate[0]); /* here the timed construction wins each time */
+            zb_costs_free(&c);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_zbv_ratio_grid),
         cmocka_unit_test(test_zbv_uses_costs),
         cmocka_unit_test(test_zbv_unit_costs_still_zero),
+        cmocka_unit_test(test_zbv_stage_costs_differ),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

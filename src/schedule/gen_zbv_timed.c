@@ -16,9 +16,11 @@
  *  cool-down the W's still pending.
  * Each action starts when its rank is free and its cross-rank input has arrived (end + comm of
  * the sending stage), exactly the simulator's compute-only rule, and memory stays within P times
- * the rank's two chunks' m_f (1F1B's peak, 2P chunk units). Four variants (an extra W before a
- * chunk-1 backward or not, before a forward or not), each rerun with its bubbles as allowance
- * while its span falls; the shortest span wins. */
+ * the rank's two chunks' m_f (1F1B's peak, 2P chunk units). Variants: an extra W before a
+ * chunk-1 backward or not, before a forward or not (the authors' four), times three ways of
+ * deciding near ties (as computed, as the authors do; towards the W; against it), each rerun
+ * with its bubbles as allowance while its span falls; the shortest span wins. A variant that
+ * could only repeat a run already made (its knobs never mattered there) is skipped. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -23,7 +23,11 @@
  * W, which in turn needs a backward, so every rank settles into B/b, W, f/F triples. Verified
  * with the simulator (tests/test_vfamily.c): span == busy exactly for P in 2..8 and several
  * M >= 2P, peak <= 2P on every rank. The result is an action order; any cost model can simulate
- * it. */
+ * it.
+ *
+ * Given costs (other than F = B = W with no comm) on which these slots leave a bubble, the timed
+ * construction (gen_zbv_timed.c: the zero-bubble authors' ZB-V greedy on the real costs)
+ * competes, and the faster by zb_simulate (T, then makespan) is returned. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -210,7 +214,7 @@ static zb_status_t keep_faster(zb_schedule_t **out, const zb_costs_t *c, zb_err_
     const bool slots_ok = timing(*out, c, &span, &mk, &busy);
     const double tol = slots_ok ? 1e-9 * fmax(1.0, span) : 0;
     if (slots_ok && span <= busy + tol)
-        return ZB_OK; /* zero bubble (unit costs): nothing is faster on T */
+        return ZB_OK; /* no bubble on these costs: nothing is faster on T */
     zb_schedule_t *t = zb_schedule_new("zb-v", (*out)->ranks, 2, ZB_PLACE_V, (*out)->microbatches);
     zb_status_t ts = t ? zb_zbv_timed(t, c, NULL) : ZB_ENOMEM;
     if (ts == ZB_ENOMEM) {

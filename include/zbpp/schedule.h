@@ -224,6 +224,8 @@ typedef struct {
     const char *name;    /* "1f1b" */
     const char *summary; /* one line for --help */
     zb_generator_fn fn;
+    bool reads_costs;    /* the schedule depends on p->costs (zb-v, auto, optimal); the others
+                            only check its stage count */
 } zb_generator_info_t;
 
 /* The registry of schedule families, in display order. */

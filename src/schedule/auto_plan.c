@@ -35,17 +35,35 @@ static int row_cmp(const void *a, const void *b)
     return x->peak_max < y->peak_max ? -1 : x->peak_max > y->peak_max;
 }
 
-/* The family's own schedule at its default chunking, generated once without costs: the
- * handcrafted families do not read the costs (only auto and optimal do), so the plan's row is
- * judged on this schedule with the costs of its chunking. */
-static zb_schedule_t *family_schedule(const char *name, int P, int M, char *why, size_t why_len,
+/* The family's own schedule at its default chunking. Most handcrafted families do not read the
+ * costs: generated once without them, the plan's row is judged on this schedule with the costs
+ * of its chunking. One that reads them (zb-v) is generated again with those costs. */
+static zb_schedule_t *family_schedule(const zb_generator_info_t *fam, int P, int M,
+                                      const zb_costs_t *costs, char *why, size_t why_len,
                                       char *note, size_t note_len, zb_status_t *st)
 {
     zb_gen_params_t q = {.ranks = P, .microbatches = M};
     zb_schedule_t *s = NULL;
     zb_err_t e;
     zb_err_clear(&e);
-    *st = zb_generate(name, &q, &s, &e);
+    *st = zb_generate(fam->name, &q, &s, &e);
+    if (*st == ZB_OK && fam->reads_costs) {
+        zb_costs_t c;
+        if ((*st = zb_costs_rechunk(costs, P, s->chunks, s->placement, &c, &e)) == ZB_OK) {
+            zb_gen_params_t qc = {.ranks = P, .microbatches = M, .chunks = s->chunks, .costs = &c};
+            zb_schedule_t *with = NULL;
+            if ((*st = zb_generate(fam->name, &qc, &with, &e)) == ZB_OK) {
+                zb_schedule_free(s);
+                s = with;
+                q = qc;
+            }
+            zb_costs_free(&c);
+        }
+        if (*st != ZB_OK) {
+            zb_schedule_free(s);
+            s = NULL;
+        }
+    }
     if (*st != ZB_OK) {
         snprintf(why, why_len, "%s", e.msg);
         return NULL;
@@ -246,7 +264,7 @@ zb_status_t zb_plan_compare_opts(int P, int M, const zb_costs_t *costs, const zb
             if (plain_family != i) { /* the plain row generates it, +R reuses it */
                 zb_schedule_free(plain);
                 plain_family = i;
-                plain = family_schedule(fam[i].name, P, M, plain_why, sizeof plain_why,
+                plain = family_schedule(&fam[i], P, M, costs, plain_why, sizeof plain_why,
                                         plain_note, sizeof plain_note, &st);
                 if (st == ZB_ENOMEM) {
                     st = zb_err_set(err, st, "%s", plain_why);

@@ -15,6 +15,11 @@ zb_status_t zb_v_template(zb_schedule_t *s, bool with_w, int cut, zb_err_t *err)
  * does not fit this P. */
 zb_status_t zb_v_pattern(zb_schedule_t *s, bool half, zb_err_t *err);
 
+/* Append zb-v's timed construction on the per-chunk costs c (2P stages; gen_zbv_timed.c) to
+ * every rank of the empty V-placed schedule s (M >= 2P). ZB_ENOMEM, or ZB_ESCHEDULE if none of
+ * its variants completes (then the unit-slot construction stands alone). */
+zb_status_t zb_zbv_timed(zb_schedule_t *s, const zb_costs_t *c, zb_err_t *err);
+
 /* Registered families (see gen_zbv.c, gen_v.c, gen_dualpipev.c, gen_interleaved_zb.c, auto_search.c,
  * optimal_glpk.c). */
 zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err);

@@ -23,8 +23,13 @@
  * W, which in turn needs a backward, so every rank settles into B/b, W, f/F triples. Verified
  * with the simulator (tests/test_vfamily.c): span == busy exactly for P in 2..8 and several
  * M >= 2P, peak <= 2P on every rank. The result is an action order; any cost model can simulate
- * it. */
+ * it.
+ *
+ * Given costs (other than F = B = W with no comm) on which these slots leave a bubble, the timed
+ * construction (gen_zbv_timed.c: the zero-bubble authors' ZB-V greedy on the real costs)
+ * competes, and the faster by zb_simulate (T, then makespan) is returned. */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "schedule/gen_v.h"
@@ -122,15 +127,11 @@ static zb_status_t step(zbv_t *z, zb_schedule_t *s, int r, int t, zb_err_t *err)
     return ZB_OK; /* idle this slot */
 }
 
-zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+/* The unit-slot construction into the empty V schedule s. */
+static zb_status_t build_slots(zb_schedule_t *s, zb_err_t *err)
 {
-    *out = NULL;
-    const int P = p->ranks, M = p->microbatches;
-    if (M < 2 * P) /* first: the most useful message when several things are wrong */
-        return zb_err_set(err, ZB_EINVAL, "zb-v: needs M >= 2P (P=%d, M=%d)", P, M);
-    zb_status_t st = zb_gen_begin("zb-v", p, 2, 2, 2, ZB_PLACE_V, out, err);
-    if (st != ZB_OK)
-        return st;
+    const int P = s->ranks, M = s->microbatches;
+    zb_status_t st = ZB_OK;
     zbv_t z = {.P = P, .M = M, .S = 2 * P};
     size_t SM = (size_t)z.S * M;
     z.end_f = malloc(sizeof(int) * SM);
@@ -166,7 +167,7 @@ zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
             if (z.left[r] == 0)
                 continue;
             int before = z.left[r];
-            st = step(&z, *out, r, (int)t, err);
+            st = step(&z, s, r, (int)t, err);
             remaining -= before - z.left[r];
         }
     }
@@ -177,6 +178,70 @@ done:
     free(z.next_b);
     free(z.wq);
     free(per_rank);
+    return st;
+}
+
+/* T (the longest span), makespan and busy time of s under c; false if it cannot be simulated. */
+static bool timing(const zb_schedule_t *s, const zb_costs_t *c, double *span, double *mk,
+                   double *busy)
+{
+    zb_sim_t sim;
+    if (zb_simulate(s, c, &sim, NULL) != ZB_OK)
+        return false;
+    *span = sim.span_max, *mk = sim.makespan, *busy = sim.busy_max;
+    zb_sim_free(&sim);
+    return true;
+}
+
+/* F = B = W, the same on every stage, and no comm: the model the slots are built for (zero
+ * bubble there, tests/test_vfamily.c up to P = 8, by hand to 32, simulated at 128). */
+static bool unit_like(const zb_costs_t *c)
+{
+    for (int s = 0; s < c->stages; s++)
+        if (c->t_f[s] != c->t_f[0] || c->t_b[s] != c->t_f[0] || c->t_w[s] != c->t_f[0] ||
+            c->comm[s] != 0)
+            return false;
+    return true;
+}
+
+/* With costs: the timed construction competes with the slots (already in *out) unless these
+ * have no bubble on c; the faster (T, then makespan) by zb_simulate is kept. */
+static zb_status_t keep_faster(zb_schedule_t **out, const zb_costs_t *c, zb_err_t *err)
+{
+    if (unit_like(c))
+        return ZB_OK;
+    double span = 0, mk = 0, busy = 0, t_span, t_mk, t_busy;
+    const bool slots_ok = timing(*out, c, &span, &mk, &busy);
+    const double tol = slots_ok ? 1e-9 * fmax(1.0, span) : 0;
+    if (slots_ok && span <= busy + tol)
+        return ZB_OK; /* no bubble on these costs: nothing is faster on T */
+    zb_schedule_t *t = zb_schedule_new("zb-v", (*out)->ranks, 2, ZB_PLACE_V, (*out)->microbatches);
+    zb_status_t ts = t ? zb_zbv_timed(t, c, NULL) : ZB_ENOMEM;
+    if (ts == ZB_ENOMEM) {
+        zb_schedule_free(t);
+        return zb_err_set(err, ZB_ENOMEM, "zb-v: out of memory");
+    }
+    if (ts == ZB_OK && timing(t, c, &t_span, &t_mk, &t_busy) &&
+        (!slots_ok || t_span < span - tol || (t_span <= span + tol && t_mk < mk - tol))) {
+        zb_schedule_free(*out);
+        *out = t;
+        t = NULL;
+    }
+    zb_schedule_free(t);
+    return ZB_OK;
+}
+
+zb_status_t zb_gen_zbv(zb_gen_params_t *p, zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    const int P = p->ranks, M = p->microbatches;
+    if (M < 2 * P) /* first: the most useful message when several things are wrong */
+        return zb_err_set(err, ZB_EINVAL, "zb-v: needs M >= 2P (P=%d, M=%d)", P, M);
+    zb_status_t st = zb_gen_begin("zb-v", p, 2, 2, 2, ZB_PLACE_V, out, err);
+    if (st == ZB_OK)
+        st = build_slots(*out, err);
+    if (st == ZB_OK && p->costs)
+        st = keep_faster(out, p->costs, err);
     if (st != ZB_OK) {
         zb_schedule_free(*out);
         *out = NULL;

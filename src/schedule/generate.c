@@ -7,26 +7,29 @@
 
 /* Display order. One line per family; see generators.h for how to add one. */
 static const zb_generator_info_t registry[] = {
-    {"gpipe", "all forwards, then all fused backwards (peak M activations)", zb_gen_gpipe},
-    {"1f1b", "one-forward-one-backward, fused backward (peak P activations)", zb_gen_1f1b},
+    {"gpipe", "all forwards, then all fused backwards (peak M activations)", zb_gen_gpipe, false},
+    {"1f1b", "one-forward-one-backward, fused backward (peak P activations)", zb_gen_1f1b, false},
     {"interleaved-1f1b", "Megatron interleaved 1F1B, v chunks per rank (loop placement)",
-     zb_gen_interleaved},
+     zb_gen_interleaved, false},
     {"looped-bfs", "PyTorch's looped BFS: v chunks per rank, all forwards chunk by chunk, then the "
                    "backwards (peak v*M chunk activations)",
-     zb_gen_looped_bfs},
-    {"zb-h1", "zero bubble H1: split B/W, 1F1B memory, bubble (P-1)(F+B-W)", zb_gen_zbh1},
-    {"zb-h2", "zero bubble H2: split B/W, 2P-1 activations, bubble (P-1)(F+B-2W)", zb_gen_zbh2},
+     zb_gen_looped_bfs, false},
+    {"zb-h1", "zero bubble H1: split B/W, 1F1B memory, bubble (P-1)(F+B-W)", zb_gen_zbh1, false},
+    {"zb-h2", "zero bubble H2: split B/W, 2P-1 activations, bubble (P-1)(F+B-2W)", zb_gen_zbh2,
+     false},
     {"interleaved-zb", "interleaved 1F1B with B/W split: same memory, W's fill the bubbles",
-     zb_gen_interleaved_zb},
+     zb_gen_interleaved_zb, false},
     {"zb-v", "ZB-V: V placement, 2 chunks, peak 2P chunk activations (1F1B's), ~zero bubble",
-     zb_gen_zbv},
-    {"v-half", "V-Half: V placement, about half of 1F1B's memory and bubble", zb_gen_vhalf},
-    {"v-min", "V-Min: V placement, about 1/3 of 1F1B's memory, less bubble than 1F1B", zb_gen_vmin},
+     zb_gen_zbv, true},
+    {"v-half", "V-Half: V placement, about half of 1F1B's memory and bubble", zb_gen_vhalf, false},
+    {"v-min", "V-Min: V placement, about 1/3 of 1F1B's memory, less bubble than 1F1B", zb_gen_vmin,
+     false},
     {"dualpipev", "DeepSeek DualPipeV: V placement, M >= 2P, W's deferred in the cool-down",
-     zb_gen_dualpipev},
+     zb_gen_dualpipev, false},
     {"auto", "best schedule under --mem-limit (greedy search + families + local moves)",
-     zb_gen_auto},
-    {"optimal", "exact MILP (GLPK) for small P, M; warm-started from auto", zb_gen_optimal},
+     zb_gen_auto, true},
+    {"optimal", "exact MILP (GLPK) for small P, M; warm-started from auto", zb_gen_optimal,
+     true},
 };
 
 const zb_generator_info_t *zb_generators(size_t *count)

@@ -433,16 +433,18 @@ static void test_tied_wte_on_device(void **state)
         zb_pipeline_opts_t o;
         opts(&o, runs[k].P, runs[k].schedule, true);
         long folds = fake_add_inplace_calls, launches = fake_adamw_launches;
-        long norms = fake_sum_rows_launches;
+        long norms = fake_sum_rows_launches, partials = fake_sumsq_multi_launches;
         zb_pipeline_report_t rep = {0};
         run_ok(&c, &o, loss, &got, &rep);
         assert_int_equal(fake_add_inplace_calls - folds, STEPS);
-        /* the optimizer: one AdamW launch and one norm reduction per stage and step (zb-v: two
-         * stages per rank), no rollback here (no clipping) */
+        /* the optimizer: one AdamW launch and one norm (one launch of every range's partials,
+         * one reduction) per stage and step (zb-v: two stages per rank), no rollback here (no
+         * clipping) */
         long stages = runs[k].P * (k == 1 ? 2 : 1);
         assert_int_equal(rep.rollbacks, 0);
         assert_int_equal(fake_adamw_launches - launches, stages * STEPS);
         assert_int_equal(fake_sum_rows_launches - norms, stages * STEPS);
+        assert_int_equal(fake_sumsq_multi_launches - partials, stages * STEPS);
         same_losses(loss, ref_loss, STEPS, runs[k].schedule);
         pt_assert_same_params(&got, &ref, runs[k].schedule);
         zb_gpt2_params_free(&got);

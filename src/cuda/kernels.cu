@@ -352,16 +352,36 @@ __global__ void adamw_k(float *p, const float *g, float *m, float *v, size_t n, 
         zb_adamw_elem(p, g, m, v, i, b1, b2, bc1, bc2, eps, wd, lr, gs);
 }
 
-__global__ void sumsq_partials_k(double *part, const float *g, size_t n)
+// Block blockIdx.x's grid-stride share of g[0, n) squared, summed in double over the block
+// (every thread gets it; block_sum's closing barrier lets sh be reused).
+__device__ double sumsq_share(const float *g, size_t n, double *sh)
 {
-    __shared__ double sh[32];
     double s = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         s += (double)g[i] * (double)g[i];
-    s = block_sum(s, sh);
+    return block_sum(s, sh);
+}
+
+__global__ void sumsq_partials_k(double *part, const float *g, size_t n)
+{
+    __shared__ double sh[32];
+    double s = sumsq_share(g, n, sh);
     if (threadIdx.x == 0)
         part[blockIdx.x] = s;
+}
+
+// blockIdx.y: the range (looping past 65535); blockIdx.x over the same ZB_CU_SUMSQ_BLOCKS as
+// sumsq_partials_k, so each partial is that kernel's
+__global__ void sumsq_multi_k(const zb_cu_sumsq_range_t *ranges, int count)
+{
+    __shared__ double sh[32];
+    for (int r = blockIdx.y; r < count; r += gridDim.y) {
+        const zb_cu_sumsq_range_t d = ranges[r];
+        double s = sumsq_share(d.g, d.n, sh);
+        if (threadIdx.x == 0)
+            d.part[blockIdx.x] = s;
+    }
 }
 
 } // namespace
@@ -489,6 +509,14 @@ void zb_cuk_adamw(cudaStream_t s, float *p, const float *g, float *m, float *v, 
     if (n == 0)
         return;
     adamw_k<<<blocks_for(n), kThreads, 0, s>>>(p, g, m, v, n, b1, b2, bc1, bc2, eps, wd, lr, gs);
+}
+
+void zb_cuk_sumsq_multi(cudaStream_t s, const zb_cu_sumsq_range_t *ranges, int count)
+{
+    if (count < 1)
+        return;
+    dim3 grid(ZB_CU_SUMSQ_BLOCKS, (unsigned)(count < 65535 ? count : 65535));
+    sumsq_multi_k<<<grid, kThreads, 0, s>>>(ranges, count);
 }
 
 void zb_cuk_sumsq_partials(cudaStream_t s, double *part, const float *g, size_t n)

@@ -84,6 +84,16 @@ void zb_cuk_adamw(cudaStream_t s, float *p, const float *g, float *m, float *v, 
                   float b2, float bc1, float bc2, float eps, float wd, float lr, float gs);
 /* part[ZB_CU_SUMSQ_BLOCKS] = partial sums of g² in double (grid-stride, fixed grid). */
 void zb_cuk_sumsq_partials(cudaStream_t s, double *part, const float *g, size_t n);
+/* One range of zb_cuk_sumsq_multi: n floats of g, their ZB_CU_SUMSQ_BLOCKS partials into part. */
+typedef struct {
+    const float *g;
+    double *part;
+    size_t n;
+} zb_cu_sumsq_range_t;
+/* zb_cuk_sumsq_partials of every range of ranges[0..count) (a device array) in one launch:
+ * block b of range r sums the elements block b of a launch for that range alone would, with
+ * the same tree, so every partial has the same bits. */
+void zb_cuk_sumsq_multi(cudaStream_t s, const zb_cu_sumsq_range_t *ranges, int count);
 
 #ifdef __cplusplus
 }

@@ -219,8 +219,10 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
     s->ctx.prof = NULL;
     zb_cu_ctx_destroy(&s->ctx);
     cudaFree(s->backup);
-    cudaFree(s->adamw_dev);
-    free(s->adamw_host);
+    cudaFree(s->adamw_tab.dev);
+    free(s->adamw_tab.host);
+    cudaFree(s->sumsq_tab.dev);
+    free(s->sumsq_tab.host);
     cudaFree(s->norm_parts);
     cudaFree(s->params);
     cudaFree(s->grads);
@@ -457,6 +459,32 @@ zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, z
     return zb_cuda_grad_units_sumsq(s, &unit, 1, out, err);
 }
 
+/* A launch's descriptor table on the device: the host table d of n entries (taken over) is
+ * uploaded when it differs from the one there (the first step, or other units or buffers), so
+ * a step with the same table uploads nothing. */
+static zb_status_t table_to_device(zb_cuda_stage_t *s, zb_cu_table_t *t, void *d, int n,
+                                   size_t elem, const char *what, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    if (n != t->count || (n > 0 && memcmp(d, t->host, (size_t)n * elem))) {
+        cudaError_t e = cudaStreamSynchronize(s->ctx.stream); /* a queued launch reads it */
+        cudaFree(t->dev);
+        free(t->host);
+        t->dev = NULL, t->host = NULL, t->count = 0;
+        if (e == cudaSuccess && n > 0)
+            e = cudaMalloc(&t->dev, (size_t)n * elem);
+        st = cuda_err(e, what, err);
+        if (st == ZB_OK && n > 0)
+            st = copy(s, t->dev, d, (size_t)n * elem, cudaMemcpyHostToDevice, what, err);
+        if (st == ZB_OK) {
+            t->host = d, t->count = n;
+            d = NULL;
+        }
+    }
+    free(d);
+    return st;
+}
+
 /* Room for the partials of n units (16 ranges x ZB_CU_SUMSQ_BLOCKS each) and their n sums. */
 static zb_status_t norm_room(zb_cuda_stage_t *s, int n, zb_err_t *err)
 {
@@ -476,9 +504,10 @@ static zb_status_t norm_room(zb_cuda_stage_t *s, int n, zb_err_t *err)
     return ZB_OK;
 }
 
-/* Every range's partials in its own slot of its unit's row (the rest of the row zeros), each
- * row summed in order on the device (what the host summed: adding the zeros changes no bit),
- * and one copy of the n sums back: one host wait for all the units. */
+/* Every range's partials in its own slot of its unit's row (the rest of the row zeros), all the
+ * ranges in one launch (zb_cuk_sumsq_multi: the per-range launch's bits), each row summed in
+ * order on the device (what the host summed: adding the zeros changes no bit), and one copy of
+ * the n sums back: one host wait for all the units. */
 zb_status_t zb_cuda_grad_units_sumsq(zb_cuda_stage_t *s, const int *units, int n, double *out,
                                      zb_err_t *err)
 {
@@ -499,16 +528,26 @@ zb_status_t zb_cuda_grad_units_sumsq(zb_cuda_stage_t *s, const int *units, int n
                                     s->ctx.stream);
     if (e != cudaSuccess)
         return cuda_err(e, "grad sumsq", err);
-    zb_cu_prof_begin(&s->ctx, ZB_CUDA_K_OPTIMIZER);
+    zb_cu_sumsq_range_t *ranges = malloc(((size_t)n * 16 + 1) * sizeof *ranges);
+    if (!ranges)
+        return zb_err_set(err, ZB_ENOMEM, "cuda grad sumsq: out of memory for %d units", n);
+    int nr_all = 0;
     for (int u = 0; u < n; u++) {
         size_t off[16], cnt[16];
         int tensor[16];
         int nr = stage_unit_ranges(s, units[u], off, cnt, tensor);
-        for (int r = 0; r < nr; r++)
-            zb_cuk_sumsq_partials(s->ctx.stream,
-                                  s->norm_parts + (size_t)u * row + (size_t)r * ZB_CU_SUMSQ_BLOCKS,
-                                  s->grads + off[r], cnt[r]);
+        for (int r = 0; r < nr; r++) {
+            memset(&ranges[nr_all], 0, sizeof *ranges); /* compared bytewise */
+            ranges[nr_all].g = s->grads + off[r];
+            ranges[nr_all].part = s->norm_parts + (size_t)u * row + (size_t)r * ZB_CU_SUMSQ_BLOCKS;
+            ranges[nr_all++].n = cnt[r];
+        }
     }
+    if ((st = table_to_device(s, &s->sumsq_tab, ranges, nr_all, sizeof *ranges, "grad sumsq table",
+                              err)) != ZB_OK)
+        return st;
+    zb_cu_prof_begin(&s->ctx, ZB_CUDA_K_OPTIMIZER);
+    zb_cuk_sumsq_multi(s->ctx.stream, s->sumsq_tab.dev, s->sumsq_tab.count); /* one launch */
     zb_cuk_sum_rows(s->ctx.stream, sums, s->norm_parts, n, (int)row);
     zb_cu_prof_end(&s->ctx);
     zb_cu_launch_check(&s->ctx, "grad sumsq");
@@ -516,7 +555,7 @@ zb_status_t zb_cuda_grad_units_sumsq(zb_cuda_stage_t *s, const int *units, int n
                 err);
 }
 
-/* The AdamW descriptors of the units' tensors into s->adamw_host (grown as needed); their count,
+/* The AdamW descriptors of the units' tensors into a new host table *out; their count,
  * or -1 out of memory. */
 static int adamw_tables(zb_cuda_stage_t *s, const zb_adamw_hparams_t *h, const int *units,
                         int n_units, zb_cu_adamw_tensor_t **out, size_t *max_n)
@@ -573,28 +612,13 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
     int n = adamw_tables(s, h, units, n_units, &d, &max_n);
     if (n < 0)
         return zb_err_set(err, ZB_ENOMEM, "cuda adamw: out of memory for %d units", n_units);
-    zb_status_t st = ZB_OK;
-    if (n != s->adamw_count || (n > 0 && memcmp(d, s->adamw_host, (size_t)n * sizeof *d))) {
-        cudaError_t e = cudaStreamSynchronize(s->ctx.stream); /* a queued launch reads it */
-        cudaFree(s->adamw_dev);
-        free(s->adamw_host);
-        s->adamw_dev = NULL, s->adamw_host = NULL, s->adamw_count = 0;
-        if (e == cudaSuccess && n > 0)
-            e = cudaMalloc((void **)&s->adamw_dev, (size_t)n * sizeof *d);
-        st = cuda_err(e, "adamw table", err);
-        if (st == ZB_OK && n > 0)
-            st = copy(s, s->adamw_dev, d, (size_t)n * sizeof *d, cudaMemcpyHostToDevice,
-                      "adamw table", err);
-        if (st == ZB_OK) {
-            s->adamw_host = d, s->adamw_count = n, s->adamw_max_n = max_n;
-            d = NULL;
-        }
-    }
-    free(d);
-    if (st != ZB_OK || s->adamw_count == 0)
+    zb_status_t st = table_to_device(s, &s->adamw_tab, d, n, sizeof *d, "adamw table", err);
+    if (st == ZB_OK)
+        s->adamw_max_n = max_n;
+    if (st != ZB_OK || s->adamw_tab.count == 0)
         return st;
     zb_cu_prof_begin(&s->ctx, ZB_CUDA_K_OPTIMIZER);
-    zb_cuk_adamw_multi(s->ctx.stream, s->adamw_dev, s->adamw_count, s->adamw_max_n, h->beta1,
+    zb_cuk_adamw_multi(s->ctx.stream, s->adamw_tab.dev, s->adamw_tab.count, s->adamw_max_n, h->beta1,
                        h->beta2, bc1, bc2, h->eps, lr, grad_scale);
     zb_cu_prof_end(&s->ctx);
     zb_cu_launch_check(&s->ctx, "adamw");

@@ -33,6 +33,12 @@ typedef struct {
     zb_bf16_t *dres3, *dfch, *dln2, *dres2, *dqkv, *dln1;
 } layer16_t;
 
+/* A launch's descriptor table, on the device and its host copy (to see whether it changed). */
+typedef struct {
+    void *dev, *host;
+    int count;
+} zb_cu_table_t;
+
 struct zb_cuda_stage {
     zb_cu_ctx_t ctx;
     zb_gpt2_config_t cfg;
@@ -51,9 +57,9 @@ struct zb_cuda_stage {
     /* the optimizer's tables (stage.c, made on first use): the multi-tensor AdamW descriptors
      * of the units last stepped (a host copy to see whether they changed), and room for the
      * norm partials of norm_cap units and their sums */
-    zb_cu_adamw_tensor_t *adamw_dev, *adamw_host;
-    int adamw_count;
+    zb_cu_table_t adamw_tab; /* zb_cu_adamw_tensor_t entries */
     size_t adamw_max_n;
+    zb_cu_table_t sumsq_tab; /* zb_cu_sumsq_range_t: the last norm's ranges */
     double *norm_parts;
     int norm_cap;
     bool borrowed_stream; /* the stream is a partition's (zb_cuda_stage_use_stream) */

@@ -105,8 +105,9 @@ else()
         COMMENT "${cu}.cu as C++ for the CPU emulation"
         VERBATIM)
       set_source_files_properties(${obj} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
-      cmake_language(DEFER CALL target_sources ${test} PRIVATE ${obj})
-      cmake_language(DEFER CALL target_compile_definitions ${test} PRIVATE ZB_FLASH_EMU=1)
+      # EVAL bakes the names in: DEFER CALL would expand ${test} and ${obj} only when it runs
+      cmake_language(EVAL CODE "cmake_language(DEFER CALL target_sources [[${test}]] PRIVATE [[${obj}]])
+        cmake_language(DEFER CALL target_compile_definitions [[${test}]] PRIVATE ZB_FLASH_EMU=1)")
     endforeach()
   endif()
 endif()

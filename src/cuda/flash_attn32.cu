@@ -8,7 +8,7 @@
 // block of R/16 × N/16), so a warp reads, per inner step, two rows of its left operand
 // (broadcast) and 16 consecutive rows of its right operand. Operands sit in shared memory
 // row-major with an odd leading dimension (HS + 1, N + 1): 16 consecutive rows fall in 16
-// different banks. Tiles are too big for the 48 KiB static limit (up to 116 KiB): dynamic
+// different banks. Tiles are too big for the 48 KiB static limit (up to 113.5 KiB): dynamic
 // shared memory.
 //
 // ZB_FLASH_EMULATE builds this file as plain C++ for the CPU (tests/flash_emulation.h supplies
@@ -120,7 +120,7 @@ template <int TM, int TN> __device__ __forceinline__ void zero(float (&a)[TM][TN
 }
 
 // Tile shapes per head size: hs 128 halves the key tiles of the forward / dQ and the query
-// tiles of dK/dV, which keeps shared memory at or under 116 KiB and the accumulators in
+// tiles of dK/dV, which keeps shared memory at or under 113.5 KiB and the accumulators in
 // registers.
 template <int HS> struct Tiles32 {
     static constexpr int kKeys = HS > 64 ? 32 : 64;     // forward, dQ: keys per tile

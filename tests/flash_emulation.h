@@ -290,6 +290,16 @@ template <typename F> inline void launch(dim3 grid, dim3 block, F f, size_t dyn 
             }
 }
 
+// A vector load (float2 / float4) from an address the GPU would fault on.
+inline void check_aligned(const void *p, size_t bytes)
+{
+    if ((uintptr_t)p % bytes) {
+        fprintf(stderr, "flash emulation: a %zu-byte vector load from a misaligned address\n",
+                bytes);
+        abort();
+    }
+}
+
 }  // namespace flash_emu
 
 #define threadIdx (flash_emu::thread_idx())

@@ -3,13 +3,15 @@
 // D = rowsum(dO∘O), dK/dV per key tile, dQ per query tile) with fp32 FMAs instead of bf16 mma,
 // so the fp32 precision stays true fp32. docs/cuda.md ("fp32 attention") describes it.
 //
-// A CTA is 256 threads, a 16×16 grid: thread (tx, ty) = (tid % 16, tid / 16). Every product
-// tile of R rows × N columns gives the thread rows ty + 16i and columns tx + 16j (a register
-// block of R/16 × N/16), so a warp reads, per inner step, two rows of its left operand
-// (broadcast) and 16 consecutive rows of its right operand. Operands sit in shared memory
-// row-major with an odd leading dimension (HS + 1, N + 1): 16 consecutive rows fall in 16
-// different banks. Tiles are too big for the 48 KiB static limit (up to 113.5 KiB): dynamic
-// shared memory.
+// A CTA is 256 threads, a 16×16 grid: thread (tx, ty) = (tid % 16, tid / 16), each a register
+// block of outputs. In a score tile (Q·Kᵀ, dO·Vᵀ; R rows × N keys) the thread owns rows
+// ty + 16i and columns tx + 16j, reading 4 head dims of each operand row per float4 load: per
+// load a warp reads two rows of the left operand (broadcast) and 16 of the right one. In a
+// product with a score tile on the left (P·V, Pᵀ·dO, dS·K) it owns rows ty + 16i and the head
+// dims col_of(n): 4 consecutive per 64, so a warp's float4 loads of a row are 256 contiguous
+// bytes. Operands sit in shared memory row-major with rows padded by 4 floats (16-byte aligned;
+// 16 rows then start 4 banks apart, two 16-byte loads per bank: the minimum for 256 bytes).
+// Tiles are too big for the 48 KiB static limit (up to 117.5 KiB): dynamic shared memory.
 //
 // ZB_FLASH_EMULATE builds this file as plain C++ for the CPU (tests/flash_emulation.h supplies
 // threads, barriers, shuffles and dynamic shared memory) for tests/test_flash32_emulated.c.
@@ -34,62 +36,104 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kThreads = 256;
 constexpr int kRows = 64;  // query rows per forward / dQ CTA, keys per dK/dV CTA
 
+constexpr int kPad = 4;  // floats of padding per shared row: rows stay 16-byte aligned
+
+// N consecutive floats from p (16-byte aligned when N is a multiple of 4): vector loads.
+template <int N> __device__ __forceinline__ void load_vec(float *v, const float *p)
+{
+#ifdef ZB_FLASH_EMULATE
+    flash_emu::check_aligned(p, N % 4 == 0 ? 16 : N * 4);
+    for (int k = 0; k < N; k++)
+        v[k] = p[k];
+#else
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < N; k += 4) {
+            const float4 f = *reinterpret_cast<const float4 *>(p + k);
+            v[k] = f.x, v[k + 1] = f.y, v[k + 2] = f.z, v[k + 3] = f.w;
+        }
+    } else if constexpr (N == 2) {
+        const float2 f = *reinterpret_cast<const float2 *>(p);
+        v[0] = f.x, v[1] = f.y;
+    } else {
+        v[0] = p[0];
+    }
+#endif
+}
+
+// The thread's n-th of its HS / 16 head-dimension columns: 4 consecutive ones per 64 columns
+// (a warp's float4 loads of a row cover 256 contiguous bytes), or 1 or 2 for hs 16 and 32.
+template <int HS> __device__ __forceinline__ int col_of(int n, int tx)
+{
+    if constexpr (HS >= 64)
+        return (n / 4) * 64 + tx * 4 + n % 4;
+    else
+        return tx * (HS / 16) + n;
+}
+
 // rows [r0, r0 + ROWS) × HS columns of an fp32 matrix (row stride ld) into a shared tile with
-// leading dimension HS + 1; rows >= T read as zero. All threads of the CTA call it.
+// leading dimension HS + kPad; rows >= T read as zero. All threads of the CTA call it.
 template <int HS, int ROWS>
 __device__ __forceinline__ void load_rows(float *dst, const float *src, size_t ld, int r0, int T)
 {
     for (int i = threadIdx.x; i < ROWS * HS; i += kThreads) {
         int r = i / HS, c = i % HS;
-        dst[r * (HS + 1) + c] = r0 + r < T ? src[(size_t)(r0 + r) * ld + c] : 0.0f;
+        dst[r * (HS + kPad) + c] = r0 + r < T ? src[(size_t)(r0 + r) * ld + c] : 0.0f;
     }
 }
 
 // acc[i][j] += Σ_d a[ty + 16i][d] · b[tx + 16j][d]: the score-shaped products (Q·Kᵀ, dO·Vᵀ),
-// both operands [row][HS] in shared memory.
+// both operands [row][HS] in shared memory, read 4 dims at a time.
 template <int HS, int TM, int TN>
 __device__ __forceinline__ void dot_rows(float (&acc)[TM][TN], const float *a, const float *b,
                                          int tx, int ty)
 {
-    constexpr int kLd = HS + 1;
-#pragma unroll 4
-    for (int d = 0; d < HS; d++) {
-        float av[TM], bv[TN];
+    constexpr int kLd = HS + kPad;
+#pragma unroll 2
+    for (int d = 0; d < HS; d += 4) {
+        float av[TM][4], bv[TN][4];
 #pragma unroll
         for (int i = 0; i < TM; i++)
-            av[i] = a[(ty + 16 * i) * kLd + d];
+            load_vec<4>(av[i], a + (ty + 16 * i) * kLd + d);
 #pragma unroll
         for (int j = 0; j < TN; j++)
-            bv[j] = b[(tx + 16 * j) * kLd + d];
+            load_vec<4>(bv[j], b + (tx + 16 * j) * kLd + d);
 #pragma unroll
-        for (int i = 0; i < TM; i++)
+        for (int e = 0; e < 4; e++)
 #pragma unroll
-            for (int j = 0; j < TN; j++)
-                acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++)
+                    acc[i][j] = fmaf(av[i][e], bv[j][e], acc[i][j]);
     }
 }
 
-// acc[i][n] += Σ_c p[ty + 16i][c] · x[c][tx + 16n]: a score tile (N columns, leading dimension
-// N + 1) times a row tile [N][HS] (leading dimension HS + 1): o += P·V, dV += Pᵀ·dO, dQ += dS·K.
+// acc[i][n] += Σ_c p[ty + 16i][c] · x[c][col_of(n)]: a score tile (N columns, leading
+// dimension N + kPad) times a row tile [N][HS]: o += P·V, dV += Pᵀ·dO, dQ += dS·K.
 template <int HS, int N, int TM>
 __device__ __forceinline__ void scores_times_rows(float (&acc)[TM][HS / 16], const float *p,
                                                   const float *x, int tx, int ty)
 {
-    constexpr int kLdp = N + 1, kLdx = HS + 1, DN = HS / 16;
-#pragma unroll 4
-    for (int c = 0; c < N; c++) {
-        float pv[TM], xv[DN];
+    constexpr int kLdp = N + kPad, kLdx = HS + kPad, DN = HS / 16;
+#pragma unroll 2
+    for (int c = 0; c < N; c += 4) {
+        float pv[TM][4];
 #pragma unroll
         for (int i = 0; i < TM; i++)
-            pv[i] = p[(ty + 16 * i) * kLdp + c];
+            load_vec<4>(pv[i], p + (ty + 16 * i) * kLdp + c);
 #pragma unroll
-        for (int n = 0; n < DN; n++)
-            xv[n] = x[c * kLdx + tx + 16 * n];
+        for (int e = 0; e < 4; e++) {
+            float xv[DN];
+            const float *row = x + (c + e) * kLdx;
 #pragma unroll
-        for (int i = 0; i < TM; i++)
+            for (int n = 0; n < DN; n += DN < 4 ? DN : 4)
+                load_vec<DN < 4 ? DN : 4>(xv + n, row + col_of<HS>(n, tx));
 #pragma unroll
-            for (int n = 0; n < DN; n++)
-                acc[i][n] = fmaf(pv[i], xv[n], acc[i][n]);
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int n = 0; n < DN; n++)
+                    acc[i][n] = fmaf(pv[i][e], xv[n], acc[i][n]);
+        }
     }
 }
 
@@ -120,15 +164,16 @@ template <int TM, int TN> __device__ __forceinline__ void zero(float (&a)[TM][TN
 }
 
 // Tile shapes per head size: hs 128 halves the key tiles of the forward / dQ and the query
-// tiles of dK/dV, which keeps shared memory at or under 113.5 KiB and the accumulators in
+// tiles of dK/dV, which keeps shared memory at or under 117.5 KiB and the accumulators in
 // registers.
 template <int HS> struct Tiles32 {
     static constexpr int kKeys = HS > 64 ? 32 : 64;     // forward, dQ: keys per tile
     static constexpr int kQueries = HS > 64 ? 32 : 64;  // dK/dV: queries per tile
-    static constexpr size_t kFwdFloats = (size_t)(kRows + 2 * kKeys) * (HS + 1) + kRows * (kKeys + 1);
-    static constexpr size_t kDqFloats = kFwdFloats + (size_t)kRows * (HS + 1);
-    static constexpr size_t kDkdvFloats =
-        (size_t)(2 * kRows + 2 * kQueries) * (HS + 1) + 2 * kRows * (kQueries + 1) + 2 * kQueries;
+    static constexpr size_t kFwdFloats =
+        (size_t)(kRows + 2 * kKeys) * (HS + kPad) + kRows * (kKeys + kPad);
+    static constexpr size_t kDqFloats = kFwdFloats + (size_t)kRows * (HS + kPad);
+    static constexpr size_t kDkdvFloats = (size_t)(2 * kRows + 2 * kQueries) * (HS + kPad) +
+                                          2 * kRows * (kQueries + kPad) + 2 * kQueries;
 };
 
 // ---- forward: one CTA per (query tile of 64 rows, head, sequence) ----
@@ -140,7 +185,7 @@ template <int HS, int BC>
 __global__ void __launch_bounds__(kThreads)
     flash32_forward_k(float *out, float *lse, const float *qkv, int T, int NH, float sl2)
 {
-    constexpr int TM = kRows / 16, TN = BC / 16, DN = HS / 16, kLd = HS + 1, kLdp = BC + 1;
+    constexpr int TM = kRows / 16, TN = BC / 16, DN = HS / 16, kLd = HS + kPad, kLdp = BC + kPad;
     FLASH_DYN_SMEM(sm);
     float *qs = sm, *ks = qs + kRows * kLd, *vs = ks + BC * kLd, *ps = vs + BC * kLd;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
@@ -207,7 +252,7 @@ __global__ void __launch_bounds__(kThreads)
         const float inv = 1.0f / sum;
 #pragma unroll
         for (int n = 0; n < DN; n++)
-            orow[(size_t)row * C + tx + 16 * n] = o[i][n] * inv;
+            orow[(size_t)row * C + col_of<HS>(n, tx)] = o[i][n] * inv;
         if (tx == 0)
             lrow[row] = (m[i] + log2f(sum)) * kLn2;
     }
@@ -243,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
     flash32_dkdv_k(float *dqkv, const float *qkv, const float *dout, const float *lse,
                    const float *dsum, int T, int NH, float scale, float sl2)
 {
-    constexpr int TM = kRows / 16, TN = BR / 16, DN = HS / 16, kLd = HS + 1, kLdp = BR + 1;
+    constexpr int TM = kRows / 16, TN = BR / 16, DN = HS / 16, kLd = HS + kPad, kLdp = BR + kPad;
     FLASH_DYN_SMEM(sm);
     float *ks = sm, *vs = ks + kRows * kLd, *qs = vs + kRows * kLd, *dos = qs + BR * kLd;
     float *pt = dos + BR * kLd, *dst = pt + kRows * kLdp, *ls = dst + kRows * kLdp, *ds = ls + BR;
@@ -299,7 +344,7 @@ __global__ void __launch_bounds__(kThreads)
             continue;
 #pragma unroll
         for (int n = 0; n < DN; n++) {
-            const size_t off = (size_t)key * ld + tx + 16 * n;
+            const size_t off = (size_t)key * ld + col_of<HS>(n, tx);
             dkrow[off] = dk[i][n] * scale;
             dvrow[off] = dv[i][n];
         }
@@ -314,7 +359,7 @@ __global__ void __launch_bounds__(kThreads)
     flash32_dq_k(float *dqkv, const float *qkv, const float *dout, const float *lse,
                  const float *dsum, int T, int NH, float scale, float sl2)
 {
-    constexpr int TM = kRows / 16, TN = BC / 16, DN = HS / 16, kLd = HS + 1, kLdp = BC + 1;
+    constexpr int TM = kRows / 16, TN = BC / 16, DN = HS / 16, kLd = HS + kPad, kLdp = BC + kPad;
     FLASH_DYN_SMEM(sm);
     float *qs = sm, *dos = qs + kRows * kLd, *ks = dos + kRows * kLd, *vs = ks + BC * kLd;
     float *dss = vs + BC * kLd;
@@ -372,7 +417,7 @@ __global__ void __launch_bounds__(kThreads)
             continue;
 #pragma unroll
         for (int n = 0; n < DN; n++)
-            dqrow[(size_t)row * ld + tx + 16 * n] = dq[i][n] * scale;
+            dqrow[(size_t)row * ld + col_of<HS>(n, tx)] = dq[i][n] * scale;
     }
 }
 

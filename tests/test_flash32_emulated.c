@@ -34,15 +34,9 @@ int main(void)
 #include "cuda/flash_attn32.h"
 
 #include "flash_bounds.h"
+#include "flash_emu_test.h"
 
-int zb_flash_emu_take_error(void);
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
 
 /* The materialised causal attention in double: out[B, T, C], lse[B, NH, T], dqkv[B, T, 3C]. */
 static void reference(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
@@ -114,13 +108,6 @@ static double err_cols(const float *a, const double *b, size_t rows, size_t stri
     return scale > 0.0 ? err / scale : err;
 }
 
-static void expect(const char *what, int T, int hs, double err, double tol)
-{
-    if (getenv("FLASH_VERBOSE"))
-        printf("%-4s T %3d hs %3d err %.3g (bound %g)\n", what, T, hs, err, tol);
-    if (!(err <= tol))
-        fail_msg("%s (T %d, hs %d): relative error %g > %g", what, T, hs, err, tol);
-}
 
 typedef struct {
     float *out, *dqkv, *lse;

@@ -16,6 +16,7 @@
 // ZB_FLASH_EMULATE builds this file as plain C++ for the CPU (tests/flash_emulation.h supplies
 // threads, barriers, shuffles and dynamic shared memory) for tests/test_flash32_emulated.c.
 #include "cuda/flash_attn32.h"
+#include "cuda/flash_dispatch.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -467,23 +468,16 @@ void backward_hs(cudaStream_t s, float *dqkv, float *dsum, const float *dout, co
 
 extern "C" int zb_cuk_flash32_supported(int hs)
 {
-    return hs == 16 || hs == 32 || hs == 64 || hs == 128;
+    return flash_dispatch(hs, [](auto) {});
 }
 
 extern "C" void zb_cuk_flash32_forward(cudaStream_t s, float *out, float *lse, const float *qkv,
                                        int B, int T, int NH, int hs)
 {
-    if (B < 1 || T < 1 || NH < 1) {
+    if (B < 1 || T < 1 || NH < 1 || !flash_dispatch(hs, [&](auto h) {
+            forward_hs<decltype(h)::value>(s, out, lse, qkv, B, T, NH);
+        }))
         refuse(s);
-        return;
-    }
-    switch (hs) {
-    case 16: forward_hs<16>(s, out, lse, qkv, B, T, NH); break;
-    case 32: forward_hs<32>(s, out, lse, qkv, B, T, NH); break;
-    case 64: forward_hs<64>(s, out, lse, qkv, B, T, NH); break;
-    case 128: forward_hs<128>(s, out, lse, qkv, B, T, NH); break;
-    default: refuse(s);
-    }
 }
 
 extern "C" size_t zb_cuk_flash32_backward_scratch_bytes(int B, int T, int NH, int hs)
@@ -496,16 +490,9 @@ extern "C" void zb_cuk_flash32_backward(cudaStream_t s, float *dqkv, void *scrat
                                         const float *dout, const float *qkv, const float *out,
                                         const float *lse, int B, int T, int NH, int hs)
 {
-    if (B < 1 || T < 1 || NH < 1) {
-        refuse(s);
-        return;
-    }
     float *dsum = static_cast<float *>(scratch);
-    switch (hs) {
-    case 16: backward_hs<16>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 32: backward_hs<32>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 64: backward_hs<64>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 128: backward_hs<128>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    default: refuse(s);
-    }
+    if (B < 1 || T < 1 || NH < 1 || !flash_dispatch(hs, [&](auto h) {
+            backward_hs<decltype(h)::value>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH);
+        }))
+        refuse(s);
 }

@@ -2,8 +2,9 @@
  * microbatch in flight, in fp32 storage (fp32 and tf32 products); bf16 storage has its own
  * stash walk and op sequence in stage_compute16.c, and shares the checks and the loss here. The schedule of ops, the stash buffers and their F/B lifetimes are those
  * of src/model/gpt2_stage.c (docs/compute.md), so the memory model zb_gpt2_stage_mem holds for
- * the device stash too; the per-call scratch lives once in the stage (all work of a stage is
- * serialised on its stream), not in every stash. */
+ * the device stash too, less the attention's T×T probabilities where the fp32 flash kernel
+ * keeps lse instead (head sizes zb_cuk_flash32_supported); the per-call scratch lives once in
+ * the stage (all work of a stage is serialised on its stream), not in every stash. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -12,6 +12,22 @@
 
 #include "bench_common.h"
 
+/* The stage's figures at B and the whole run's bytes (*total); 0 (after a message) on error. */
+static int predict(zb_cuda_stage_mem_t *m, double *total, const zb_gpt2_config_t *cfg,
+                   const zb_gpt2_span_t *whole, int B, int T, int M, zb_cuda_precision_t prec)
+{
+    zb_err_t e;
+    if (zb_cuda_stage_memory(cfg, whole, B, T, prec, m, &e) != ZB_OK) {
+        fprintf(stderr, "bench_cuda_memory: %s\n", e.msg);
+        return 0;
+    }
+    /* params, grads, m, v; the bf16 copy; WTE accumulator; M stashes; the scratch; the
+     * cuBLASLt workspace */
+    double state = 4.0 * m->state + m->weights16 + m->wte_head;
+    *total = state + (double)M * m->stash + m->scratch + 32.0 * 1024 * 1024;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int T = bench_int_arg("bench_cuda_memory", argc, argv, 1, 1024, 1, 1024, "T");
@@ -29,21 +45,27 @@ int main(int argc, char **argv)
     printf("GPT-2 124M, T=%d, %d stashes (microbatches in flight), device %.1f GiB\n", T, M, cap);
     printf("%-5s %4s %9s %9s %9s %9s %9s  %s\n", "prec", "B", "state", "stash", "live F",
            "scratch", "total", "fits");
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 2; p++) {
         for (size_t b = 0; b < sizeof Bs / sizeof Bs[0]; b++) {
+            double total;
             zb_cuda_stage_mem_t m;
-            zb_err_t e;
-            if (zb_cuda_stage_memory(&cfg, &whole, Bs[b], T, precs[p], &m, &e) != ZB_OK) {
-                fprintf(stderr, "bench_cuda_memory: %s\n", e.msg);
+            if (!predict(&m, &total, &cfg, &whole, Bs[b], T, M, precs[p]))
                 return 1;
-            }
-            /* params, grads, m, v; the bf16 copy; WTE accumulator; M stashes; the scratch;
-             * the cuBLASLt workspace */
-            double state = 4.0 * m.state + m.weights16 + m.wte_head;
-            double total = state + (double)M * m.stash + m.scratch + 32.0 * 1024 * 1024;
             printf("%-5s %4d %8.2fG %8.2fG %8.2fG %8.2fG %8.2fG  %s\n",
-                   zb_cuda_precision_name(precs[p]), Bs[b], state / GiB, m.stash / GiB,
+                   zb_cuda_precision_name(precs[p]), Bs[b],
+                   (4.0 * m.state + m.weights16 + m.wte_head) / GiB, m.stash / GiB,
                    m.after_f / GiB, m.scratch / GiB, total / GiB, total / GiB <= cap ? "yes" : "no");
         }
+        int most = 0; /* the largest B that fits, any B (bench_cuda_step tries a ladder) */
+        for (int B = 1; B <= 512; B++) {
+            double total;
+            zb_cuda_stage_mem_t m;
+            if (!predict(&m, &total, &cfg, &whole, B, T, M, precs[p]))
+                return 1;
+            if (total / GiB <= cap)
+                most = B;
+        }
+        printf("%-5s largest B that fits: %d\n", zb_cuda_precision_name(precs[p]), most);
+    }
     return 0;
 }

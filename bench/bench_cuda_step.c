@@ -177,7 +177,7 @@ int main(int argc, char **argv)
         if (rig_new(&r, &cfg, B, T, prec, M, &p, &e) != ZB_OK)
             die(&e);
     } else { /* the largest B (of a fixed ladder) whose stage and M stashes fit */
-        static const int ladder[] = {128, 96, 80, 64, 48, 40, 32, 24, 20, 16, 12, 8, 6, 4, 2, 1};
+        static const int ladder[] = {128, 96, 80, 64, 48, 40, 36, 32, 28, 24, 20, 16, 12, 8, 6, 4, 2, 1};
         zb_status_t s = ZB_ENOMEM;
         for (size_t i = 0; i < sizeof ladder / sizeof ladder[0] && s != ZB_OK; i++) {
             B = ladder[i];

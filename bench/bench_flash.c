@@ -1,6 +1,7 @@
-/* Flash attention (src/cuda/flash_attn.cu, bf16 in/out) against the materialised attention of
- * cuda/ops.c (fp32 storage, the T×T probabilities stored, products in the given precision) on
- * one GPU: forward and backward time (CUDA events, median of `reps` after 3 warm-up runs),
+/* Flash attention (src/cuda/flash_attn.cu, bf16 in/out), the fp32 flash attention of the fp32
+ * stage (src/cuda/flash_attn32.cu, fp32 in/out, FMA on the CUDA cores) and the materialised
+ * attention of cuda/ops.c (fp32 storage, the T×T probabilities stored, products in the given
+ * precision) on one GPU: forward and backward time (CUDA events, median of `reps` after 3 warm-up runs),
  * TFLOP/s, and the device memory each needs beyond q/k/v and the output.
  * FLOPs (the FlashAttention papers' convention, causal half): forward 2 products of T·T·hs per
  * head, 4·B·NH·T²·hs / 2; backward 5 products (the scores recomputed), 2.5 × the forward. The
@@ -56,6 +57,7 @@ int main(int argc, char **argv)
 
 #include "cuda/ctx.h"
 #include "cuda/flash_attn.h"
+#include "cuda/flash_attn32.h"
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -99,8 +101,10 @@ typedef struct {
     zb_bf16_t *qkv16, *out16, *dout16, *dqkv16;
     float *lse;
     void *scratch;
-    /* materialised */
+    /* materialised, and the fp32 flash (its own lse and scratch) */
     float *qkv, *out, *dout, *dqkv, *att, *att_scratch;
+    float *lse32;
+    void *scratch32;
 } rig_t;
 
 static void flash_fwd(void *p)
@@ -114,6 +118,19 @@ static void flash_bwd(void *p)
     rig_t *r = p;
     zb_cuk_flash_backward(r->ctx->stream, r->dqkv16, r->scratch, r->dout16, r->qkv16, r->out16,
                           r->lse, r->B, r->T, r->NH, r->hs);
+}
+
+static void flash32_fwd(void *p)
+{
+    rig_t *r = p;
+    zb_cuk_flash32_forward(r->ctx->stream, r->out, r->lse32, r->qkv, r->B, r->T, r->NH, r->hs);
+}
+
+static void flash32_bwd(void *p)
+{
+    rig_t *r = p;
+    zb_cuk_flash32_backward(r->ctx->stream, r->dqkv, r->scratch32, r->dout, r->qkv, r->out,
+                            r->lse32, r->B, r->T, r->NH, r->hs);
 }
 
 static void backward_phases(cudaStream_t s, void *arg, int reps, float med[3])
@@ -182,7 +199,8 @@ int main(int argc, char **argv)
     size_t C = (size_t)NH * hs, n1 = (size_t)B * T * C, stats = (size_t)B * NH * T * 4;
     size_t att_bytes = (size_t)B * NH * T * T * 4,
            att_scr_bytes = zb_cu_attention_scratch_floats(T, NH) * 4,
-           flash_scr_bytes = zb_cuk_flash_backward_scratch_bytes(B, T, NH, hs);
+           flash_scr_bytes = zb_cuk_flash_backward_scratch_bytes(B, T, NH, hs),
+           flash32_scr_bytes = zb_cuk_flash32_backward_scratch_bytes(B, T, NH, hs);
     int ok = 1;
     rig_t r = {.ctx = &ctx, .B = B, .T = T, .NH = NH, .hs = hs};
     r.qkv16 = dev(3 * n1 * 2, &ok), r.out16 = dev(n1 * 2, &ok), r.dout16 = dev(n1 * 2, &ok);
@@ -190,6 +208,7 @@ int main(int argc, char **argv)
     r.qkv = dev(3 * n1 * 4, &ok), r.out = dev(n1 * 4, &ok), r.dout = dev(n1 * 4, &ok);
     r.dqkv = dev(3 * n1 * 4, &ok), r.att = dev(att_bytes, &ok);
     r.att_scratch = dev(att_scr_bytes, &ok);
+    r.lse32 = dev(stats, &ok), r.scratch32 = dev(flash32_scr_bytes, &ok);
     if (!ok) {
         fprintf(stderr, "bench_flash: out of device memory\n");
         return 1;
@@ -197,6 +216,8 @@ int main(int argc, char **argv)
     double fwd_flop = 2.0 * B * NH * (double)T * T * hs, bwd_flop = 2.5 * fwd_flop;
     float ff = median_ms(ctx.stream, flash_fwd, &r, reps);
     float fb = median_ms(ctx.stream, flash_bwd, &r, reps);
+    float f32f = median_ms(ctx.stream, flash32_fwd, &r, reps);
+    float f32b = median_ms(ctx.stream, flash32_bwd, &r, reps);
     float mf = median_ms(ctx.stream, mat_fwd, &r, reps);
     float mb = median_ms(ctx.stream, mat_bwd, &r, reps);
     float phase[3];
@@ -215,13 +236,17 @@ int main(int argc, char **argv)
            bwd_flop / fb / 1e9, (2.0 * stats + flash_scr_bytes) / 1048576.0);
     printf("%-22s D %.3f ms, dK/dV %.3f ms, dQ %.3f ms (medians, timed apart)\n",
            "flash backward", phase[0], phase[1], phase[2]);
+    printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", "flash (fp32 FMA)", f32f,
+           fwd_flop / f32f / 1e9, f32b, bwd_flop / f32b / 1e9,
+           (2.0 * stats + flash32_scr_bytes) / 1048576.0);
     char name[40];
     snprintf(name, sizeof name, "materialised (%s)", prec_name);
     printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", name, mf, fwd_flop / mf / 1e9, mb,
            bwd_flop / mb / 1e9, (att_bytes + att_scr_bytes) / 1048576.0);
-    printf("speed-up: forward %.2fx, backward %.2fx; memory: flash keeps lse (+ D in the "
-           "backward), the materialised path the B·NH·T² probabilities (+ an NH·T² scratch)\n",
-           mf / ff, mb / fb);
+    printf("speed-up: forward %.2fx, backward %.2fx; fp32 flash vs materialised: forward %.2fx, "
+           "backward %.2fx; memory: flash keeps lse (+ D in the backward), the materialised path "
+           "the B·NH·T² probabilities (+ an NH·T² scratch)\n",
+           mf / ff, mb / fb, mf / f32f, mb / f32b);
     zb_cu_ctx_destroy(&ctx);
     return 0;
 }

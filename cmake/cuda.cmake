@@ -77,31 +77,38 @@ else()
   endforeach()
 
   # The flash-attention kernels built as plain C++ for the CPU (tests/flash_emulation.h supplies
-  # threads, barriers and the warp-wide operations), linked into test_flash_emulated: the
-  # kernels' indexing runs in CI without a GPU. The C compiler driver compiles it (-x c++): the
-  # object needs no C++ runtime (no exceptions, RTTI or thread-safe statics).
+  # threads, barriers and the warp-wide operations), each linked into its test
+  # (flash_attn.cu: test_flash_emulated, flash_attn32.cu: test_flash32_emulated): the kernels'
+  # indexing runs in CI without a GPU. The C compiler driver compiles it (-x c++): the object
+  # needs no C++ runtime (no exceptions, RTTI or thread-safe statics).
   if(ZB_TESTS)
     list(GET CUDAToolkit_INCLUDE_DIRS 0 ZB_CUDA_INCLUDE)
-    set(ZB_FLASH_EMU_OBJ ${CMAKE_BINARY_DIR}/cuda_objs/flash_attn_emulated.o)
     set(ZB_FLASH_EMU_FLAGS -x c++ -std=c++17 -O2 -fno-exceptions -fno-rtti -fno-threadsafe-statics
         -Wall -Wextra -Wno-attributes -Wno-unknown-pragmas)
     if(ZB_WERROR)
       list(APPEND ZB_FLASH_EMU_FLAGS -Werror)
     endif()
-    add_custom_command(
-      OUTPUT ${ZB_FLASH_EMU_OBJ}
-      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/cuda_objs
-      COMMAND ${CMAKE_C_COMPILER} ${ZB_FLASH_EMU_FLAGS} -DZB_FLASH_EMULATE
-              -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src -I${ZB_CUDA_INCLUDE}
-              -include ${CMAKE_SOURCE_DIR}/tests/flash_emulation.h -MD -MF ${ZB_FLASH_EMU_OBJ}.d
-              -c ${CMAKE_SOURCE_DIR}/src/cuda/flash_attn.cu -o ${ZB_FLASH_EMU_OBJ}
-      DEPENDS ${CMAKE_SOURCE_DIR}/src/cuda/flash_attn.cu ${CMAKE_SOURCE_DIR}/tests/flash_emulation.h
-      DEPFILE ${ZB_FLASH_EMU_OBJ}.d
-      COMMENT "flash_attn.cu as C++ for the CPU emulation"
-      VERBATIM)
-    set_source_files_properties(${ZB_FLASH_EMU_OBJ} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
-    cmake_language(DEFER CALL target_sources test_flash_emulated PRIVATE ${ZB_FLASH_EMU_OBJ})
-    cmake_language(DEFER CALL target_compile_definitions test_flash_emulated PRIVATE ZB_FLASH_EMU=1)
+    foreach(pair "flash_attn:test_flash_emulated" "flash_attn32:test_flash32_emulated")
+      string(REPLACE ":" ";" pair ${pair})
+      list(GET pair 0 cu)
+      list(GET pair 1 test)
+      set(obj ${CMAKE_BINARY_DIR}/cuda_objs/${cu}_emulated.o)
+      add_custom_command(
+        OUTPUT ${obj}
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/cuda_objs
+        COMMAND ${CMAKE_C_COMPILER} ${ZB_FLASH_EMU_FLAGS} -DZB_FLASH_EMULATE
+                -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src -I${ZB_CUDA_INCLUDE}
+                -include ${CMAKE_SOURCE_DIR}/tests/flash_emulation.h -MD -MF ${obj}.d
+                -c ${CMAKE_SOURCE_DIR}/src/cuda/${cu}.cu -o ${obj}
+        DEPENDS ${CMAKE_SOURCE_DIR}/src/cuda/${cu}.cu ${CMAKE_SOURCE_DIR}/tests/flash_emulation.h
+        DEPFILE ${obj}.d
+        COMMENT "${cu}.cu as C++ for the CPU emulation"
+        VERBATIM)
+      set_source_files_properties(${obj} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+      # EVAL bakes the names in: DEFER CALL would expand ${test} and ${obj} only when it runs
+      cmake_language(EVAL CODE "cmake_language(DEFER CALL target_sources [[${test}]] PRIVATE [[${obj}]])
+        cmake_language(DEFER CALL target_compile_definitions [[${test}]] PRIVATE ZB_FLASH_EMU=1)")
+    endforeach()
   endif()
 endif()
 
@@ -131,7 +138,8 @@ if(ZB_TESTS)
   # the typed matrix product's host logic against a fake cuBLASLt: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_gemm_fake PROPERTIES SKIP_RETURN_CODE 77)
   # the flash-attention kernels on the CPU emulation: skipped without the CUDA headers
-  cmake_language(DEFER CALL set_tests_properties test_flash_emulated PROPERTIES SKIP_RETURN_CODE 77)
+  cmake_language(DEFER CALL set_tests_properties test_flash_emulated test_flash32_emulated
+                 PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage test_cuda_fake_stage16
                  PROPERTIES SKIP_RETURN_CODE 77)

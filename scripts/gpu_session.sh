@@ -21,9 +21,12 @@
 #                                   flash; each step bounded, all within S seconds (default 420);
 #                                   logs in one $OUT/logs.tgz (the tool returns 8 files at most).
 #                                   ALL_PARTS picks and orders the parts (kernels step ctest goals
-#                                   flash sanitize fp32 offload cpu), STEP_BS the step bench's B
-#                                   (0: largest); offload = bench/bench_gpu_offload.sh;
-#                                   cpu = zbpp's CPU step vs PyTorch CPU at 1, 2 and all cores
+#                                   flash sanitize fp32 flash32 offload cpu), STEP_BS the step
+#                                   bench's B (0: largest). Not in the default set: flash32
+#                                   (issue 29: the fp32 attention's GPU test, the fp32 stage and
+#                                   pipeline tests, bench_flash, the predicted memory, the fp32/tf32
+#                                   steps at their largest B), offload (bench/bench_gpu_offload.sh),
+#                                   cpu (zbpp's CPU step vs PyTorch CPU at 1, 2 and all cores)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
 #                                   ratios, communication hidden, memory vs --ranks 1, small model)
@@ -32,7 +35,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,28p' "$0" >&2
+    sed -n '2,33p' "$0" >&2
     exit 2
     ;;
 esac
@@ -194,6 +197,21 @@ all)
             step cpu_vs_torch 150 env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \
                 build-gpu/zbpp 3 1 12
             tail -12 "$logs/cpu_vs_torch.log"
+            ;;
+        flash32) # the fp32 flash attention: correctness first (the pipeline test runs fp32 ranks in
+            # SM partitions: the kernels' dynamic shared memory there), then its speed and the steps
+            for t in test_cuda_gpu_flash:60 test_cuda_gpu_stage:90 test_cuda_gpu_pipeline:90; do
+                step "${t%%:*}" "${t##*:}" build-gpu/${t%%:*}
+                grep -E "FAILED|ERROR|fp32 kernels|rel err|Assert|error" "$logs/${t%%:*}.log" | head -30
+            done
+            step bench_flash_fp32 40 build-gpu/bench_flash 8 1024 12 64 20 fp32
+            tail -8 "$logs/bench_flash_fp32.log"
+            step bench_memory 10 build-gpu/bench_cuda_memory 1024 2
+            grep "largest B" "$logs/bench_memory.log"
+            for p in fp32 tf32; do
+                step "bench_step_$p" 75 build-gpu/bench_cuda_step "$p" 0 1024 4 12 2
+                grep -vE "^ *$" "$logs/bench_step_$p.log" | sed -n 2,6p
+            done
             ;;
         fp32) # zbpp's fp32 (TF32 off) and tf32 steps at their largest B
             for p in fp32 tf32; do

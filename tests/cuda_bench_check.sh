@@ -58,12 +58,17 @@ elif [ $rc -eq 0 ]; then
 else
   echo "FAIL: bench_cuda_bf16_ops rc $rc"; cat "$tmp/ops"; exit 1
 fi
-# the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them
+# the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them, and
+# each precision's largest B
 "$(dirname "$1")/bench_cuda_memory" >"$tmp/mem" 2>&1
 rc=$?
 if [ $rc -eq 0 ]; then
   grep -Eq "^bf16 +64 " "$tmp/mem" && grep -Eq "^fp32 +20 " "$tmp/mem" \
     || { echo "FAIL: bench_cuda_memory rows missing"; cat "$tmp/mem"; exit 1; }
+  # fp32 without the T×T attention stash (the fp32 flash kernel): B = 32 fits on 79.1 GiB
+  most=$(sed -n 's/^fp32 *largest B that fits: \([0-9]*\)$/\1/p' "$tmp/mem")
+  [ -n "$most" ] && [ "$most" -ge 32 ] \
+    || { echo "FAIL: bench_cuda_memory fp32 largest B '$most' (expected >= 32)"; cat "$tmp/mem"; exit 1; }
 elif [ $rc -ne 77 ]; then
   echo "FAIL: bench_cuda_memory rc $rc"; cat "$tmp/mem"; exit 1
 fi
@@ -79,7 +84,7 @@ if [ $rc -eq 77 ]; then
   grep -q "^skipped: no CUDA device" "$tmp/out" \
     || { echo "FAIL: bench_flash rc 77 without the line"; exit 1; }
 elif [ $rc -eq 0 ]; then
-  grep -q "^flash (bf16)" "$tmp/out" \
+  grep -q "^flash (bf16)" "$tmp/out" && grep -q "^flash (fp32 FMA)" "$tmp/out" \
     || { echo "FAIL: bench_flash: no timing line"; cat "$tmp/out"; exit 1; }
 else
   echo "FAIL: bench_flash rc $rc"; cat "$tmp/out"; exit 1

@@ -15,6 +15,7 @@
 #ifndef ZBPP_TESTS_FLASH_BOUNDS_H
 #define ZBPP_TESTS_FLASH_BOUNDS_H
 
+#include <math.h>
 #include <stdbool.h>
 
 typedef struct {
@@ -29,6 +30,22 @@ static inline flash_bounds_t flash_bounds(bool bf16)
         return (flash_bounds_t){5e-6, 5e-6, 5e-6, 5e-6, 2e-6};
     double b = 8 * FLASH_BF16_U;
     return (flash_bounds_t){b, b, b, b, 1e-5};
+}
+
+/* The fp32 kernel (src/cuda/flash_attn32.cu, fp32 FMAs throughout) at sequence length T: each
+ * output sums up to T terms whose fp32 roundings (u = 2^-24 each, in the scores' dot products,
+ * exp2 and the running sums) are independent, so its error relative to the largest entry grows
+ * like √T·u: measured ≤ 1.1·√T·u against the exact (double) attention in the CPU emulation
+ * (T ≤ 130). The bounds: 4·√T·u against the exact attention (vs_exact), 8·√T·u against another
+ * fp32 computation (the GPU's materialised attention, which carries its own error), never below
+ * 2e-6. lse: 2e-6 (exp2 / log2 of the host's libm), 1e-5 on a GPU (2 ulp each). */
+#define FLASH_FP32_U (1.0 / 16777216.0)
+
+static inline flash_bounds_t flash32_bounds(int T, bool vs_exact, bool gpu)
+{
+    double b = (vs_exact ? 4.0 : 8.0) * sqrt((double)T) * FLASH_FP32_U;
+    b = b > 2e-6 ? b : 2e-6;
+    return (flash_bounds_t){b, b, b, b, gpu ? 1e-5 : 2e-6};
 }
 
 #endif

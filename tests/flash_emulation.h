@@ -1,7 +1,8 @@
-// A CPU emulation of the CUDA features src/cuda/flash_attn.cu uses, force-included (g++
-// -include) when that file is built as plain C++ with -DZB_FLASH_EMULATE for
-// tests/test_flash_emulated.c. Each CUDA thread is a ucontext fiber with its own stack; a
-// launch runs the blocks one after another, the block's fibers round-robin on one OS thread.
+// A CPU emulation of the CUDA features src/cuda/flash_attn.cu and flash_attn32.cu use,
+// force-included (g++ -include) when such a file is built as plain C++ with -DZB_FLASH_EMULATE
+// for tests/test_flash_emulated.c and tests/test_flash32_emulated.c. Each CUDA thread is a
+// ucontext fiber with its own stack; a launch runs the blocks one after another, the block's
+// fibers round-robin on one OS thread.
 // Warp-wide operations (mma.m16n8k16, ldmatrix.x2.trans, shuffles) and __syncthreads are
 // rendezvous: each lane posts its operands and yields until the last lane of its warp (block)
 // arrives and computes every lane's result, so a kernel that calls them divergently hangs here
@@ -9,7 +10,8 @@
 // cp.async copies are deferred until a cp.async.wait_group covers their group (the latest a GPU
 // may complete them), so a missing commit or wait leaves stale shared memory, and copies never
 // waited for are reported as an error; __shared__ arrays are function statics, shared by the
-// fibers of the one block that runs at a time.
+// fibers of the one block that runs at a time, and dynamic shared memory one buffer per launch,
+// NaN bytes at the start of every block (a read before a write shows).
 #ifndef ZBPP_TESTS_FLASH_EMULATION_H
 #define ZBPP_TESTS_FLASH_EMULATION_H
 
@@ -41,11 +43,16 @@
 #define zb_cuk_flash_backward_scratch_bytes zb_flash_emu_backward_scratch_bytes
 #define zb_cuk_flash_backward zb_flash_emu_backward
 #define zb_cuk_flash_backward_marked zb_flash_emu_backward_marked
+#define zb_cuk_flash32_supported zb_flash32_emu_supported
+#define zb_cuk_flash32_forward zb_flash32_emu_forward
+#define zb_cuk_flash32_backward_scratch_bytes zb_flash32_emu_backward_scratch_bytes
+#define zb_cuk_flash32_backward zb_flash32_emu_backward
 
 namespace flash_emu {
 
 constexpr size_t kStack = 256 * 1024;
 constexpr int kMaxThreads = 1024;
+constexpr size_t kMaxDynSmem = 227 * 1024;  // an sm_90 block's shared memory opt-in limit
 
 struct Lane {  // one lane's operands and results of the current warp-wide operation
     uint32_t a[4], b[2];
@@ -88,6 +95,8 @@ struct State {
     ucontext_t sched;
     void (*body)(void *);
     void *arg;
+    char *dyn;               // dynamic shared memory, room for dyn_cap bytes
+    size_t dyn_cap;
     unsigned long progress;  // arrivals and finished threads (a round without any: deadlock)
     int error;               // 1: a launch the runtime would refuse; 2: copies never waited for
 };
@@ -231,17 +240,23 @@ __attribute__((noinline)) inline void init_fiber(Thread &t, unsigned i)
     t.committed = 0;
 }
 
-// Runs f (the kernel call) for every thread of every block of grid × block.
-template <typename F> inline void launch(dim3 grid, dim3 block, F f)
+// Runs f (the kernel call) for every thread of every block of grid × block, with dyn bytes of
+// dynamic shared memory.
+template <typename F> inline void launch(dim3 grid, dim3 block, F f, size_t dyn = 0)
 {
     State &s = st();
     int n = (int)(block.x * block.y * block.z);
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || n < 1 || n > kMaxThreads || n % 32 ||
-        block.y != 1 || block.z != 1) {
+        block.y != 1 || block.z != 1 || dyn > kMaxDynSmem) {
         s.error = 1;  // cudaErrorInvalidConfiguration (the emulation runs 1-D blocks only)
         return;
     }
     s.grid = grid, s.block = block, s.nthreads = n, s.body = call<F>, s.arg = &f;
+    if (dyn > s.dyn_cap) {
+        free(s.dyn);
+        s.dyn = static_cast<char *>(malloc(dyn));
+        s.dyn_cap = dyn;
+    }
     for (int i = 0; i < n; i++)
         if (!s.th[i].stack)
             s.th[i].stack = static_cast<char *>(malloc(kStack));
@@ -251,6 +266,8 @@ template <typename F> inline void launch(dim3 grid, dim3 block, F f)
                 s.bid = u3(x, y, z);
                 memset(s.warp, 0, sizeof s.warp);
                 memset(&s.blk, 0, sizeof s.blk);
+                if (dyn)
+                    memset(s.dyn, 0xff, dyn);
                 for (int i = 0; i < n; i++)
                     init_fiber(s.th[i], (unsigned)i);
                 for (int left = n; left > 0;) {
@@ -273,6 +290,16 @@ template <typename F> inline void launch(dim3 grid, dim3 block, F f)
             }
 }
 
+// A vector load (float2 / float4) from an address the GPU would fault on.
+inline void check_aligned(const void *p, size_t bytes)
+{
+    if ((uintptr_t)p % bytes) {
+        fprintf(stderr, "flash emulation: a %zu-byte vector load from a misaligned address\n",
+                bytes);
+        abort();
+    }
+}
+
 }  // namespace flash_emu
 
 #define threadIdx (flash_emu::thread_idx())
@@ -282,6 +309,10 @@ template <typename F> inline void launch(dim3 grid, dim3 block, F f)
 
 #define FLASH_LAUNCH(kernel, grid, block, stream, ...)                                 \
     ((void)(stream), flash_emu::launch(dim3(grid), dim3(block), [&]() { kernel(__VA_ARGS__); }))
+#define FLASH_LAUNCH_DYN(kernel, grid, block, smem, stream, ...)                        \
+    ((void)(stream), flash_emu::launch(dim3(grid), dim3(block), [&]() { kernel(__VA_ARGS__); }, \
+                                       (size_t)(smem)))
+#define FLASH_DYN_SMEM(name) float *name = reinterpret_cast<float *>(flash_emu::st().dyn)
 
 inline void __syncthreads()
 {

@@ -139,6 +139,28 @@ static void test_set_device_checked(void **state)
     gchain_free(&g);
 }
 
+/* The attention's stash follows the head size: with an fp32 flash kernel (hs 16 here) F keeps
+ * lse, N·NH·(T − 1) floats a layer less than the CPU model's att; without one (hs 8) the stage
+ * keeps the materialised att, the CPU model's figure exactly. */
+static void test_attention_stash_by_head_size(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    zb_gpt2_config_t hs8 = CFG;
+    hs8.heads = 4;
+    size_t rows = (size_t)NTOK * CFG.heads;
+    for (int k = 0; k < 2; k++) {
+        size_t af, ab, nl = (size_t)(TWO[k].layer_end - TWO[k].layer_begin);
+        zb_cuda_stage_mem_t m16, m8;
+        must(zb_cuda_stage_memory(&CFG, &TWO[k], BB, TT, ZB_CUDA_FP32, &m16, &e), &e);
+        must(zb_cuda_stage_memory(&hs8, &TWO[k], BB, TT, ZB_CUDA_FP32, &m8, &e), &e);
+        zb_gpt2_stage_mem(&CFG, &TWO[k], BB, TT, &af, &ab);
+        assert_int_equal(m16.after_f, af - nl * (rows * TT - rows) * sizeof(float));
+        zb_gpt2_stage_mem(&hs8, &TWO[k], BB, TT, &af, &ab);
+        assert_int_equal(m8.after_f, af);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +174,7 @@ int main(void)
         cmocka_unit_test(test_split_stash_same_bits),
         cmocka_unit_test(test_tied_head_reads_the_embedding),
         cmocka_unit_test(test_set_device_checked),
+        cmocka_unit_test(test_attention_stash_by_head_size),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

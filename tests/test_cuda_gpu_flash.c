@@ -5,6 +5,10 @@
  * exact log-sum-exp of the materialised rows, two runs bit-identical, every entry of dqkv
  * written. T in {64, 100, 1024} (full, partial and many tiles), hs 64 and 32, B = 2, NH = 3;
  * hs 16 and 128 at T = 100 (and 128 at 1024) for the other kernel instances.
+ * The same shapes for src/cuda/flash_attn32.cu (the fp32 stage's attention) on fp32 inputs:
+ * out, dq, dk, dv within flash32_bounds (8·√T·u of the largest entry against the materialised
+ * fp32 attention), lse within 1e-5 of the exact one, two runs bit-identical, every output entry
+ * written; an unsupported head size refused.
  * Skipped (exit 77) where there is no CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +32,7 @@ int main(void)
 
 #include "cuda/ctx.h"
 #include "cuda/flash_attn.h"
+#include "cuda/flash_attn32.h"
 #include "flash_bounds.h"
 #include "flash_reference.h"
 
@@ -87,6 +92,44 @@ static void expect_within(const char *what, int T, int hs, double err, double to
         fail_msg("T %d hs %d %s: relative error %g > %g", T, hs, what, err, tol);
 }
 
+/* The materialised attention of cuda/ops.c in fp32 (TF32 off) on host qkv and dout: its out
+ * and dqkv, on the host. */
+static void materialised(float *ref_out, float *ref_dqkv, const float *qkv, const float *dout,
+                         int T, int hs)
+{
+    int C = NH * hs;
+    size_t n1 = (size_t)B * T * C, n3 = 3 * n1;
+    float *d_qkv = dev_copy(qkv, n3 * sizeof *qkv), *d_dout = dev_copy(dout, n1 * sizeof *dout);
+    float *d_out = dev_alloc(n1 * sizeof(float)), *d_dqkv = dev_alloc(n3 * sizeof(float));
+    float *d_att = dev_alloc((size_t)B * NH * T * T * sizeof(float));
+    float *d_scr = dev_alloc(zb_cu_attention_scratch_floats(T, NH) * sizeof(float));
+    assert_int_equal(cudaMemset(d_dqkv, 0, n3 * sizeof(float)), cudaSuccess);
+    zb_cu_attention_forward(&ctx, d_out, d_att, d_qkv, B, T, C, NH);
+    zb_cu_attention_backward_input(&ctx, d_dqkv, d_scr, d_dout, d_qkv, d_att, B, T, C, NH);
+    zb_err_t e;
+    if (zb_cu_ctx_check(&ctx, "materialised attention", &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    download(ref_out, d_out, n1 * sizeof *ref_out);
+    download(ref_dqkv, d_dqkv, n3 * sizeof *ref_dqkv);
+    cudaFree(d_qkv), cudaFree(d_dout), cudaFree(d_out), cudaFree(d_dqkv), cudaFree(d_att);
+    cudaFree(d_scr);
+}
+
+/* max over rows of |lse − the exact log-sum-exp| / max(1, |exact|) */
+static double lse_err(const float *lse, const float *qkv, int T, int hs)
+{
+    flash_ref_shape_t s = {.B = B, .T = T, .NH = NH, .hs = hs};
+    double err = 0.0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                double want = flash_ref_lse_exact(&s, qkv, b, h, t);
+                double d = fabs(lse[((size_t)b * NH + h) * T + t] - want) / fmax(1.0, fabs(want));
+                err = isnan(d) || d > err ? d : err;
+            }
+    return err;
+}
+
 typedef struct {
     zb_bf16_t *out, *dqkv;
     float *lse;
@@ -138,22 +181,8 @@ static void check_shape(int T, int hs)
         dout[i] = zb_bf16_to_f32(dout16[i]);
     }
 
-    /* the materialised attention, fp32 */
-    float *d_qkv = dev_copy(qkv, n3 * sizeof *qkv), *d_dout = dev_copy(dout, n1 * sizeof *dout);
-    float *d_out = dev_alloc(n1 * sizeof(float)), *d_dqkv = dev_alloc(n3 * sizeof(float));
-    float *d_att = dev_alloc((size_t)B * NH * T * T * sizeof(float));
-    float *d_scr = dev_alloc(zb_cu_attention_scratch_floats(T, NH) * sizeof(float));
-    assert_int_equal(cudaMemset(d_dqkv, 0, n3 * sizeof(float)), cudaSuccess);
-    zb_cu_attention_forward(&ctx, d_out, d_att, d_qkv, B, T, C, NH);
-    zb_cu_attention_backward_input(&ctx, d_dqkv, d_scr, d_dout, d_qkv, d_att, B, T, C, NH);
-    zb_err_t e;
-    if (zb_cu_ctx_check(&ctx, "materialised attention", &e) != ZB_OK)
-        fail_msg("%s", e.msg);
     float *ref_out = malloc(n1 * sizeof *ref_out), *ref_dqkv = malloc(n3 * sizeof *ref_dqkv);
-    download(ref_out, d_out, n1 * sizeof *ref_out);
-    download(ref_dqkv, d_dqkv, n3 * sizeof *ref_dqkv);
-    cudaFree(d_qkv), cudaFree(d_dout), cudaFree(d_out), cudaFree(d_dqkv), cudaFree(d_att);
-    cudaFree(d_scr);
+    materialised(ref_out, ref_dqkv, qkv, dout, T, hs);
 
     /* flash, twice */
     zb_bf16_t *f_qkv = dev_copy(qkv16, n3 * 2), *f_dout = dev_copy(dout16, n1 * 2);
@@ -170,16 +199,7 @@ static void check_shape(int T, int hs)
     expect_within("dq", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, 0, C), bd.dq);
     expect_within("dk", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, C, C), bd.dk);
     expect_within("dv", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, 2 * C, C), bd.dv);
-    flash_ref_shape_t s = {.B = B, .T = T, .NH = NH, .hs = hs, .bf16 = true};
-    double lse_err = 0.0;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                double want = flash_ref_lse_exact(&s, qkv, b, h, t);
-                double d = fabs(lse[((size_t)b * NH + h) * T + t] - want) / fmax(1.0, fabs(want));
-                lse_err = isnan(d) || d > lse_err ? d : lse_err;
-            }
-    expect_within("lse", T, hs, lse_err, bd.lse);
+    expect_within("lse", T, hs, lse_err(lse, qkv, T, hs), bd.lse);
     if (!same_bytes(r1.out, r2.out, n1 * 2) ||
         !same_bytes(r1.lse, r2.lse, (size_t)B * NH * T * 4) ||
         !same_bytes(r1.dqkv, r2.dqkv, n3 * 2))
@@ -222,6 +242,91 @@ static void test_unsupported_head_size(void **state)
     assert_int_not_equal(cudaGetLastError(), cudaSuccess);
 }
 
+/* ---- the fp32 kernels (flash_attn32.cu) ---- */
+
+typedef struct {
+    float *out, *dqkv, *lse;
+} flash32_run_t;
+
+static void flash32_run(flash32_run_t *r, void *scratch, const float *qkv, const float *dout,
+                        int T, int hs)
+{
+    size_t n1 = (size_t)B * T * NH * hs, nl = (size_t)B * NH * T;
+    r->out = dev_alloc(n1 * sizeof(float));
+    r->dqkv = dev_alloc(3 * n1 * sizeof(float));
+    r->lse = dev_alloc(nl * sizeof(float));
+    /* NaN bits everywhere: an entry the kernels leave unwritten shows */
+    assert_int_equal(cudaMemset(r->out, 0xff, n1 * sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaMemset(r->dqkv, 0xff, 3 * n1 * sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaMemset(r->lse, 0xff, nl * sizeof(float)), cudaSuccess);
+    zb_cuk_flash32_forward(ctx.stream, r->out, r->lse, qkv, B, T, NH, hs);
+    zb_cuk_flash32_backward(ctx.stream, r->dqkv, scratch, dout, qkv, r->out, r->lse, B, T, NH,
+                            hs);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+}
+
+static void check_shape32(int T, int hs)
+{
+    int C = NH * hs;
+    size_t n1 = (size_t)B * T * C, n3 = 3 * n1, rows = (size_t)B * T, nl = (size_t)B * NH * T;
+    float *qkv = malloc(n3 * sizeof *qkv), *dout = malloc(n1 * sizeof *dout);
+    fill_random(qkv, n3, 300 + T + hs, 1.5f);
+    fill_random(dout, n1, 400 + T + hs, 1.0f);
+    float *ref_out = malloc(n1 * sizeof *ref_out), *ref_dqkv = malloc(n3 * sizeof *ref_dqkv);
+    materialised(ref_out, ref_dqkv, qkv, dout, T, hs);
+
+    float *d_qkv = dev_copy(qkv, n3 * sizeof *qkv), *d_dout = dev_copy(dout, n1 * sizeof *dout);
+    void *scratch = dev_alloc(zb_cuk_flash32_backward_scratch_bytes(B, T, NH, hs));
+    flash32_run_t r1, r2;
+    flash32_run(&r1, scratch, d_qkv, d_dout, T, hs);
+    flash32_run(&r2, scratch, d_qkv, d_dout, T, hs);
+    float *out = malloc(n1 * sizeof *out), *dqkv = malloc(n3 * sizeof *dqkv);
+    float *lse = malloc(nl * sizeof *lse);
+    download(out, r1.out, n1 * sizeof *out);
+    download(dqkv, r1.dqkv, n3 * sizeof *dqkv);
+    download(lse, r1.lse, nl * sizeof *lse);
+
+    flash_bounds_t bd = flash32_bounds(T, false, true);
+    expect_within("out", T, hs, rel_err(out, ref_out, n1), bd.out);
+    expect_within("dq", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, 0, C), bd.dq);
+    expect_within("dk", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, C, C), bd.dk);
+    expect_within("dv", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, 2 * C, C), bd.dv);
+    expect_within("lse", T, hs, lse_err(lse, qkv, T, hs), bd.lse);
+    if (!same_bytes(r1.out, r2.out, n1 * 4) || !same_bytes(r1.lse, r2.lse, nl * 4) ||
+        !same_bytes(r1.dqkv, r2.dqkv, n3 * 4))
+        fail_msg("fp32 T %d hs %d: two runs on the same inputs differ", T, hs);
+
+    cudaFree(r1.out), cudaFree(r1.dqkv), cudaFree(r1.lse);
+    cudaFree(r2.out), cudaFree(r2.dqkv), cudaFree(r2.lse);
+    cudaFree(d_qkv), cudaFree(d_dout), cudaFree(scratch);
+    free(qkv), free(dout), free(ref_out), free(ref_dqkv), free(out), free(dqkv), free(lse);
+}
+
+static void test_flash32_vs_materialised(void **state)
+{
+    (void)state;
+    printf("fp32 kernels:\n");
+    static const int lengths[] = {64, 100, 1024}, head_sizes[] = {64, 32};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 2; j++)
+            check_shape32(lengths[i], head_sizes[j]);
+    check_shape32(100, 16);
+    check_shape32(100, 128);
+    check_shape32(1024, 128);
+}
+
+static void test_flash32_unsupported_head_size(void **state)
+{
+    (void)state;
+    assert_false(zb_cuk_flash32_supported(48));
+    assert_true(zb_cuk_flash32_supported(64));
+    cudaGetLastError();
+    zb_cuk_flash32_forward(ctx.stream, NULL, NULL, NULL, 1, 16, 1, 48);
+    assert_int_not_equal(cudaGetLastError(), cudaSuccess);
+    zb_cuk_flash32_backward(ctx.stream, NULL, NULL, NULL, NULL, NULL, NULL, 1, 16, 1, 48);
+    assert_int_not_equal(cudaGetLastError(), cudaSuccess);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -247,6 +352,8 @@ int main(void)
         cmocka_unit_test(test_flash_vs_materialised),
         cmocka_unit_test(test_flash_other_head_sizes),
         cmocka_unit_test(test_unsupported_head_size),
+        cmocka_unit_test(test_flash32_vs_materialised),
+        cmocka_unit_test(test_flash32_unsupported_head_size),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

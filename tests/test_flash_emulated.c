@@ -37,17 +37,11 @@ int main(void)
 #include "cuda/flash_attn.h"
 
 #include "flash_bounds.h"
+#include "flash_emu_test.h"
 #include "flash_reference.h"
 #include "zbpp/nn.h"
 
-int zb_flash_emu_take_error(void);
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
 
 /* max |a − b| / max |b| over columns off..off+C of rows of `stride` (NaN: infinite) */
 static double err_cols(const float *a, const float *b, size_t rows, size_t stride, size_t off,
@@ -66,13 +60,6 @@ static double err_cols(const float *a, const float *b, size_t rows, size_t strid
     return scale > 0.0 ? err / scale : err;
 }
 
-static void expect(const char *what, int T, int hs, double err, double tol)
-{
-    if (getenv("FLASH_VERBOSE"))
-        printf("%-12s T %3d hs %3d err %.3g (bound %g)\n", what, T, hs, err, tol);
-    if (!(err <= tol))
-        fail_msg("%s (T %d, hs %d): relative error %g > %g", what, T, hs, err, tol);
-}
 
 typedef struct {
     uint16_t *out, *dqkv;

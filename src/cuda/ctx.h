@@ -126,6 +126,15 @@ void zb_cu_attention_forward(zb_cu_ctx_t *c, float *out, float *att, const float
 void zb_cu_attention_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch,
                                     const float *dout, const float *qkv, const float *att, int B,
                                     int T, int C, int NH);
+/* The memory-efficient attention (flash_attn32.h; head sizes zb_cuk_flash32_supported): out and
+ * lse[B, NH, T] instead of att; its backward writes (not accumulates) dqkv, from scratch of
+ * zb_cu_flash32_scratch_floats(B, T, NH, hs). */
+size_t zb_cu_flash32_scratch_floats(int B, int T, int NH, int hs);
+void zb_cu_flash32_forward(zb_cu_ctx_t *c, float *out, float *lse, const float *qkv, int B, int T,
+                           int C, int NH);
+void zb_cu_flash32_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *lse, int B,
+                                  int T, int C, int NH);
 void zb_cu_crossentropy_forward(zb_cu_ctx_t *c, float *losses, float *probs, const int *targets,
                                 int N, int V, int Vp);
 void zb_cu_crossentropy_backward(zb_cu_ctx_t *c, float *probs, const int *targets, float dloss,

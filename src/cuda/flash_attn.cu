@@ -13,6 +13,7 @@
 // threads, barriers, shuffles and the warp-wide mma / ldmatrix / cp.async), so that the kernels'
 // indexing runs in a CPU test (tests/test_flash_emulated.c); the device build ignores it.
 #include "cuda/flash_attn.h"
+#include "cuda/flash_dispatch.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -671,23 +672,16 @@ void backward_hs(cudaStream_t s, cudaEvent_t *marks, uint16_t *dqkv, float *dsum
 
 extern "C" int zb_cuk_flash_supported(int hs)
 {
-    return hs == 16 || hs == 32 || hs == 64 || hs == 128;
+    return flash_dispatch(hs, [](auto) {});
 }
 
 extern "C" void zb_cuk_flash_forward(cudaStream_t s, zb_bf16_t *out, float *lse,
                                      const zb_bf16_t *qkv, int B, int T, int NH, int hs)
 {
-    if (B < 1 || T < 1 || NH < 1) {
+    if (B < 1 || T < 1 || NH < 1 || !flash_dispatch(hs, [&](auto h) {
+            forward_hs<decltype(h)::value>(s, out, lse, qkv, B, T, NH);
+        }))
         refuse(s);
-        return;
-    }
-    switch (hs) {
-    case 16: forward_hs<16>(s, out, lse, qkv, B, T, NH); break;
-    case 32: forward_hs<32>(s, out, lse, qkv, B, T, NH); break;
-    case 64: forward_hs<64>(s, out, lse, qkv, B, T, NH); break;
-    case 128: forward_hs<128>(s, out, lse, qkv, B, T, NH); break;
-    default: refuse(s);
-    }
 }
 
 extern "C" size_t zb_cuk_flash_backward_scratch_bytes(int B, int T, int NH, int hs)
@@ -702,18 +696,11 @@ extern "C" void zb_cuk_flash_backward_marked(cudaStream_t s, cudaEvent_t marks[4
                                              const zb_bf16_t *out, const float *lse, int B,
                                              int T, int NH, int hs)
 {
-    if (B < 1 || T < 1 || NH < 1) {
-        refuse(s);
-        return;
-    }
     float *dsum = static_cast<float *>(scratch);
-    switch (hs) {
-    case 16: backward_hs<16>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 32: backward_hs<32>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 64: backward_hs<64>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    case 128: backward_hs<128>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH); break;
-    default: refuse(s);
-    }
+    if (B < 1 || T < 1 || NH < 1 || !flash_dispatch(hs, [&](auto h) {
+            backward_hs<decltype(h)::value>(s, marks, dqkv, dsum, dout, qkv, out, lse, B, T, NH);
+        }))
+        refuse(s);
 }
 
 extern "C" void zb_cuk_flash_backward(cudaStream_t s, zb_bf16_t *dqkv, void *scratch,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuda/ctx.h"
+#include "cuda/flash_attn32.h"
 #include "cuda/kernels.h"
 #include "cuda/prof.h"
 
@@ -244,6 +245,34 @@ void zb_cu_attention_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch,
                    NH);
     }
     zb_cu_prof_end(c);
+}
+
+size_t zb_cu_flash32_scratch_floats(int B, int T, int NH, int hs)
+{
+    return (zb_cuk_flash32_backward_scratch_bytes(B, T, NH, hs) + sizeof(float) - 1) /
+           sizeof(float);
+}
+
+void zb_cu_flash32_forward(zb_cu_ctx_t *c, float *out, float *lse, const float *qkv, int B, int T,
+                           int C, int NH)
+{
+    if (c->status != ZB_OK)
+        return;
+    ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+               zb_cuk_flash32_forward(c->stream, out, lse, qkv, B, T, NH, C / NH));
+    LAUNCHED(c, "fp32 flash attention forward");
+}
+
+void zb_cu_flash32_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *lse, int B,
+                                  int T, int C, int NH)
+{
+    if (c->status != ZB_OK)
+        return;
+    ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+               zb_cuk_flash32_backward(c->stream, dqkv, scratch, dout, qkv, out, lse, B, T, NH,
+                                       C / NH));
+    LAUNCHED(c, "fp32 flash attention backward");
 }
 
 void zb_cu_crossentropy_forward(zb_cu_ctx_t *c, float *losses, float *probs, const int *targets,

@@ -40,15 +40,24 @@ void zb_cu_stage_layout(zb_cuda_stage_t *s)
     }
 }
 
+/* Floats of the fp32 attention's backward scratch: the flash kernel's D (B·NH·T), or one
+ * sequence's materialised gradient (NH·T·T). */
+static size_t att_scratch_floats(const zb_cuda_stage_t *s)
+{
+    int NH = s->cfg.heads;
+    if (flash32(s))
+        return zb_cu_flash32_scratch_floats(s->B, s->T, NH, s->cfg.channels / NH);
+    return zb_cu_attention_scratch_floats(s->T, NH);
+}
+
 /* Bytes of the per-call scratch. fp32 storage: tmp and datty (N·C floats each), dfch_gelu
- * (4·N·C), one sequence's attention scratch, the losses (N); bf16: stage_compute16.c. */
+ * (4·N·C), the attention's scratch, the losses (N); bf16: stage_compute16.c. */
 size_t zb_cu_scratch_bytes(const zb_cuda_stage_t *s)
 {
     if (is_bf16(s))
         return zb_cu16_scratch_bytes(s);
     size_t N = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
-    return (2 * N * C + 4 * N * C + zb_cu_attention_scratch_floats(s->T, s->cfg.heads) + N) *
-           sizeof(float);
+    return (2 * N * C + 4 * N * C + att_scratch_floats(s) + N) * sizeof(float);
 }
 
 void zb_cu16_weights_refresh(zb_cuda_stage_t *s, size_t off, size_t n)
@@ -182,7 +191,7 @@ static zb_status_t stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *
         s->datty = f + N * C;
         s->dfch_gelu = f + 2 * N * C;
         s->att_scr = f + 6 * N * C;
-        s->losses = s->att_scr + zb_cu_attention_scratch_floats(T, cfg->heads);
+        s->losses = s->att_scr + att_scratch_floats(s);
     }
     *out = s;
     return ZB_OK;

@@ -6,6 +6,7 @@
 #define ZBPP_CUDA_STAGE_H
 
 #include "cuda/ctx.h"
+#include "cuda/flash_attn32.h"
 #include "cuda/kernels.h"
 #include "cuda/kernels_bf16.h"
 #include "cuda/kernels_optim.h"
@@ -18,8 +19,11 @@
 enum { KEEP_F = 1, KEEP_B = 2, KEEP_DONOR = 4 };
 enum { STATE_EMPTY, STATE_AFTER_F, STATE_AFTER_B };
 
+/* A block's stash in fp32 storage. The attention keeps either lse[B, NH, T] (the fp32 flash
+ * attention, head sizes zb_cuk_flash32_supported) or the materialised att[B, NH, T, T] (other
+ * head sizes); the other pointer is NULL. */
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd;
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *lse, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd;
     float *fch, *fch_gelu;
     float *dres3, *dfch, *dln2, *dres2, *dqkv, *dln1;
 } layer_acts_t;
@@ -110,6 +114,11 @@ static inline float *P(const zb_cuda_stage_t *s, zb_gpt2_tensor_t t) { return s-
 static inline float *G(const zb_cuda_stage_t *s, zb_gpt2_tensor_t t) { return s->grads + s->offs[t]; }
 
 static inline bool is_bf16(const zb_cuda_stage_t *s) { return s->ctx.prec == ZB_CUDA_BF16; }
+/* fp32 storage: whether the attention is the fp32 flash kernel (else the materialised one). */
+static inline bool flash32(const zb_cuda_stage_t *s)
+{
+    return zb_cuk_flash32_supported(s->cfg.channels / s->cfg.heads);
+}
 
 /* The tied WTE's elements (padded vocabulary x channels), whoever holds them; the weights a
  * head stage's products read: its own, or the embedding stage's it borrows. */

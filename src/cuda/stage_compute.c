@@ -2,8 +2,9 @@
  * microbatch in flight, in fp32 storage (fp32 and tf32 products); bf16 storage has its own
  * stash walk and op sequence in stage_compute16.c, and shares the checks and the loss here. The schedule of ops, the stash buffers and their F/B lifetimes are those
  * of src/model/gpt2_stage.c (docs/compute.md), so the memory model zb_gpt2_stage_mem holds for
- * the device stash too; the per-call scratch lives once in the stage (all work of a stage is
- * serialised on its stream), not in every stash. */
+ * the device stash too, less the attention's T×T probabilities where the fp32 flash kernel
+ * keeps lse instead (head sizes zb_cuk_flash32_supported); the per-call scratch lives once in
+ * the stage (all work of a stage is serialised on its stream), not in every stash. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,11 @@ static void layout(layout_t *lo, zb_cuda_stash_t *st, const zb_cuda_stage_t *s)
         a->ln1_mean = TAKE_F(lo, N, FB);
         a->ln1_rstd = TAKE_F(lo, N, FB);
         a->qkv = TAKE_F(lo, N * 3 * C, KEEP_F);
-        a->att = TAKE_F(lo, N * NH * (size_t)s->T, KEEP_F);
+        a->lse = a->att = NULL;
+        if (flash32(s))
+            a->lse = TAKE_F(lo, N * NH, KEEP_F);
+        else
+            a->att = TAKE_F(lo, N * NH * (size_t)s->T, KEEP_F);
         a->atty = TAKE_F(lo, N * C, FB);
         a->res2 = TAKE_F(lo, N * C, FB);
         a->ln2 = TAKE_F(lo, N * C, FB);
@@ -342,7 +347,10 @@ static void block_forward(zb_cuda_stage_t *s, const block_params_t *w, layer_act
     size_t NC = (size_t)N * C;
     zb_cu_layernorm_forward(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
     zb_cu_matmul_forward(c, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
-    zb_cu_attention_forward(c, a->atty, a->att, a->qkv, B, T, C, NH);
+    if (a->lse)
+        zb_cu_flash32_forward(c, a->atty, a->lse, a->qkv, B, T, C, NH);
+    else
+        zb_cu_attention_forward(c, a->atty, a->att, a->qkv, B, T, C, NH);
     zb_cu_matmul_forward(c, s->tmp, a->atty, w->attprojw, w->attprojb, N, C, C);
     zb_cu_residual_forward(c, a->res2, x, s->tmp, NC);
     zb_cu_layernorm_forward(c, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
@@ -481,9 +489,14 @@ static void block_backward_input(zb_cuda_stage_t *s, const block_params_t *w, la
                                    w->ln2w, N, C);
     memset_f(c, s->datty, NC);
     zb_cu_matmul_backward_input(c, s->datty, a->dres2, w->attprojw, N, C, C);
-    memset_f(c, a->dqkv, 3 * NC);
-    zb_cu_attention_backward_input(c, a->dqkv, s->att_scr, s->datty, a->qkv, a->att, B, T, C,
-                                   NH);
+    if (a->lse) { /* writes dqkv */
+        zb_cu_flash32_backward_input(c, a->dqkv, s->att_scr, s->datty, a->qkv, a->atty, a->lse, B,
+                                     T, C, NH);
+    } else {
+        memset_f(c, a->dqkv, 3 * NC);
+        zb_cu_attention_backward_input(c, a->dqkv, s->att_scr, s->datty, a->qkv, a->att, B, T, C,
+                                       NH);
+    }
     memset_f(c, a->dln1, NC);
     zb_cu_matmul_backward_input(c, a->dln1, a->dqkv, w->qkvw, N, C, 3 * C);
     copy_f(c, dx, a->dres2, NC);

@@ -686,23 +686,37 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     zb_pipeline_report_free(rep), free(rep);
 }
 
-/* --recompute on GPU ranks: a non-saving F gives its stash back, the R takes one again: the
- * same bits as without, and less activation memory on every rank that recomputes. */
-static void recompute_saves_gpu_memory(const char *schedule, int P)
+/* Two runs of `schedule` at P on the fake GPU, without and with a memory option (`with` sets
+ * it): the same losses and parameters; their reports into rep[0] and rep[1] (allocated). */
+static void same_bits_with(const char *schedule, int P, void (*with)(zb_pipeline_opts_t *),
+                           const char *what, zb_pipeline_report_t *rep[2])
 {
     zb_train_config_t c;
     tiny(&c, 2 * P, 2);
-    zb_pipeline_report_t *rep[2] = {calloc(1, sizeof **rep), calloc(1, sizeof **rep)};
     float loss[2][2];
     zb_gpt2_params_t out[2];
     for (int k = 0; k < 2; k++) {
         zb_pipeline_opts_t o;
         opts(&o, P, schedule, true);
-        o.recompute = k ? ZB_RECOMPUTE_ALL : ZB_RECOMPUTE_NONE;
+        if (k)
+            with(&o);
+        rep[k] = calloc(1, sizeof *rep[k]);
         run_ok(&c, &o, loss[k], &out[k], rep[k]);
     }
-    same_losses(loss[1], loss[0], 2, "cuda --recompute all");
-    pt_assert_same_params(&out[1], &out[0], "cuda --recompute all");
+    same_losses(loss[1], loss[0], 2, what);
+    pt_assert_same_params(&out[1], &out[0], what);
+    zb_gpt2_params_free(&out[0]), zb_gpt2_params_free(&out[1]);
+}
+
+static void recompute_all(zb_pipeline_opts_t *o) { o->recompute = ZB_RECOMPUTE_ALL; }
+static void offload_all(zb_pipeline_opts_t *o) { o->offload = ZB_OFFLOAD_ALL; }
+
+/* --recompute on GPU ranks: a non-saving F gives its stash back, the R takes one again: the
+ * same bits as without, and less activation memory on every rank that recomputes. */
+static void recompute_saves_gpu_memory(const char *schedule, int P)
+{
+    zb_pipeline_report_t *rep[2];
+    same_bits_with(schedule, P, recompute_all, "cuda --recompute all", rep);
     bool less = false;
     for (int r = 0; r < P; r++) {
         double none = rep[0]->mem_measured[r].activations, all = rep[1]->mem_measured[r].activations;
@@ -710,7 +724,6 @@ static void recompute_saves_gpu_memory(const char *schedule, int P)
         less |= all < none;
     }
     assert_true(less);
-    zb_gpt2_params_free(&out[0]), zb_gpt2_params_free(&out[1]);
     zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
     free(rep[0]), free(rep[1]);
 }
@@ -777,20 +790,9 @@ static void test_gpu_stashes_by_lifetime(void **state)
  * --offload is refused in one line. */
 static void offload_same_bits(const char *schedule, int P)
 {
-    zb_train_config_t c;
-    tiny(&c, 2 * P, 2);
-    zb_pipeline_report_t *rep[2] = {calloc(1, sizeof **rep), calloc(1, sizeof **rep)};
-    float loss[2][2];
-    zb_gpt2_params_t out[2];
-    for (int k = 0; k < 2; k++) {
-        zb_pipeline_opts_t o;
-        opts(&o, P, schedule, true);
-        o.offload = k ? ZB_OFFLOAD_ALL : ZB_OFFLOAD_NONE;
-        run_ok(&c, &o, loss[k], &out[k], rep[k]);
-    }
+    zb_pipeline_report_t *rep[2];
+    same_bits_with(schedule, P, offload_all, "cuda --offload all", rep);
     assert_non_null(strstr(rep[1]->note, "+O"));
-    same_losses(loss[1], loss[0], 2, "cuda --offload all");
-    pt_assert_same_params(&out[1], &out[0], "cuda --offload all");
     for (int r = 0; r < P; r++)
         if (rep[1]->mem_predicted[r].stash_alloc != rep[1]->mem_measured[r].stash_alloc)
             fail_msg("%s P=%d rank %d: stash slots predicted %.0f, allocated %.0f", schedule, P, r,
@@ -798,7 +800,6 @@ static void offload_same_bits(const char *schedule, int P)
     print_message("    %s P=%d rank 0 stash slots: %.0f bytes kept, %.0f offloaded\n", schedule, P,
                   rep[0]->mem_measured[0].stash_alloc, rep[1]->mem_measured[0].stash_alloc);
     assert_true(rep[1]->mem_measured[0].stash_alloc < rep[0]->mem_measured[0].stash_alloc);
-    zb_gpt2_params_free(&out[0]), zb_gpt2_params_free(&out[1]);
     zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
     free(rep[0]), free(rep[1]);
 }

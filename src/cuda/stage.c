@@ -217,8 +217,8 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
         cudaEventDestroy(s->wide_in);
         cudaEventDestroy(s->wide_out);
     }
-    cudaStream_t copies[2] = {s->down_stream, s->up_stream};
-    for (int k = 0; k < 2; k++) {
+    cudaStream_t copies[4] = {s->down_stream, s->up_stream, s->stash_down, s->stash_up};
+    for (int k = 0; k < 4; k++) {
         if (copies[k]) {
             cudaStreamSynchronize(copies[k]);
             cudaStreamDestroy(copies[k]);
@@ -639,10 +639,10 @@ zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err)
     if (!s)
         return zb_err_set(err, ZB_EINVAL, "cuda sync: stage is NULL");
     cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
-    if (e == cudaSuccess && s->down_stream)
-        e = cudaStreamSynchronize(s->down_stream);
-    if (e == cudaSuccess && s->up_stream)
-        e = cudaStreamSynchronize(s->up_stream);
+    cudaStream_t copies[4] = {s->down_stream, s->up_stream, s->stash_down, s->stash_up};
+    for (int k = 0; k < 4 && e == cudaSuccess; k++)
+        if (copies[k])
+            e = cudaStreamSynchronize(copies[k]);
     if (e != cudaSuccess)
         zb_cu_fail(&s->ctx, ZB_EIO, "CUDA: %s", cudaGetErrorString(e));
     return zb_cu_ctx_check(&s->ctx, "cuda sync", err);

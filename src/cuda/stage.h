@@ -81,6 +81,9 @@ struct zb_cuda_stage {
      * upload queued behind a download would wait for the download's producer F/B and its copy,
      * and the two directions could not use the GPU's two copy engines at once */
     cudaStream_t down_stream, up_stream;
+    /* offload's stash copies (zb_cuda_stash_copy) on two streams of their own, made on first
+     * use: a long stash copy and a message never queue behind each other */
+    cudaStream_t stash_down, stash_up;
 };
 
 struct zb_cuda_stash {

@@ -211,14 +211,31 @@ zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err
     return st != ZB_OK ? st : cuda_err(cudaStreamWaitEvent(s->ctx.stream, ev, 0), "event wait", err);
 }
 
-zb_status_t zb_cuda_stage_copy_wait(zb_cuda_stage_t *s, bool upload, struct CUevent_st *ev,
-                                    zb_err_t *err)
+zb_status_t zb_cuda_stash_wait(zb_cuda_stage_t *s, bool upload, struct CUevent_st *ev,
+                               zb_err_t *err)
 {
     if (!s || !ev)
-        return zb_err_set(err, ZB_EINVAL, "cuda copy wait: stage and event are required");
-    cudaStream_t *stream = upload ? &s->up_stream : &s->down_stream;
-    zb_status_t st = copy_stream(s, stream, "copy wait", err);
-    return st != ZB_OK ? st : cuda_err(cudaStreamWaitEvent(*stream, ev, 0), "copy wait", err);
+        return zb_err_set(err, ZB_EINVAL, "cuda stash wait: stage and event are required");
+    cudaStream_t *stream = upload ? &s->stash_up : &s->stash_down;
+    zb_status_t st = copy_stream(s, stream, "stash copy", err);
+    return st != ZB_OK ? st : cuda_err(cudaStreamWaitEvent(*stream, ev, 0), "stash wait", err);
+}
+
+zb_status_t zb_cuda_stash_copy(zb_cuda_stage_t *s, bool upload, float *dst, const float *src,
+                               size_t n, struct CUevent_st *done, zb_err_t *err)
+{
+    if (!s || !dst || !src || !done)
+        return zb_err_set(err, ZB_EINVAL, "cuda stash copy: stage, buffers and event are required");
+    cudaStream_t *stream = upload ? &s->stash_up : &s->stash_down;
+    zb_status_t st = copy_stream(s, stream, "stash copy", err);
+    if (st != ZB_OK)
+        return st;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n * sizeof(float),
+                                    upload ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                    *stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(done, *stream);
+    return cuda_err(e, "stash copy", err);
 }
 
 zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err)

@@ -73,10 +73,15 @@ zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const fl
 zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float *src_host,
                                  size_t n, struct CUevent_st *done, zb_err_t *err);
 zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
-/* The upload (upload true) or download copy stream queues a wait for ev before its next copy:
- * a copy into memory that an earlier action, or a copy the other way, still uses (offload). */
-zb_status_t zb_cuda_stage_copy_wait(zb_cuda_stage_t *s, bool upload, struct CUevent_st *ev,
-                                    zb_err_t *err);
+/* Offload's copies (src/pipeline/rank_cuda_stash.c) on the stage's two STASH STREAMS (one per
+ * direction, made on first use, freed with the stage, waited for by zb_cuda_sync), apart from
+ * the message copy streams so that a long stash copy and a message never queue behind each
+ * other: zb_cuda_stash_wait queues a wait for ev on the upload (host -> device) or download
+ * stream; zb_cuda_stash_copy queues n floats src -> dst there and records done after them. */
+zb_status_t zb_cuda_stash_wait(zb_cuda_stage_t *s, bool upload, struct CUevent_st *ev,
+                               zb_err_t *err);
+zb_status_t zb_cuda_stash_copy(zb_cuda_stage_t *s, bool upload, float *dst, const float *src,
+                               size_t n, struct CUevent_st *done, zb_err_t *err);
 zb_status_t zb_cuda_event_sync(struct CUevent_st *ev, zb_err_t *err);
 zb_status_t zb_cuda_event_query(struct CUevent_st *ev, bool *done, zb_err_t *err);
 /* Plan the stage's matrix products for `sms` SMs (0: the SMs of its stream, as set by

@@ -6,9 +6,9 @@
  * reader on the device as on the host.
  *
  * Offload (docs/offload.md): an O queues the download of the microbatch's FW and FB slots into
- * a pinned host slot on the stage's download stream, after the compute queued so far, and gives
- * the device slots back; an L takes device slots again and queues the upload on the upload
- * stream. Neither waits on the host. What keeps the bytes right is four orders, kept by events:
+ * a pinned host slot on the stage's stash download stream, after the compute queued so far,
+ * and gives the device slots back; an L takes device slots again and queues the upload on the
+ * stash upload stream (zb_cuda_stash_copy: streams apart from the messages'). Neither waits on the host. What keeps the bytes right is four orders, kept by events:
  * a device slot an O still reads is written again only after that O (slot_free: the compute
  * stream, or an L's upload, waits for it); an L's upload starts after the compute queued before
  * it (the slots' earlier users), and after its own O; the B after an L waits for the upload;
@@ -151,7 +151,7 @@ static zb_status_t wait_slots_read(pl_cu_stash_pool_t *p, int mb, const int befo
         int s = pl_stash_slots_at(&p->slots, k, mb);
         if (s < 0 || s == before[k] || !o->slot_free[k][s])
             continue;
-        st = upload ? zb_cuda_stage_copy_wait(p->stage, true, o->slot_free[k][s], err)
+        st = upload ? zb_cuda_stash_wait(p->stage, true, o->slot_free[k][s], err)
                     : zb_cuda_stage_wait(p->stage, o->slot_free[k][s], err);
         o->slot_free[k][s] = NULL;
     }
@@ -201,17 +201,18 @@ static zb_status_t offload(pl_cu_stash_pool_t *p, const zb_action_t *a, zb_err_t
     int dev[2] = {pl_stash_slots_at(&p->slots, PL_FW, mb), pl_stash_slots_at(&p->slots, PL_FB, mb)};
     if (!pl_stash_slots_begin(&p->slots, a, err))
         return ZB_ESCHEDULE;
-    zb_status_t st = ZB_OK;
-    if (o->host_free[h]) {
-        st = zb_cuda_stage_copy_wait(p->stage, false, o->host_free[h], err);
-        o->host_free[h] = NULL;
-    }
+    zb_status_t st = zb_cuda_event_record(p->stage, o->now, err); /* after its F */
+    if (st == ZB_OK)
+        st = zb_cuda_stash_wait(p->stage, false, o->now, err);
+    if (st == ZB_OK && o->host_free[h])
+        st = zb_cuda_stash_wait(p->stage, false, o->host_free[h], err);
+    o->host_free[h] = NULL;
     char *host = (char *)o->mem + (size_t)h * o->bytes;
     for (int k = 0; k < 2 && st == ZB_OK; k++)
         if (p->bytes[k] > 0)
-            st = zb_cuda_stage_download(p->stage, (float *)(host + (k ? p->bytes[PL_FW] : 0)),
-                                        (const float *)slot_at(p, k, dev[k]),
-                                        p->bytes[k] / sizeof(float), o->now, o->out[mb], err);
+            st = zb_cuda_stash_copy(p->stage, false, (float *)(host + (k ? p->bytes[PL_FW] : 0)),
+                                    (const float *)slot_at(p, k, dev[k]),
+                                    p->bytes[k] / sizeof(float), o->out[mb], err);
     if (st != ZB_OK)
         return st;
     o->owner[h] = mb, o->of[mb] = h;
@@ -232,17 +233,17 @@ static zb_status_t reload(pl_cu_stash_pool_t *p, const zb_action_t *a, zb_err_t 
         return ZB_ESCHEDULE;
     zb_status_t st = zb_cuda_event_record(p->stage, o->now, err);
     if (st == ZB_OK)
-        st = zb_cuda_stage_copy_wait(p->stage, true, o->now, err);
+        st = zb_cuda_stash_wait(p->stage, true, o->now, err);
     if (st == ZB_OK)
         st = wait_slots_read(p, mb, before, true, err);
     if (st == ZB_OK)
-        st = zb_cuda_stage_copy_wait(p->stage, true, o->out[mb], err);
+        st = zb_cuda_stash_wait(p->stage, true, o->out[mb], err);
     const char *host = (const char *)o->mem + (size_t)h * o->bytes;
     for (int k = 0; k < 2 && st == ZB_OK; k++)
         if (p->bytes[k] > 0)
-            st = zb_cuda_stage_upload(p->stage, (float *)slot_mem(p, k, mb),
-                                      (const float *)(host + (k ? p->bytes[PL_FW] : 0)),
-                                      p->bytes[k] / sizeof(float), o->in[mb], err);
+            st = zb_cuda_stash_copy(p->stage, true, (float *)slot_mem(p, k, mb),
+                                    (const float *)(host + (k ? p->bytes[PL_FW] : 0)),
+                                    p->bytes[k] / sizeof(float), o->in[mb], err);
     if (st != ZB_OK)
         return st;
     o->owner[h] = -1, o->of[mb] = -1;

@@ -68,12 +68,22 @@ static void costs_init(zb_costs_t *c, double bw, double limit)
  * simulator's T (max per-rank span), peak = max over ranks; note = the planner's remark or why
  * it failed. */
 static result_t run(const char *family, zb_recompute_t rc, zb_offload_t off, int M,
-                    const zb_costs_t *c)
+                    const zb_costs_t *rank_costs, int chunks)
 {
     result_t out = {.span = INFINITY, .peak = INFINITY};
-    zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = 1, .costs = c, .recompute = rc};
-    zb_schedule_t *s = NULL;
+    zb_costs_t chunked;
     zb_err_t e;
+    const zb_costs_t *c = rank_costs;
+    if (chunks > 1) { /* each rank's figures split over its chunks, looped placement */
+        if (zb_costs_rechunk(rank_costs, P, chunks, ZB_PLACE_LOOP, &chunked, &e) != ZB_OK) {
+            snprintf(out.note, sizeof out.note, "%.95s", e.msg);
+            return out;
+        }
+        c = &chunked;
+    }
+    zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = chunks, .costs = c,
+                         .recompute = rc};
+    zb_schedule_t *s = NULL;
     zb_status_t st = off == ZB_OFFLOAD_NONE ? zb_generate(family, &q, &s, &e)
                                             : zb_generate_offload(family, &q, off, &s, &e);
     snprintf(out.note, sizeof out.note, "%.95s", st == ZB_OK ? q.note : e.msg);
@@ -89,6 +99,8 @@ static result_t run(const char *family, zb_recompute_t rc, zb_offload_t off, int
         snprintf(out.note, sizeof out.note, "%.95s", e.msg);
     }
     zb_schedule_free(s);
+    if (c == &chunked)
+        zb_costs_free(&chunked);
     return out;
 }
 
@@ -159,7 +171,7 @@ static void table(int M)
     const double bws[2] = {50e9 / 1e3, 12.5e9 / 1e3}; /* bytes per ms */
     zb_costs_t c;
     costs_init(&c, bws[0], INFINITY);
-    result_t h1 = run("zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_NONE, M, &c);
+    result_t h1 = run("zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_NONE, M, &c, 1);
     const double limit = h1.peak / 2;
     printf("\n(%c) %s\n", 'a' + stash_model,
            stash_model ? "bf16 stash, flash attention (no T x T probabilities)"
@@ -175,13 +187,15 @@ static void table(int M)
         zb_recompute_t rc;
         zb_offload_t off;
         bool limited;
+        int chunks;
     } rows[] = {
-        {"zb-h1 (no limit)", "zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_NONE, false},
-        {"zb-h1 --offload auto", "zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_AUTO, true},
-        {"auto --offload auto", "auto", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_AUTO, true},
-        {"auto --recompute auto", "auto", ZB_RECOMPUTE_AUTO, ZB_OFFLOAD_NONE, true},
-        {"zb-h1 --recompute all", "zb-h1", ZB_RECOMPUTE_ALL, ZB_OFFLOAD_NONE, true},
-        {"zb-h1 --offload all", "zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_ALL, false},
+        {"zb-h1 (no limit)", "zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_NONE, false, 1},
+        {"zb-h1 --offload auto", "zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_AUTO, true, 1},
+        {"auto --offload auto", "auto", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_AUTO, true, 1},
+        {"auto --offload auto v2", "auto", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_AUTO, true, 2},
+        {"auto --recompute auto", "auto", ZB_RECOMPUTE_AUTO, ZB_OFFLOAD_NONE, true, 1},
+        {"zb-h1 --recompute all", "zb-h1", ZB_RECOMPUTE_ALL, ZB_OFFLOAD_NONE, true, 1},
+        {"zb-h1 --offload all", "zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_ALL, false, 1},
     };
     printf("%-22s | %8s %6s %8s | %8s %6s %8s | %s\n", "schedule", "span ms", "ratio",
            "peak MiB", "span ms", "ratio", "peak MiB", "copies at 50 GB/s | 12.5 GB/s");
@@ -190,7 +204,7 @@ static void table(int M)
         char note[2][96];
         for (int k = 0; k < 2; k++) {
             costs_init(&c, bws[k], rows[i].limited ? limit : INFINITY);
-            result_t x = run(rows[i].family, rows[i].rc, rows[i].off, M, &c);
+            result_t x = run(rows[i].family, rows[i].rc, rows[i].off, M, &c, rows[i].chunks);
             zb_costs_free(&c);
             if (isfinite(x.span))
                 printf(" | %8.2f %6.3f %8.1f", x.span, x.span / h1.span, x.peak / MiB);

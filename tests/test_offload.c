@@ -383,6 +383,58 @@ static void test_plan_auto(void **state)
     zb_schedule_free(g);
 }
 
+static double gen_makespan(const char *family, int chunks, zb_offload_t off, zb_recompute_t rc,
+                           const zb_costs_t *c, char *note)
+{
+    zb_gen_params_t q = {.ranks = 4, .microbatches = 8, .chunks = chunks, .costs = c,
+                         .recompute = rc};
+    zb_schedule_t *s = NULL;
+    zb_err_t e;
+    zb_status_t st = off == ZB_OFFLOAD_NONE ? zb_generate(family, &q, &s, &e)
+                                            : zb_generate_offload(family, &q, off, &s, &e);
+    if (st != ZB_OK)
+        return INFINITY;
+    expect(s, c, ZB_OK, NULL); /* valid, and within the limit */
+    zb_sim_t sim;
+    assert_int_equal(zb_simulate(s, c, &sim, &e), ZB_OK);
+    double mk = sim.makespan;
+    zb_sim_free(&sim);
+    if (note)
+        snprintf(note, 96, "%.95s", q.note);
+    zb_schedule_free(s);
+    return mk;
+}
+
+/* auto with offload auto searches the fixed families' offload too: at two chunks per rank under
+ * a tight limit (copies that hide behind the long F..B waits of looped placements) it is at
+ * least as fast as every family's own offload plan and faster than recomputing alone. */
+static void test_auto_offload_sees_families(void **state)
+{
+    (void)state;
+    zb_costs_t rank, c;
+    zb_err_t e = {0};
+    /* per rank: F, B, W as an H100 stage of GPT-2 124M, stash 4, B frees 1.5, a copy of 0.3 */
+    assert_int_equal(zb_costs_init_uniform(&rank, 4, 2.8, 3.8, 1.5, 0.05, 4, -1.5, -2.5, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_recompute(&rank, 2.8, 0.1, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_offload(&rank, 4, 13, 13, 0.01, &e), ZB_OK);
+    rank.mem_limit = 8; /* half of zb-h1's 16 on rank 0 */
+    assert_int_equal(zb_costs_rechunk(&rank, 4, 2, ZB_PLACE_LOOP, &c, &e), ZB_OK);
+    char note[96] = "";
+    double a = gen_makespan("auto", 2, ZB_OFFLOAD_AUTO, ZB_RECOMPUTE_NONE, &c, note);
+    double rc = gen_makespan("auto", 2, ZB_OFFLOAD_NONE, ZB_RECOMPUTE_AUTO, &c, NULL);
+    const char *fams[] = {"interleaved-1f1b", "looped-bfs", "interleaved-zb"};
+    for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
+        double f = gen_makespan(fams[i], 2, ZB_OFFLOAD_AUTO, ZB_RECOMPUTE_NONE, &c, NULL);
+        if (!(a <= f * (1 + 1e-9)))
+            fail_msg("auto --offload auto %g (%s) slower than %s+O %g", a, note, fams[i], f);
+    }
+    if (!(isfinite(a) && a < rc))
+        fail_msg("auto --offload auto %g (%s) not faster than recompute alone %g", a, note, rc);
+    print_message("    auto --offload auto %.2f (%s), recompute auto %.2f\n", a, note, rc);
+    zb_costs_free(&c);
+    zb_costs_free(&rank);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_csv_round_trip_and_writers),
         cmocka_unit_test(test_pass_all_families),
         cmocka_unit_test(test_plan_auto),
+        cmocka_unit_test(test_auto_offload_sees_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,10 @@
  * every stash taken as free between its F and its backward (recompute "all" at no time, keeping
  * nothing: the view in which offload copies cost nothing), its R's then dropped; (3) auto's own
  * recompute search under the limit (recompute only is one of the choices offload auto has, and
- * auto's search places W's and R's better than the greedy offload step can). */
+ * auto's search places W's and R's better than the greedy offload step can); (4) every fixed
+ * family at the same chunking with offload planned in (the rows `zbpp plan --offload` shows as
+ * <family>+O): the schedules whose stashes wait longest between F and B (interleaved, looped)
+ * hide their copies best, which no start from auto's own search reaches. */
 #include "zbpp/schedule.h"
 
 #include <math.h>
@@ -59,6 +62,40 @@ static double makespan(const zb_schedule_t *s, const zb_costs_t *c)
     double m = sim.makespan;
     zb_sim_free(&sim);
     return m;
+}
+
+/* Start (4): each fixed family at q's chunking with offload planned under q's costs; *best
+ * (NULL: none yet) is replaced by a faster one that fits, and note names it. ZB_OK when *best
+ * holds a schedule afterwards. */
+static zb_status_t try_families(const zb_gen_params_t *q, zb_offload_t mode, zb_schedule_t **best,
+                                char *note)
+{
+    size_t n = 0;
+    const zb_generator_info_t *fam = zb_generators(&n);
+    double best_mk = *best ? makespan(*best, q->costs) : INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (fam[i].reads_costs && strcmp(fam[i].name, "zb-v") != 0)
+            continue; /* auto and optimal: the starts above, or too slow to try here */
+        zb_gen_params_t f = *q;
+        f.recompute = ZB_RECOMPUTE_NONE;
+        f.note[0] = '\0';
+        zb_schedule_t *s = NULL;
+        char fnote[96] = "";
+        zb_err_t e;
+        zb_err_clear(&e);
+        if (one_start(fam[i].name, &f, q->costs, mode, &s, fnote, &e) != ZB_OK)
+            continue; /* the family refuses the shape, or cannot fit the limit */
+        double mk = makespan(s, q->costs);
+        if (mk < best_mk * (1 - 1e-9) && zb_validate(s, q->costs, NULL) == ZB_OK) {
+            zb_schedule_free(*best);
+            *best = s;
+            s = NULL;
+            best_mk = mk;
+            snprintf(note, 96, "offload auto: %s+O (%.60s)", fam[i].name, fnote);
+        }
+        zb_schedule_free(s);
+    }
+    return *best ? ZB_OK : ZB_EMEMLIMIT;
 }
 
 zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offload_t mode,
@@ -115,6 +152,8 @@ zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offlo
             st = ZB_OK;
         }
         zb_schedule_free(other);
+        if (try_families(&q, mode, out, note) == ZB_OK)
+            st = ZB_OK;
     }
     if (st == ZB_OK)
         snprintf(p->note, sizeof p->note, "%s", note);

@@ -13,6 +13,13 @@ zb_status_t zb_sched_check_actions(const zb_schedule_t *s, const char *who, zb_e
 /* The offload part of zb_costs_check (costs_offload.c). */
 zb_status_t zb_costs_check_offload(const zb_costs_t *c, zb_err_t *err);
 
+/* zb_action_is_compute / zb_action_is_copy inline, for the simulator's loop over every action. */
+static inline bool zb_sched_is_compute(int t)
+{
+    return t == ZB_ACT_F || t == ZB_ACT_B || t == ZB_ACT_W || t == ZB_ACT_BW || t == ZB_ACT_R;
+}
+static inline bool zb_sched_is_copy(int t) { return t == ZB_ACT_O || t == ZB_ACT_L; }
+
 /* Time of a compute action of `stage` under `c` (a fused BW takes B + W, R the recompute time);
  * 0 for SEND/RECV. */
 static inline double zb_sched_duration(const zb_costs_t *c, int type, int stage)

@@ -294,7 +294,7 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
             double ready = ready_time(x, r, a);
             if (ready < 0)
                 break; /* woken again when the input is produced */
-            if (zb_action_is_copy(a->type)) {
+            if (zb_sched_is_copy(a->type)) {
                 run_copy(x, r, x->pos[r]++, a, ready, o);
                 continue;
             }
@@ -302,7 +302,7 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
             double t1 = t0 + zb_sched_duration(x->c, a->type, a->stage);
             o->start[r][x->pos[r]] = t0;
             o->end[r][x->pos[r]] = t1;
-            if (zb_action_is_compute(a->type))
+            if (zb_sched_is_compute(a->type))
                 o->busy[r] += t1 - t0;
             add_event(x, r, t0, zb_sched_mem_delta(x->c, a->type, a->flags, a->stage),
                       x->pos[r]);

@@ -265,7 +265,8 @@ static void test_errors(void **state)
     assert_non_null(strstr(e.msg, "missing.ckpt"));
 }
 
-/* The device profiler fills every part's F/B/W (the fake device's time is the CPU's). */
+/* The device profiler fills every part's F/B/W (the fake device's time is the CPU's) and the
+ * copy bandwidths; for ranks sharing the GPU it times one while the others run. */
 static void test_profile(void **state)
 {
     (void)state;
@@ -282,8 +283,20 @@ static void test_profile(void **state)
     for (int l = 0; l < 3; l++)
         assert_true(p.block[l].f > 0 && p.block[l].b > 0 && p.block[l].w > 0);
     assert_true(p.embed.f > 0 && p.head.f > 0 && p.head.b > 0 && p.comm >= 0);
+    assert_true(p.copy_d2h > 0 && p.copy_h2d > 0);
+    assert_int_equal(p.threads, 1);
     zb_profile_free(&p);
     assert_int_equal(zb_cuda_profile_measure(NULL, &cfg, 2, 17, 2, &GPU, &p, &e), ZB_EINVAL);
+    /* for 4 ranks sharing the GPU, the 3 others run the same phases while one is timed: the
+     * profile says 4 ranks were busy, and every part is still timed */
+    zb_cuda_train_opts_t shared = GPU;
+    shared.profile_ranks = 4;
+    if ((st = zb_cuda_profile_measure(NULL, &cfg, 2, 16, 2, &shared, &p, &e)) != ZB_OK)
+        fail_msg("profile for 4 ranks: %s", e.msg);
+    assert_int_equal(p.threads, 4);
+    for (int l = 0; l < 3; l++)
+        assert_true(p.block[l].f > 0 && p.block[l].b > 0 && p.block[l].w > 0);
+    zb_profile_free(&p);
 }
 
 /* The message cost is measured on the path the run will use: device-message runs with one

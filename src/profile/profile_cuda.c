@@ -7,8 +7,12 @@
  * timed with block l's parameters uploaded into the block stage. Device work is asynchronous, so
  * a phase is timed as ROUND microbatches back to back (one stash each) between two
  * synchronisations with the monotonic clock: launch and synchronisation latency are amortised
- * over the round. Median of `reps` rounds after one warm-up round. Uses only the public
- * zb_cuda_* API (compiled in every build; without CUDA the device check fails first). */
+ * over the round. Median of `reps` rounds after one warm-up round. For ranks that share the GPU
+ * (profile_ranks > 1), the other ranks' partitions run the same phase on copies of the same
+ * stages while one is timed: the ranks of a pipeline share the device's memory bandwidth, and
+ * a part timed alone runs faster than it will in the pipeline (the CPU profiler times its
+ * ranks' threads at once for the same reason). Uses only the public zb_cuda_* API (compiled in
+ * every build; without CUDA the device check fails first). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +28,8 @@ typedef struct {
     zb_gpt2_config_t one;        /* the model's config with one layer */
     zb_gpt2_params_t host;       /* parameters of `one` (the block being timed) */
     zb_cuda_stage_t *stage[3];   /* embedding, block, head */
-    zb_cuda_partitions_t *parts; /* the rank-sized partition timed in (NULL: the whole GPU) */
+    zb_cuda_partitions_t *parts; /* the ranks' partitions, owned by the timed context (NULL:
+                                  * the whole GPU, or a peer's) */
     zb_cuda_stash_t *stash[3][ROUND];
     float *x_in, *x_out, *dx_out, *dx_in; /* device, B·T·C each */
     float *msg;                  /* host, B·T·C, page-locked as the staged messages' slots */
@@ -67,8 +72,11 @@ static void cp_free(cprof_t *p)
     memset(p, 0, sizeof *p);
 }
 
+/* The context timed in partition `slot` of `shared` (NULL: the first context makes the ranks'
+ * partitions itself and owns them). */
 static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int T,
-                           const zb_cuda_train_opts_t *o, zb_err_t *err)
+                           const zb_cuda_train_opts_t *o, zb_cuda_partitions_t *shared, int slot,
+                           zb_err_t *err)
 {
     memset(p, 0, sizeof *p);
     p->one = full->cfg;
@@ -85,19 +93,20 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     }
     if (st == ZB_OK)
         st = zb_cuda_host_alloc(nc, &p->msg, err);
-    /* the partition a pipeline rank will get: the same split of the same device (its first) */
+    /* the partition a pipeline rank will get: the same split of the same device */
     int sharing = o->profile_ranks > 1 ? o->profile_ranks : 1;
-    if (st == ZB_OK && (sharing > 1 || o->sm_per_rank > 0)) {
+    if (st == ZB_OK && !shared && slot == 0 && (sharing > 1 || o->sm_per_rank > 0)) {
         st = zb_cuda_partitions_new(o->device, sharing, o->sm_per_rank, &p->parts, err);
         if (st == ZB_EUNSUPPORTED && o->sm_per_rank == 0)
             st = ZB_OK, p->parts = NULL; /* no green contexts: the ranks share the whole GPU */
+        shared = p->parts;
     }
     for (int k = 0; k < 3 && st == ZB_OK; k++) {
         st = zb_cuda_stage_new(&p->one, &spans[k], B, T, o->precision, o->device, &p->stage[k],
                                err);
-        if (st == ZB_OK && p->parts)
-            st = zb_cuda_stage_use_stream(p->stage[k], zb_cuda_partition_stream(p->parts, 0),
-                                          zb_cuda_partition_sms(p->parts, 0), err);
+        if (st == ZB_OK && shared)
+            st = zb_cuda_stage_use_stream(p->stage[k], zb_cuda_partition_stream(shared, slot),
+                                          zb_cuda_partition_sms(shared, slot), err);
         for (int r = 0; r < ROUND && st == ZB_OK; r++)
             st = zb_cuda_stash_new(p->stage[k], &p->stash[k][r], err);
     }
@@ -122,36 +131,51 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     return st;
 }
 
-/* One round of part k: ROUND forwards, then ROUND input backwards, then ROUND weight
- * backwards, each phase between synchronisations. Seconds per microbatch into t. */
-static zb_status_t cp_round(cprof_t *p, int k, float scale, zb_op_time_t *t, zb_err_t *err)
+/* Queue ROUND microbatches of phase `ph` (0 F, 1 B, 2 W) of part k on its stream. */
+static zb_status_t cp_phase(cprof_t *p, int k, int ph, float scale, zb_err_t *err)
 {
     zb_cuda_stage_t *s = p->stage[k];
     const int *targets = p->tokens + p->ntok;
     bool embed = k == PART_EMBED, head = k == PART_HEAD;
-    zb_status_t st = zb_cuda_sync(s, err);
-    double t0 = zb_now();
+    zb_status_t st = ZB_OK;
     for (int r = 0; r < ROUND && st == ZB_OK; r++) {
         float loss;
-        st = zb_cuda_forward(s, p->stash[k][r], embed ? p->tokens : NULL, embed ? NULL : p->x_in,
-                             head ? targets : NULL, head ? NULL : p->x_out, head ? &loss : NULL,
-                             err);
+        if (ph == 0)
+            st = zb_cuda_forward(s, p->stash[k][r], embed ? p->tokens : NULL,
+                                 embed ? NULL : p->x_in, head ? targets : NULL,
+                                 head ? NULL : p->x_out, head ? &loss : NULL, err);
+        else if (ph == 1)
+            st = zb_cuda_backward_input(s, p->stash[k][r], head ? NULL : p->dx_out, scale,
+                                        embed ? NULL : p->dx_in, err);
+        else
+            st = zb_cuda_backward_weight(s, p->stash[k][r], err);
+    }
+    return st;
+}
+
+/* One round of part k: ROUND forwards, then ROUND input backwards, then ROUND weight
+ * backwards, each phase between synchronisations, the n_peers other ranks' contexts running the
+ * same phase meanwhile (queued first, waited for after). Seconds per microbatch into t. */
+static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, float scale,
+                            zb_op_time_t *t, zb_err_t *err)
+{
+    zb_cuda_stage_t *s = p->stage[k];
+    zb_status_t st = zb_cuda_sync(s, err);
+    double secs[3];
+    for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
+        for (int q = 0; q < n_peers && st == ZB_OK; q++)
+            st = cp_phase(&peers[q], k, ph, scale, err);
+        double t0 = zb_now();
+        if (st == ZB_OK)
+            st = cp_phase(p, k, ph, scale, err);
+        if (st == ZB_OK)
+            st = zb_cuda_sync(s, err);
+        secs[ph] = zb_now() - t0;
+        for (int q = 0; q < n_peers && st == ZB_OK; q++)
+            st = zb_cuda_sync(peers[q].stage[k], err);
     }
     if (st == ZB_OK)
-        st = zb_cuda_sync(s, err);
-    double t1 = zb_now();
-    for (int r = 0; r < ROUND && st == ZB_OK; r++)
-        st = zb_cuda_backward_input(s, p->stash[k][r], head ? NULL : p->dx_out, scale,
-                                    embed ? NULL : p->dx_in, err);
-    if (st == ZB_OK)
-        st = zb_cuda_sync(s, err);
-    double t2 = zb_now();
-    for (int r = 0; r < ROUND && st == ZB_OK; r++)
-        st = zb_cuda_backward_weight(s, p->stash[k][r], err);
-    if (st == ZB_OK)
-        st = zb_cuda_sync(s, err);
-    double t3 = zb_now();
-    *t = (zb_op_time_t){(t1 - t0) / ROUND, (t2 - t1) / ROUND, (t3 - t2) / ROUND};
+        *t = (zb_op_time_t){secs[0] / ROUND, secs[1] / ROUND, secs[2] / ROUND};
     return st;
 }
 
@@ -183,10 +207,18 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
     out->block = calloc((size_t)L, sizeof *out->block);
     cprof_t p;
     memset(&p, 0, sizeof p);
-    if (!times || !out->block)
+    /* the other ranks sharing the GPU, each in its own partition, busy while one is timed */
+    int n_peers = opts->profile_ranks > 1 ? opts->profile_ranks - 1 : 0;
+    cprof_t *peers = calloc((size_t)n_peers + 1, sizeof *peers);
+    if (!times || !out->block || !peers)
         st = zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
     if (st == ZB_OK)
-        st = cp_init(&p, params, B, T, opts, err);
+        st = cp_init(&p, params, B, T, opts, NULL, 0, err);
+    int made = 0;
+    for (; made < n_peers && st == ZB_OK; made++)
+        st = cp_init(&peers[made], params, B, T, opts, p.parts, made + 1, err);
+    if (st != ZB_OK && made > 0)
+        made--; /* the failed one freed itself */
     float scale = 1.0f / ((float)B * (float)T);
     /* round -1 warms the device, cuBLASLt's plan cache and the allocator up: not recorded */
     for (int r = -1; r < reps && st == ZB_OK; r++)
@@ -198,7 +230,7 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
             }
             zb_op_time_t t;
             if (st == ZB_OK)
-                st = cp_round(&p, k, scale, &t, err);
+                st = cp_round(&p, peers, n_peers, k, scale, &t, err);
             if (st == ZB_OK && r >= 0) {
                 double *d = times + ((size_t)r * (size_t)parts + (size_t)part) * 3;
                 d[0] = t.f, d[1] = t.b, d[2] = t.w;
@@ -257,9 +289,12 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
         out->msg_bytes = nc * sizeof(float);
         out->cfg = *cfg;
         out->batch = B, out->seq = T, out->reps = reps, out->layers = L;
-        out->threads = 1, out->rank_threads = 1;
+        out->threads = 1 + n_peers, out->rank_threads = 1; /* ranks busy at once */
         out->wall = zb_now() - start;
     }
+    for (int q = 0; q < made; q++) /* before the partitions p owns */
+        cp_free(&peers[q]);
+    free(peers);
     cp_free(&p);
     free(times);
     zb_gpt2_params_free(&own);

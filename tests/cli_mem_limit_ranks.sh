@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --mem-limit-ranks on schedule, plan and validate: one memory limit per rank, obeyed rank by
+# --mem-limit-ranks on schedule, plan, validate and simulate: one memory limit per rank, obeyed rank by
 # rank, and a wrong count or value refused with one clear line.
 # Usage: cli_mem_limit_ranks.sh <zbpp-binary> <source-dir>
 set -u
@@ -64,6 +64,12 @@ command -v python3 >/dev/null || { echo "cli_mem_limit_ranks: python3 not found,
   fail "validate at its own peaks: $(cat out)"
 "$ZBPP" validate h1.csv --mem-limit-ranks 3,3,2,1 >out 2>&1
 [ $? -ne 0 ] && grep -q "rank 0" out && ok || fail "validate over rank 0's limit: $(cat out)"
+# simulate takes them as validate does
+"$ZBPP" simulate h1.csv --mem-limit-ranks 4,3,2,1 --format json >out 2>&1 && grep -q '"ranks": 4' out &&
+  ok || fail "simulate at its own peaks: $(head -3 out)"
+"$ZBPP" simulate h1.csv --mem-limit-ranks 3,3,2,1 >out 2>&1
+[ $? -ne 0 ] && grep -q "rank 0" out && [ "$(wc -l <out)" -eq 1 ] && ok ||
+  fail "simulate over rank 0's limit: $(cat out)"
 
 # refused: wrong count, a bad value, a negative one, an empty list
 for cmd in "schedule -s auto -p 4 -m 8" "plan -p 4 -m 8"; do
@@ -73,6 +79,7 @@ for cmd in "schedule -s auto -p 4 -m 8" "plan -p 4 -m 8"; do
   refused "$cmd: 5 limits" "5 limits given, the schedule has 4 ranks" "$ZBPP" $cmd --mem-limit-ranks 4,4,4,4,4
 done
 refused "validate: 3 limits" "3 limits given, the schedule has 4 ranks" "$ZBPP" validate h1.csv --mem-limit-ranks 4,4,4
+refused "simulate: 3 limits" "3 limits given, the schedule has 4 ranks" "$ZBPP" simulate h1.csv --mem-limit-ranks 4,4,4
 refused "bad value" "mem-limit-ranks \(rank 1\): 'x' is not a finite number" "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit-ranks 4,x,4,4
 refused "negative" "mem-limit-ranks \(rank 2\): '-1' is negative" "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit-ranks 4,4,-1,4
 refused "empty" "mem-limit-ranks" "$ZBPP" schedule -s auto -p 4 -m 8 --mem-limit-ranks ""

@@ -12,7 +12,8 @@ static const char *const CMD = "simulate";
 static void help(FILE *out)
 {
     fputs("usage: zbpp simulate FILE.csv [--cost F,B,W[,C] | --cost-file FILE] [--mem F,B,W]\n"
-          "                     [--mem-limit X] [--recompute none|all] [--mem-recompute X]\n"
+          "                     [--mem-limit X | --mem-limit-ranks A,B,...] [--recompute none|all]\n"
+          "                     [--mem-recompute X]\n"
           "                     [--recompute-time X] [--offload none|all|auto] [--stash-bytes X]\n"
           "                     [--copy-bw D[,H]] [--copy-latency X] [--format FMT] [--width N]\n"
           "                     [-o FILE]\n\n"
@@ -35,6 +36,7 @@ int zb_cmd_simulate(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         ZB_CLI_COST_OPTIONS,
         ZB_CLI_MEM_OPTIONS,
+        {"mem-limit-ranks", required_argument, NULL, ZB_OPT_MEM_LIMIT_RANKS},
         ZB_CLI_RECOMPUTE_OPTIONS,
         ZB_CLI_OFFLOAD_OPTIONS,
         {"format", required_argument, NULL, ZB_OPT_FORMAT},

@@ -254,6 +254,17 @@ static zb_status_t timed_end(pl_rank_t *R, zb_status_t st, zb_err_t *err)
     return st;
 }
 
+/* The local stage of a compute or copy action, its microbatch checked; NULL + err. */
+static pl_stage_t *action_stage(pl_rank_t *R, const zb_action_t *a, zb_err_t *err)
+{
+    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
+    if (ls && (a->mb < 0 || a->mb >= R->pl->M)) {
+        zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", a->mb);
+        return NULL;
+    }
+    return ls;
+}
+
 static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
 {
     pl_rank_t *R = ctx;
@@ -263,15 +274,12 @@ static zb_status_t op_compute(void *ctx, const zb_action_t *a, zb_err_t *err)
         R->computes == h->fail_action)
         return zb_err_set(err, ZB_ENUMERIC, "injected fault (test hook) in a kernel");
     R->computes++;
-    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
+    pl_stage_t *ls = action_stage(R, a, err);
     if (!ls)
         return ZB_ESCHEDULE;
-    int m = a->mb;
-    if (m < 0 || m >= pl->M)
-        return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", m);
     zb_status_t st = timed(R, true, err);
     if (st == ZB_OK)
-        st = R->dev->compute(R, ls, a, pl_rank_tok(R, m), false, err);
+        st = R->dev->compute(R, ls, a, pl_rank_tok(R, a->mb), false, err);
     return timed_end(R, st, err);
 }
 
@@ -283,11 +291,9 @@ static zb_status_t op_copy(void *ctx, const zb_action_t *a, zb_err_t *err)
     if (!R->dev->copy)
         return zb_err_set(err, ZB_EUNSUPPORTED, "%s ranks cannot offload activations",
                           R->dev->name);
-    pl_stage_t *ls = pl_rank_stage(R, a->stage, err);
+    pl_stage_t *ls = action_stage(R, a, err);
     if (!ls)
         return ZB_ESCHEDULE;
-    if (a->mb < 0 || a->mb >= R->pl->M)
-        return zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range", a->mb);
     zb_status_t st = timed(R, true, err);
     if (st == ZB_OK)
         st = R->dev->copy(R, ls, a, err);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/stream.h"
 #include "pipeline/rank_cuda_stash.h"
 
 /* The host slots the program holds at once: an O takes one, its L gives it back. */
@@ -41,7 +42,7 @@ static zb_status_t offload_init(pl_cu_stash_pool_t *p, const zb_rank_program_t *
     if (o->n == 0)
         return ZB_OK;
     o->bytes = p->bytes[PL_FW] + p->bytes[PL_FB];
-    size_t M = (size_t)p->M;
+    size_t M = (size_t)p->slots.M;
     if (!(o->owner = malloc((size_t)o->n * sizeof *o->owner)) ||
         !(o->of = malloc(M * sizeof *o->of)) || !(o->out = calloc(M, sizeof *o->out)) ||
         !(o->in = calloc(M, sizeof *o->in)) ||
@@ -79,18 +80,17 @@ static void offload_reset(pl_cu_stash_pool_t *p)
         return;
     for (int i = 0; i < o->n; i++)
         o->owner[i] = -1, o->host_free[i] = NULL;
-    for (int m = 0; m < p->M; m++)
+    for (int m = 0; m < p->slots.M; m++)
         o->of[m] = -1;
     for (int k = 0; k < 2; k++)
         memset(o->slot_free[k], 0, (size_t)p->slots.n[k] * sizeof *o->slot_free[k]);
-    memset(o->reloaded, 0, (size_t)p->M);
+    memset(o->reloaded, 0, (size_t)p->slots.M);
 }
 
 zb_status_t pl_cu_stash_pool_init(pl_cu_stash_pool_t *p, zb_cuda_stage_t *s,
                                   const zb_rank_program_t *prog, int stage, int M, zb_err_t *err)
 {
     memset(p, 0, sizeof *p);
-    p->M = M;
     p->stage = s;
     zb_cuda_stash_regions(s, p->bytes);
     zb_status_t st = pl_stash_slots_init(&p->slots, prog, stage, M, err);
@@ -112,12 +112,12 @@ zb_status_t pl_cu_stash_pool_init(pl_cu_stash_pool_t *p, zb_cuda_stage_t *s,
 
 void pl_cu_stash_pool_free(pl_cu_stash_pool_t *p)
 {
-    for (int m = 0; p->view && m < p->M; m++)
+    for (int m = 0; p->view && m < p->slots.M; m++)
         zb_cuda_stash_free(p->view[m]);
     free(p->view);
     for (int k = 0; k < 3; k++)
         zb_cuda_buffer_free(p->mem[k]);
-    offload_free(&p->off, p->M);
+    offload_free(&p->off, p->slots.M);
     pl_stash_slots_free(&p->slots);
     memset(p, 0, sizeof *p);
 }
@@ -126,7 +126,7 @@ void pl_cu_stash_pool_reset(pl_cu_stash_pool_t *p)
 {
     pl_stash_slots_reset(&p->slots);
     offload_reset(p);
-    for (int m = 0; p->view && m < p->M; m++)
+    for (int m = 0; p->view && m < p->slots.M; m++)
         zb_cuda_stash_reset(p->view[m]);
 }
 
@@ -162,8 +162,8 @@ zb_cuda_stash_t *pl_cu_stash_pool_begin(pl_cu_stash_pool_t *p, const zb_action_t
                                         zb_err_t *err)
 {
     int mb = a->mb;
-    int before[2] = {mb >= 0 && mb < p->M ? pl_stash_slots_at(&p->slots, PL_FW, mb) : -1,
-                     mb >= 0 && mb < p->M ? pl_stash_slots_at(&p->slots, PL_FB, mb) : -1};
+    int before[2] = {mb >= 0 && mb < p->slots.M ? pl_stash_slots_at(&p->slots, PL_FW, mb) : -1,
+                     mb >= 0 && mb < p->slots.M ? pl_stash_slots_at(&p->slots, PL_FB, mb) : -1};
     if (!pl_stash_slots_begin(&p->slots, a, err))
         return NULL;
     pl_cu_offload_t *o = &p->off;
@@ -254,7 +254,7 @@ static zb_status_t reload(pl_cu_stash_pool_t *p, const zb_action_t *a, zb_err_t 
 
 zb_status_t pl_cu_stash_pool_copy(pl_cu_stash_pool_t *p, const zb_action_t *a, zb_err_t *err)
 {
-    if (p->off.n == 0 || a->mb < 0 || a->mb >= p->M)
+    if (p->off.n == 0 || a->mb < 0 || a->mb >= p->slots.M)
         return zb_err_set(err, ZB_ESCHEDULE, "%s of microbatch %d: the stage plans no offload",
                           a->type == ZB_ACT_O ? "O" : "L", a->mb);
     if (a->type == ZB_ACT_O)
@@ -278,7 +278,7 @@ zb_cuda_stash_t *pl_cu_stash_pool_eval(pl_cu_stash_pool_t *p)
 size_t pl_cu_stash_pool_live(const pl_cu_stash_pool_t *p)
 {
     size_t live = 0;
-    for (int m = 0; p->view && m < p->M; m++)
+    for (int m = 0; p->view && m < p->slots.M; m++)
         if (!p->slots.away[m]) /* an offloaded stash is in host memory */
             live += zb_cuda_stash_live_bytes(p->view[m]);
     return live;

@@ -3,7 +3,6 @@
 #ifndef ZBPP_PL_RANK_CUDA_STASH_H
 #define ZBPP_PL_RANK_CUDA_STASH_H
 
-#include "cuda/stream.h"
 #include "pipeline/stash_slots.h"
 #include "zbpp/cuda.h"
 
@@ -31,7 +30,6 @@ typedef struct {
     zb_cuda_stash_t **view; /* [M] microbatch m's stash, bound to its slots */
     zb_cuda_stage_t *stage;
     pl_cu_offload_t off;    /* n == 0: the program offloads nothing */
-    int M;
 } pl_cu_stash_pool_t;
 
 /* init: the slots `stage`'s program needs (pl_stash_plan), on stage s's device, and the host

@@ -823,6 +823,67 @@ static void test_gpu_offload_same_bits(void **state)
     zb_pipeline_report_free(rep), free(rep);
 }
 
+/* Message slots by lifetime on GPU ranks (pl_cuda_msg_slots): a received gradient lives from its
+ * RECV to its B, a staged sent slot from its F or B until its download is done, over at least
+ * two slots; hooks.sent_slots = 1 gives each sent buffer the CPU's one slot, so every next
+ * microbatch's F or B reuses a slot whose download the fake has not run yet (its copy stream
+ * runs a copy only when something waits for it): without the wait for that download
+ * (cu_buf_t.reuse) these runs send the next microbatch's bytes and their losses differ. */
+static zb_pipeline_test_hooks_t one_sent_slot_hooks;
+static void one_sent_slot(zb_pipeline_opts_t *o)
+{
+    one_sent_slot_hooks = ZB_PIPELINE_TEST_HOOKS_OFF;
+    one_sent_slot_hooks.sent_slots = 1;
+    o->test_hooks = &one_sent_slot_hooks;
+}
+static void device_pulls(zb_pipeline_opts_t *o) { o->cuda = &GPU_D2D; }
+
+/* Each rank's message slots, measured = predicted, and under a slot per microbatch of each
+ * buffer (loop placement: x_in and dx_in unless first, dx_out and x_out unless last). */
+static void fewer_message_slots(const zb_pipeline_report_t *rep, const char *what, int P, int M,
+                                double NC)
+{
+    for (int r = 0; r < P; r++) {
+        const zb_rank_mem_t *w = &rep->mem_predicted[r], *x = &rep->mem_measured[r];
+        double bound = (double)M * NC * sizeof(float) * (2.0 * (r > 0) + 2.0 * (r < P - 1));
+        print_message("    %s rank %d: message slots %.0f bytes, %.0f one per microbatch\n",
+                      what, r, x->messages, bound);
+        if (w->messages != x->messages)
+            fail_msg("%s rank %d: messages predicted %.0f, allocated %.0f", what, r, w->messages,
+                     x->messages);
+        assert_true(x->messages < bound);
+    }
+}
+
+static void test_gpu_message_slots_by_lifetime(void **state)
+{
+    (void)state;
+    static const char *const fams[] = {"1f1b", "zb-h2", "gpipe"};
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+        zb_pipeline_report_t *rep[2];
+        same_bits_with(fams[i], 4, one_sent_slot, "cuda, one slot per sent buffer", rep);
+        zb_train_config_t c;
+        tiny(&c, 8, 2);
+        double NC = (double)(c.batch / 8) * c.seq * c.model.channels;
+        fewer_message_slots(rep[0], fams[i], 4, 8, NC);
+        fewer_message_slots(rep[1], "  one sent slot", 4, 8, NC);
+        zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
+        free(rep[0]), free(rep[1]);
+    }
+    /* V placement (neighbours on one rank keep a slot per microbatch) and device messages (the
+     * received gradient pooled; a sent slot is the receiver's to copy, a slot per microbatch) */
+    zb_pipeline_report_t *rep[2];
+    same_bits_with("zb-v", 2, one_sent_slot, "cuda zb-v, one slot per sent buffer", rep);
+    zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
+    free(rep[0]), free(rep[1]);
+    same_bits_with("zb-h1", 4, device_pulls, "cuda device messages", rep);
+    for (int r = 0; r < 4; r++)
+        assert_true(rep[1]->mem_measured[r].messages == rep[1]->mem_predicted[r].messages);
+    assert_true(rep[1]->mem_measured[0].messages > rep[0]->mem_measured[0].messages);
+    zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
+    free(rep[0]), free(rep[1]);
+}
+
 static void test_device_memory_predicted_is_measured(void **state)
 {
     (void)state;
@@ -911,6 +972,7 @@ int main(void)
         cmocka_unit_test(test_checkpoints_cross_devices),
         cmocka_unit_test(test_device_memory_predicted_is_measured),
         cmocka_unit_test(test_gpu_stashes_by_lifetime),
+        cmocka_unit_test(test_gpu_message_slots_by_lifetime),
         cmocka_unit_test(test_gpu_offload_same_bits),
         cmocka_unit_test(test_bf16_same_bits_and_memory),
     };

@@ -167,6 +167,44 @@ static void test_message_slots_follow_the_program(void **state)
     assert_int_equal(pl_msgbuf_plan(&p, 2, PL_BUF_X_IN, false, 4, NULL), 4);
 }
 
+/* A GPU rank's plan (pl_msgbuf_plan_spread): every kind by its intervals, x_in too, and at least
+ * `least` slots taken in turn, so that a sent slot's next writer is as far from its SEND as the
+ * slots allow. */
+static void test_message_slots_spread(void **state)
+{
+    (void)state;
+    int slot[4];
+    /* F, SEND_F in turn: one slot is enough, two alternate (the oldest freed is taken) */
+    const zb_action_t turn[] = {ACT(F, 1, 0), ACT(SEND_F, 1, 0), ACT(F, 1, 1), ACT(SEND_F, 1, 1),
+                                ACT(F, 1, 2), ACT(SEND_F, 1, 2), ACT(F, 1, 3), ACT(SEND_F, 1, 3)};
+    zb_rank_program_t p = program(turn, 8);
+    assert_int_equal(pl_msgbuf_plan_spread(&p, 1, PL_BUF_X_OUT, false, 4, 1, slot), 1);
+    for (int m = 0; m < 4; m++)
+        assert_int_equal(slot[m], 0);
+    assert_int_equal(pl_msgbuf_plan_spread(&p, 1, PL_BUF_X_OUT, false, 4, 2, slot), 2);
+    for (int m = 0; m < 4; m++)
+        assert_int_equal(slot[m], m % 2);
+    /* never more than M, never fewer than the program holds at once */
+    assert_int_equal(pl_msgbuf_plan_spread(&p, 1, PL_BUF_X_OUT, false, 1, 2, slot), 1);
+    const zb_action_t ahead[] = {ACT(F, 1, 0), ACT(F, 1, 1), ACT(F, 1, 2), ACT(SEND_F, 1, 0),
+                                 ACT(SEND_F, 1, 1), ACT(SEND_F, 1, 2)};
+    p = program(ahead, 6);
+    assert_int_equal(pl_msgbuf_plan_spread(&p, 1, PL_BUF_X_OUT, false, 4, 2, slot), 3);
+    /* x_in by its intervals: RECV_F to the F (one slot), or to the R of a non-saving F */
+    const zb_action_t in[] = {ACT(RECV_F, 1, 0), ACT(F, 1, 0), ACT(RECV_F, 1, 1), ACT(F, 1, 1)};
+    p = program(in, 4);
+    assert_int_equal(pl_msgbuf_plan_spread(&p, 1, PL_BUF_X_IN, false, 4, 0, slot), 1);
+    const zb_action_t rc[] = {ACT(RECV_F, 1, 0), ACT(F, 1, 0), ACT(RECV_F, 1, 1), ACT(F, 1, 1),
+                              ACT(R, 1, 0), ACT(B, 1, 0), ACT(R, 1, 1), ACT(B, 1, 1)};
+    p = program(rc, 8);
+    assert_int_equal(pl_msgbuf_plan_spread(&p, 1, PL_BUF_X_IN, false, 4, 0, slot), 2);
+    /* from the previous stage's F on this rank (V placement) */
+    const zb_action_t v[] = {ACT(F, 0, 0), ACT(F, 1, 0), ACT(F, 0, 1), ACT(F, 1, 1)};
+    p = program(v, 4);
+    assert_int_equal(pl_msgbuf_plan_spread(&p, 1, PL_BUF_X_IN, true, 4, 0, slot), 1);
+    assert_int_equal(pl_msgbuf_plan(&p, 1, PL_BUF_X_IN, true, 4, NULL), 4);
+}
+
 static void test_pool_refuses_out_of_order(void **state)
 {
     (void)state;
@@ -210,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_split_stash_same_bits),
         cmocka_unit_test(test_stash_slots_follow_the_program),
         cmocka_unit_test(test_message_slots_follow_the_program),
+        cmocka_unit_test(test_message_slots_spread),
         cmocka_unit_test(test_pool_refuses_out_of_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -75,7 +75,7 @@ STUB(zb_cuda_copy_after, zb_cuda_stage_t *s, float *dst_dev, const float *src_de
 STUB(zb_cuda_stage_download, zb_cuda_stage_t *s, float *dst_host, const float *src_dev, size_t n,
      struct CUevent_st *produced, struct CUevent_st *done)
 STUB(zb_cuda_stage_upload, zb_cuda_stage_t *s, float *dst_dev, const float *src_host, size_t n,
-     struct CUevent_st *done)
+     struct CUevent_st *after, struct CUevent_st *done)
 STUB(zb_cuda_stage_wait, zb_cuda_stage_t *s, struct CUevent_st *ev)
 STUB(zb_cuda_stash_wait, zb_cuda_stage_t *s, bool upload, struct CUevent_st *ev)
 STUB(zb_cuda_stash_copy, zb_cuda_stage_t *s, bool upload, float *dst, const float *src, size_t n,

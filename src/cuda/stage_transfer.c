@@ -189,15 +189,18 @@ zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const fl
 }
 
 zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float *src_host,
-                                 size_t n, struct CUevent_st *done, zb_err_t *err)
+                                 size_t n, struct CUevent_st *after, struct CUevent_st *done,
+                                 zb_err_t *err)
 {
     if (!s || !dst_dev || !src_host || !done)
         return zb_err_set(err, ZB_EINVAL, "cuda upload: stage, buffers and event are required");
     zb_status_t st = copy_stream(s, &s->up_stream, "message upload", err);
     if (st != ZB_OK)
         return st;
-    cudaError_t e = cudaMemcpyAsync(dst_dev, src_host, n * sizeof(float),
-                                    cudaMemcpyHostToDevice, s->up_stream);
+    cudaError_t e = after ? cudaStreamWaitEvent(s->up_stream, after, 0) : cudaSuccess;
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dst_dev, src_host, n * sizeof(float), cudaMemcpyHostToDevice,
+                            s->up_stream);
     if (e == cudaSuccess)
         e = cudaEventRecord(done, s->up_stream);
     return cuda_err(e, "message upload", err);

@@ -61,8 +61,8 @@ zb_status_t zb_cuda_grad_wte_add(zb_cuda_stage_t *s, const float *acc_dev,
  * message bytes beside the compute stream, ordered by events (timing off, zb_cuda_event_new):
  * zb_cuda_stage_download records `produced` on the compute stream (after the work queued so
  * far), makes the download stream wait for it, queues src_dev -> dst_host there and records
- * `done` after it; zb_cuda_stage_upload queues src_host -> dst_dev on the upload stream and
- * records `done`; zb_cuda_stage_wait queues a wait for ev on the compute stream (no host wait);
+ * `done` after it; zb_cuda_stage_upload queues src_host -> dst_dev on the upload stream, after
+ * the event `after` when not NULL (the slot's last reader), and records `done`; zb_cuda_stage_wait queues a wait for ev on the compute stream (no host wait);
  * zb_cuda_event_sync waits on the host until ev has happened; zb_cuda_event_query only asks
  * (*done = it has; never blocks). zb_cuda_sync waits for all three streams. */
 zb_status_t zb_cuda_host_alloc(size_t n, float **out, zb_err_t *err);
@@ -71,7 +71,8 @@ zb_status_t zb_cuda_stage_download(zb_cuda_stage_t *s, float *dst_host, const fl
                                    size_t n, struct CUevent_st *produced, struct CUevent_st *done,
                                    zb_err_t *err);
 zb_status_t zb_cuda_stage_upload(zb_cuda_stage_t *s, float *dst_dev, const float *src_host,
-                                 size_t n, struct CUevent_st *done, zb_err_t *err);
+                                 size_t n, struct CUevent_st *after, struct CUevent_st *done,
+                                 zb_err_t *err);
 zb_status_t zb_cuda_stage_wait(zb_cuda_stage_t *s, struct CUevent_st *ev, zb_err_t *err);
 /* Offload's copies (src/pipeline/rank_cuda_stash.c) on the stage's two STASH STREAMS (one per
  * direction, made on first use, freed with the stage, waited for by zb_cuda_sync), apart from

@@ -63,22 +63,22 @@ static bool one_per_microbatch(pl_buf_kind_t kind, bool neighbour_here)
     return kind == PL_BUF_X_IN || (kind == PL_BUF_DX_OUT && neighbour_here);
 }
 
-int pl_msgbuf_plan(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
-                   bool neighbour_here, int M, int *slot)
+/* Walk the program: each interval takes a free slot, the lowest (spread false) or the one freed
+ * longest ago among the first `have` (spread true); the slots ever in use at once. */
+static int walk(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind, bool neighbour_here,
+                int M, bool spread, int have, int *slot)
 {
-    if (one_per_microbatch(kind, neighbour_here)) {
-        for (int m = 0; slot && m < M; m++)
-            slot[m] = m;
-        return M;
-    }
     int *last = malloc((size_t)M * sizeof *last);
     int *mine = slot ? slot : malloc((size_t)M * sizeof *mine);
+    int *freed = malloc(((size_t)M + 1) * sizeof *freed); /* when, -1 - k before any use */
     bool *busy = calloc((size_t)M + 1, sizeof *busy);
     int n = 0;
-    if (!last || !mine || !busy) {
+    if (!last || !mine || !busy || !freed) {
         n = -1;
         goto out;
     }
+    for (int k = 0; k <= M; k++)
+        freed[k] = -1 - (M + 1) + k; /* never used: slot 0 first */
     for (int m = 0; m < M; m++)
         last[m] = -1, mine[m] = -1;
     for (int i = 0; i < prog->len; i++) {
@@ -95,20 +95,49 @@ int pl_msgbuf_plan(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
             int k = 0;
             while (busy[k])
                 k++;
+            for (int j = k + 1; spread && j < have; j++)
+                if (!busy[j] && freed[j] < freed[k])
+                    k = j;
             busy[k] = true;
             mine[m] = k;
             if (k + 1 > n)
                 n = k + 1;
         }
-        if (i == last[m] && mine[m] >= 0)
+        if (i == last[m] && mine[m] >= 0) {
             busy[mine[m]] = false; /* the slot stays the microbatch's for lookups */
+            freed[mine[m]] = i;
+        }
     }
 out:
     free(last);
     free(busy);
+    free(freed);
     if (mine != slot)
         free(mine);
     return n;
+}
+
+int pl_msgbuf_plan(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
+                   bool neighbour_here, int M, int *slot)
+{
+    if (one_per_microbatch(kind, neighbour_here)) {
+        for (int m = 0; slot && m < M; m++)
+            slot[m] = m;
+        return M;
+    }
+    return walk(prog, stage, kind, neighbour_here, M, false, 0, slot);
+}
+
+int pl_msgbuf_plan_spread(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
+                          bool neighbour_here, int M, int least, int *slot)
+{
+    int n = walk(prog, stage, kind, neighbour_here, M, false, 0, least > 1 ? NULL : slot);
+    if (n < 0 || least <= 1)
+        return n;
+    int have = least < M ? least : M;
+    if (n >= have) /* the program already needs as many: the lowest free slot serves */
+        return walk(prog, stage, kind, neighbour_here, M, false, 0, slot);
+    return walk(prog, stage, kind, neighbour_here, M, true, have, slot) < 0 ? -1 : have;
 }
 
 zb_status_t pl_msgbuf_init(pl_msgbuf_t *b, const zb_rank_program_t *prog, int stage,

@@ -273,7 +273,7 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
     zb_cuda_partitions_t *parts = run->parts[C->device];
-    const size_t NC = pl->NC, MNC = (size_t)pl->M * NC;
+    const size_t NC = pl->NC;
     zb_status_t st = ZB_OK;
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         pl_stage_t *ls = &R->st[i];
@@ -304,13 +304,13 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
             st = pl_cu_stash_pool_init(&cs->pool, cs->stage, &pl->plan.sched->rank[R->rank], s,
                                        pl->M, err);
         if (st == ZB_OK && !ls->span.embed)
-            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->x_in, err);
+            st = pl_cu_buf_init(R, ls, cs, &cs->x_in, PL_BUF_X_IN, err);
         if (st == ZB_OK && !ls->span.head)
-            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->dx_out, err);
+            st = pl_cu_buf_init(R, ls, cs, &cs->dx_out, PL_BUF_DX_OUT, err);
         if (st == ZB_OK && !ls->span.head && !cs->next_here)
-            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->own_x_out, err);
+            st = pl_cu_buf_init(R, ls, cs, &cs->own_x_out, PL_BUF_X_OUT, err);
         if (st == ZB_OK && !ls->span.embed && !cs->prev_here)
-            st = zb_cuda_buffer_alloc(cs->stage, MNC, &cs->own_dx_in, err);
+            st = pl_cu_buf_init(R, ls, cs, &cs->own_dx_in, PL_BUF_DX_IN, err);
         if (st == ZB_OK && ls->r_out)
             st = zb_cuda_buffer_alloc(cs->stage, NC, &cs->r_out, err);
         if (st == ZB_OK && C->device_messages)
@@ -322,9 +322,9 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         cu_stage_t *cs = &C->st[i];
         int s = R->st[i].stage;
         if (!R->st[i].span.head)
-            cs->x_out = cs->next_here ? C->st[R->local_of_stage[s + 1]].x_in : cs->own_x_out;
+            cs->x_out = cs->next_here ? &C->st[R->local_of_stage[s + 1]].x_in : &cs->own_x_out;
         if (!R->st[i].span.embed)
-            cs->dx_in = cs->prev_here ? C->st[R->local_of_stage[s - 1]].dx_out : cs->own_dx_in;
+            cs->dx_in = cs->prev_here ? &C->st[R->local_of_stage[s - 1]].dx_out : &cs->own_dx_in;
     }
     /* the GPU's times of every action (on the rank's one stream): the measured bubble and the
      * --trace files are the device's, not the host's launch times */
@@ -372,8 +372,8 @@ static void cuda_close(pl_rank_t *R)
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
         pl_cu_stash_pool_free(&cs->pool);
-        zb_cuda_buffer_free(cs->x_in), zb_cuda_buffer_free(cs->dx_out);
-        zb_cuda_buffer_free(cs->own_x_out), zb_cuda_buffer_free(cs->own_dx_in);
+        pl_cu_buf_free(&cs->x_in), pl_cu_buf_free(&cs->dx_out);
+        pl_cu_buf_free(&cs->own_x_out), pl_cu_buf_free(&cs->own_dx_in);
         zb_cuda_buffer_free(cs->r_out);
         for (int m = 0; m < R->pl->M; m++) {
             zb_cuda_event_free(cs->ev_x_out ? cs->ev_x_out[m] : NULL);
@@ -508,7 +508,7 @@ static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
 static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
 {
     const cu_rank_t *C = R->devst;
-    const double slots = (double)R->pl->M * (double)R->pl->NC * sizeof(float);
+    const double slot = (double)R->pl->NC * sizeof(float);
     for (int i = 0; i < R->n_local; i++) {
         const cu_stage_t *cs = &C->st[i];
         zb_cuda_stage_mem_t a;
@@ -517,8 +517,8 @@ static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
         m->grads += (double)(a.state + a.wte_head);
         m->optimizer += 2.0 * (double)a.state;
         m->backup += (double)a.backup;
-        m->messages += slots * (double)((cs->x_in != NULL) + (cs->dx_out != NULL) +
-                                        (cs->own_x_out != NULL) + (cs->own_dx_in != NULL));
+        m->messages += slot * (double)(cs->x_in.n + cs->dx_out.n + cs->own_x_out.n +
+                                       cs->own_dx_in.n);
         if (cs->r_out)
             m->messages += (double)R->pl->NC * sizeof(float);
         m->stash_alloc += (double)pl_cu_stash_pool_bytes(&cs->pool) + (double)a.scratch;
@@ -541,17 +541,23 @@ static zb_status_t cu_forward(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_c
                               zb_err_t *err)
 {
     pl_t *pl = R->pl;
-    const size_t NC = pl->NC;
-    float *x_in = ls->span.embed ? NULL : cs->x_in + (size_t)m * NC;
+    float *x_in = ls->span.embed ? NULL : cu_slot(&cs->x_in, m, pl->NC);
+    if (!ls->span.embed && !x_in)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no input slot for microbatch %d",
+                          ls->stage, m);
     zb_status_t st = ZB_OK;
-    if (upload && x_in && !cs->prev_here)
+    if (upload && !cs->prev_here && !ls->span.embed)
         st = pl_cu_bring_in(R, ls, cs, true, m, x_in, err);
+    if (st == ZB_OK && x_out && upload) /* an F's output slot, once a download has read it */
+        st = pl_cu_before_write(cs, cs->x_out, m, err);
     if (st == ZB_OK)
         st = begin_kernels(R, err);
     if (st == ZB_OK)
         st = zb_cuda_forward(cs->stage, sh, ls->span.embed ? R->in->inputs + tok : NULL, x_in,
                              ls->span.head ? R->in->targets + tok : NULL,
                              ls->span.head ? NULL : x_out, ls->span.head ? loss : NULL, err);
+    if (st == ZB_OK && x_in) /* a staged upload into this slot waits for this F or R */
+        st = pl_cu_after_read(cs, &cs->x_in, m, err);
     return st;
 }
 
@@ -559,16 +565,22 @@ static zb_status_t cu_backward_input(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *c
                                      zb_cuda_stash_t *sh, int m, zb_err_t *err)
 {
     pl_t *pl = R->pl;
-    const size_t NC = pl->NC;
-    float *dx_out = ls->span.head ? NULL : cs->dx_out + (size_t)m * NC;
+    float *dx_out = ls->span.head ? NULL : cu_slot(&cs->dx_out, m, pl->NC);
+    float *dx_in = ls->span.embed ? NULL : cu_slot(cs->dx_in, m, pl->NC);
+    if ((!ls->span.head && !dx_out) || (!ls->span.embed && !dx_in))
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no gradient slot for microbatch %d",
+                          ls->stage, m);
     zb_status_t st = ZB_OK;
     if (dx_out && !cs->next_here)
         st = pl_cu_bring_in(R, ls, cs, false, m, dx_out, err);
+    if (st == ZB_OK && dx_in)
+        st = pl_cu_before_write(cs, cs->dx_in, m, err);
     if (st == ZB_OK)
         st = begin_kernels(R, err);
     if (st == ZB_OK)
-        st = zb_cuda_backward_input(cs->stage, sh, dx_out, pl->grad_scale,
-                                    ls->span.embed ? NULL : cs->dx_in + (size_t)m * NC, err);
+        st = zb_cuda_backward_input(cs->stage, sh, dx_out, pl->grad_scale, dx_in, err);
+    if (st == ZB_OK && dx_out) /* a staged upload into this slot waits for this B */
+        st = pl_cu_after_read(cs, &cs->dx_out, m, err);
     return st;
 }
 
@@ -576,9 +588,11 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
                                 bool eval, zb_err_t *err)
 {
     cu_stage_t *cs = &CU(R)->st[ls - R->st];
-    const size_t NC = R->pl->NC;
     int m = a->mb;
-    float *x_out = ls->span.head ? NULL : cs->x_out + (size_t)m * NC;
+    float *x_out = ls->span.head ? NULL : cu_slot(cs->x_out, m, R->pl->NC);
+    if (!ls->span.head && !x_out)
+        return zb_err_set(err, ZB_ESCHEDULE, "stage %d: no output slot for microbatch %d",
+                          ls->stage, m);
     zb_status_t st = CU(R)->device_messages ? ZB_OK : pl_cu_upload_arrived(R, err);
     if (st != ZB_OK)
         return st;
@@ -629,6 +643,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .stage_memory = pl_cuda_stage_memory,
                                     .stage_static = pl_cuda_stage_static,
                                     .stage_stash = pl_cuda_stage_stash,
+                                    .stage_messages = pl_cuda_stage_messages,
                                     .shares_wte = false,
                                     .open = cuda_open,
                                     .close = cuda_close,

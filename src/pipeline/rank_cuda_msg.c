@@ -3,8 +3,62 @@
  * rank's next device call), or with device messages (thread ranks) a handle and an event the
  * receiver's copy waits for. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "pipeline/rank_cuda_msg.h"
+#include "pipeline/rank_memory_cuda.h"
+
+zb_status_t pl_cu_buf_init(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, cu_buf_t *b,
+                           pl_buf_kind_t kind, zb_err_t *err)
+{
+    const pl_t *pl = R->pl;
+    memset(b, 0, sizeof *b);
+    if (!(b->slot = malloc((size_t)pl->M * sizeof *b->slot)) ||
+        (b->n = pl_cuda_msg_slots(pl, &pl->plan.sched->rank[R->rank], ls->stage, kind,
+                                  b->slot)) < 0)
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for message slots", R->rank);
+    zb_status_t st = zb_cuda_buffer_alloc(cs->stage, (size_t)(b->n ? b->n : 1) * pl->NC, &b->mem,
+                                          err);
+    const bool staged = !CU(R)->device_messages;
+    const size_t n = (size_t)b->n;
+    if (st == ZB_OK && staged && (kind == PL_BUF_X_OUT || kind == PL_BUF_DX_IN) &&
+        !(b->reuse = calloc(n ? n : 1, sizeof *b->reuse)))
+        st = zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for message slots", R->rank);
+    if (st == ZB_OK && staged &&
+        ((kind == PL_BUF_DX_OUT && !cs->next_here) || (kind == PL_BUF_X_IN && !cs->prev_here))) {
+        if (!(b->read = calloc(n ? n : 1, sizeof *b->read)))
+            return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for message slots",
+                              R->rank);
+        for (int k = 0; k < b->n && st == ZB_OK; k++)
+            st = zb_cuda_event_new(cs->stage, &b->read[k], err);
+    }
+    return st;
+}
+
+void pl_cu_buf_free(cu_buf_t *b)
+{
+    zb_cuda_buffer_free(b->mem);
+    for (int k = 0; b->read && k < b->n; k++)
+        zb_cuda_event_free(b->read[k]);
+    free(b->read), free(b->reuse), free(b->slot);
+    memset(b, 0, sizeof *b);
+}
+
+zb_status_t pl_cu_before_write(cu_stage_t *cs, cu_buf_t *b, int m, zb_err_t *err)
+{
+    int k = b && b->reuse && m >= 0 ? b->slot[m] : -1;
+    if (k < 0 || !b->reuse[k])
+        return ZB_OK;
+    struct CUevent_st *ev = b->reuse[k];
+    b->reuse[k] = NULL;
+    return zb_cuda_stage_wait(cs->stage, ev, err);
+}
+
+zb_status_t pl_cu_after_read(cu_stage_t *cs, cu_buf_t *b, int m, zb_err_t *err)
+{
+    int k = b->read && m >= 0 ? b->slot[m] : -1;
+    return k < 0 ? ZB_OK : zb_cuda_event_record(cs->stage, b->read[k], err);
+}
 
 zb_status_t pl_cu_device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *err)
 {
@@ -16,9 +70,9 @@ zb_status_t pl_cu_device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *e
         return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for device messages", R->rank);
     zb_status_t st = ZB_OK;
     for (size_t m = 0; m < M && st == ZB_OK; m++) {
-        if (cs->own_x_out)
+        if (cs->own_x_out.slot)
             st = zb_cuda_event_new(cs->stage, &cs->ev_x_out[m], err);
-        if (st == ZB_OK && cs->own_dx_in)
+        if (st == ZB_OK && cs->own_dx_in.slot)
             st = zb_cuda_event_new(cs->stage, &cs->ev_dx_in[m], err);
     }
     return st;
@@ -29,9 +83,9 @@ zb_status_t pl_cu_staging_init(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_
 {
     const size_t M = (size_t)R->pl->M, MNC = M * R->pl->NC;
     zb_status_t st = ZB_OK;
-    if (cs->own_x_out)
+    if (cs->own_x_out.slot)
         st = zb_cuda_host_alloc(MNC, &cs->pin_x_out, err);
-    if (st == ZB_OK && cs->own_dx_in)
+    if (st == ZB_OK && cs->own_dx_in.slot)
         st = zb_cuda_host_alloc(MNC, &cs->pin_dx_in, err);
     if (st == ZB_OK && !ls->span.embed && !cs->prev_here)
         st = zb_cuda_host_alloc(MNC, &cs->pin_x_in, err);
@@ -79,11 +133,16 @@ zb_status_t pl_cu_upload_arrived(pl_rank_t *R, zb_err_t *err)
         for (int k = 0; cs->arrived && k < 2 * M && st == ZB_OK; k++) {
             if (cs->arrived[k] != 1)
                 continue;
-            size_t at = (size_t)(k % M) * NC;
-            st = k < M ? zb_cuda_stage_upload(cs->stage, cs->x_in + at, cs->pin_x_in + at, NC,
-                                              cs->ev_up[k], err)
-                       : zb_cuda_stage_upload(cs->stage, cs->dx_out + at, cs->pin_dx_out + at,
-                                              NC, cs->ev_up[k], err);
+            const int m = k % M;
+            const size_t at = (size_t)m * NC;
+            cu_buf_t *b = k < M ? &cs->x_in : &cs->dx_out;
+            float *dst = cu_slot(b, m, NC);
+            /* a pooled slot: after the B that read it last (cu_buf_t.read) */
+            struct CUevent_st *after = b->read && dst ? b->read[b->slot[m]] : NULL;
+            st = dst ? zb_cuda_stage_upload(cs->stage, dst, (k < M ? cs->pin_x_in : cs->pin_dx_out) + at,
+                                            NC, after, cs->ev_up[k], err)
+                     : zb_err_set(err, ZB_ESCHEDULE, "stage %d: no slot for the %s of microbatch %d",
+                                  R->st[i].stage, k < M ? "input" : "gradient", m);
             cs->arrived[k] = 2;
         }
     }
@@ -132,12 +191,16 @@ static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
     case ZB_ACT_SEND_F:
     case ZB_ACT_SEND_B: {
         bool fwd = a->type == ZB_ACT_SEND_F;
-        const float *slot = fwd ? (cs->own_x_out ? cs->x_out : NULL) : (cs->own_dx_in ? cs->dx_in : NULL);
-        struct CUevent_st *ev = slot ? (fwd ? cs->ev_x_out[m] : cs->ev_dx_in[m]) : NULL;
-        if (!slot)
+        const cu_buf_t *own = fwd ? &cs->own_x_out : &cs->own_dx_in;
+        if (!own->slot)
             break;
+        const float *slot = cu_slot(own, m, NC);
+        if (!slot)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: nothing to send for microbatch %d",
+                              ls->stage, m);
+        struct CUevent_st *ev = fwd ? cs->ev_x_out[m] : cs->ev_dx_in[m];
         h = fwd ? &cs->out_x[m] : &cs->out_dx[m];
-        *h = (cu_msg_t){.src = slot + (size_t)m * NC, .ev = ev,
+        *h = (cu_msg_t){.src = slot, .ev = ev,
                         .device = zb_cuda_stage_device(cs->stage)};
         st = zb_cuda_event_record(cs->stage, ev, err);
         break;
@@ -172,8 +235,15 @@ static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_
         int k = fwd ? a->mb : M + a->mb;
         if (!pin)
             return ZB_OK;
-        st = zb_cuda_stage_download(cs->stage, pin + at, (fwd ? cs->x_out : cs->dx_in) + at,
-                                    R->pl->NC, cs->ev_prod[k], cs->ev_down[k], err);
+        cu_buf_t *b = fwd ? cs->x_out : cs->dx_in;
+        const float *src = cu_slot(b, a->mb, R->pl->NC);
+        if (!src)
+            return zb_err_set(err, ZB_ESCHEDULE, "stage %d: nothing to send for microbatch %d",
+                              a->stage, a->mb);
+        st = zb_cuda_stage_download(cs->stage, pin + at, src, R->pl->NC, cs->ev_prod[k],
+                                    cs->ev_down[k], err);
+        if (st == ZB_OK && b->reuse) /* the slot's next writer waits for this download */
+            b->reuse[b->slot[a->mb]] = cs->ev_down[k];
         if (st == ZB_OK)
             *host = pin + at;
         return st;

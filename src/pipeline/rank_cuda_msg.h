@@ -4,6 +4,16 @@
 
 #include "pipeline/rank_cuda_state.h"
 
+/* A message buffer of stage ls (rank_cuda_state.h, cu_buf_t): its slots (pl_cuda_msg_slots),
+ * device memory and the events its reuse waits for; pl_cu_buf_free frees one (zeroed or
+ * initialised). pl_cu_before_write: the stream waits until the copy that last read m's slot is
+ * done, before the compute that writes it; pl_cu_after_read: the B that read m's slot of a
+ * staged dx_out records it for the next upload into that slot. */
+zb_status_t pl_cu_buf_init(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, cu_buf_t *b,
+                           pl_buf_kind_t kind, zb_err_t *err);
+void pl_cu_buf_free(cu_buf_t *b);
+zb_status_t pl_cu_before_write(cu_stage_t *cs, cu_buf_t *b, int m, zb_err_t *err);
+zb_status_t pl_cu_after_read(cu_stage_t *cs, cu_buf_t *b, int m, zb_err_t *err);
 /* Set-up of a stage's messages (after its device buffers): device messages' events and handle
  * arrays, or the staging's pinned slots and events; pl_cu_staging_free frees the latter. */
 zb_status_t pl_cu_device_messages_init(pl_rank_t *R, cu_stage_t *cs, zb_err_t *err);

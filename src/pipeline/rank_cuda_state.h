@@ -9,12 +9,32 @@
 #include "pipeline/rank_cuda_stash.h"
 #include "zbpp/cuda.h"
 
+/* A device message buffer: n slots of NC floats, microbatch m's in slot[m] (-1: none), planned
+ * by lifetime (pl_cuda_msg_slots; docs/cuda.md "Message slots"). A slot may still be read by a
+ * copy on another stream when the program gives it to the next microbatch, so its next writer
+ * waits for an event first: reuse[k], the download of a staged SEND that read slot k (borrowed
+ * from the staging's events); read[k], recorded after each B that reads a staged slot of
+ * dx_out, which the upload into it waits for. */
+typedef struct {
+    float *mem;
+    int n, *slot;
+    struct CUevent_st **reuse; /* [n] or NULL */
+    struct CUevent_st **read;  /* [n] or NULL */
+} cu_buf_t;
+
+/* Microbatch m's slot of b; NULL when b has none for it (or b is no buffer). */
+static inline float *cu_slot(const cu_buf_t *b, int m, size_t NC)
+{
+    return b && b->mem && m >= 0 && b->slot[m] >= 0 ? b->mem + (size_t)b->slot[m] * NC : NULL;
+}
+
 typedef struct {
     zb_cuda_stage_t *stage;
     pl_cu_stash_pool_t pool; /* the stashes, by lifetime (rank_cuda_stash.c) */
-    /* device message buffers, one NC slot per microbatch; r_out: an R's output */
-    float *x_in, *dx_out, *own_x_out, *own_dx_in, *r_out;
-    float *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
+    /* device message buffers; r_out: an R's output */
+    cu_buf_t x_in, dx_out, own_x_out, own_dx_in;
+    float *r_out;
+    cu_buf_t *x_out, *dx_in; /* own_* or the neighbour stage's x_in / dx_out on this rank */
     bool prev_here, next_here;
     /* device messages: the events recorded after each outgoing slot is written, the handles
      * sent (out_*) and received (in_*), [M] each */

@@ -35,6 +35,10 @@ typedef struct pl_rank_dev {
                          bool next_here, bool embed_here, zb_rank_mem_t *m);
     void (*stage_stash)(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                         const zb_gpt2_span_t *sp, zb_rank_mem_t *m);
+    /* The bytes of stage sp's message buffers in the program `prog` (with its comm actions);
+     * stage_static counts their bound, a slot per microbatch. NULL: the host's counting. */
+    double (*stage_messages)(const pl_t *pl, const zb_rank_program_t *prog, int stage,
+                             const zb_gpt2_span_t *sp);
     /* Thread ranks of one replica may hold one tied WTE between them (wte_share.c). */
     bool shares_wte;
     /* ---- a rank ---- */

@@ -151,6 +151,23 @@ double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank)
     at.plan.S = s->stages;
     zb_rank_mem_t m = {0};
     static_part(&at, s->stages, sched_rank, rank, &m);
+    /* a device's message slots follow the program with its comm actions (lowered here when s
+     * has none yet); the bound stays when that fails */
+    zb_schedule_t *low = NULL;
+    if (at.dev->stage_messages && !zb_schedule_has_comms(s) &&
+        zb_insert_comms(s, &low, NULL) != ZB_OK)
+        low = NULL;
+    const zb_schedule_t *prog = low ? low : s;
+    if (at.dev->stage_messages && zb_schedule_has_comms(prog)) {
+        at.plan.sched = (zb_schedule_t *)prog;
+        m.messages = 0;
+        for (int st = 0; st < s->stages; st++)
+            if (zb_stage_rank(prog, st) == rank) {
+                zb_gpt2_span_t sp = zb_partition_span(at.plan.first, s->stages, st);
+                m.messages += at.dev->stage_messages(&at, &prog->rank[rank], st, &sp);
+            }
+    }
+    zb_schedule_free(low);
     add_total(&m);
     return m.total;
 }
@@ -173,6 +190,8 @@ void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double act
                                                  pl->mcfg.channels) * sizeof(float)
                           : 0;
     }
+    if (!host) /* the device's message slots in this program, below, not the bound */
+        m->messages = 0;
     size_t scratch_most = 0; /* on the CPU one scratch serves all the rank's stashes */
     for (int s = 0; s < pl->plan.S; s++) {
         if (zb_stage_rank(pl->plan.sched, s) != rank)
@@ -180,6 +199,7 @@ void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double act
         zb_gpt2_span_t sp = zb_partition_span(pl->plan.first, pl->plan.S, s);
         if (!host) { /* device buffers as static_part counted them, its stashes */
             pl->dev->stage_stash(pl, prog, s, &sp, m);
+            m->messages += pl->dev->stage_messages(pl, prog, s, &sp);
         } else {
             m->messages += (double)stage_msg_slots(pl, rank, s, &sp) * (double)pl->NC * sizeof(float);
             size_t scratch = 0;

@@ -3,11 +3,15 @@
  * plan with the CUDA stage's own layout figures (zb_cuda_stage_memory, computed on the host),
  * the same figures the allocations give when measured. Where it differs from the CPU model: each
  * stage holds its own state (a head stage on the embedding's rank reads that stage's WTE; on
- * another rank it has its own copy), message buffers have a slot per microbatch, the stashes are the CPU's lifetime slots
- * (stash_slots.c) over the CUDA stash's own regions, and a post-validation backup is 3 x the
- * state. */
+ * another rank it has its own copy), message slots follow the CPU's lifetimes except where a
+ * copy on another stream still reads a slot after the program is done with it (pl_cuda_msg_slots),
+ * the stashes are the CPU's lifetime slots (stash_slots.c) over the CUDA stash's own regions, and
+ * a post-validation backup is 3 x the state. */
+#include "pipeline/msg_buffers.h"
+#include "pipeline/pipeline_hooks.h"
 #include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_memory_cuda.h"
+#include "pipeline/stash_pool.h"
 #include "pipeline/stash_slots.h"
 #include "zbpp/cuda.h"
 
@@ -47,9 +51,70 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
     m->optimizer += 2 * state;
     if (pl_rank_backs_up(pl))
         m->backup += 3 * state;
-    /* x_in, dx_out, and x_out / dx_in unless the neighbour on this rank provides them */
+    /* x_in, dx_out, and x_out / dx_in unless the neighbour on this rank provides them: a slot
+     * per microbatch at most (the planner's bound before it has a program; pl_cuda_stage_stash
+     * counts the program's slots) */
     int buffers = !sp->embed + !sp->head + (!sp->head && !next_here) + (!sp->embed && !prev_here);
     m->messages += (double)buffers * (double)pl->M * (double)pl->NC * sizeof(float);
+}
+
+bool pl_cuda_pulls(const pl_t *pl)
+{
+    return pl->opts->cuda && pl->opts->cuda->device_messages && !pl->opts->transport;
+}
+
+/* Which slots a buffer's microbatches use: the CPU's intervals in program order (msg_buffers.c),
+ * from the action that writes a microbatch's slot to the last that reads it, where the rank's
+ * stream itself reads it. A received message (x_in, dx_out) lives from its RECV (or the F / B of
+ * the neighbour stage on this rank) to its last F or R, or its B: a staged upload into a slot waits
+ * for the compute that read it last (cu_buf_t.read), a device message is copied in by that compute
+ * itself. x_in keeps a slot per microbatch when the run may recompute (--recompute, --offload
+ * auto, or R's in the program): the planner counts a non-saving F's kept input there before it
+ * places the R's. A sent slot (x_out, dx_in) is read
+ * after its SEND by a copy: staged, the download on the stage's copy stream, which the slot's
+ * next writer waits for (cu_buf_t.reuse), over at least two slots so that the next microbatch's
+ * F or B need not wait for the download of the one before; with device messages, the receiver's
+ * stream, which nothing in a forward-only (validation) program reports back to the sender, so a
+ * slot per microbatch. */
+int pl_cuda_msg_slots(const pl_t *pl, const zb_rank_program_t *prog, int stage,
+                      pl_buf_kind_t kind, int *slot)
+{
+    const zb_schedule_t *sc = pl->plan.sched;
+    const int r = zb_stage_rank(sc, stage), M = pl->M;
+    const bool prev_here = stage > 0 && zb_stage_rank(sc, stage - 1) == r;
+    const bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(sc, stage + 1) == r;
+    const bool sent = kind == PL_BUF_X_OUT || kind == PL_BUF_DX_IN;
+    if ((sent && pl_cuda_pulls(pl)) ||
+        (kind == PL_BUF_X_IN &&
+         (pl->opts->recompute != ZB_RECOMPUTE_NONE || pl->opts->offload == ZB_OFFLOAD_AUTO ||
+          pl_stage_recomputes(prog, stage)))) {
+        for (int m = 0; slot && m < M; m++)
+            slot[m] = m;
+        return M;
+    }
+    bool here = kind == PL_BUF_X_IN ? prev_here : kind == PL_BUF_DX_OUT && next_here;
+    const zb_pipeline_test_hooks_t *h = pl->opts->test_hooks;
+    int least = sent ? (h && h->sent_slots > 0 ? h->sent_slots : 2) : 0;
+    return pl_msgbuf_plan_spread(prog, stage, kind, here, M, least, slot);
+}
+
+double pl_cuda_stage_messages(const pl_t *pl, const zb_rank_program_t *prog, int stage,
+                              const zb_gpt2_span_t *sp)
+{
+    const zb_schedule_t *sc = pl->plan.sched;
+    const int r = zb_stage_rank(sc, stage);
+    const bool prev_here = stage > 0 && zb_stage_rank(sc, stage - 1) == r;
+    const bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(sc, stage + 1) == r;
+    double n = 0;
+    if (!sp->embed)
+        n += pl_cuda_msg_slots(pl, prog, stage, PL_BUF_X_IN, NULL);
+    if (!sp->head)
+        n += pl_cuda_msg_slots(pl, prog, stage, PL_BUF_DX_OUT, NULL);
+    if (!sp->head && !next_here)
+        n += pl_cuda_msg_slots(pl, prog, stage, PL_BUF_X_OUT, NULL);
+    if (!sp->embed && !prev_here)
+        n += pl_cuda_msg_slots(pl, prog, stage, PL_BUF_DX_IN, NULL);
+    return n * (double)pl->NC * sizeof(float);
 }
 
 /* The stage's stash slots by lifetime, as rank_cuda_stash.c allocates them: the FW, FB and BW

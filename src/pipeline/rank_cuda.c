@@ -207,6 +207,22 @@ static zb_status_t copy_slice(pl_rank_t *R, cu_stage_t *cs, const zb_gpt2_span_t
     return zb_cuda_state_copy(cs->stage, a->which, off, host, n, a->to_host, err);
 }
 
+/* The host mirror of a head rank that reads the embedding rank's WTE (C->wte_owner) keeps a
+ * WTE of its own, as the CPU's and MPI's ranks do (checkpoint shards, the replica check): state
+ * to the host fills it from the owner's stage; nothing goes back (the owner uploads its own). */
+static zb_status_t borrowed_wte_to_host(pl_rank_t *R, zb_cuda_state_t which,
+                                        zb_gpt2_params_t *h, zb_err_t *err)
+{
+    const pl_rank_t *Q = CU(R)->wte_owner;
+    size_t n, off, dn;
+    float *p = zb_gpt2_slice(h, ZB_WTE, 0, &n);
+    zb_cuda_stage_t *es = CU(Q)->st[Q->local_of_stage[0]].stage;
+    if (!p || !zb_cuda_stage_slice(es, ZB_WTE, 0, &off, &dn) || dn != n)
+        return zb_err_set(err, ZB_EINVAL, "rank %d: the shared WTE does not match its host copy",
+                          R->rank);
+    return zb_cuda_state_copy(es, which, off, p, n, true, err);
+}
+
 static zb_status_t copy_state(pl_rank_t *R, zb_cuda_state_t which, zb_gpt2_params_t *h,
                               bool wte_only, bool to_host, zb_err_t *err)
 {
@@ -214,6 +230,8 @@ static zb_status_t copy_state(pl_rank_t *R, zb_cuda_state_t which, zb_gpt2_param
     zb_status_t st = ZB_OK;
     for (int i = 0; i < R->n_local && st == ZB_OK; i++)
         st = each_slice(R, &CU(R)->st[i], &R->st[i].span, h, wte_only, copy_slice, &a, err);
+    if (st == ZB_OK && to_host && CU(R)->wte_owner && which != ZB_CUDA_STATE_GRADS)
+        st = borrowed_wte_to_host(R, which, h, err);
     return st;
 }
 
@@ -254,6 +272,28 @@ static zb_status_t cuda_grads(pl_rank_t *R, bool wte_only, bool to_host, zb_err_
     return copy_state(R, ZB_CUDA_STATE_GRADS, &R->grads.g, wte_only, to_host, err);
 }
 
+/* The embedding stage whose WTE the head stage at local index i reads instead of a copy of its
+ * own: on this rank (made before it), or on the embedding's thread rank on this GPU (opened
+ * before this one: pl_cuda_wte_shared), which then becomes C->wte_owner; NULL: its own copy. */
+static const zb_cuda_stage_t *wte_to_read(pl_rank_t *R, const zb_gpt2_span_t *sp, int i)
+{
+    const pl_t *pl = R->pl;
+    cu_rank_t *C = CU(R);
+    int e = R->local_of_stage[0];
+    if (pl_cuda_head_tied(sp, e >= 0))
+        return e < i ? C->st[e].stage : NULL;
+    if (!sp->head || sp->embed || !pl_cuda_wte_shared(pl, pl->plan.embed_rank, R->rank))
+        return NULL;
+    const pl_rank_t *Q = &pl->ranks[R->replica * pl->P + pl->plan.embed_rank];
+    const cu_rank_t *O = Q->devst;
+    int qe = Q->local_of_stage ? Q->local_of_stage[0] : -1;
+    if (!O || qe < 0 || O->device != C->device || !O->ev_wte)
+        return NULL; /* not set up: keep a copy (the memory model would then be wrong, and the
+                        memory test says so) */
+    C->wte_owner = Q;
+    return O->st[qe].stage;
+}
+
 static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
 {
     pl_t *pl = R->pl;
@@ -272,6 +312,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     C->begin_due = -1;
     if (C->device_messages)
         R->msg_bytes = sizeof(cu_msg_t);
+    bool lends_wte = R->has_embed && !R->has_head &&
+                     pl_cuda_wte_shared(pl, R->rank, pl->plan.head_rank);
     zb_cuda_partitions_t *parts = run->parts[C->device];
     const size_t NC = pl->NC;
     zb_status_t st = ZB_OK;
@@ -281,10 +323,10 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         int s = ls->stage;
         cs->prev_here = s > 0 && R->local_of_stage[s - 1] >= 0;
         cs->next_here = s + 1 < pl->plan.S && R->local_of_stage[s + 1] >= 0;
-        int e = R->local_of_stage[0]; /* a head stage on the embedding's rank reads its WTE */
-        if (pl_cuda_head_tied(&ls->span, e >= 0) && e < i)
+        const zb_cuda_stage_t *wte_from = wte_to_read(R, &ls->span, i);
+        if (wte_from)
             st = zb_cuda_stage_new_tied(&pl->mcfg, &ls->span, pl->mbB, pl->T,
-                                        pl->opts->cuda->precision, C->device, C->st[e].stage,
+                                        pl->opts->cuda->precision, C->device, wte_from,
                                         &cs->stage, err);
         else
             st = zb_cuda_stage_new(&pl->mcfg, &ls->span, pl->mbB, pl->T,
@@ -326,6 +368,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         if (!R->st[i].span.embed)
             cs->dx_in = cs->prev_here ? &C->st[R->local_of_stage[s - 1]].dx_out : &cs->own_dx_in;
     }
+    if (st == ZB_OK && lends_wte) /* the head's rank waits for it (wte_to_read) */
+        st = zb_cuda_event_new(C->st[R->local_of_stage[0]].stage, &C->ev_wte, err);
     /* the GPU's times of every action (on the rank's one stream): the measured bubble and the
      * --trace files are the device's, not the host's launch times */
     if (st == ZB_OK && R->n_local > 0)
@@ -369,6 +413,7 @@ static void cuda_close(pl_rank_t *R)
     zb_cuda_timer_free(C->timer);
     zb_cuda_timer_free(C->phase_timer);
     zb_cuda_event_free(C->ev_tied);
+    zb_cuda_event_free(C->ev_wte);
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
         pl_cu_stash_pool_free(&cs->pool);
@@ -397,6 +442,10 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
         C->first_step = R->in->step;
     /* no-op transfers once the first step filled the slots with real activations */
     C->skip_copies = C->null_messages && training && R->in->step > C->first_step;
+    /* the WTE this rank reads from the embedding's rank, as its last step left it (the record
+     * was queued in that step: the rank threads meet between steps) */
+    if (C->wte_owner && R->n_local > 0)
+        st = zb_cuda_stage_wait(C->st[0].stage, CU(C->wte_owner)->ev_wte, err);
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         cu_stage_t *cs = &C->st[i];
         if ((st = zb_cuda_stage_bind(cs->stage, err)) != ZB_OK)
@@ -486,6 +535,11 @@ static zb_status_t resolve_phases(pl_rank_t *R, const zb_cuda_timer_t *origin, d
 static zb_status_t cuda_step_end(pl_rank_t *R, zb_err_t *err)
 {
     cu_rank_t *C = CU(R);
+    if (C->ev_wte) { /* WTE updated (or rolled back and redone): the head's rank may read it */
+        zb_status_t st = zb_cuda_event_record(C->st[R->local_of_stage[0]].stage, C->ev_wte, err);
+        if (st != ZB_OK)
+            return st;
+    }
     if (!C->timer)
         return ZB_OK;
     const cu_rank_t *O = R->pl->opts->transport ? C : R->pl->ranks[C->device].devst;

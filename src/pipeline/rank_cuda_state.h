@@ -67,6 +67,11 @@ typedef struct {
     int begin_due;          /* the action whose begin event waits for its kernels, -1 none */
     zb_cuda_timer_t *phase_timer; /* events around the step's phases (ZB_STEP_SEGMENTS) */
     struct CUevent_st *ev_tied;   /* rank_cuda_tied.c: the tied WTE's fold, ordered by it */
+    /* One WTE for two thread ranks on a GPU (pl_cuda_wte_shared): the embedding's rank records
+     * ev_wte after its step's update; the head's rank (wte_owner: the embedding's rank) waits
+     * for it before its next step or validation reads WTE. */
+    struct CUevent_st *ev_wte;
+    const pl_rank_t *wte_owner;
     bool no_backup_room; /* post-validation's backup did not fit: no more guesses */
     cu_stage_t *st; /* [n_local], as R->st */
 } cu_rank_t;

@@ -11,8 +11,9 @@
  * its accumulator, the event}; the embedding's stream waits for that event, adds, copies into
  * the head's gradient and records its own event, which it sends back; the head's stream waits
  * for it before anything it queues later (its optimizer reads that gradient, its next step
- * zeroes the accumulator the embedding read). Ranks in processes (MPI) or on two GPUs keep the
- * host path. */
+ * zeroes the accumulator the embedding read). A head that reads the embedding rank's WTE
+ * (pl_cuda_wte_shared) has no WTE gradient of its own to copy into. Ranks in processes (MPI) or
+ * on two GPUs keep the host path. */
 #include "pipeline/rank_cuda_msg.h"
 #include "pipeline/rank_device.h"
 #include "cuda/stream.h"
@@ -82,7 +83,7 @@ zb_status_t pl_cu_tied_wte(zb_transport_t *t, pl_rank_t *R, bool *done, zb_err_t
     *done = true;
     if (h >= 0) { /* the head: offer, then order its stream after the embedding's fold */
         mine.ev = C->ev_tied;
-        if (st == ZB_OK && (!grad || !acc))
+        if (st == ZB_OK && (!acc || (!grad && !C->wte_owner)))
             st = zb_err_set(err, ZB_EINVAL, "tied WTE: head stage without its WTE buffers");
         if (st == ZB_OK)
             st = zb_cuda_event_record(s, C->ev_tied, err);
@@ -103,7 +104,7 @@ zb_status_t pl_cu_tied_wte(zb_transport_t *t, pl_rank_t *R, bool *done, zb_err_t
         st = got;
     if (st == ZB_OK)
         st = zb_cuda_grad_wte_add(s, theirs.acc, theirs.ev, err);
-    if (st == ZB_OK)
+    if (st == ZB_OK && theirs.grad) /* a head with a WTE of its own steps it with the sum */
         st = zb_cuda_copy_after(s, theirs.grad, grad, C->device, n, NULL, err);
     if (st == ZB_OK)
         st = zb_cuda_event_record(s, C->ev_tied, err);

@@ -69,8 +69,8 @@ static zb_status_t narrow_back(zb_cuda_stage_t *s, zb_status_t st, zb_err_t *err
 }
 
 /* AdamW with (lr, t, clip scale) on every unit each stage updates: its owned units, and a head
- * stage on a rank without the embedding steps its WTE copy (unit 0) with the same folded
- * gradient.
+ * stage with a WTE copy of its own (on another GPU than the embedding, or in another process)
+ * steps it (unit 0) with the same folded gradient.
  * wide: on the whole GPU (zb_cuda_stage_widen), for an update after the norm barrier, when no
  * rank computes any more; the optimistic update before it stays in the partition. */
 static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, bool wide,
@@ -82,8 +82,8 @@ static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, b
         return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for the optimizer", R->rank);
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         int n = owned_units_of(R, i, units);
-        if (R->st[i].span.head && !R->st[i].span.embed && !R->has_embed)
-            units[n++] = 0; /* its own WTE copy (with the embedding here it reads that one) */
+        if (R->st[i].span.head && !R->st[i].span.embed && !R->has_embed && !CU(R)->wte_owner)
+            units[n++] = 0; /* its own WTE copy (else it reads the embedding stage's) */
         zb_cuda_stage_t *s = CU(R)->st[i].stage;
         if (n > 0 && wide)
             st = zb_cuda_stage_widen(s, true, err);

@@ -28,11 +28,11 @@ typedef struct pl_rank_dev {
     void (*stage_memory)(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
                          size_t *after_b);
     /* Device figures of stage sp: its state, backup and message buffers (stage_static;
-     * embed_here: the embedding stage is on the same rank, so a head stage shares its WTE) and
+     * embed_rank: where the embedding stage is, whose WTE a head stage may read) and
      * its stashes for the program `prog` (stage_stash, into m->stash_alloc). NULL: the host's
      * counting in rank_memory.c (host buffers, stash pools by lifetime). */
     void (*stage_static)(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,
-                         bool next_here, bool embed_here, zb_rank_mem_t *m);
+                         bool next_here, int embed_rank, int rank, zb_rank_mem_t *m);
     void (*stage_stash)(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                         const zb_gpt2_span_t *sp, zb_rank_mem_t *m);
     /* The bytes of stage sp's message buffers in the program `prog` (with its comm actions);

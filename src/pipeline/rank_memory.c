@@ -54,7 +54,7 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
         bool next_here = !sp.head && rank_of(pl, S, s + 1) == rank;
         bool prev_here = !sp.embed && rank_of(pl, S, s - 1) == rank;
         if (pl->dev->stage_static) { /* the device's own buffers, stage by stage */
-            pl->dev->stage_static(pl, &sp, prev_here, next_here, rank_of(pl, S, 0) == rank, m);
+            pl->dev->stage_static(pl, &sp, prev_here, next_here, rank_of(pl, S, 0), rank, m);
             continue;
         }
         msg_bufs += !sp.embed ? (double)pl->M : 0;

@@ -2,8 +2,8 @@
  * "GPU memory"), in the zb_rank_mem_t fields of the CPU's whole-rank memory: predicted from the
  * plan with the CUDA stage's own layout figures (zb_cuda_stage_memory, computed on the host),
  * the same figures the allocations give when measured. Where it differs from the CPU model: each
- * stage holds its own state (a head stage on the embedding's rank reads that stage's WTE; on
- * another rank it has its own copy), message slots follow the CPU's lifetimes except where a
+ * stage holds its own state (a head stage reads the embedding stage's WTE on the same rank or on
+ * a thread rank of the same GPU, pl_cuda_wte_shared; else it has its own copy), message slots follow the CPU's lifetimes except where a
  * copy on another stream still reads a slot after the program is done with it (pl_cuda_msg_slots),
  * the stashes are the CPU's lifetime slots (stash_slots.c) over the CUDA stash's own regions, and
  * a post-validation backup is 3 x the state. */
@@ -33,6 +33,19 @@ bool pl_cuda_head_tied(const zb_gpt2_span_t *sp, bool embed_here)
     return sp->head && !sp->embed && embed_here;
 }
 
+/* Thread ranks on one GPU: the head rank reads the embedding rank's WTE, as two stages of one
+ * rank do. The embedding's rank must be set up first (ranks open in rank order), so only when it
+ * comes before the head's, which every placement zbpp generates gives. Ranks in processes (MPI)
+ * keep a copy each. */
+bool pl_cuda_wte_shared(const pl_t *pl, int embed_rank, int head_rank)
+{
+    int ndev = 0;
+    if (pl->opts->transport || embed_rank >= head_rank ||
+        zb_cuda_device_count(&ndev, NULL) != ZB_OK || ndev < 1)
+        return false;
+    return (head_rank - embed_rank) % ndev == 0; /* thread rank g is on GPU g mod ndev */
+}
+
 void pl_cuda_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
                           size_t *after_b)
 {
@@ -42,9 +55,10 @@ void pl_cuda_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *afte
 }
 
 void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,
-                          bool next_here, bool embed_here, zb_rank_mem_t *m)
+                          bool next_here, int embed_rank, int rank, zb_rank_mem_t *m)
 {
-    zb_cuda_stage_mem_t c = stage_figures(pl, sp, pl_cuda_head_tied(sp, embed_here));
+    bool wte_here = embed_rank == rank || pl_cuda_wte_shared(pl, embed_rank, rank);
+    zb_cuda_stage_mem_t c = stage_figures(pl, sp, pl_cuda_head_tied(sp, wte_here));
     double state = (double)c.state;
     m->params += state + (double)c.weights16;
     m->grads += state + (double)c.wte_head;

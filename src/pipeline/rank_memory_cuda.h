@@ -15,7 +15,10 @@ bool pl_cuda_head_tied(const zb_gpt2_span_t *sp, bool embed_here);
 void pl_cuda_stage_memory(const pl_t *pl, const zb_gpt2_span_t *sp, size_t *after_f,
                           size_t *after_b);
 void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_here,
-                          bool next_here, bool embed_here, zb_rank_mem_t *m);
+                          bool next_here, int embed_rank, int rank, zb_rank_mem_t *m);
+/* A head stage on thread rank head_rank reads the WTE of the embedding stage on embed_rank
+ * (both on one GPU, the embedding's rank first); false for the same rank (pl_cuda_head_tied). */
+bool pl_cuda_wte_shared(const pl_t *pl, int embed_rank, int head_rank);
 /* Device messages: the receiver's stream copies from the sender's slot (thread ranks). */
 bool pl_cuda_pulls(const pl_t *pl);
 /* The device slots a GPU rank allocates for message buffer `kind` of `stage` in program prog, and

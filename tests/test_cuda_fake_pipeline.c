@@ -885,6 +885,59 @@ static void test_gpu_message_slots_by_lifetime(void **state)
     free(rep[0]), free(rep[1]);
 }
 
+/* zb_pipeline_predict_gpu_memory (bench_gpu_memory_plan: the GPU goal's memory rows without a
+ * GPU) gives, field by field, what a run on the GPU predicts and measures. */
+static void predict_without_running(const char *schedule, int P, const zb_cuda_train_opts_t *dev)
+{
+    const int M = 2 * P;
+    zb_train_config_t c;
+    tiny(&c, M, 1);
+    zb_pipeline_opts_t o;
+    opts(&o, P, schedule, true);
+    o.cuda = dev;
+    zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
+    float loss[1];
+    run_ok(&c, &o, loss, NULL, rep);
+    zb_gen_params_t gp = {.ranks = P, .microbatches = M};
+    zb_schedule_t *s = NULL;
+    zb_err_t err;
+    assert_int_equal(zb_generate(schedule, &gp, &s, &err), ZB_OK);
+    zb_costs_t costs;
+    assert_int_equal(zb_costs_init_uniform(&costs, s->stages, 1, 1, 1, 0, 1, 0, -1, &err), ZB_OK);
+    zb_trainer_t t;
+    assert_int_equal(zb_trainer_init(&t, &c, &err), ZB_OK);
+    zb_rank_mem_t got[8];
+    zb_status_t st = zb_pipeline_predict_gpu_memory(dev, &t.params.cfg, rep->first, s, &costs,
+                                                    c.batch / M, c.seq, o.opt_sync, got, &err);
+    zb_trainer_free(&t);
+    if (st != ZB_OK)
+        fail_msg("%s: %s", schedule, err.msg);
+    for (int r = 0; r < P; r++) {
+        const zb_rank_mem_t *w = &rep->mem_predicted[r], *x = &rep->mem_measured[r];
+        const double g[] = {got[r].params, got[r].grads, got[r].optimizer, got[r].backup,
+                            got[r].messages, got[r].activations, got[r].stash_alloc, got[r].total};
+        const double a[] = {w->params, w->grads, w->optimizer, w->backup,
+                            w->messages, w->activations, w->stash_alloc, w->total};
+        const double b[] = {x->params, x->grads, x->optimizer, x->backup,
+                            x->messages, x->activations, x->stash_alloc, x->total};
+        for (int i = 0; i < 8; i++)
+            if (g[i] != a[i] || g[i] != b[i])
+                fail_msg("%s P=%d rank %d field %d: predict_gpu_memory %.0f, the run predicted "
+                         "%.0f, measured %.0f", schedule, P, r, i, g[i], a[i], b[i]);
+    }
+    zb_costs_free(&costs);
+    zb_schedule_free(s);
+    zb_pipeline_report_free(rep), free(rep);
+}
+
+static void test_gpu_memory_predicted_without_a_run(void **state)
+{
+    (void)state;
+    predict_without_running("1f1b", 4, gpu);
+    predict_without_running("zb-h2", 4, &GPU_D2D);
+    predict_without_running("zb-v", 2, gpu);
+}
+
 static void test_device_memory_predicted_is_measured(void **state)
 {
     (void)state;
@@ -978,6 +1031,7 @@ int main(void)
         cmocka_unit_test(test_device_memory_predicted_is_measured),
         cmocka_unit_test(test_gpu_stashes_by_lifetime),
         cmocka_unit_test(test_gpu_message_slots_by_lifetime),
+        cmocka_unit_test(test_gpu_memory_predicted_without_a_run),
         cmocka_unit_test(test_gpu_offload_same_bits),
         cmocka_unit_test(test_bf16_same_bits_and_memory),
     };

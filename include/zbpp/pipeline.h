@@ -117,6 +117,15 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
                                        const zb_schedule_t *sched, const zb_costs_t *costs,
                                        int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
                                        zb_rank_mem_t *out, zb_err_t *err);
+/* The same for ranks on GPUs (`zbpp train --device cuda`): each rank's device memory as the run
+ * predicts it, from the CUDA stage's layout figures (computed on the host: no GPU needed, but the
+ * CUDA backend, else ZB_EUNSUPPORTED); cuda gives the precision and the message kind, one GPU
+ * (thread ranks of one GPU share the tied WTE), the stash kept whole (no selective keep on GPUs). */
+zb_status_t zb_pipeline_predict_gpu_memory(const zb_cuda_train_opts_t *cuda,
+                                           const zb_gpt2_config_t *cfg, const int *first,
+                                           const zb_schedule_t *sched, const zb_costs_t *costs,
+                                           int mbB, int T, zb_opt_sync_t sync,
+                                           zb_rank_mem_t *out, zb_err_t *err);
 
 /* The parts of a training step after the pipeline's actions, in the order a step may run them
  * (the optimizer may run twice, e.g. an optimistic step and the rest; rollback = restore and

@@ -159,6 +159,8 @@ struct pl {
     pl_rank_t *ranks;
     zb_schedule_t *eval_sched; /* pipeline_eval.c: the forward-only program (NULL = none) */
     void *cuda; /* rank_cuda.c: the run's GPUs and SM partitions (pl_rank_cuda's run_open) */
+    int gpus;   /* GPUs the ranks are spread over, 0 = those the CUDA runtime sees (a run); a
+                 * prediction without a GPU sets it (zb_pipeline_predict_gpu_memory) */
 };
 
 #endif

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "model/gpt2_internal.h"
+#include "pipeline/pipeline_rank.h"
 #include "pipeline/rank_cuda.h"
 #include "pipeline/rank_cuda_msg.h"
 #include "pipeline/rank_cuda_state.h"
@@ -370,6 +371,10 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     }
     if (st == ZB_OK && lends_wte) /* the head's rank waits for it (wte_to_read) */
         st = zb_cuda_event_new(C->st[R->local_of_stage[0]].stage, &C->ev_wte, err);
+    /* post-validation's backup now, as the memory plan counts it (a device without room for it
+     * stops the rank guessing instead: pl_cu_optimistic_elems) */
+    if (st == ZB_OK && pl_rank_backs_up(pl))
+        (void)pl_cu_optimistic_elems(R);
     /* the GPU's times of every action (on the rank's one stream): the measured bubble and the
      * --trace files are the device's, not the host's launch times */
     if (st == ZB_OK && R->n_local > 0)

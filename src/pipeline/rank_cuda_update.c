@@ -128,8 +128,9 @@ zb_status_t pl_cu_update(pl_rank_t *R, const double *sumsq, zb_err_t *err)
 }
 
 /* Post-validation on the GPU: the whole update is optimistic (a plain device backup), when the
- * backup fits. It is allocated at the first guess, not at start-up (a rank that never guesses
- * never holds it); where the device has no room left, the rank stops guessing and updates after
+ * backup fits. It is allocated when the rank opens (cuda_open), as the memory plan and
+ * --mem-limit count it, so that the memory table's prediction is what the rank holds whether it
+ * guesses or not; where the device has no room for it, the rank never guesses and updates after
  * the barrier, which gives the same bits, instead of failing the run. */
 size_t pl_cu_optimistic_elems(const pl_rank_t *R)
 {

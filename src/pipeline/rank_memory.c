@@ -11,6 +11,7 @@
 #include "pipeline/rank_memory.h"
 #include "pipeline/stash_pool.h"
 #include "pipeline/wte_share.h"
+#include "zbpp/cuda.h"
 #include "zbpp/util.h"
 
 typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
@@ -213,10 +214,11 @@ void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double act
     add_total(m);
 }
 
-zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *first,
-                                       const zb_schedule_t *sched, const zb_costs_t *costs,
-                                       int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
-                                       zb_rank_mem_t *out, zb_err_t *err)
+/* Both predictions: the CPU's (cuda NULL) and a GPU's device memory. */
+static zb_status_t predict(const zb_cuda_train_opts_t *cuda, const zb_gpt2_config_t *cfg,
+                           const int *first, const zb_schedule_t *sched, const zb_costs_t *costs,
+                           int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
+                           zb_rank_mem_t *out, zb_err_t *err)
 {
     if (!cfg || !first || !sched || !costs || !out || mbB < 1 || T < 1)
         return zb_err_set(err, ZB_EINVAL, "memory prediction: missing or bad arguments");
@@ -228,10 +230,12 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
     o.ranks = sched->ranks;
     o.opt_sync = sync;
     o.keep = keep;
+    o.cuda = cuda;
     pl_t pl;
     memset(&pl, 0, sizeof pl);
     pl.opts = &o;
     pl.dev = pl_rank_device(&o);
+    pl.gpus = cuda ? 1 : 0;
     pl.mcfg = *cfg;
     pl.P = sched->ranks, pl.N = 1, pl.plan.S = sched->stages, pl.M = sched->microbatches;
     pl.mbB = mbB, pl.T = T, pl.keep = keep;
@@ -263,6 +267,27 @@ zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *f
     zb_costs_free(&c);
     zb_schedule_free(lowered);
     return st;
+}
+
+zb_status_t zb_pipeline_predict_memory(const zb_gpt2_config_t *cfg, const int *first,
+                                       const zb_schedule_t *sched, const zb_costs_t *costs,
+                                       int mbB, int T, zb_opt_sync_t sync, zb_gpt2_keep_t keep,
+                                       zb_rank_mem_t *out, zb_err_t *err)
+{
+    return predict(NULL, cfg, first, sched, costs, mbB, T, sync, keep, out, err);
+}
+
+zb_status_t zb_pipeline_predict_gpu_memory(const zb_cuda_train_opts_t *cuda,
+                                           const zb_gpt2_config_t *cfg, const int *first,
+                                           const zb_schedule_t *sched, const zb_costs_t *costs,
+                                           int mbB, int T, zb_opt_sync_t sync,
+                                           zb_rank_mem_t *out, zb_err_t *err)
+{
+    if (!cuda)
+        return zb_err_set(err, ZB_EINVAL, "GPU memory prediction: no GPU options");
+    if (!zb_cuda_built())
+        return zb_err_set(err, ZB_EUNSUPPORTED, "GPU memory prediction: built without CUDA");
+    return predict(cuda, cfg, first, sched, costs, mbB, T, sync, ZB_GPT2_KEEP_ALL, out, err);
 }
 
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m)

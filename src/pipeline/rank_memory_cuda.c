@@ -39,9 +39,9 @@ bool pl_cuda_head_tied(const zb_gpt2_span_t *sp, bool embed_here)
  * keep a copy each. */
 bool pl_cuda_wte_shared(const pl_t *pl, int embed_rank, int head_rank)
 {
-    int ndev = 0;
+    int ndev = pl->gpus;
     if (pl->opts->transport || embed_rank >= head_rank ||
-        zb_cuda_device_count(&ndev, NULL) != ZB_OK || ndev < 1)
+        (ndev < 1 && zb_cuda_device_count(&ndev, NULL) != ZB_OK) || ndev < 1)
         return false;
     return (head_rank - embed_rank) % ndev == 0; /* thread rank g is on GPU g mod ndev */
 }

@@ -496,8 +496,11 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .copy = op_copy};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
     zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
-    if (st == ZB_OK && R->dev->finish && (st = pl_phase(R, ZB_PHASE_DRAIN, true, err)) == ZB_OK)
-        st = phase_end(R, ZB_PHASE_DRAIN, R->dev->finish(R, err), err);
+    const pl_rank_dev_t *dev = R->dev;
+    if (st == ZB_OK && (dev->program_done || dev->finish) &&
+        (st = pl_phase(R, ZB_PHASE_DRAIN, true, err)) == ZB_OK)
+        st = phase_end(R, ZB_PHASE_DRAIN,
+                       dev->program_done ? dev->program_done(R, err) : dev->finish(R, err), err);
     if (st == ZB_OK && (R->has_embed || R->has_head)) /* the others have nothing to exchange */
         st = tied_phase(pipe, R, err);
     else if (st == ZB_OK)

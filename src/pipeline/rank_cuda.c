@@ -273,6 +273,47 @@ static zb_status_t cuda_grads(pl_rank_t *R, bool wte_only, bool to_host, zb_err_
     return copy_state(R, ZB_CUDA_STATE_GRADS, &R->grads.g, wte_only, to_host, err);
 }
 
+/* Device messages: the ranks (global indices) whose streams copy from this rank's sent slots,
+ * each once, and the event they wait for (cuda_program_done, cuda_step_begin). */
+static zb_status_t find_pullers(pl_rank_t *R, zb_err_t *err)
+{
+    const pl_t *pl = R->pl;
+    cu_rank_t *C = CU(R);
+    if (!(C->pullers = malloc(2 * (size_t)R->n_local * sizeof *C->pullers)))
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its peers", R->rank);
+    for (int i = 0; i < R->n_local; i++) {
+        const cu_stage_t *cs = &C->st[i];
+        int s = R->st[i].stage, peer[2] = {-1, -1};
+        if (cs->own_x_out.slot)
+            peer[0] = zb_stage_rank(pl->plan.sched, s + 1);
+        if (cs->own_dx_in.slot)
+            peer[1] = zb_stage_rank(pl->plan.sched, s - 1);
+        for (int k = 0; k < 2; k++) {
+            int g = peer[k] < 0 ? -1 : R->replica * pl->P + peer[k], j = 0;
+            while (g >= 0 && j < C->n_pullers && C->pullers[j] != g)
+                j++;
+            if (g >= 0 && j == C->n_pullers)
+                C->pullers[C->n_pullers++] = g;
+        }
+    }
+    if (!(C->ev_done = calloc((size_t)(C->n_pullers ? C->n_pullers : 1), sizeof *C->ev_done)))
+        return zb_err_set(err, ZB_ENOMEM, "rank %d: out of memory for its peers", R->rank);
+    zb_status_t st = ZB_OK;
+    for (int k = 0; k < C->n_pullers && st == ZB_OK; k++)
+        st = zb_cuda_event_new(C->st[0].stage, &C->ev_done[k], err);
+    return st;
+}
+
+/* The event rank P records after its program for puller R (NULL: none). */
+static struct CUevent_st *done_for(const pl_rank_t *P, const pl_rank_t *R)
+{
+    const cu_rank_t *C = CU(P);
+    for (int k = 0; C && k < C->n_pullers; k++)
+        if (C->pullers[k] == R->global)
+            return C->ev_done[k];
+    return NULL;
+}
+
 /* The embedding stage whose WTE the head stage at local index i reads instead of a copy of its
  * own: on this rank (made before it), or on the embedding's thread rank on this GPU (opened
  * before this one: pl_cuda_wte_shared), which then becomes C->wte_owner; NULL: its own copy. */
@@ -371,6 +412,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
     }
     if (st == ZB_OK && lends_wte) /* the head's rank waits for it (wte_to_read) */
         st = zb_cuda_event_new(C->st[R->local_of_stage[0]].stage, &C->ev_wte, err);
+    if (st == ZB_OK && C->device_messages && R->n_local > 0)
+        st = find_pullers(R, err);
     /* post-validation's backup now, as the memory plan counts it (a device without room for it
      * stops the rank guessing instead: pl_cu_optimistic_elems) */
     if (st == ZB_OK && pl_rank_backs_up(pl))
@@ -419,6 +462,9 @@ static void cuda_close(pl_rank_t *R)
     zb_cuda_timer_free(C->phase_timer);
     zb_cuda_event_free(C->ev_tied);
     zb_cuda_event_free(C->ev_wte);
+    for (int k = 0; C->ev_done && k < C->n_pullers; k++)
+        zb_cuda_event_free(C->ev_done[k]);
+    free(C->ev_done), free(C->pullers);
     for (int i = R->n_local - 1; i >= 0; i--) { /* stage 0 last: the others borrow its stream */
         cu_stage_t *cs = &C->st[i];
         pl_cu_stash_pool_free(&cs->pool);
@@ -451,6 +497,14 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
      * was queued in that step: the rank threads meet between steps) */
     if (C->wte_owner && R->n_local > 0)
         st = zb_cuda_stage_wait(C->st[0].stage, CU(C->wte_owner)->ev_wte, err);
+    /* device messages: the sent slots are written again only after the ranks that pull from
+     * them copied the last step's (their ev_done, recorded in that step) */
+    for (int k = 0; k < C->n_pullers && st == ZB_OK; k++) {
+        struct CUevent_st *ev = done_for(&R->pl->ranks[C->pullers[k]], R);
+        st = ev ? zb_cuda_stage_wait(C->st[0].stage, ev, err)
+                : zb_err_set(err, ZB_EINVAL, "rank %d: rank %d does not say when it pulled",
+                             R->rank, C->pullers[k]);
+    }
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         cu_stage_t *cs = &C->st[i];
         if ((st = zb_cuda_stage_bind(cs->stage, err)) != ZB_OK)
@@ -560,6 +614,23 @@ static zb_status_t cuda_finish(pl_rank_t *R, zb_err_t *err)
     zb_status_t st = ZB_OK;
     for (int i = 0; i < R->n_local && st == ZB_OK; i++)
         st = zb_cuda_sync(CU(R)->st[i].stage, err);
+    return st;
+}
+
+/* After a training program, no host wait: what the next step must follow is ordered on the
+ * device. The rank's own buffers follow in its stream (stashes, received slots: their uploads
+ * wait for their last reader, cu_buf_t.read; the pinned slot a receive fills waits for its last
+ * upload, staged_message); offload's copies all end before the stream's last B; a staged sent
+ * slot's download is done before its send left; the tied WTE and the norm have their own
+ * events and waits. What another rank's stream reads after the program is a device message's
+ * slot: ev_done, which the pullers' next step waits for (cuda_step_begin). Validation keeps the
+ * host wait (cuda_finish). */
+static zb_status_t cuda_program_done(pl_rank_t *R, zb_err_t *err)
+{
+    cu_rank_t *C = CU(R);
+    zb_status_t st = ZB_OK;
+    for (int k = 0; k < C->n_pullers && st == ZB_OK; k++)
+        st = zb_cuda_event_record(C->st[0].stage, C->ev_done[k], err);
     return st;
 }
 
@@ -716,6 +787,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .tied_wte = pl_cu_tied_wte,
                                     .state = cuda_state,
                                     .finish = cuda_finish,
+                                    .program_done = cuda_program_done,
                                     .time_action = cuda_time_action,
                                     .step_end = cuda_step_end,
                                     .time_phase = cuda_time_phase,

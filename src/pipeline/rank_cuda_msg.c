@@ -177,9 +177,9 @@ zb_status_t pl_cu_bring_in(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, bool fo
 
 /* Device messages. SEND: record the slot's event on the stage's stream (after the F or B that
  * wrote it) and send {slot, event, device}; RECV: the handle lands in in_*[m], and the compute
- * that reads the message queues the wait and the copy (pl_cu_bring_in). The slot is written once per
- * step and every rank finishes its queued work before the step's collectives (cuda_finish), so
- * the receiver has copied it before the sender's next step writes it again. */
+ * that reads the message queues the wait and the copy (pl_cu_bring_in). The slot is written once
+ * per step; the sender's next step waits for the receiver's ev_done (recorded after its
+ * program, cuda_program_done), so the receiver has copied it before it is written again. */
 static zb_status_t device_message(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs,
                                   const zb_action_t *a, void **host, zb_err_t *err)
 {
@@ -252,9 +252,14 @@ static zb_status_t staged_message(pl_rank_t *R, cu_stage_t *cs, const zb_action_
     case ZB_ACT_RECV_B: {
         bool fwd = a->type == ZB_ACT_RECV_F;
         float *pin = fwd ? cs->pin_x_in : cs->pin_dx_out;
+        int k = fwd ? a->mb : M + a->mb;
+        /* the transport writes the slot: its last upload (the last step's; no host waits for
+         * a step's program) must have read it (done long ago: a wait only in principle) */
+        if (pin && (st = zb_cuda_event_sync(cs->ev_up[k], err)) != ZB_OK)
+            return st;
         if (pin) {
             *host = pin + at;
-            cs->arrived[fwd ? a->mb : M + a->mb] = 1; /* filled when this action returns */
+            cs->arrived[k] = 1; /* filled when this action returns */
         }
         return ZB_OK;
     }

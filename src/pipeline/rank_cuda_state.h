@@ -72,6 +72,13 @@ typedef struct {
      * for it before its next step or validation reads WTE. */
     struct CUevent_st *ev_wte;
     const pl_rank_t *wte_owner;
+    /* Device messages: the ranks that pull from this rank's sent slots (pullers, global indices;
+     * they are also the ranks it pulls from: a stage sends both ways to a neighbour on another
+     * rank) and ev_done[k], recorded after the rank's training program for puller k
+     * (cuda_program_done): each waits for its own before its next step writes the slots it
+     * sends again, instead of a host wait for the program. */
+    struct CUevent_st **ev_done;
+    int *pullers, n_pullers;
     bool no_backup_room; /* post-validation's backup did not fit: no more guesses */
     cu_stage_t *st; /* [n_local], as R->st */
 } cu_rank_t;

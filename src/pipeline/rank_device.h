@@ -87,6 +87,9 @@ typedef struct pl_rank_dev {
     /* After the rank's program (training or validation), before its collectives: its queued
      * device work done (buffers other ranks read are free to be written again). NULL: none. */
     zb_status_t (*finish)(pl_rank_t *R, zb_err_t *err);
+    /* After a training step's program: the same orders kept on the device instead (no host
+     * wait), for the next step's work to follow. NULL: finish. */
+    zb_status_t (*program_done)(pl_rank_t *R, zb_err_t *err);
     /* --trace on a device: action i of the rank's training program begins / ends (in program
      * order, every action), and after the step (its collectives done) the device's times
      * replace the executor's host times in R->tl. NULL: the executor's times stand. */

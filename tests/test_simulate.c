@@ -142,6 +142,28 @@ static void test_peak_memory_time(void **state)
     zb_costs_free(&c);
 }
 
+/* Which ranks finish last: 1F1B's first rank (its last B comes after every other rank's);
+ * with a tolerance of the whole makespan, every rank. */
+static void test_last_ranks(void **state)
+{
+    (void)state;
+    zb_gen_params_t gp = {.ranks = 4, .microbatches = 8};
+    zb_schedule_t *s = NULL;
+    zb_costs_t c;
+    zb_err_t e;
+    assert_int_equal(zb_generate("1f1b", &gp, &s, &e), ZB_OK);
+    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 2, 0, 0, 1, 0, -1, &e), ZB_OK);
+    zb_sim_t sim;
+    assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_OK);
+    unsigned char last[4];
+    assert_int_equal(zb_sim_last_ranks(&sim, 0.01, last), 1);
+    assert_int_equal(last[0], 1);
+    assert_int_equal(zb_sim_last_ranks(&sim, 0.999, last), 4);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -197,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_hand_computed),
         cmocka_unit_test(test_lowered_matches_compute_only),
         cmocka_unit_test(test_comm_latency),
+        cmocka_unit_test(test_last_ranks),
         cmocka_unit_test(test_peak_memory_time),
         cmocka_unit_test(test_bad_input),
     };

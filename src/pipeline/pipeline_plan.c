@@ -94,6 +94,7 @@ void pl_plan_free(pl_t *pl)
     if (plan->costs.stages > 0)
         zb_costs_free(&plan->costs);
     free(plan->unit_owner);
+    free(plan->tail);
     memset(plan, 0, sizeof *plan);
 }
 
@@ -556,6 +557,11 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
     rep->bubble_predicted = zb_sim_span_idle(&sim);
     rep->span_predicted = sim.span_max;
     rep->busy_predicted = sim.busy_max;
+    if (!(plan->tail = calloc((size_t)sim.ranks, 1))) {
+        zb_sim_free(&sim);
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the plan");
+    }
+    zb_sim_last_ranks(&sim, 0.01, plan->tail);
     for (int r = 0; r < pl->P && r < rep->ranks; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     if (!zb_schedule_has_comms(plain))

@@ -139,6 +139,10 @@ typedef struct {
     int n_units;
     int *unit_owner;      /* [n_units] the pipeline rank that updates each norm unit */
     int embed_rank, head_rank;
+    /* [P] the ranks whose program ends last in the simulation (within 1 % of its makespan):
+     * when they finish, no other rank computes, so on a GPU their work after the program (the
+     * tied fold, the norm) runs on the whole GPU (pl_cu_on_tail) */
+    unsigned char *tail;
 } pl_plan_t;
 
 struct pl {

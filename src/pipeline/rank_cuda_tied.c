@@ -15,6 +15,7 @@
  * (pl_cuda_wte_shared) has no WTE gradient of its own to copy into. Ranks in processes (MPI) or
  * on two GPUs keep the host path. */
 #include "pipeline/rank_cuda_msg.h"
+#include "pipeline/rank_cuda_update.h"
 #include "pipeline/rank_device.h"
 #include "cuda/stream.h"
 
@@ -56,14 +57,11 @@ static zb_status_t tied_event(cu_rank_t *C, zb_cuda_stage_t *s, zb_err_t *err)
     return C->ev_tied ? ZB_OK : zb_cuda_event_new(s, &C->ev_tied, err);
 }
 
-zb_status_t pl_cu_tied_wte(zb_transport_t *t, pl_rank_t *R, bool *done, zb_err_t *err)
+/* e, h: the local stages holding the embedding and the head (-1: none here) */
+static zb_status_t fold(zb_transport_t *t, pl_rank_t *R, int e, int h, bool *done, zb_err_t *err)
 {
     pl_t *pl = R->pl;
     cu_rank_t *C = CU(R);
-    int e = local_stage(R, true), h = local_stage(R, false);
-    *done = false;
-    if (e < 0 && h < 0)
-        return ZB_OK;
     if (e >= 0 && h >= 0) {
         *done = true;
         return fold_here(C, e, h, err);
@@ -112,4 +110,19 @@ zb_status_t pl_cu_tied_wte(zb_transport_t *t, pl_rank_t *R, bool *done, zb_err_t
     if (st == ZB_OK)
         st = zb_send(t, &mine, sizeof mine, peer, tag, err);
     return st == ZB_OK ? zb_flush(t, err) : st;
+}
+
+zb_status_t pl_cu_tied_wte(zb_transport_t *t, pl_rank_t *R, bool *done, zb_err_t *err)
+{
+    cu_rank_t *C = CU(R);
+    int e = local_stage(R, true), h = local_stage(R, false);
+    *done = false;
+    if (e < 0 && h < 0)
+        return ZB_OK;
+    /* the rank that ends last folds on the whole GPU (elementwise: the same bits) */
+    const bool wide = e >= 0 && pl_cu_on_tail(R);
+    zb_status_t st = wide ? zb_cuda_stage_widen(C->st[e].stage, true, err) : ZB_OK;
+    if (st == ZB_OK)
+        st = fold(t, R, e, h, done, err);
+    return wide ? pl_cu_narrow_back(C->st[e].stage, st, err) : st;
 }

@@ -37,9 +37,17 @@ zb_status_t pl_cu_unit_sumsq(pl_rank_t *R, int unit, double *out, zb_err_t *err)
     return zb_cuda_grad_unit_sumsq(CU(R)->st[i].stage, unit, out, err);
 }
 
-/* Every owned unit's squared norm, one device call (and one host wait) per local stage. */
+bool pl_cu_on_tail(const pl_rank_t *R)
+{
+    const pl_plan_t *plan = &R->pl->plan;
+    return plan->tail && plan->tail[R->rank];
+}
+
+/* Every owned unit's squared norm, one device call (and one host wait) per local stage; on the
+ * whole GPU when the rank ends last (the norm is a fixed grid of blocks: the same bits). */
 zb_status_t pl_cu_units_sumsq(pl_rank_t *R, double *vec, zb_err_t *err)
 {
+    const bool wide = pl_cu_on_tail(R);
     int *units = malloc((size_t)(R->n_owned + 1) * sizeof *units);
     double *sums = malloc((size_t)(R->n_owned + 1) * sizeof *sums);
     zb_status_t st = units && sums ? ZB_OK
@@ -47,7 +55,13 @@ zb_status_t pl_cu_units_sumsq(pl_rank_t *R, double *vec, zb_err_t *err)
                                                                 "the gradient norm", R->rank);
     for (int i = 0; i < R->n_local && st == ZB_OK; i++) {
         int n = owned_units_of(R, i, units);
-        st = zb_cuda_grad_units_sumsq(CU(R)->st[i].stage, units, n, sums, err);
+        zb_cuda_stage_t *s = CU(R)->st[i].stage;
+        if (n > 0 && wide)
+            st = zb_cuda_stage_widen(s, true, err);
+        if (st == ZB_OK)
+            st = zb_cuda_grad_units_sumsq(s, units, n, sums, err);
+        if (n > 0 && wide)
+            st = pl_cu_narrow_back(s, st, err);
         for (int k = 0; k < n && st == ZB_OK; k++)
             vec[units[k]] = sums[k];
     }
@@ -59,9 +73,7 @@ zb_status_t pl_cu_units_sumsq(pl_rank_t *R, double *vec, zb_err_t *err)
     return st;
 }
 
-/* Back to the partition's stream after work widened onto the whole GPU, also after a failure
- * (st); the first error is the one reported. */
-static zb_status_t narrow_back(zb_cuda_stage_t *s, zb_status_t st, zb_err_t *err)
+zb_status_t pl_cu_narrow_back(zb_cuda_stage_t *s, zb_status_t st, zb_err_t *err)
 {
     zb_err_t ignored;
     zb_status_t back = zb_cuda_stage_widen(s, false, st == ZB_OK ? err : &ignored);
@@ -91,7 +103,7 @@ static zb_status_t step_units(pl_rank_t *R, float lr, long adam_t, float clip, b
             st = zb_cuda_adamw_update_units(s, &R->pl->cfg->adamw, lr, adam_t, clip, units, n,
                                             err);
         if (n > 0 && wide)
-            st = narrow_back(s, st, err);
+            st = pl_cu_narrow_back(s, st, err);
     }
     free(units);
     return st;
@@ -109,7 +121,7 @@ static zb_status_t backup_all(pl_rank_t *R, bool save, zb_err_t *err)
         if (st == ZB_OK)
             st = zb_cuda_state_backup(s, save, err);
         if (!save)
-            st = narrow_back(s, st, err);
+            st = pl_cu_narrow_back(s, st, err);
     }
     return st;
 }

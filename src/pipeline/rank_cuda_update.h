@@ -5,6 +5,11 @@
 
 #include "pipeline/pipeline_types.h"
 
+/* The rank ends the step's programs last (pl_plan_t.tail): its work after the program runs on
+ * the whole GPU (zb_cuda_stage_widen), no other rank computes then. pl_cu_narrow_back: back to
+ * the partition after such work (also after a failure st; the first error is reported). */
+bool pl_cu_on_tail(const pl_rank_t *R);
+zb_status_t pl_cu_narrow_back(zb_cuda_stage_t *s, zb_status_t st, zb_err_t *err);
 /* Squared gradient norms: of one unit; of every unit the rank owns, into vec[unit]. */
 zb_status_t pl_cu_unit_sumsq(pl_rank_t *R, int unit, double *out, zb_err_t *err);
 zb_status_t pl_cu_units_sumsq(pl_rank_t *R, double *vec, zb_err_t *err);

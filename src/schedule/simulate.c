@@ -162,6 +162,25 @@ double zb_sim_span_idle(const zb_sim_t *sim)
     return idle > 0 ? idle : 0;
 }
 
+int zb_sim_last_ranks(const zb_sim_t *sim, double tol, unsigned char *last)
+{
+    double latest = -INFINITY, earliest = INFINITY;
+    for (int r = 0; sim && r < sim->ranks; r++)
+        for (int i = 0; i < sim->len[r]; i++) {
+            latest = fmax(latest, sim->end[r][i]);
+            earliest = fmin(earliest, sim->start[r][i]);
+        }
+    int n = 0;
+    for (int r = 0; sim && r < sim->ranks; r++) {
+        double end = -INFINITY;
+        for (int i = 0; i < sim->len[r]; i++)
+            end = fmax(end, sim->end[r][i]);
+        last[r] = isfinite(latest) && end >= latest - tol * (latest - earliest);
+        n += last[r];
+    }
+    return n;
+}
+
 void zb_sim_free(zb_sim_t *sim)
 {
     if (!sim)

@@ -7,7 +7,8 @@
  * the whole GPU planned for all its SMs is printed next to it, its losses within 1e-5 relative
  * (cuBLASLt chooses other algorithms, e.g. another split-K, for another SM count). A failing
  * rank stops all ranks with its name. Device messages give host staging's bits; --trace gives a
- * measured bubble from CUDA events. Skipped (exit 77) where there is no CUDA device. */
+ * measured bubble from CUDA events. The device-side orders that replaced host waits hold across
+ * steps (test_orders_without_host_waits). Skipped (exit 77) where there is no CUDA device. */
 #include "pipeline_testutil.h"
 
 #include "cuda_testutil.h"
@@ -153,6 +154,62 @@ static void test_offload_same_bits(void **state)
     }
 }
 
+/* The orders that replaced host waits (docs/cuda.md "Message slots by lifetime", "One WTE for
+ * two thread ranks", "The drain is gone"), where a real GPU runs the streams side by side: in
+ * four 32-SM partitions, staged messages with one slot per sent buffer (every next F or B writes
+ * the slot whose download is queued just before it: cu_buf_t.reuse) and device messages (the
+ * receivers' ev_done before the next step writes the sent slots), the head reading the embedding
+ * rank's WTE (ev_wte after its update), 6 steps so that every order crosses steps: the losses
+ * and parameters of --ranks 1 in one partition; and the ranks hold the model's parameters once. */
+static void test_orders_without_host_waits(void **state)
+{
+    (void)state;
+    static const zb_cuda_train_opts_t PART_D2D = {.device = 0, .precision = ZB_CUDA_FP32,
+                                                  .sm_per_rank = PART_SMS,
+                                                  .device_messages = true};
+    const int steps = 6;
+    zb_train_config_t c;
+    pt_tiny_config(&c, 8, 8, 8, steps);
+    c.grad_clip = 0.0f;
+    float ref_loss[6], loss[6];
+    zb_gpt2_params_t ref, got;
+    zb_pipeline_opts_t o;
+    zb_pipeline_report_t rep = {0};
+    zb_err_t err;
+    opts(&o, 1, "1f1b");
+    o.cuda = &PART;
+    if (pt_run(&c, &o, ref_loss, &ref, &rep, &err) != ZB_OK)
+        fail_msg("--ranks 1 --sm-per-rank %d: %s", PART_SMS, err.msg);
+    double whole = (double)ref.count * sizeof(float);
+    zb_pipeline_test_hooks_t one_slot = ZB_PIPELINE_TEST_HOOKS_OFF;
+    one_slot.sent_slots = 1;
+    const char *families[] = {"1f1b", "zb-h1", "zb-h2", "zb-v"};
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
+        for (int k = 0; k < 2; k++) {
+            opts(&o, families[f][3] == 'v' ? 2 : 4, families[f]);
+            o.cuda = k ? &PART_D2D : &PART;
+            o.test_hooks = k ? NULL : &one_slot;
+            if (pt_run(&c, &o, loss, &got, &rep, &err) != ZB_OK)
+                fail_msg("%s %s: %s", families[f], k ? "device messages" : "one sent slot",
+                         err.msg);
+            char what[96];
+            snprintf(what, sizeof what, "gpu %s, %s", families[f],
+                     k ? "device messages" : "staged, one slot per sent buffer");
+            if (memcmp(loss, ref_loss, sizeof loss) != 0)
+                fail_msg("%s: losses differ from --ranks 1", what);
+            pt_assert_same_params(&got, &ref, what);
+            double params = 0;
+            for (int r = 0; r < o.ranks; r++)
+                params += rep.mem_measured[r].params;
+            printf("%s: the bits of --ranks 1; parameters on the GPU %.0f bytes, the model %.0f\n",
+                   what, params, whole);
+            assert_true(params == whole);
+            zb_gpt2_params_free(&got);
+        }
+    zb_gpt2_params_free(&ref);
+    zb_pipeline_report_free(&rep);
+}
+
 /* Device messages (D2D after the sender's event) give host staging's bits; --trace times every
  * action with CUDA events: a measured bubble in [0, 1), the bits unchanged. */
 static void test_device_messages_and_trace(void **state)
@@ -217,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_families_same_bits),
         cmocka_unit_test(test_device_messages_and_trace),
         cmocka_unit_test(test_offload_same_bits),
+        cmocka_unit_test(test_orders_without_host_waits),
         cmocka_unit_test(test_failing_rank_stops_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

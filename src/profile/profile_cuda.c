@@ -37,6 +37,31 @@ typedef struct {
     size_t ntok;                 /* B·T */
 } cprof_t;
 
+/* Seconds for every context (p and its n peers) to copy nc floats over the host link at once,
+ * device -> page-locked host (x_out -> msg) or back (msg -> x_in), each on its block stage's
+ * stash stream. */
+static zb_status_t copies_at_once(cprof_t *p, cprof_t *peers, int n, bool upload, size_t nc,
+                                  double *secs, zb_err_t *err)
+{
+    struct CUevent_st *done[64] = {NULL};
+    n = n < 63 ? n : 63;
+    zb_status_t st = ZB_OK;
+    for (int q = 0; q <= n && st == ZB_OK; q++)
+        st = zb_cuda_event_new((q ? &peers[q - 1] : p)->stage[PART_BLOCK], &done[q], err);
+    double t0 = zb_now();
+    for (int q = 0; q <= n && st == ZB_OK; q++) {
+        cprof_t *c = q ? &peers[q - 1] : p;
+        st = zb_cuda_stash_copy(c->stage[PART_BLOCK], upload, upload ? c->x_in : c->msg,
+                                upload ? c->msg : c->x_out, nc, done[q], err);
+    }
+    for (int q = 0; q <= n && st == ZB_OK; q++)
+        st = zb_cuda_event_sync(done[q], err);
+    *secs = zb_now() - t0;
+    for (int q = 0; q <= n; q++)
+        zb_cuda_event_free(done[q]);
+    return st;
+}
+
 static uint32_t cp_rand(uint64_t *s)
 {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
@@ -268,17 +293,17 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
         if (i >= 0)
             rtt[i] = zb_now() - t0;
     }
-    /* offload's copies: the same block to page-locked host memory and back, each timed alone
-     * (the planner times an O and an L with these bandwidths) */
+    /* offload's copies: the same block to page-locked host memory and back on the stash
+     * streams, every rank of the GPU copying at once (they share its host link), each
+     * direction timed apart (the planner times an O and an L with these bandwidths) */
     double d2h[PINGPONGS], h2d[PINGPONGS];
     for (int i = -1; i < PINGPONGS && st == ZB_OK; i++) {
-        double t0 = zb_now();
-        st = zb_cuda_copy_to_host(bs, p.msg, p.x_out, nc, err);
-        double t1 = zb_now();
+        double down = 0, up = 0;
+        st = copies_at_once(&p, peers, made, false, nc, &down, err);
         if (st == ZB_OK)
-            st = zb_cuda_copy_to_device(bs, p.x_in, p.msg, nc, err);
+            st = copies_at_once(&p, peers, made, true, nc, &up, err);
         if (i >= 0)
-            d2h[i] = t1 - t0, h2d[i] = zb_now() - t1;
+            d2h[i] = down, h2d[i] = up;
     }
     if (st == ZB_OK) {
         double bytes = (double)nc * sizeof(float), down = cp_median(d2h, PINGPONGS),

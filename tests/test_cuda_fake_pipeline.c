@@ -489,9 +489,11 @@ static void test_device_messages(void **state)
         snprintf(what, sizeof what, "device messages %s P=4 M=8", gens[g].name);
         same_losses(loss, ref_loss, STEPS, what);
         pt_assert_same_params(&got, &ref, what);
-        /* every message of every step went through an event: 2 per microbatch and boundary */
+        /* every message of every step went through an event: 2 per microbatch and boundary;
+         * each is waited for once by a stream, except the head's loss copies (one per F, the
+         * host waits for the last one: zb_cuda_loss_take) */
         assert_true(fake_events_recorded - rec >= (long)STEPS * 8 * 2 * 3);
-        assert_int_equal(fake_event_waits - waits, fake_events_recorded - rec);
+        assert_int_equal(fake_event_waits - waits, fake_events_recorded - rec - (long)STEPS * 8);
         zb_gpt2_params_free(&got);
         ran++;
         zb_pipeline_report_free(&rep);

@@ -173,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_stash_and_errors),
         cmocka_unit_test(test_split_stash_same_bits),
         cmocka_unit_test(test_tied_head_reads_the_embedding),
+        cmocka_unit_test(test_deferred_losses),
         cmocka_unit_test(test_set_device_checked),
         cmocka_unit_test(test_attention_stash_by_head_size),
     };

@@ -35,6 +35,7 @@ int main(void)
         cmocka_unit_test(test_stage_holds_only_its_span),
         cmocka_unit_test(test_stash_and_errors),
         cmocka_unit_test(test_split_stash_same_bits),
+        cmocka_unit_test(test_deferred_losses),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -32,6 +32,7 @@ int main(void)
         cmocka_unit_test(test_stage_holds_only_its_span),
         cmocka_unit_test(test_stash_and_errors),
         cmocka_unit_test(test_split_stash_same_bits),
+        cmocka_unit_test(test_deferred_losses),
         cmocka_unit_test(test_memory_predicted_is_allocated),
         cmocka_unit_test(test_weight_copy_follows_updates),
     };

@@ -155,6 +155,16 @@ void zb_cuda_stash_bind(zb_cuda_stash_t *st, void *const region[3]);
 zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
                             const float *x_in, const int *targets, float *x_out, float *loss,
                             zb_err_t *err);
+/* F without the head's host wait (the pipeline's ranks): a head stage's token losses are copied
+ * into deferred slot loss_slot (of zb_cuda_stage_loss_slots' page-locked slots; ignored off the
+ * head) after the F, and the call returns once the work is queued; zb_cuda_loss_take waits for
+ * the last such copy and gives the slot's mean loss, the bits zb_cuda_forward would return. A
+ * slot is the caller's until taken: the next F into it overwrites it. */
+zb_status_t zb_cuda_forward_deferred(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
+                                     const float *x_in, const int *targets, float *x_out,
+                                     int loss_slot, zb_err_t *err);
+zb_status_t zb_cuda_stage_loss_slots(zb_cuda_stage_t *s, int slots, zb_err_t *err);
+zb_status_t zb_cuda_loss_take(zb_cuda_stage_t *s, int slot, float *loss, zb_err_t *err);
 zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
                                    float grad_scale, float *dx_in, zb_err_t *err);
 zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_err_t *err);

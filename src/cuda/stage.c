@@ -241,6 +241,10 @@ void zb_cuda_stage_free(zb_cuda_stage_t *s)
     cudaFree(s->weights16);
     cudaFree(s->scratch_mem);
     free(s->losses_host);
+    if (s->loss_slots)
+        cudaFreeHost(s->loss_slots);
+    if (s->loss_ev)
+        cudaEventDestroy(s->loss_ev);
     free(s);
 }
 

@@ -57,6 +57,11 @@ struct zb_cuda_stage {
     zb_bf16_t *tmp16, *datty16, *edge16;
     void *flash_scr;
     float *losses_host;
+    /* deferred losses (zb_cuda_stage_loss_slots): page-locked [n_loss_slots x B·T], the copy
+     * of each F's token losses queued there, loss_ev recorded after the last one */
+    float *loss_slots;
+    int n_loss_slots;
+    cudaEvent_t loss_ev;
     float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
     /* the optimizer's tables (stage.c, made on first use): the multi-tensor AdamW descriptors
      * of the units last stepped (a host copy to see whether they changed), and room for the

@@ -392,9 +392,20 @@ static void forward_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x
     }
 }
 
-zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
-                            const float *x_in, const int *targets, float *x_out, float *loss,
-                            zb_err_t *err)
+/* The mean of n token losses in the CPU stage's order and precision. */
+static float mean_loss(const float *losses, int n)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += losses[i];
+    return (float)(sum / n);
+}
+
+/* F; on a head stage either the mean loss into *loss after a host wait, or (slot >= 0) the token
+ * losses' copy queued into deferred slot `slot` (zb_cuda_loss_take). */
+static zb_status_t forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
+                           const float *x_in, const int *targets, float *x_out, float *loss,
+                           int slot, zb_err_t *err)
 {
     zb_status_t r = check_call(s, st, "forward", err);
     if (r != ZB_OK)
@@ -407,9 +418,12 @@ zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *
     if (span->embed ? !tokens : !x_in)
         return zb_err_set(err, ZB_EINVAL, "cuda forward: missing %s",
                           span->embed ? "tokens" : "x_in");
-    if (span->head ? (!targets || !loss) : !x_out)
+    if (span->head ? (!targets || (!loss && slot < 0)) : !x_out)
         return zb_err_set(err, ZB_EINVAL, "cuda forward: missing %s",
                           span->head ? "targets or loss" : "x_out");
+    if (span->head && slot >= s->n_loss_slots)
+        return zb_err_set(err, ZB_EINVAL, "cuda forward: loss slot %d of %d", slot,
+                          s->n_loss_slots);
     if (span->embed && (r = check_ids(tokens, (size_t)N, s->cfg.vocab, "tokens", err)) != ZB_OK)
         return r;
     if (span->head && (r = check_ids(targets, (size_t)N, s->cfg.vocab, "targets", err)) != ZB_OK)
@@ -432,23 +446,74 @@ zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *
         zb_cu16_forward(s, st, x_in, x_out);
     else
         forward_fp32(s, st, x_in, x_out);
+    const bool defer = span->head && slot >= 0;
     if (span->head && c->status == ZB_OK) {
-        e = cudaMemcpyAsync(s->losses_host, s->losses, (size_t)N * sizeof(float),
-                            cudaMemcpyDeviceToHost, c->stream);
+        float *host = defer ? s->loss_slots + (size_t)slot * (size_t)N : s->losses_host;
+        e = cudaMemcpyAsync(host, s->losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost,
+                            c->stream);
         if (e == cudaSuccess)
-            e = cudaStreamSynchronize(c->stream);
+            e = defer ? cudaEventRecord(s->loss_ev, c->stream) : cudaStreamSynchronize(c->stream);
         if (e != cudaSuccess)
             zb_cu_fail(c, ZB_EIO, "CUDA loss copy: %s", cudaGetErrorString(e));
     }
-    if (span->head && c->status == ZB_OK) {
-        double sum = 0.0; /* the CPU stage's order and precision */
-        for (int i = 0; i < N; i++)
-            sum += s->losses_host[i];
-        *loss = (float)(sum / N);
-    }
+    if (span->head && !defer && c->status == ZB_OK)
+        *loss = mean_loss(s->losses_host, N);
     if ((r = zb_cu_ctx_check(c, "cuda forward", err)) != ZB_OK)
         return r;
     st->state = STATE_AFTER_F;
+    return ZB_OK;
+}
+
+zb_status_t zb_cuda_forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
+                            const float *x_in, const int *targets, float *x_out, float *loss,
+                            zb_err_t *err)
+{
+    return forward(s, st, tokens, x_in, targets, x_out, loss, -1, err);
+}
+
+zb_status_t zb_cuda_forward_deferred(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
+                                     const float *x_in, const int *targets, float *x_out,
+                                     int loss_slot, zb_err_t *err)
+{
+    if (s && s->span.head && loss_slot < 0)
+        return zb_err_set(err, ZB_EINVAL, "cuda forward: a head stage needs a loss slot");
+    return forward(s, st, tokens, x_in, targets, x_out, NULL, s && s->span.head ? loss_slot : -1,
+                   err);
+}
+
+zb_status_t zb_cuda_stage_loss_slots(zb_cuda_stage_t *s, int slots, zb_err_t *err)
+{
+    if (!s || slots < 1)
+        return zb_err_set(err, ZB_EINVAL, "cuda loss slots: a stage and slots >= 1 are required");
+    if (!s->span.head || slots <= s->n_loss_slots)
+        return ZB_OK;
+    cudaError_t e = cudaStreamSynchronize(s->ctx.stream); /* a queued copy may target them */
+    if (e == cudaSuccess && !s->loss_ev)
+        e = cudaEventCreateWithFlags(&s->loss_ev, cudaEventDisableTiming);
+    if (e == cudaSuccess && s->loss_slots) {
+        cudaFreeHost(s->loss_slots);
+        s->loss_slots = NULL;
+        s->n_loss_slots = 0;
+    }
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&s->loss_slots,
+                          (size_t)slots * (size_t)s->B * (size_t)s->T * sizeof(float),
+                          cudaHostAllocDefault);
+    if (e != cudaSuccess)
+        return zb_err_set(err, ZB_ENOMEM, "cuda loss slots: %s", cudaGetErrorString(e));
+    s->n_loss_slots = slots;
+    return ZB_OK;
+}
+
+zb_status_t zb_cuda_loss_take(zb_cuda_stage_t *s, int slot, float *loss, zb_err_t *err)
+{
+    if (!s || !loss || slot < 0 || slot >= s->n_loss_slots)
+        return zb_err_set(err, ZB_EINVAL, "cuda loss take: slot %d of %d", slot,
+                          s ? s->n_loss_slots : 0);
+    cudaError_t e = cudaEventSynchronize(s->loss_ev); /* every copy queued before the last */
+    if (e != cudaSuccess)
+        return zb_err_set(err, ZB_EIO, "cuda loss take: %s", cudaGetErrorString(e));
+    *loss = mean_loss(s->loss_slots + (size_t)slot * (size_t)s->B * (size_t)s->T, s->B * s->T);
     return ZB_OK;
 }
 

@@ -161,7 +161,9 @@ static zb_status_t save(pl_t *pl, zb_trainer_t *t, zb_err_t *err)
 
 static void teardown(pl_t *pl)
 {
-    for (int g = 0; pl->ranks && g < pl->P * pl->N; g++)
+    /* last rank first: a GPU head rank may read the WTE of the embedding's rank below it
+     * (pl_cuda_wte_shared), whose stage must outlive the head's queued work */
+    for (int g = pl->P * pl->N - 1; pl->ranks && g >= 0; g--)
         pl_rank_free(&pl->ranks[g]);
     free(pl->ranks);
     if (pl->dev->run_close)

@@ -107,6 +107,8 @@ zb_status_t pl_eval_step(zb_transport_t *t, void *arg, zb_err_t *err)
     if (st == ZB_OK && R->dev->finish)
         st = R->dev->finish(R, err);
     double loss = 0;
+    if (st == ZB_OK && R->has_head && R->dev->losses)
+        st = R->dev->losses(R, err);
     if (st == ZB_OK && R->has_head) {
         loss = zb_train_mean_loss(R->mb_loss, pl->M);
         if (dp)

@@ -668,6 +668,8 @@ zb_status_t pl_rank_step(zb_transport_t *t, void *arg, zb_err_t *err)
         for (int i = 0; i < R->n_owned && st == ZB_OK && !R->dev->units_sumsq; i++)
             st = R->dev->unit_sumsq(R, R->units[i], &R->vec[R->units[i]], err);
         st = phase_end(R, ZB_PHASE_GRAD_NORM, st, err);
+        if (st == ZB_OK && R->has_head && R->dev->losses)
+            st = R->dev->losses(R, err);
         if (st == ZB_OK && R->has_head) {
             R->vec[pl->plan.n_units] = zb_train_mean_loss(R->mb_loss, pl->M);
             if (dp) /* every rank of this dp group holds the head: all call it */

@@ -397,6 +397,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
             st = pl_cu_buf_init(R, ls, cs, &cs->own_dx_in, PL_BUF_DX_IN, err);
         if (st == ZB_OK && ls->r_out)
             st = zb_cuda_buffer_alloc(cs->stage, NC, &cs->r_out, err);
+        if (st == ZB_OK && ls->span.head) /* a slot per microbatch and one for an R's */
+            st = zb_cuda_stage_loss_slots(cs->stage, pl->M + 1, err);
         if (st == ZB_OK && C->device_messages)
             st = pl_cu_device_messages_init(R, cs, err);
         else if (st == ZB_OK) /* pinned slots on a copy stream, for threads and MPI */
@@ -493,9 +495,11 @@ static zb_status_t cuda_step_begin(pl_rank_t *R, bool training, zb_err_t *err)
         C->first_step = R->in->step;
     /* no-op transfers once the first step filled the slots with real activations */
     C->skip_copies = C->null_messages && training && R->in->step > C->first_step;
+    if (R->n_local > 0) /* the rank's device current before the waits below are queued */
+        st = zb_cuda_stage_bind(C->st[0].stage, err);
     /* the WTE this rank reads from the embedding's rank, as its last step left it (the record
      * was queued in that step: the rank threads meet between steps) */
-    if (C->wte_owner && R->n_local > 0)
+    if (st == ZB_OK && C->wte_owner && R->n_local > 0)
         st = zb_cuda_stage_wait(C->st[0].stage, CU(C->wte_owner)->ev_wte, err);
     /* device messages: the sent slots are written again only after the ranks that pull from
      * them copied the last step's (their ev_done, recorded in that step) */
@@ -634,6 +638,17 @@ static zb_status_t cuda_program_done(pl_rank_t *R, zb_err_t *err)
     return st;
 }
 
+/* The head's losses its F's queued (cu_forward): one wait for the last copy, then each
+ * microbatch's mean, the bits a waiting F gives. */
+static zb_status_t cuda_losses(pl_rank_t *R, zb_err_t *err)
+{
+    int h = R->local_of_stage[R->pl->plan.S - 1];
+    zb_status_t st = ZB_OK;
+    for (int m = 0; h >= 0 && m < R->pl->M && st == ZB_OK; m++)
+        st = zb_cuda_loss_take(CU(R)->st[h].stage, m, &R->mb_loss[m], err);
+    return st;
+}
+
 /* The rank's device memory from what its stages allocated (rank_memory_cuda.c predicts it). */
 static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
 {
@@ -665,9 +680,10 @@ static void track_memory(pl_rank_t *R)
         R->live_peak = live;
 }
 
-/* F (or an eval F, or an R) of microbatch m: its input uploaded when a RECV_F brought it. */
+/* F (or an eval F, or an R) of microbatch m: its input uploaded when a RECV_F brought it; a
+ * head's loss into deferred slot loss_slot (cuda_losses takes them after the program). */
 static zb_status_t cu_forward(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_cuda_stash_t *sh,
-                              int m, size_t tok, float *x_out, float *loss, bool upload,
+                              int m, size_t tok, float *x_out, int loss_slot, bool upload,
                               zb_err_t *err)
 {
     pl_t *pl = R->pl;
@@ -683,9 +699,9 @@ static zb_status_t cu_forward(pl_rank_t *R, pl_stage_t *ls, cu_stage_t *cs, zb_c
     if (st == ZB_OK)
         st = begin_kernels(R, err);
     if (st == ZB_OK)
-        st = zb_cuda_forward(cs->stage, sh, ls->span.embed ? R->in->inputs + tok : NULL, x_in,
-                             ls->span.head ? R->in->targets + tok : NULL,
-                             ls->span.head ? NULL : x_out, ls->span.head ? loss : NULL, err);
+        st = zb_cuda_forward_deferred(cs->stage, sh, ls->span.embed ? R->in->inputs + tok : NULL,
+                                      x_in, ls->span.head ? R->in->targets + tok : NULL,
+                                      ls->span.head ? NULL : x_out, loss_slot, err);
     if (st == ZB_OK && x_in) /* a staged upload into this slot waits for this F or R */
         st = pl_cu_after_read(cs, &cs->x_in, m, err);
     return st;
@@ -728,19 +744,19 @@ static zb_status_t cuda_compute(pl_rank_t *R, pl_stage_t *ls, const zb_action_t 
         return st;
     if (eval) { /* a stash for the F alone, nothing kept */
         zb_cuda_stash_t *sh = pl_cu_stash_pool_eval(&cs->pool);
-        st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err);
+        st = cu_forward(R, ls, cs, sh, m, tok, x_out, m, true, err);
         zb_cuda_stash_reset(sh);
         return st;
     }
     zb_cuda_stash_t *sh = pl_cu_stash_pool_begin(&cs->pool, a, err);
     if (!sh)
         return ZB_ESCHEDULE;
-    float recomputed_loss;
     switch ((zb_action_type_t)a->type) {
-    case ZB_ACT_F: st = cu_forward(R, ls, cs, sh, m, tok, x_out, &R->mb_loss[m], true, err); break;
+    case ZB_ACT_F: st = cu_forward(R, ls, cs, sh, m, tok, x_out, m, true, err); break;
     case ZB_ACT_R: /* the forward again from the kept input (the x_in slot, or the tokens); its
                     * output goes to r_out, not over what was sent; same bits as the first time */
-        st = cu_forward(R, ls, cs, sh, m, tok, cs->r_out, &recomputed_loss, false, err);
+        st = cu_forward(R, ls, cs, sh, m, tok, cs->r_out, R->pl->M, false, err); /* its loss: a
+                                                                             * spare slot */
         break;
     case ZB_ACT_B: st = cu_backward_input(R, ls, cs, sh, m, err); break;
     case ZB_ACT_W:
@@ -788,6 +804,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .state = cuda_state,
                                     .finish = cuda_finish,
                                     .program_done = cuda_program_done,
+                                    .losses = cuda_losses,
                                     .time_action = cuda_time_action,
                                     .step_end = cuda_step_end,
                                     .time_phase = cuda_time_phase,

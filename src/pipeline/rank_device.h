@@ -90,6 +90,9 @@ typedef struct pl_rank_dev {
     /* After a training step's program: the same orders kept on the device instead (no host
      * wait), for the next step's work to follow. NULL: finish. */
     zb_status_t (*program_done)(pl_rank_t *R, zb_err_t *err);
+    /* The head's microbatch losses into R->mb_loss once its program ran (training or
+     * validation; the device's F queued them without a host wait). NULL: already there. */
+    zb_status_t (*losses)(pl_rank_t *R, zb_err_t *err);
     /* --trace on a device: action i of the rank's training program begins / ends (in program
      * order, every action), and after the step (its collectives done) the device's times
      * replace the executor's host times in R->tl. NULL: the executor's times stand. */

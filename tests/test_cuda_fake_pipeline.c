@@ -641,11 +641,20 @@ static void test_checkpoints_cross_devices(void **state)
     cross_resume(true, false);
 }
 
+/* A memory table row's fields, in one order for field-by-field checks. */
+static void mem_fields(const zb_rank_mem_t *m, double f[8])
+{
+    const double v[8] = {m->params,     m->grads,       m->optimizer,  m->backup,
+                         m->messages,   m->activations, m->stash_alloc, m->total};
+    memcpy(f, v, sizeof v);
+}
+
 /* The memory table of GPU ranks is their device memory: predicted from the plan (the CUDA
  * stage's layout figures) = measured from what the ranks allocated, field by field; each stage
  * holds only its span's state (summed over the ranks: the model once, plus the head's WTE copy
- * where the head is not on the embedding's rank, and its accumulator). Post-validation with clipping off backs up on every step (3 x state).
- * --mem-limit is on each rank's device total; --recompute saves device memory, same bits. */
+ * where the head cannot read the embedding stage's, and its accumulator). Post-validation's
+ * backup is held from the start (3 x state). --mem-limit is on each rank's device total;
+ * --recompute saves device memory, same bits. */
 static void device_memory_matches(const char *schedule, int P, zb_recompute_t recompute,
                                   int wte_copies)
 {
@@ -661,11 +670,9 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     double copy16 = gpu->precision == ZB_CUDA_BF16 ? 0.5 : 0.0; /* bf16 copies of the weights */
     double params = 0, grads = 0;
     for (int r = 0; r < P; r++) {
-        const zb_rank_mem_t *w = &rep->mem_predicted[r], *x = &rep->mem_measured[r];
-        const double a[] = {w->params, w->grads, w->optimizer, w->backup, w->messages,
-                            w->activations, w->stash_alloc, w->total};
-        const double b[] = {x->params, x->grads, x->optimizer, x->backup, x->messages,
-                            x->activations, x->stash_alloc, x->total};
+        const zb_rank_mem_t *x = &rep->mem_measured[r];
+        double a[8], b[8];
+        mem_fields(&rep->mem_predicted[r], a), mem_fields(x, b);
         for (int i = 0; i < 8; i++)
             if (a[i] != b[i] || !(a[i] >= 0))
                 fail_msg("%s P=%d rank %d field %d: predicted %.0f, measured %.0f", schedule, P,
@@ -915,13 +922,9 @@ static void predict_without_running(const char *schedule, int P, const zb_cuda_t
     if (st != ZB_OK)
         fail_msg("%s: %s", schedule, err.msg);
     for (int r = 0; r < P; r++) {
-        const zb_rank_mem_t *w = &rep->mem_predicted[r], *x = &rep->mem_measured[r];
-        const double g[] = {got[r].params, got[r].grads, got[r].optimizer, got[r].backup,
-                            got[r].messages, got[r].activations, got[r].stash_alloc, got[r].total};
-        const double a[] = {w->params, w->grads, w->optimizer, w->backup,
-                            w->messages, w->activations, w->stash_alloc, w->total};
-        const double b[] = {x->params, x->grads, x->optimizer, x->backup,
-                            x->messages, x->activations, x->stash_alloc, x->total};
+        double g[8], a[8], b[8];
+        mem_fields(&got[r], g), mem_fields(&rep->mem_predicted[r], a);
+        mem_fields(&rep->mem_measured[r], b);
         for (int i = 0; i < 8; i++)
             if (g[i] != a[i] || g[i] != b[i])
                 fail_msg("%s P=%d rank %d field %d: predict_gpu_memory %.0f, the run predicted "

@@ -131,12 +131,10 @@ int pl_msgbuf_plan(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
 int pl_msgbuf_plan_spread(const zb_rank_program_t *prog, int stage, pl_buf_kind_t kind,
                           bool neighbour_here, int M, int least, int *slot)
 {
-    int n = walk(prog, stage, kind, neighbour_here, M, false, 0, least > 1 ? NULL : slot);
-    if (n < 0 || least <= 1)
-        return n;
+    int n = walk(prog, stage, kind, neighbour_here, M, false, 0, slot);
     int have = least < M ? least : M;
-    if (n >= have) /* the program already needs as many: the lowest free slot serves */
-        return walk(prog, stage, kind, neighbour_here, M, false, 0, slot);
+    if (n < 0 || n >= have) /* the program already needs as many: the lowest free slot serves */
+        return n;
     return walk(prog, stage, kind, neighbour_here, M, true, have, slot) < 0 ? -1 : have;
 }
 

@@ -369,9 +369,11 @@ static zb_status_t set_rank_budgets(const pl_t *pl, const zb_schedule_t *s, zb_c
     double *budget = malloc(sizeof(double) * (size_t)s->ranks);
     if (!budget)
         return zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
-    for (int r = 0; r < s->ranks; r++)
-        budget[r] = pl->opts->mem_limit - pl_rank_fixed_bytes(pl, s, r);
-    zb_status_t st = zb_costs_set_rank_limits(costs, s->ranks, budget, err);
+    zb_status_t st = pl_ranks_fixed_bytes(pl, s, budget, err);
+    for (int r = 0; r < s->ranks && st == ZB_OK; r++)
+        budget[r] = pl->opts->mem_limit - budget[r];
+    if (st == ZB_OK)
+        st = zb_costs_set_rank_limits(costs, s->ranks, budget, err);
     free(budget);
     return st;
 }
@@ -477,13 +479,20 @@ static zb_status_t activations_over_limit(const pl_t *pl, const zb_schedule_t *s
     zb_status_t st = zb_simulate(s, &free_run, &sim, err);
     if (st != ZB_OK)
         return st;
+    double *fixed_of = malloc(sizeof(double) * (size_t)sim.ranks);
+    if (!fixed_of || (st = pl_ranks_fixed_bytes(pl, s, fixed_of, err)) != ZB_OK) {
+        free(fixed_of);
+        zb_sim_free(&sim);
+        return fixed_of ? st : zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
+    }
     int worst = 0;
     double fixed = 0, over = -INFINITY;
     for (int r = 0; r < sim.ranks; r++) {
-        double f = pl_rank_fixed_bytes(pl, s, r);
+        double f = fixed_of[r];
         if (f + sim.peak_mem[r] - limit > over)
             worst = r, fixed = f, over = f + sim.peak_mem[r] - limit;
     }
+    free(fixed_of);
     st = zb_err_set(err, ZB_EMEMLIMIT,
                     "schedule %s: rank %d's activations peak at %.2f MiB, but the memory limit of "
                     "%.2f MiB per rank leaves them %.2f MiB after its parameters, gradients, "

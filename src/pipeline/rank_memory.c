@@ -145,32 +145,39 @@ static int stage_msg_slots(const pl_t *pl, int rank, int s, const zb_gpt2_span_t
     return n;
 }
 
-double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank)
+zb_status_t pl_ranks_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, double *out,
+                                 zb_err_t *err)
 {
     pl_t at = *pl; /* the candidate's placement and programs (read only) */
     at.plan.sched = (zb_schedule_t *)s;
     at.plan.S = s->stages;
-    zb_rank_mem_t m = {0};
-    static_part(&at, s->stages, sched_rank, rank, &m);
-    /* a device's message slots follow the program with its comm actions (lowered here when s
-     * has none yet); the bound stays when that fails */
+    /* a device's message slots follow the program with its comm actions (lowered once here
+     * when s has none yet) */
     zb_schedule_t *low = NULL;
-    if (at.dev->stage_messages && !zb_schedule_has_comms(s) &&
-        zb_insert_comms(s, &low, NULL) != ZB_OK)
-        low = NULL;
+    if (at.dev->stage_messages && !zb_schedule_has_comms(s)) {
+        zb_status_t st = zb_insert_comms(s, &low, err);
+        if (st != ZB_OK)
+            return st;
+    }
     const zb_schedule_t *prog = low ? low : s;
-    if (at.dev->stage_messages && zb_schedule_has_comms(prog)) {
-        at.plan.sched = (zb_schedule_t *)prog;
-        m.messages = 0;
-        for (int st = 0; st < s->stages; st++)
-            if (zb_stage_rank(prog, st) == rank) {
-                zb_gpt2_span_t sp = zb_partition_span(at.plan.first, s->stages, st);
-                m.messages += at.dev->stage_messages(&at, &prog->rank[rank], st, &sp);
-            }
+    for (int rank = 0; rank < s->ranks; rank++) {
+        zb_rank_mem_t m = {0};
+        at.plan.sched = (zb_schedule_t *)s;
+        static_part(&at, s->stages, sched_rank, rank, &m);
+        if (at.dev->stage_messages) { /* the program's slots, not the bound */
+            at.plan.sched = (zb_schedule_t *)prog;
+            m.messages = 0;
+            for (int st = 0; st < s->stages; st++)
+                if (zb_stage_rank(prog, st) == rank) {
+                    zb_gpt2_span_t sp = zb_partition_span(at.plan.first, s->stages, st);
+                    m.messages += at.dev->stage_messages(&at, &prog->rank[rank], st, &sp);
+                }
+        }
+        add_total(&m);
+        out[rank] = m.total;
     }
     zb_schedule_free(low);
-    add_total(&m);
-    return m.total;
+    return ZB_OK;
 }
 
 void pl_mem_predict(const pl_t *run, const pl_plan_t *plan, int rank, double activations,

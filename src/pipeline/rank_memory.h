@@ -13,8 +13,10 @@
 double pl_static_bound(const pl_t *pl, int S, const int *first);
 void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
                     zb_rank_mem_t *m);
-/* What rank `rank` of the compute-only schedule s holds besides its activations (bytes). */
-double pl_rank_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, int rank);
+/* What each rank of schedule s (compute-only or lowered) holds besides its activations, bytes,
+ * into out[s->ranks]; fails only when lowering s for a device's message slots fails. */
+zb_status_t pl_ranks_fixed_bytes(const pl_t *pl, const zb_schedule_t *s, double *out,
+                                 zb_err_t *err);
 void pl_mem_measure(const pl_rank_t *R, zb_rank_mem_t *m);
 
 /* m_f, m_b, m_w of every stage in bytes from the stash layout of pl->keep (partition `first`

@@ -72,6 +72,15 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
     m->messages += (double)buffers * (double)pl->M * (double)pl->NC * sizeof(float);
 }
 
+/* Whether the stages before and after `stage` are on its rank in the plan's schedule. */
+static void neighbours_here(const pl_t *pl, int stage, bool *prev, bool *next)
+{
+    const zb_schedule_t *sc = pl->plan.sched;
+    const int r = zb_stage_rank(sc, stage);
+    *prev = stage > 0 && zb_stage_rank(sc, stage - 1) == r;
+    *next = stage + 1 < pl->plan.S && zb_stage_rank(sc, stage + 1) == r;
+}
+
 bool pl_cuda_pulls(const pl_t *pl)
 {
     return pl->opts->cuda && pl->opts->cuda->device_messages && !pl->opts->transport;
@@ -93,10 +102,9 @@ bool pl_cuda_pulls(const pl_t *pl)
 int pl_cuda_msg_slots(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                       pl_buf_kind_t kind, int *slot)
 {
-    const zb_schedule_t *sc = pl->plan.sched;
-    const int r = zb_stage_rank(sc, stage), M = pl->M;
-    const bool prev_here = stage > 0 && zb_stage_rank(sc, stage - 1) == r;
-    const bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(sc, stage + 1) == r;
+    const int M = pl->M;
+    bool prev_here, next_here;
+    neighbours_here(pl, stage, &prev_here, &next_here);
     const bool sent = kind == PL_BUF_X_OUT || kind == PL_BUF_DX_IN;
     if ((sent && pl_cuda_pulls(pl)) ||
         (kind == PL_BUF_X_IN &&
@@ -115,10 +123,8 @@ int pl_cuda_msg_slots(const pl_t *pl, const zb_rank_program_t *prog, int stage,
 double pl_cuda_stage_messages(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                               const zb_gpt2_span_t *sp)
 {
-    const zb_schedule_t *sc = pl->plan.sched;
-    const int r = zb_stage_rank(sc, stage);
-    const bool prev_here = stage > 0 && zb_stage_rank(sc, stage - 1) == r;
-    const bool next_here = stage + 1 < pl->plan.S && zb_stage_rank(sc, stage + 1) == r;
+    bool prev_here, next_here;
+    neighbours_here(pl, stage, &prev_here, &next_here);
     double n = 0;
     if (!sp->embed)
         n += pl_cuda_msg_slots(pl, prog, stage, PL_BUF_X_IN, NULL);

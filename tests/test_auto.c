@@ -293,6 +293,34 @@ static void test_greedy_cap_grid(void **state)
         }
 }
 
+/* opts.b_gap (a folded offload's copies): a B starts no earlier than its F's end plus the gap,
+ * and the greedy fills the wait with other work. One rank, one stage, F = B = W = 1. */
+static void test_greedy_b_gap(void **state)
+{
+    (void)state;
+    zb_costs_t c;
+    costs(&c, 1, 1, 1, 1, 0, 1, -0.5, -0.5, INFINITY);
+    const double gap = 10;
+    for (int with_gap = 0; with_gap < 2; with_gap++) {
+        zb_greedy_opts_t o = zb_greedy_defaults();
+        o.b_gap = with_gap ? &gap : NULL;
+        zb_schedule_t *s = NULL;
+        double mk = 0;
+        zb_err_t e = {0};
+        assert_int_equal(zb_greedy_build("g", 1, 1, ZB_PLACE_LOOP, 1, &c, &o, &s, &mk, &e), ZB_OK);
+        assert_true(fabs(mk - (with_gap ? 13 : 3)) < 1e-12); /* F, the gap, B, W */
+        zb_schedule_free(s);
+        /* two microbatches: the second F runs in the gap, before the first B */
+        assert_int_equal(zb_greedy_build("g", 1, 1, ZB_PLACE_LOOP, 2, &c, &o, &s, &mk, &e), ZB_OK);
+        assert_int_equal(zb_validate(s, &c, &e), ZB_OK);
+        const zb_action_t *second = &s->rank[0].actions[1];
+        assert_int_equal(second->type, with_gap ? ZB_ACT_F : ZB_ACT_B);
+        assert_int_equal(second->mb, with_gap ? 1 : 0);
+        zb_schedule_free(s);
+    }
+    zb_costs_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_local_improvement),
         cmocka_unit_test(test_min_memory_schedule),
         cmocka_unit_test(test_greedy_cap_grid),
+        cmocka_unit_test(test_greedy_b_gap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -383,10 +383,10 @@ static void test_plan_auto(void **state)
     zb_schedule_free(g);
 }
 
-static double gen_makespan(const char *family, int chunks, zb_offload_t off, zb_recompute_t rc,
-                           const zb_costs_t *c, char *note)
+static double gen_makespan_pm(int P, int M, const char *family, int chunks, zb_offload_t off,
+                              zb_recompute_t rc, const zb_costs_t *c, char *note)
 {
-    zb_gen_params_t q = {.ranks = 4, .microbatches = 8, .chunks = chunks, .costs = c,
+    zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = chunks, .costs = c,
                          .recompute = rc};
     zb_schedule_t *s = NULL;
     zb_err_t e;
@@ -403,6 +403,12 @@ static double gen_makespan(const char *family, int chunks, zb_offload_t off, zb_
         snprintf(note, 96, "%.95s", q.note);
     zb_schedule_free(s);
     return mk;
+}
+
+static double gen_makespan(const char *family, int chunks, zb_offload_t off, zb_recompute_t rc,
+                           const zb_costs_t *c, char *note)
+{
+    return gen_makespan_pm(4, 8, family, chunks, off, rc, c, note);
 }
 
 /* auto with offload auto searches the fixed families' offload too: at two chunks per rank under
@@ -435,6 +441,32 @@ static void test_auto_offload_sees_families(void **state)
     zb_costs_free(&rank);
 }
 
+/* auto's list scheduler sees offload: with one chunk per rank at half of zb-h1's memory (P=8,
+ * M=16, H100-like stage times, a bf16 stash whose copy takes 0.8 F), no schedule made without
+ * copies in mind and offloaded afterwards beats recomputing, but the greedy with the copies
+ * folded into its costs (the first ranks send their stashes out, the last keep theirs) is
+ * clearly faster. Without start (5) of zb_generate_offload both are the same schedule. */
+static void test_auto_offload_folds_copies(void **state)
+{
+    (void)state;
+    zb_costs_t c;
+    zb_err_t e = {0};
+    assert_int_equal(zb_costs_init_uniform(&c, 8, 2.8, 3.84, 1.46, 0.05, 1, -0.375, -0.625, &e),
+                     ZB_OK);
+    assert_int_equal(zb_costs_set_offload(&c, 108, 47.5, 47.5, 0, &e), ZB_OK);
+    c.mem_limit = 4;
+    char note[96] = "";
+    double a = gen_makespan_pm(8, 16, "auto", 1, ZB_OFFLOAD_AUTO, ZB_RECOMPUTE_NONE, &c, note);
+    double rc = gen_makespan_pm(8, 16, "auto", 1, ZB_OFFLOAD_NONE, ZB_RECOMPUTE_AUTO, &c, NULL);
+    if (!(isfinite(a) && a < 0.97 * rc))
+        fail_msg("auto --offload auto %g (%s) not 3%% faster than recompute alone %g", a, note,
+                 rc);
+    assert_non_null(strstr(note, "auto's greedy"));
+    print_message("    P=8 M=16: auto --offload auto %.2f (%s), recompute auto %.2f\n", a, note,
+                  rc);
+    zb_costs_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_pass_all_families),
         cmocka_unit_test(test_plan_auto),
         cmocka_unit_test(test_auto_offload_sees_families),
+        cmocka_unit_test(test_auto_offload_folds_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,10 @@ typedef struct {
      * before the B allocates m_f - m_keep, then the B frees. Counted in the microbatch's
      * footprint (banker's check) and in whether the B fits now. */
     const double *b_pre;
+    /* Optional per-stage least time between an F's end and its B's start ([stages], NULL =
+     * none): with offload folded into the costs (auto_offload.c) the stash's copy to the host
+     * and back (O then L) lies between them. */
+    const double *b_gap;
 } zb_greedy_opts_t;
 
 /* Default options: FILL, lookahead on, deep-first, no in-flight cap, no memory cap. */

@@ -138,25 +138,50 @@ out:
     return st;
 }
 
+int zb_auto_stage_sets(int P, int v, bool partial, int *sets)
+{
+    int n = 0;
+    sets[n++] = 0;
+    if (!partial)
+        return n;
+    for (int q = 1; q <= 7; q++) {
+        int k = (int)lround(q * P / 8.0);
+        k = k < 1 ? 1 : k > P - 1 ? P - 1 : k;
+        if (P > 1 && sets[n - 1] != k)
+            sets[n++] = k;
+    }
+    if (v > 1)
+        sets[n++] = P;
+    return n;
+}
+
+void zb_auto_stage_set(int P, int v, zb_placement_t pl, int k, bool *sel)
+{
+    for (int s = 0; s < v * P; s++) {
+        int r = zb_stage_rank_of(P, v, pl, s);
+        sel[s] = k == 0 ? true : k < P ? r < k : s < P;
+    }
+}
+
+void zb_auto_stage_set_name(const char *verb, int k, int P, char *out, size_t n)
+{
+    if (k == 0)
+        snprintf(out, n, "%s all", verb);
+    else if (k == 1)
+        snprintf(out, n, "%s on rank 0", verb);
+    else if (k < P)
+        snprintf(out, n, "%s on ranks 0-%d", verb, k - 1);
+    else
+        snprintf(out, n, "%s the first chunk", verb);
+}
+
 zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_placement_t pl,
                                        const zb_costs_t *c, zb_recompute_t mode,
                                        zb_sweep_best_t *best, zb_err_t *err)
 {
     const int P = p->ranks, S = v * P;
-    /* The sets: 0 = every stage; k in 1..P-1 = the stages of ranks below k, for at most seven
-     * k spread over 1..P-1 (every k when P <= 8); P = the first chunk (v > 1). */
-    int sets[10], nsets = 0;
-    sets[nsets++] = 0;
-    if (mode == ZB_RECOMPUTE_AUTO) {
-        for (int q = 1; q <= 7; q++) {
-            int k = (int)lround(q * P / 8.0);
-            k = k < 1 ? 1 : k > P - 1 ? P - 1 : k;
-            if (P > 1 && sets[nsets - 1] != k)
-                sets[nsets++] = k;
-        }
-        if (v > 1)
-            sets[nsets++] = P;
-    }
+    int sets[ZB_AUTO_MAX_SETS];
+    const int nsets = zb_auto_stage_sets(P, v, mode == ZB_RECOMPUTE_AUTO, sets);
     /* About twice one plain sweep's greedy builds in all, at least two per set. */
     int base = zb_sweep_budget(P, v, p->microbatches);
     int builds = 2 * base / nsets;
@@ -171,18 +196,8 @@ zb_status_t zb_auto_recompute_chunking(const zb_gen_params_t *p, int v, zb_place
     char what[64];
     for (int i = 0; i < nsets && st == ZB_OK; i++) {
         const int k = sets[i];
-        for (int s = 0; s < S; s++) {
-            int r = zb_stage_rank_of(P, v, pl, s);
-            sel[s] = k == 0 ? true : k < P ? r < k : s < P;
-        }
-        if (k == 0)
-            snprintf(what, sizeof what, "recompute all");
-        else if (k == 1)
-            snprintf(what, sizeof what, "recompute on rank 0");
-        else if (k < P)
-            snprintf(what, sizeof what, "recompute on ranks 0-%d", k - 1);
-        else
-            snprintf(what, sizeof what, "recompute the first chunk");
+        zb_auto_stage_set(P, v, pl, k, sel);
+        zb_auto_stage_set_name("recompute", k, P, what, sizeof what);
         /* the families and the minimal-memory schedule only with every stage recomputed (the
          * partial sets are the greedy's: a family's order was not made for them) */
         st = try_set(p, v, pl, c, sel, what, builds, k == 0, best, err);

@@ -2,7 +2,7 @@
  * the smallest simulated makespan that fits the memory cap (ties: smaller span, then lower peak
  * memory; span and makespan swap roles with by_span). */
 #include "schedule/auto_sweep.h"
-
+#include "schedule/offload_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -33,7 +33,8 @@ bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, d
         return false;
     }
     double peak = 0;
-    if (!zb_fits_limits(s, c, cap, &peak)) {
+    const bool copies = zb_schedule_has_offload(s);
+    if (!copies && !zb_fits_limits(s, c, cap, &peak)) {
         zb_schedule_free(s);
         return false;
     }
@@ -43,7 +44,22 @@ bool zb_sweep_offer(zb_sweep_best_t *b, zb_schedule_t *s, const zb_costs_t *c, d
         return false;
     }
     double mk = sim.makespan, span = sim.span_max;
+    /* With copies the program order frees a stash at its O, the timeline only when the O ends
+     * (and an L takes it back when it starts): the timed peaks are the ones to fit. */
+    bool fits = true;
+    if (copies) {
+        peak = 0;
+        for (int r = 0; r < sim.ranks && fits; r++) {
+            double lim = fmin(cap, zb_costs_limit(c, r));
+            fits = sim.peak_mem[r] <= lim + 1e-9 * fmax(1.0, fabs(lim));
+            peak = fmax(peak, sim.peak_mem[r]);
+        }
+    }
     zb_sim_free(&sim);
+    if (!fits) {
+        zb_schedule_free(s);
+        return false;
+    }
     /* Lexicographic: makespan, then span (span first with by_span), then peak memory. */
     const double tol = 1e-9 * fmax(1.0, mk);
     const int lead = b->by_span ? 1 : 0; /* index of the leading key */
@@ -116,10 +132,12 @@ int zb_sweep_budget(int P, int v, int M)
 }
 
 /* The settings, most promising first: a short list that wins on the cost models measured so far
- * (docs/auto.md), then the full grid (duplicates are skipped when building). */
+ * (docs/auto.md), then the full grid (duplicates are skipped when building). `compact` leaves
+ * out of the grid the lookahead and W-keeping variants, so the in-flight caps and W modes come
+ * sooner (the offload fold's search, whose winners differ in those). */
 enum { LEAD = 14 }; /* entries of the lead list */
 
-static int settings(int P, int v, double cap, setting_t *out, int max)
+static int settings(int P, int v, double cap, bool compact, setting_t *out, int max)
 {
     const setting_t lead[] = {
         {2 * P, 2, ZB_WMODE_FILL, 0, false, true, 0, 0},
@@ -156,6 +174,8 @@ static int settings(int P, int v, double cap, setting_t *out, int max)
                         for (size_t ki = 0; ki < sizeof keeps / sizeof keeps[0]; ki++) {
                             if (modes[wi] == ZB_WMODE_TIGHT && !isfinite(cap))
                                 continue; /* same as FILL without a cap */
+                            if (compact && (la > 0 || ki > 0))
+                                continue;
                             if (n >= max)
                                 return n;
                             out[n++] = (setting_t){caps[ci][0], caps[ci][1], modes[wi], fb,
@@ -187,7 +207,7 @@ zb_status_t zb_greedy_sweep_rc(const char *name, int P, int v, zb_placement_t pl
     setting_t *set = malloc(sizeof *set * MAX_SETTINGS);
     if (!set)
         return zb_err_set(err, ZB_ENOMEM, "%s: out of memory", name);
-    int n = settings(P, v, cap, set, MAX_SETTINGS);
+    int n = settings(P, v, cap, rc && rc->compact, set, MAX_SETTINGS);
     int built = 0, ok = 0;
     zb_status_t last = ZB_OK;
     zb_err_t e;
@@ -210,12 +230,19 @@ zb_status_t zb_greedy_sweep_rc(const char *name, int P, int v, zb_placement_t pl
         o.mem_cap = cap;
         o.w_keep = (int)x->keep;
         o.w_keep_slope = x->keep_slope;
-        if (rc)
+        if (rc) {
             o.b_pre = rc->b_pre;
+            o.b_gap = rc->b_gap;
+        }
         zb_schedule_t *s = NULL;
         built++;
         zb_status_t st = zb_greedy_build(name, P, v, pl, M, rc ? rc->folded : c, &o, &s, NULL, &e);
-        if (st == ZB_OK && rc) {
+        if (st == ZB_OK && rc && rc->offload) {
+            zb_schedule_t *r = NULL;
+            st = zb_plan_offload_from(s, rc->offload, c, rc->offload_evals, &r, NULL, &e);
+            zb_schedule_free(s);
+            s = r;
+        } else if (st == ZB_OK && rc) {
             zb_schedule_t *r = NULL;
             st = zb_add_recompute(s, rc->which, &r, &e);
             zb_schedule_free(s);

@@ -33,15 +33,21 @@ zb_status_t zb_greedy_sweep(const char *name, int P, int v, zb_placement_t pl, i
                             const zb_costs_t *c, double cap, int max_builds,
                             zb_sweep_best_t *best, zb_err_t *err);
 
-/* Recompute folded into a sweep (see auto_recompute.c): the greedy runs on `folded` costs with
- * opts.b_pre = b_pre, each result gets zb_add_recompute(which) and is judged with the real
- * costs. `what` is appended to the label ("recompute all"). */
+/* Recompute or offload folded into a sweep (see auto_recompute.c, auto_offload.c): the greedy
+ * runs on `folded` costs with opts.b_pre = b_pre and opts.b_gap = b_gap; each result gets
+ * zb_add_recompute(which), or with `offload` the offload descent from those states
+ * (zb_plan_offload_from), and is judged with the real costs. `what` is appended to the label
+ * ("recompute all"). */
 typedef struct {
     const zb_costs_t *folded;
     const double *b_pre; /* [stages] */
-    const bool *which;   /* [stages * M] */
+    const double *b_gap; /* [stages] or NULL */
+    const bool *which;   /* [stages * M] (recompute) */
     const char *what;
     bool prune;          /* zb_recompute_prune each result before judging it (mode auto) */
+    const unsigned char *offload; /* [stages * M] start states (offload_internal.h) or NULL */
+    long long offload_evals;      /* the descent's budget of simulations per result */
+    bool compact;                 /* the sweep's compact grid (auto_sweep.c, settings) */
 } zb_sweep_rc_t;
 
 /* zb_greedy_sweep with recompute (rc != NULL): c is the real cost model, cap its limit. */

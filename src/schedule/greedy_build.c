@@ -53,6 +53,8 @@ static double ready_b(const greedy_t *g, int st, int m)
     double e = g->end_f[at(g, st, m)];
     if (isnan(e))
         return NAN;
+    if (g->o->b_gap)
+        e += g->o->b_gap[st]; /* a folded offload: the stash goes out and comes back first */
     if (st == g->S - 1)
         return e;
     double eb = g->end_b[at(g, st + 1, m)];
@@ -81,6 +83,8 @@ static double ready_lb(const greedy_t *g, int type, int st, int m)
     double lb = clock_of(g, pr) + zb_sched_duration(g->c, type, ps);
     if (pr != g->stage_rank[st])
         lb += g->c->comm[ps];
+    if (type != ZB_ACT_F && g->o->b_gap) /* the F is done: its copies bound the B too */
+        lb = fmax(lb, g->end_f[at(g, st, m)] + g->o->b_gap[st]);
     return lb;
 }
 

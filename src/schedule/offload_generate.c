@@ -13,12 +13,17 @@
  * auto's search places W's and R's better than the greedy offload step can); (4) every fixed
  * family at the same chunking with offload planned in (the rows `zbpp plan --offload` shows as
  * <family>+O): the schedules whose stashes wait longest between F and B (interleaved, looped)
- * hide their copies best, which no start from auto's own search reaches. */
+ * hide their copies best, which no start from auto's own search reaches; (5) auto's list
+ * scheduler with the offload of a set of stages folded into its costs (auto_offload.c), which
+ * lets the last ranks keep their stashes while the first ones send theirs out, in a schedule
+ * made for it. */
 #include "zbpp/schedule.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "schedule/auto_offload.h"
 
 /* `s` without its R's, every F saving again. */
 static zb_status_t drop_recompute(zb_schedule_t *s, zb_err_t *err)
@@ -98,6 +103,33 @@ static zb_status_t try_families(const zb_gen_params_t *q, zb_offload_t mode, zb_
     return *best ? ZB_OK : ZB_EMEMLIMIT;
 }
 
+/* Start (5): auto's list scheduler with offload folded in, at q's chunking (both placements
+ * with two chunks per rank); *best is replaced by a faster schedule that fits. */
+static zb_status_t try_folded(const zb_gen_params_t *q, zb_schedule_t **best, char *note,
+                              zb_err_t *err)
+{
+    const int P = q->ranks, M = q->microbatches, S = q->costs->stages;
+    const int v = q->chunks ? q->chunks : S % P == 0 ? S / P : 0;
+    if (v < 1 || v * P != S)
+        return ZB_OK; /* auto itself refuses the sizes; the other starts said why */
+    zb_sweep_best_t found;
+    zb_sweep_init(&found);
+    zb_status_t st = ZB_OK;
+    for (int k = 0; k < (v == 2 ? 2 : 1) && st == ZB_OK; k++)
+        st = zb_auto_offload_chunking(P, v, k ? ZB_PLACE_V : ZB_PLACE_LOOP, M, q->costs, &found,
+                                      err);
+    if (st == ZB_OK && found.s && zb_validate(found.s, q->costs, NULL) == ZB_OK &&
+        (!*best || found.makespan < makespan(*best, q->costs) * (1 - 1e-9))) {
+        zb_schedule_free(*best);
+        *best = found.s;
+        found.s = NULL;
+        snprintf(best[0]->name, sizeof best[0]->name, "auto");
+        snprintf(note, 96, "offload auto: auto's greedy, %.60s", found.label);
+    }
+    zb_sweep_clear(&found);
+    return st;
+}
+
 zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offload_t mode,
                                 zb_schedule_t **out, zb_err_t *err)
 {
@@ -153,6 +185,11 @@ zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offlo
         }
         zb_schedule_free(other);
         if (try_families(&q, mode, out, note) == ZB_OK)
+            st = ZB_OK;
+        zb_status_t st5 = try_folded(&q, out, note, err);
+        if (st5 != ZB_OK)
+            return st5; /* out of memory */
+        if (*out)
             st = ZB_OK;
     }
     if (st == ZB_OK)

@@ -15,4 +15,12 @@ enum {
 zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *which,
                                const zb_costs_t *c, zb_schedule_t **out, zb_err_t *err);
 
+/* zb_plan_offload's AUTO descent from a start other than "every pair kept": start[stage * M +
+ * mb] is ZB_RELOAD_NONE (kept) or anything else (offloaded, reload in time); NULL = every pair
+ * kept. At most max_evals schedules are simulated (<= 0: no bound); ZB_EMEMLIMIT when that
+ * budget runs out before the schedule fits. */
+zb_status_t zb_plan_offload_from(const zb_schedule_t *in, const unsigned char *start,
+                                 const zb_costs_t *c, long long max_evals, zb_schedule_t **out,
+                                 char *note, zb_err_t *err);
+
 #endif

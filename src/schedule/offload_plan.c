@@ -32,6 +32,7 @@ typedef struct {
     unsigned char *sel_o; /* [S*M] scratch for the passes */
     bool *sel_r;
     size_t n;
+    long long evals_left; /* schedules the descent may still simulate; < 0: no bound */
 } plan_t;
 
 /* The schedule of the current states. */
@@ -56,6 +57,10 @@ static zb_status_t build(plan_t *p, zb_schedule_t **out, zb_err_t *err)
  * points at it: free the simulation first). */
 static zb_status_t evaluate(plan_t *p, zb_schedule_t **s, zb_sim_t *sim, zb_err_t *err)
 {
+    if (p->evals_left == 0)
+        return zb_err_set(err, ZB_EMEMLIMIT, "offload auto: gave up (search budget spent)");
+    if (p->evals_left > 0)
+        p->evals_left--;
     zb_status_t st = build(p, s, err);
     if (st != ZB_OK)
         return st;
@@ -143,9 +148,10 @@ static zb_status_t try_step(plan_t *p, size_t k, unsigned char to, const target_
     zb_sim_t sim;
     zb_err_t e;
     zb_err_clear(&e);
+    const bool spent = p->evals_left == 0;
     zb_status_t st = evaluate(p, &s, &sim, &e);
     p->state[k] = was;
-    if (st == ZB_ENOMEM)
+    if (st == ZB_ENOMEM || spent)
         return zb_err_set(err, st, "%s", e.msg);
     if (st != ZB_OK)
         return ZB_OK; /* this step does not give a schedule that runs: not a candidate */
@@ -222,17 +228,54 @@ static zb_status_t plan_auto(plan_t *p, zb_schedule_t **out, char *note, zb_err_
     return st;
 }
 
+/* The checks every entry point makes; ZB_OK to go on. */
+static zb_status_t check_input(const zb_schedule_t *in, const zb_costs_t *c, zb_err_t *err)
+{
+    if (!in || !c)
+        return zb_err_set(err, ZB_EINVAL, "offload: NULL schedule or cost model");
+    if (zb_schedule_has_offload(in) || zb_schedule_has_recompute(in))
+        return zb_err_set(err, ZB_EINVAL, "offload: the schedule already has O/L or R actions "
+                                          "(the planner chooses them itself)");
+    return ZB_OK;
+}
+
+zb_status_t zb_plan_offload_from(const zb_schedule_t *in, const unsigned char *start,
+                                 const zb_costs_t *c, long long max_evals, zb_schedule_t **out,
+                                 char *note, zb_err_t *err)
+{
+    *out = NULL;
+    if (note)
+        note[0] = '\0';
+    zb_status_t st = check_input(in, c, err);
+    if (st != ZB_OK)
+        return st;
+    plan_t p = {.base = in, .c = c, .n = (size_t)in->stages * (size_t)in->microbatches,
+                .evals_left = max_evals > 0 ? max_evals : -1};
+    p.state = calloc(p.n, 1);
+    p.sel_o = calloc(p.n, 1);
+    p.sel_r = calloc(p.n, sizeof *p.sel_r);
+    if (p.state && p.sel_o && p.sel_r) {
+        for (size_t k = 0; start && k < p.n; k++)
+            p.state[k] = start[k] == ZB_RELOAD_NONE ? KEEP : OFFLOAD;
+        st = plan_auto(&p, out, note, err);
+    } else {
+        st = zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
+    }
+    free(p.state);
+    free(p.sel_o);
+    free(p.sel_r);
+    return st;
+}
+
 zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb_costs_t *c,
                             zb_schedule_t **out, char *note, zb_err_t *err)
 {
     *out = NULL;
     if (note)
         note[0] = '\0';
-    if (!in || !c)
-        return zb_err_set(err, ZB_EINVAL, "offload: NULL schedule or cost model");
-    if (zb_schedule_has_offload(in) || zb_schedule_has_recompute(in))
-        return zb_err_set(err, ZB_EINVAL, "offload: the schedule already has O/L or R actions "
-                                          "(the planner chooses them itself)");
+    zb_status_t st = check_input(in, c, err);
+    if (st != ZB_OK)
+        return st;
     if (mode == ZB_OFFLOAD_NONE) {
         *out = zb_schedule_clone(in);
         return *out ? ZB_OK : zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
@@ -241,15 +284,5 @@ zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb
         return zb_add_offload(in, NULL, c, out, err);
     if (mode != ZB_OFFLOAD_AUTO)
         return zb_err_set(err, ZB_EINVAL, "offload: unknown mode %d", (int)mode);
-    plan_t p = {.base = in, .c = c, .n = (size_t)in->stages * (size_t)in->microbatches};
-    p.state = calloc(p.n, 1);
-    p.sel_o = calloc(p.n, 1);
-    p.sel_r = calloc(p.n, sizeof *p.sel_r);
-    zb_status_t st = p.state && p.sel_o && p.sel_r
-                         ? plan_auto(&p, out, note, err)
-                         : zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
-    free(p.state);
-    free(p.sel_o);
-    free(p.sel_r);
-    return st;
+    return zb_plan_offload_from(in, NULL, c, 0, out, note, err);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "schedule/offload_internal.h"
 #include "zbpp/plan.h"
 #include "zbpp/schedule_io.h"
 
@@ -356,6 +357,28 @@ static void test_plan_auto(void **state)
         assert_true(fast.peak_mem[r] <= 2.5 + 1e-9);
     zb_sim_free(&fast);
     zb_sim_free(&slow);
+    zb_schedule_free(o);
+
+    /* the descent's budget: one simulation cannot fit zb-h1 under 2.5; no bound can */
+    assert_int_equal(zb_plan_offload_from(g, NULL, &c, 1, &o, note, &e), ZB_EMEMLIMIT);
+    assert_null(o);
+    assert_non_null(strstr(e.msg, "budget"));
+    /* a start with stage 0 offloaded: its pairs never come back to the device */
+    unsigned char start[4 * 8] = {0};
+    for (int m = 0; m < 8; m++)
+        start[m] = ZB_RELOAD_IN_TIME;
+    assert_int_equal(zb_plan_offload_from(g, start, &c, 0, &o, note, &e), ZB_OK);
+    expect(o, &c, ZB_OK, NULL);
+    int kept = 0;
+    for (int m = 0; m < 8; m++) {
+        bool moved = false;
+        for (int i = 0; i < o->rank[0].len; i++) {
+            const zb_action_t *a = &o->rank[0].actions[i];
+            moved |= a->stage == 0 && a->mb == m && (a->type == ZB_ACT_O || a->type == ZB_ACT_R);
+        }
+        kept += !moved;
+    }
+    assert_int_equal(kept, 0);
     zb_schedule_free(o);
 
     /* a limit only the in-flight stashes break (3 of zb-h1's 4 on rank 0, 3.4 on rank 1):

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "schedule/auto_offload.h"
+#include "schedule/offload_internal.h"
 
 /* `s` without its R's, every F saving again. */
 static zb_status_t drop_recompute(zb_schedule_t *s, zb_err_t *err)
@@ -39,9 +40,11 @@ static zb_status_t drop_recompute(zb_schedule_t *s, zb_err_t *err)
     return zb_schedule_mark_recompute(s, err);
 }
 
-/* Generate `family` with costs `c` (its limit as given), then plan offload under p->costs. */
+/* Generate `family` with costs `c` (its limit as given), then plan offload under p->costs; an
+ * auto plan simulates at most max_evals schedules (<= 0: no bound). */
 static zb_status_t one_start(const char *family, const zb_gen_params_t *p, const zb_costs_t *c,
-                             zb_offload_t mode, zb_schedule_t **out, char *note, zb_err_t *err)
+                             zb_offload_t mode, long long max_evals, zb_schedule_t **out,
+                             char *note, zb_err_t *err)
 {
     zb_gen_params_t q = *p;
     q.costs = c;
@@ -54,7 +57,9 @@ static zb_status_t one_start(const char *family, const zb_gen_params_t *p, const
         st = zb_err_set(err, ZB_EINVAL, "offload: %s has %d stages, its cost model %d", family,
                         s->stages, p->costs->stages);
     if (st == ZB_OK)
-        st = zb_plan_offload(s, mode, p->costs, out, note, err);
+        st = mode == ZB_OFFLOAD_AUTO
+                 ? zb_plan_offload_from(s, NULL, p->costs, max_evals, out, note, err)
+                 : zb_plan_offload(s, mode, p->costs, out, note, err);
     zb_schedule_free(s);
     return st;
 }
@@ -69,6 +74,16 @@ static double makespan(const zb_schedule_t *s, const zb_costs_t *c)
     return m;
 }
 
+/* Simulated actions one offload descent of auto's starts (1), (2), (4) may spend: it tries
+ * every pair alive at a rank's peak at each step, so at P=16 M=64 an unbounded one ran minutes
+ * per family; the bound leaves every size up to P=8 M=16 unbounded in practice. */
+#define FAMILY_DESCENT_WORK 2e7
+
+static long long family_evals(int stages, int M)
+{
+    return (long long)fmax(16.0, FAMILY_DESCENT_WORK / (3.0 * stages * M));
+}
+
 /* Start (4): each fixed family at q's chunking with offload planned under q's costs; *best
  * (NULL: none yet) is replaced by a faster one that fits, and note names it. ZB_OK when *best
  * holds a schedule afterwards. */
@@ -78,6 +93,7 @@ static zb_status_t try_families(const zb_gen_params_t *q, zb_offload_t mode, zb_
     size_t n = 0;
     const zb_generator_info_t *fam = zb_generators(&n);
     double best_mk = *best ? makespan(*best, q->costs) : INFINITY;
+    const long long evals = family_evals(q->costs->stages, q->microbatches);
     for (size_t i = 0; i < n; i++) {
         if (fam[i].reads_costs && strcmp(fam[i].name, "zb-v") != 0)
             continue; /* auto and optimal: the starts above, or too slow to try here */
@@ -88,7 +104,7 @@ static zb_status_t try_families(const zb_gen_params_t *q, zb_offload_t mode, zb_
         char fnote[96] = "";
         zb_err_t e;
         zb_err_clear(&e);
-        if (one_start(fam[i].name, &f, q->costs, mode, &s, fnote, &e) != ZB_OK)
+        if (one_start(fam[i].name, &f, q->costs, mode, evals, &s, fnote, &e) != ZB_OK)
             continue; /* the family refuses the shape, or cannot fit the limit */
         double mk = makespan(s, q->costs);
         if (mk < best_mk * (1 - 1e-9) && zb_validate(s, q->costs, NULL) == ZB_OK) {
@@ -148,10 +164,14 @@ zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offlo
     char note[96] = "";
     zb_gen_params_t q = *p;
     q.any_placement = false; /* the offload step's costs are those of p->chunks */
-    st = one_start(family, &q, &free_c, mode, out, note, err);
-    zb_costs_free(&free_c);
+    /* auto's starts share the bound of start (4)'s descents; a family asked for by name gets
+     * its one descent unbounded */
     const bool is_auto = zb_generator_find(family) == zb_generator_find("auto");
-    if (is_auto && mode == ZB_OFFLOAD_AUTO && zb_costs_limited(p->costs) && st != ZB_ENOMEM) {
+    const bool starts = is_auto && mode == ZB_OFFLOAD_AUTO && zb_costs_limited(p->costs);
+    const long long evals = starts ? family_evals(p->costs->stages, p->microbatches) : 0;
+    st = one_start(family, &q, &free_c, mode, evals, out, note, err);
+    zb_costs_free(&free_c);
+    if (starts && st != ZB_ENOMEM) {
         zb_costs_t folded;
         zb_schedule_t *other = NULL;
         char other_note[96] = "";
@@ -160,7 +180,7 @@ zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offlo
         zb_status_t st2 = zb_costs_clone(&folded, p->costs, &e2);
         if (st2 == ZB_OK && (st2 = zb_costs_set_recompute(&folded, 0, 0, &e2)) == ZB_OK) {
             q.recompute = ZB_RECOMPUTE_ALL;
-            st2 = one_start(family, &q, &folded, mode, &other, other_note, &e2);
+            st2 = one_start(family, &q, &folded, mode, evals, &other, other_note, &e2);
         }
         zb_costs_free(&folded);
         if (st2 == ZB_OK &&

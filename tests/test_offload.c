@@ -9,6 +9,7 @@
 
 #include "schedule/offload_internal.h"
 #include "zbpp/plan.h"
+#include "zbpp/workers.h"
 #include "zbpp/schedule_io.h"
 
 static void expect(const zb_schedule_t *s, const zb_costs_t *c, zb_status_t want,
@@ -490,6 +491,36 @@ static void test_auto_offload_folds_copies(void **state)
     zb_costs_free(&c);
 }
 
+/* The descent's tries run on the caller's worker group: the plan is the same with 1 or 3
+ * threads (the step is chosen in pair order from all tries, whichever thread ran each). */
+static void test_plan_same_on_threads(void **state)
+{
+    (void)state;
+    zb_schedule_t *g = tu_gen("zb-h1", 4, 8, 1), *alone = NULL, *shared = NULL;
+    zb_costs_t c;
+    zb_err_t e = {0};
+    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 1, 1, 0.1, 1, -0.6, -0.4, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_recompute(&c, 1, 0, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_offload(&c, 1, 1.5, 1.5, 0, &e), ZB_OK);
+    c.mem_limit = 2.5;
+    char note[96], note3[96];
+    assert_int_equal(zb_plan_offload(g, ZB_OFFLOAD_AUTO, &c, &alone, note, &e), ZB_OK);
+    zb_workers_t *w = NULL;
+    assert_int_equal(zb_workers_new(3, NULL, &w, &e), ZB_OK);
+    zb_workers_t *prev = zb_workers_enter(w);
+    assert_int_equal(zb_plan_offload(g, ZB_OFFLOAD_AUTO, &c, &shared, note3, &e), ZB_OK);
+    zb_workers_enter(prev);
+    zb_workers_free(w);
+    assert_true(zb_schedule_has_offload(alone) && zb_schedule_has_recompute(alone));
+    assert_true(zb_schedule_equal(alone, shared));
+    assert_string_equal(note, note3);
+    print_message("    %s\n", note);
+    zb_schedule_free(alone);
+    zb_schedule_free(shared);
+    zb_schedule_free(g);
+    zb_costs_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -503,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_plan_auto),
         cmocka_unit_test(test_auto_offload_sees_families),
         cmocka_unit_test(test_auto_offload_folds_copies),
+        cmocka_unit_test(test_plan_same_on_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

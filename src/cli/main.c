@@ -1,26 +1,45 @@
 /* zbpp — command-line entry point: dispatch to a subcommand. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "zbpp/version.h"
+#include "zbpp/workers.h"
 
 typedef struct {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
+    bool planner; /* runs on a worker group of every core it may use (the offload planner's
+                     tries, schedule/offload_plan.c); the results do not depend on it */
 } command_t;
 
 static const command_t commands[] = {
-    {"schedule", zb_cmd_schedule, "generate a pipeline schedule and show or export it"},
-    {"simulate", zb_cmd_simulate, "simulate a schedule read from a PyTorch CSV file"},
-    {"validate", zb_cmd_validate, "check a schedule CSV: completeness, dependencies, memory, deadlock"},
-    {"train", zb_cmd_train, "train a GPT-2 model (demo corpus, llm.c shards or text)"},
-    {"plan", zb_cmd_plan, "compare every schedule family under a memory limit, best first"},
-    {"profile", zb_cmd_profile, "measure a model's F/B/W per block and the schedules they imply"},
-    {"plot", zb_cmd_plot, "draw a training metrics file (loss, lr, tokens/s) as an SVG chart"},
-    {"generate", zb_cmd_generate, "sample text from a trained model (llm.c checkpoint, KV cache)"},
+    {"schedule", zb_cmd_schedule, "generate a pipeline schedule and show or export it", true},
+    {"simulate", zb_cmd_simulate, "simulate a schedule read from a PyTorch CSV file", true},
+    {"validate", zb_cmd_validate, "check a schedule CSV: completeness, dependencies, memory, deadlock", true},
+    {"train", zb_cmd_train, "train a GPT-2 model (demo corpus, llm.c shards or text)", false},
+    {"plan", zb_cmd_plan, "compare every schedule family under a memory limit, best first", true},
+    {"profile", zb_cmd_profile, "measure a model's F/B/W per block and the schedules they imply", false},
+    {"plot", zb_cmd_plot, "draw a training metrics file (loss, lr, tokens/s) as an SVG chart", false},
+    {"generate", zb_cmd_generate, "sample text from a trained model (llm.c checkpoint, KV cache)", false},
 };
+
+/* A planner command on a worker group (unpinned: the helpers sleep when there is nothing to
+ * share); without one (a single core, or threads that cannot start) it runs alone. */
+static int run_planner(const command_t *c, int argc, char **argv)
+{
+    zb_workers_t *w = NULL;
+    int n = zb_workers_default_threads(1);
+    if (n > 1 && zb_workers_new(n, NULL, &w, NULL) != ZB_OK)
+        w = NULL;
+    zb_workers_t *prev = zb_workers_enter(w);
+    int rc = c->run(argc, argv);
+    zb_workers_enter(prev);
+    zb_workers_free(w);
+    return rc;
+}
 
 static void usage(FILE *out)
 {
@@ -52,7 +71,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            return commands[i].planner ? run_planner(&commands[i], argc - 1, argv + 1)
+                                       : commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "zbpp: unknown command '%s' (see zbpp --help)\n", argv[1]);
     return 2;
 }

@@ -19,6 +19,7 @@
 
 #include "schedule/offload_internal.h"
 #include "schedule/sched_index.h"
+#include "zbpp/workers.h"
 
 /* The states of a pair, in the only order a pair moves through them (the first three are the
  * pass's ZB_RELOAD_* values). */
@@ -35,22 +36,30 @@ typedef struct {
     long long evals_left; /* schedules the descent may still simulate; < 0: no bound */
 } plan_t;
 
+/* The schedule of the pairs' states `state`; sel_o and sel_r are the caller's scratch. */
+static zb_status_t build_states(const zb_schedule_t *base, const zb_costs_t *c,
+                                const unsigned char *state, unsigned char *sel_o, bool *sel_r,
+                                size_t n, zb_schedule_t **out, zb_err_t *err)
+{
+    bool any_r = false;
+    for (size_t k = 0; k < n; k++) {
+        sel_o[k] = state[k] == RECOMPUTE ? ZB_RELOAD_NONE : state[k];
+        sel_r[k] = state[k] == RECOMPUTE;
+        any_r |= sel_r[k];
+    }
+    zb_schedule_t *rc = NULL;
+    zb_status_t st = any_r ? zb_add_recompute(base, sel_r, &rc, err) : ZB_OK;
+    if (st != ZB_OK)
+        return st;
+    st = zb_add_offload_how(rc ? rc : base, sel_o, c, out, err);
+    zb_schedule_free(rc);
+    return st;
+}
+
 /* The schedule of the current states. */
 static zb_status_t build(plan_t *p, zb_schedule_t **out, zb_err_t *err)
 {
-    bool any_r = false;
-    for (size_t k = 0; k < p->n; k++) {
-        p->sel_o[k] = p->state[k] == RECOMPUTE ? ZB_RELOAD_NONE : p->state[k];
-        p->sel_r[k] = p->state[k] == RECOMPUTE;
-        any_r |= p->sel_r[k];
-    }
-    zb_schedule_t *rc = NULL;
-    zb_status_t st = any_r ? zb_add_recompute(p->base, p->sel_r, &rc, err) : ZB_OK;
-    if (st != ZB_OK)
-        return st;
-    st = zb_add_offload_how(rc ? rc : p->base, p->sel_o, p->c, out, err);
-    zb_schedule_free(rc);
-    return st;
+    return build_states(p->base, p->c, p->state, p->sel_o, p->sel_r, p->n, out, err);
 }
 
 /* The schedule of the current states and its simulation (*sim owns nothing of *s's but
@@ -137,37 +146,91 @@ typedef struct {
 
 static bool below(double a, double b) { return a < b - 1e-12 * fmax(1.0, fabs(b)); }
 
-/* Try moving pair k to state `to`; keep it in *best when it lowers the target rank's memory at
- * the target time without raising its peak, and beats *best. */
-static zb_status_t try_step(plan_t *p, size_t k, unsigned char to, const target_t *g,
-                            step_t *best, zb_err_t *err)
+/* One try of a step: pair k moved to state `to`, and what came of it. */
+typedef struct {
+    size_t k;
+    unsigned char to;
+    zb_status_t st;            /* ZB_OK: it ran; ZB_ENOMEM; anything else: not a candidate */
+    double np, mk, busy, at;   /* the target rank's peak, makespan, compute, memory at g->t */
+} try_t;
+
+typedef struct {
+    const plan_t *p;
+    const target_t *g;
+    try_t *tries;
+} tries_ctx_t;
+
+/* One try, on its own copy of the states (tries run on the current worker group at once). */
+static void run_try(void *ctx, size_t i, int worker)
 {
-    unsigned char was = p->state[k];
-    p->state[k] = to;
+    (void)worker;
+    const tries_ctx_t *x = ctx;
+    const plan_t *p = x->p;
+    try_t *t = &x->tries[i];
+    unsigned char *state = malloc(p->n), *sel_o = malloc(p->n);
+    bool *sel_r = malloc(p->n * sizeof *sel_r);
     zb_schedule_t *s = NULL;
     zb_sim_t sim;
     zb_err_t e;
     zb_err_clear(&e);
-    const bool spent = p->evals_left == 0;
-    zb_status_t st = evaluate(p, &s, &sim, &e);
-    p->state[k] = was;
-    if (st == ZB_ENOMEM || spent)
-        return zb_err_set(err, st, "%s", e.msg);
-    if (st != ZB_OK)
-        return ZB_OK; /* this step does not give a schedule that runs: not a candidate */
-    double np = sim.peak_mem[g->rank], mk = sim.makespan, busy = 0;
-    for (int r = 0; r < sim.ranks; r++)
-        busy += sim.busy[r];
-    double at = mem_at(s, &sim, p->c, g->rank, g->t);
-    zb_sim_free(&sim);
+    t->st = state && sel_o && sel_r ? ZB_OK : ZB_ENOMEM;
+    if (t->st == ZB_OK) {
+        memcpy(state, p->state, p->n);
+        state[t->k] = t->to;
+        t->st = build_states(p->base, p->c, state, sel_o, sel_r, p->n, &s, &e);
+    }
+    if (t->st == ZB_OK && (t->st = zb_simulate(s, p->c, &sim, &e)) == ZB_OK) {
+        t->np = sim.peak_mem[x->g->rank];
+        t->mk = sim.makespan;
+        t->busy = 0;
+        for (int r = 0; r < sim.ranks; r++)
+            t->busy += sim.busy[r];
+        t->at = mem_at(s, &sim, p->c, x->g->rank, x->g->t);
+        zb_sim_free(&sim);
+    }
     zb_schedule_free(s);
-    if (below(g->peak, np) || !below(at, g->at))
-        return ZB_OK;
-    bool same_time = !below(best->makespan, mk), same_work = same_time && !below(best->busy, busy);
-    bool better = best->to == KEEP || below(mk, best->makespan) ||
-                  (same_time && below(busy, best->busy)) || (same_work && below(at, best->at));
-    if (better)
-        *best = (step_t){.k = k, .to = to, .makespan = mk, .busy = busy, .at = at};
+    free(state);
+    free(sel_o);
+    free(sel_r);
+}
+
+/* Every try of one step (each alive pair one state further, and to recompute), run over the
+ * calling thread's worker group; *best gets the one that lowers the target rank's memory at the
+ * target time without raising its peak, at the smallest makespan (then least compute, then
+ * lowest memory then; ties: the first in pair order, whatever the thread count). */
+static zb_status_t best_step(plan_t *p, const target_t *g, const unsigned char *alive,
+                             try_t *tries, step_t *best, zb_err_t *err)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < p->n; k++) {
+        if (!alive[k] || p->state[k] == RECOMPUTE)
+            continue;
+        for (unsigned char to = p->state[k] + 1; to <= RECOMPUTE; to++)
+            tries[n++] = (try_t){.k = k, .to = to};
+    }
+    if (p->evals_left >= 0 && (long long)n > p->evals_left) {
+        p->evals_left = 0;
+        return zb_err_set(err, ZB_EMEMLIMIT, "offload auto: gave up (search budget spent)");
+    }
+    if (p->evals_left > 0)
+        p->evals_left -= (long long)n;
+    zb_parallel_for(n, run_try, &(tries_ctx_t){.p = p, .g = g, .tries = tries});
+    *best = (step_t){.to = KEEP};
+    for (size_t i = 0; i < n; i++) {
+        const try_t *t = &tries[i];
+        if (t->st == ZB_ENOMEM)
+            return zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
+        if (t->st != ZB_OK || below(g->peak, t->np) || !below(t->at, g->at))
+            continue;
+        bool same_time = !below(best->makespan, t->mk),
+             same_work = same_time && !below(best->busy, t->busy);
+        bool better = best->to == KEEP || below(t->mk, best->makespan) ||
+                      (same_time && below(t->busy, best->busy)) ||
+                      (same_work && below(t->at, best->at));
+        if (better)
+            *best = (step_t){.k = t->k, .to = t->to, .makespan = t->mk, .busy = t->busy,
+                             .at = t->at};
+    }
     return ZB_OK;
 }
 
@@ -183,8 +246,12 @@ static void describe(const plan_t *p, char *note)
 static zb_status_t plan_auto(plan_t *p, zb_schedule_t **out, char *note, zb_err_t *err)
 {
     unsigned char *alive = malloc(p->n);
-    if (!alive)
+    try_t *tries = malloc(3 * p->n * sizeof *tries); /* at most three tries per pair */
+    if (!alive || !tries) {
+        free(alive);
+        free(tries);
         return zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
+    }
     zb_status_t st;
     for (;;) {
         zb_schedule_t *s = NULL;
@@ -205,15 +272,7 @@ static zb_status_t plan_auto(plan_t *p, zb_schedule_t **out, char *note, zb_err_
         zb_sim_free(&sim);
         zb_schedule_free(s);
         step_t best = {.to = KEEP};
-        for (size_t k = 0; k < p->n && st == ZB_OK; k++) {
-            if (!alive[k] || p->state[k] == RECOMPUTE)
-                continue;
-            for (unsigned char to = p->state[k] + 1; to < RECOMPUTE && st == ZB_OK; to++)
-                st = try_step(p, k, to, &g, &best, err);
-            if (st == ZB_OK)
-                st = try_step(p, k, RECOMPUTE, &g, &best, err);
-        }
-        if (st != ZB_OK)
+        if ((st = best_step(p, &g, alive, tries, &best, err)) != ZB_OK)
             break;
         if (best.to == KEEP) {
             st = zb_err_set(err, ZB_EMEMLIMIT,
@@ -225,6 +284,7 @@ static zb_status_t plan_auto(plan_t *p, zb_schedule_t **out, char *note, zb_err_
         p->state[best.k] = best.to;
     }
     free(alive);
+    free(tries);
     return st;
 }
 

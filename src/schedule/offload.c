@@ -48,15 +48,30 @@ typedef struct {
 
 static bool is_back(int t) { return t == ZB_ACT_B || t == ZB_ACT_BW; }
 
-/* Index of the backward of the pair of F at index f, or -1. */
-static int find_back(const zb_rank_program_t *p, int f)
+/* Index of the backward of the pair of F at index f, or -1. back_at[stage * M + mb] is the
+ * first backward of each pair in the program (-1: none): a lookup instead of a scan, which made
+ * the pass quadratic in the program's length (the offload planner runs it once per try). */
+static int find_back(const zb_rank_program_t *p, int M, const int *back_at, int f)
 {
     const zb_action_t *a = &p->actions[f];
-    for (int i = f + 1; i < p->len; i++)
+    int b = back_at[(size_t)a->stage * (size_t)M + (size_t)a->mb];
+    if (b > f || b < 0)
+        return b;
+    for (int i = f + 1; i < p->len; i++) /* not a valid schedule: a backward before its F */
         if (is_back(p->actions[i].type) && p->actions[i].stage == a->stage &&
             p->actions[i].mb == a->mb)
             return i;
     return -1;
+}
+
+/* Fill (set) or clear (!set) back_at for rank program p. */
+static void index_backs(const zb_rank_program_t *p, int M, int *back_at, bool set)
+{
+    for (int i = p->len - 1; i >= 0; i--) {
+        const zb_action_t *a = &p->actions[i];
+        if (is_back(a->type))
+            back_at[(size_t)a->stage * (size_t)M + (size_t)a->mb] = set ? i : -1;
+    }
 }
 
 /* Whether the pair gets offloaded: chosen by `which`, or (NULL) when some compute action of the
@@ -78,7 +93,7 @@ static int chosen(const zb_schedule_t *s, const zb_rank_program_t *p, int f, int
 /* The pairs of rank r, in program order of their F, with the O's end times (the device->host
  * channel takes them one at a time, each when its F has ended). */
 static int collect(const zb_schedule_t *s, int r, const unsigned char *which,
-                   const zb_costs_t *c, const zb_sim_t *sim, pair_t *pairs)
+                   const zb_costs_t *c, const zb_sim_t *sim, const int *back_at, pair_t *pairs)
 {
     const zb_rank_program_t *p = &s->rank[r];
     int n = 0;
@@ -86,7 +101,7 @@ static int collect(const zb_schedule_t *s, int r, const unsigned char *which,
     for (int i = 0; i < p->len; i++) {
         if (p->actions[i].type != ZB_ACT_F)
             continue;
-        int b = find_back(p, i), how = b < 0 ? ZB_RELOAD_NONE : chosen(s, p, i, b, which);
+        int b = find_back(p, s->microbatches, back_at, i), how = b < 0 ? ZB_RELOAD_NONE : chosen(s, p, i, b, which);
         if (how == ZB_RELOAD_NONE)
             continue;
         double start = fmax(sim->end[r][i], chan);
@@ -203,17 +218,24 @@ zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *whi
     for (int r = 0; r < in->ranks; r++)
         most = in->rank[r].len > most ? in->rank[r].len : most;
     pair_t *pairs = malloc((size_t)most * sizeof *pairs);
+    const size_t npairs = (size_t)in->stages * (size_t)in->microbatches;
+    int *back_at = malloc((npairs ? npairs : 1) * sizeof *back_at);
     zb_schedule_t *o = zb_schedule_new(in->name, in->ranks, in->chunks, in->placement,
                                        in->microbatches);
-    st = pairs && o ? ZB_OK : ZB_ENOMEM;
+    st = pairs && back_at && o ? ZB_OK : ZB_ENOMEM;
+    for (size_t k = 0; back_at && k < npairs; k++)
+        back_at[k] = -1;
     for (int r = 0; r < in->ranks && st == ZB_OK; r++) {
-        int n = collect(in, r, which, c, &sim, pairs);
+        index_backs(&in->rank[r], in->microbatches, back_at, true);
+        int n = collect(in, r, which, c, &sim, back_at, pairs);
+        index_backs(&in->rank[r], in->microbatches, back_at, false);
         qsort(pairs, (size_t)n, sizeof *pairs, by_back);
         place_reloads(in, r, c, &sim, pairs, n);
         qsort(pairs, (size_t)n, sizeof *pairs, by_place);
         st = emit(in, r, pairs, n, o);
     }
     free(pairs);
+    free(back_at);
     zb_sim_free(&sim);
     if (st != ZB_OK) {
         zb_schedule_free(o);

@@ -277,13 +277,16 @@ static void memory_peaks(sim_ctx_t *x, zb_sim_t *o)
     for (int r = 0; r < x->s->ranks; r++) {
         struct mem_event *ev = &x->events[(size_t)r * (size_t)x->max_len];
         /* a rank's actions start in program order, so only copies (an O frees memory when it
-         * ends) put the events out of order: sort only then (the planner simulates many
-         * schedules without copies) */
-        bool sorted = true;
-        for (int i = 1; i < x->n_events[r] && sorted; i++)
-            sorted = event_cmp(&ev[i - 1], &ev[i]) <= 0;
-        if (!sorted)
-            qsort(ev, (size_t)x->n_events[r], sizeof *ev, event_cmp);
+         * ends, a few actions later) put the events out of order, and not far: a stable
+         * insertion sort costs about one step per event (qsort's merge sort was a fifth of
+         * the offload planner's time) */
+        for (int i = 1; i < x->n_events[r]; i++) {
+            struct mem_event e = ev[i];
+            int j = i;
+            for (; j > 0 && event_cmp(&ev[j - 1], &e) > 0; j--)
+                ev[j] = ev[j - 1];
+            ev[j] = e;
+        }
         double mem = 0;
         o->peak_time[r] = x->n_events[r] ? ev[0].t : NAN;
         for (int i = 0; i < x->n_events[r]; i++) {

@@ -214,6 +214,17 @@ zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *whi
     zb_status_t st = zb_simulate(in, c, &sim, err);
     if (st != ZB_OK)
         return st;
+    st = zb_add_offload_timed(in, &sim, which, c, out, err);
+    zb_sim_free(&sim);
+    return st;
+}
+
+zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeline,
+                                 const unsigned char *which, const zb_costs_t *c,
+                                 zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    zb_status_t st;
     int most = 1;
     for (int r = 0; r < in->ranks; r++)
         most = in->rank[r].len > most ? in->rank[r].len : most;
@@ -227,16 +238,15 @@ zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *whi
         back_at[k] = -1;
     for (int r = 0; r < in->ranks && st == ZB_OK; r++) {
         index_backs(&in->rank[r], in->microbatches, back_at, true);
-        int n = collect(in, r, which, c, &sim, back_at, pairs);
+        int n = collect(in, r, which, c, timeline, back_at, pairs);
         index_backs(&in->rank[r], in->microbatches, back_at, false);
         qsort(pairs, (size_t)n, sizeof *pairs, by_back);
-        place_reloads(in, r, c, &sim, pairs, n);
+        place_reloads(in, r, c, timeline, pairs, n);
         qsort(pairs, (size_t)n, sizeof *pairs, by_place);
         st = emit(in, r, pairs, n, o);
     }
     free(pairs);
     free(back_at);
-    zb_sim_free(&sim);
     if (st != ZB_OK) {
         zb_schedule_free(o);
         return zb_err_set(err, st, "offload: out of memory");

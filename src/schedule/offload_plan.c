@@ -154,11 +154,44 @@ typedef struct {
     double np, mk, busy, at;   /* the target rank's peak, makespan, compute, memory at g->t */
 } try_t;
 
+/* What a step's tries share: the schedule of the current states without copies (with the R's
+ * of the recompute set) and its timeline, from which the offload pass places the L's. A try
+ * that leaves the recompute set as it is needs only the pass (zb_add_offload_timed). */
+typedef struct {
+    zb_schedule_t *rc; /* NULL: the base schedule itself (nothing recomputed) */
+    const zb_schedule_t *in;
+    zb_sim_t sim;
+    bool ok;
+} shared_t;
+
 typedef struct {
     const plan_t *p;
     const target_t *g;
     try_t *tries;
+    const shared_t *shared;
 } tries_ctx_t;
+
+static void shared_init(const plan_t *p, shared_t *sh)
+{
+    *sh = (shared_t){.in = p->base};
+    bool any_r = false;
+    for (size_t k = 0; k < p->n; k++) {
+        p->sel_r[k] = p->state[k] == RECOMPUTE;
+        any_r |= p->sel_r[k];
+    }
+    if (any_r && zb_add_recompute(p->base, p->sel_r, &sh->rc, NULL) != ZB_OK)
+        return; /* each try builds its own (and meets the same failure) */
+    if (sh->rc)
+        sh->in = sh->rc;
+    sh->ok = zb_simulate(sh->in, p->c, &sh->sim, NULL) == ZB_OK;
+}
+
+static void shared_free(shared_t *sh)
+{
+    if (sh->ok)
+        zb_sim_free(&sh->sim);
+    zb_schedule_free(sh->rc);
+}
 
 /* One try, on its own copy of the states (tries run on the current worker group at once). */
 static void run_try(void *ctx, size_t i, int worker)
@@ -177,7 +210,13 @@ static void run_try(void *ctx, size_t i, int worker)
     if (t->st == ZB_OK) {
         memcpy(state, p->state, p->n);
         state[t->k] = t->to;
-        t->st = build_states(p->base, p->c, state, sel_o, sel_r, p->n, &s, &e);
+        if (x->shared->ok && t->to != RECOMPUTE) { /* the recompute set stays: share its timeline */
+            for (size_t k = 0; k < p->n; k++)
+                sel_o[k] = state[k] == RECOMPUTE ? ZB_RELOAD_NONE : state[k];
+            t->st = zb_add_offload_timed(x->shared->in, &x->shared->sim, sel_o, p->c, &s, &e);
+        } else {
+            t->st = build_states(p->base, p->c, state, sel_o, sel_r, p->n, &s, &e);
+        }
     }
     if (t->st == ZB_OK && (t->st = zb_simulate(s, p->c, &sim, &e)) == ZB_OK) {
         t->np = sim.peak_mem[x->g->rank];
@@ -214,7 +253,10 @@ static zb_status_t best_step(plan_t *p, const target_t *g, const unsigned char *
     }
     if (p->evals_left > 0)
         p->evals_left -= (long long)n;
-    zb_parallel_for(n, run_try, &(tries_ctx_t){.p = p, .g = g, .tries = tries});
+    shared_t shared;
+    shared_init(p, &shared);
+    zb_parallel_for(n, run_try, &(tries_ctx_t){.p = p, .g = g, .tries = tries, .shared = &shared});
+    shared_free(&shared);
     *best = (step_t){.to = KEEP};
     for (size_t i = 0; i < n; i++) {
         const try_t *t = &tries[i];

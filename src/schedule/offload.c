@@ -50,18 +50,14 @@ static bool is_back(int t) { return t == ZB_ACT_B || t == ZB_ACT_BW; }
 
 /* Index of the backward of the pair of F at index f, or -1. back_at[stage * M + mb] is the
  * first backward of each pair in the program (-1: none): a lookup instead of a scan, which made
- * the pass quadratic in the program's length (the offload planner runs it once per try). */
+ * the pass quadratic in the program's length (the offload planner runs it once per try). The
+ * pass works on simulated programs, where a backward never comes before its own F (the rank
+ * would wait for itself). */
 static int find_back(const zb_rank_program_t *p, int M, const int *back_at, int f)
 {
     const zb_action_t *a = &p->actions[f];
     int b = back_at[(size_t)a->stage * (size_t)M + (size_t)a->mb];
-    if (b > f || b < 0)
-        return b;
-    for (int i = f + 1; i < p->len; i++) /* not a valid schedule: a backward before its F */
-        if (is_back(p->actions[i].type) && p->actions[i].stage == a->stage &&
-            p->actions[i].mb == a->mb)
-            return i;
-    return -1;
+    return b > f ? b : -1;
 }
 
 /* Fill (set) or clear (!set) back_at for rank program p. */
@@ -101,7 +97,8 @@ static int collect(const zb_schedule_t *s, int r, const unsigned char *which,
     for (int i = 0; i < p->len; i++) {
         if (p->actions[i].type != ZB_ACT_F)
             continue;
-        int b = find_back(p, s->microbatches, back_at, i), how = b < 0 ? ZB_RELOAD_NONE : chosen(s, p, i, b, which);
+        int b = find_back(p, s->microbatches, back_at, i);
+        int how = b < 0 ? ZB_RELOAD_NONE : chosen(s, p, i, b, which);
         if (how == ZB_RELOAD_NONE)
             continue;
         double start = fmax(sim->end[r][i], chan);

@@ -139,7 +139,7 @@ static zb_status_t try_folded(const zb_gen_params_t *q, zb_schedule_t **best, ch
         zb_schedule_free(*best);
         *best = found.s;
         found.s = NULL;
-        snprintf(best[0]->name, sizeof best[0]->name, "auto");
+        snprintf((*best)->name, sizeof (*best)->name, "auto");
         snprintf(note, 96, "offload auto: auto's greedy, %.60s", found.label);
     }
     zb_sweep_clear(&found);

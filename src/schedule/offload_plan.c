@@ -36,10 +36,9 @@ typedef struct {
     long long evals_left; /* schedules the descent may still simulate; < 0: no bound */
 } plan_t;
 
-/* The schedule of the pairs' states `state`; sel_o and sel_r are the caller's scratch. */
-static zb_status_t build_states(const zb_schedule_t *base, const zb_costs_t *c,
-                                const unsigned char *state, unsigned char *sel_o, bool *sel_r,
-                                size_t n, zb_schedule_t **out, zb_err_t *err)
+/* sel_o and sel_r of the pairs' states: each pair's reload choice, and whether it recomputes.
+ * Returns whether any pair recomputes. */
+static bool split_states(const unsigned char *state, unsigned char *sel_o, bool *sel_r, size_t n)
 {
     bool any_r = false;
     for (size_t k = 0; k < n; k++) {
@@ -47,6 +46,47 @@ static zb_status_t build_states(const zb_schedule_t *base, const zb_costs_t *c,
         sel_r[k] = state[k] == RECOMPUTE;
         any_r |= sel_r[k];
     }
+    return any_r;
+}
+
+/* What the schedules of one step share: the schedule of the current states without copies
+ * (with the R's of the recompute set) and its timeline, from which the offload pass places the
+ * L's. Any states with the same recompute set need only the pass (zb_add_offload_timed). */
+typedef struct {
+    zb_schedule_t *rc; /* NULL: the base schedule itself (nothing recomputed) */
+    const zb_schedule_t *in;
+    zb_sim_t sim;
+    bool ok; /* false: each schedule is built whole (and meets the same failure) */
+} shared_t;
+
+static void shared_init(plan_t *p, shared_t *sh)
+{
+    *sh = (shared_t){.in = p->base};
+    if (split_states(p->state, p->sel_o, p->sel_r, p->n) &&
+        zb_add_recompute(p->base, p->sel_r, &sh->rc, NULL) != ZB_OK)
+        return;
+    if (sh->rc)
+        sh->in = sh->rc;
+    sh->ok = zb_simulate(sh->in, p->c, &sh->sim, NULL) == ZB_OK;
+}
+
+static void shared_free(shared_t *sh)
+{
+    if (sh->ok)
+        zb_sim_free(&sh->sim);
+    zb_schedule_free(sh->rc);
+}
+
+/* The schedule of the pairs' states `state`; sel_o and sel_r are the caller's scratch. `same_r`
+ * (when ok) was made for a state with the same recompute set. */
+static zb_status_t build_states(const zb_schedule_t *base, const zb_costs_t *c,
+                                const unsigned char *state, unsigned char *sel_o, bool *sel_r,
+                                size_t n, const shared_t *same_r, zb_schedule_t **out,
+                                zb_err_t *err)
+{
+    const bool any_r = split_states(state, sel_o, sel_r, n);
+    if (same_r && same_r->ok)
+        return zb_add_offload_timed(same_r->in, &same_r->sim, sel_o, c, out, err);
     zb_schedule_t *rc = NULL;
     zb_status_t st = any_r ? zb_add_recompute(base, sel_r, &rc, err) : ZB_OK;
     if (st != ZB_OK)
@@ -56,21 +96,16 @@ static zb_status_t build_states(const zb_schedule_t *base, const zb_costs_t *c,
     return st;
 }
 
-/* The schedule of the current states. */
-static zb_status_t build(plan_t *p, zb_schedule_t **out, zb_err_t *err)
-{
-    return build_states(p->base, p->c, p->state, p->sel_o, p->sel_r, p->n, out, err);
-}
-
-/* The schedule of the current states and its simulation (*sim owns nothing of *s's but
- * points at it: free the simulation first). */
-static zb_status_t evaluate(plan_t *p, zb_schedule_t **s, zb_sim_t *sim, zb_err_t *err)
+/* The schedule of the current states (sh: shared_init of them) and its simulation (*sim owns
+ * nothing of *s's but points at it: free the simulation first). */
+static zb_status_t evaluate(plan_t *p, const shared_t *sh, zb_schedule_t **s, zb_sim_t *sim,
+                            zb_err_t *err)
 {
     if (p->evals_left == 0)
         return zb_err_set(err, ZB_EMEMLIMIT, "offload auto: gave up (search budget spent)");
     if (p->evals_left > 0)
         p->evals_left--;
-    zb_status_t st = build(p, s, err);
+    zb_status_t st = build_states(p->base, p->c, p->state, p->sel_o, p->sel_r, p->n, sh, s, err);
     if (st != ZB_OK)
         return st;
     if ((st = zb_simulate(*s, p->c, sim, err)) != ZB_OK) {
@@ -154,44 +189,12 @@ typedef struct {
     double np, mk, busy, at;   /* the target rank's peak, makespan, compute, memory at g->t */
 } try_t;
 
-/* What a step's tries share: the schedule of the current states without copies (with the R's
- * of the recompute set) and its timeline, from which the offload pass places the L's. A try
- * that leaves the recompute set as it is needs only the pass (zb_add_offload_timed). */
-typedef struct {
-    zb_schedule_t *rc; /* NULL: the base schedule itself (nothing recomputed) */
-    const zb_schedule_t *in;
-    zb_sim_t sim;
-    bool ok;
-} shared_t;
-
 typedef struct {
     const plan_t *p;
     const target_t *g;
     try_t *tries;
     const shared_t *shared;
 } tries_ctx_t;
-
-static void shared_init(const plan_t *p, shared_t *sh)
-{
-    *sh = (shared_t){.in = p->base};
-    bool any_r = false;
-    for (size_t k = 0; k < p->n; k++) {
-        p->sel_r[k] = p->state[k] == RECOMPUTE;
-        any_r |= p->sel_r[k];
-    }
-    if (any_r && zb_add_recompute(p->base, p->sel_r, &sh->rc, NULL) != ZB_OK)
-        return; /* each try builds its own (and meets the same failure) */
-    if (sh->rc)
-        sh->in = sh->rc;
-    sh->ok = zb_simulate(sh->in, p->c, &sh->sim, NULL) == ZB_OK;
-}
-
-static void shared_free(shared_t *sh)
-{
-    if (sh->ok)
-        zb_sim_free(&sh->sim);
-    zb_schedule_free(sh->rc);
-}
 
 /* One try, on its own copy of the states (tries run on the current worker group at once). */
 static void run_try(void *ctx, size_t i, int worker)
@@ -210,13 +213,9 @@ static void run_try(void *ctx, size_t i, int worker)
     if (t->st == ZB_OK) {
         memcpy(state, p->state, p->n);
         state[t->k] = t->to;
-        if (x->shared->ok && t->to != RECOMPUTE) { /* the recompute set stays: share its timeline */
-            for (size_t k = 0; k < p->n; k++)
-                sel_o[k] = state[k] == RECOMPUTE ? ZB_RELOAD_NONE : state[k];
-            t->st = zb_add_offload_timed(x->shared->in, &x->shared->sim, sel_o, p->c, &s, &e);
-        } else {
-            t->st = build_states(p->base, p->c, state, sel_o, sel_r, p->n, &s, &e);
-        }
+        /* a try that does not recompute keeps the step's recompute set: share its timeline */
+        t->st = build_states(p->base, p->c, state, sel_o, sel_r, p->n,
+                             t->to != RECOMPUTE ? x->shared : NULL, &s, &e);
     }
     if (t->st == ZB_OK && (t->st = zb_simulate(s, p->c, &sim, &e)) == ZB_OK) {
         t->np = sim.peak_mem[x->g->rank];
@@ -238,7 +237,7 @@ static void run_try(void *ctx, size_t i, int worker)
  * target time without raising its peak, at the smallest makespan (then least compute, then
  * lowest memory then; ties: the first in pair order, whatever the thread count). */
 static zb_status_t best_step(plan_t *p, const target_t *g, const unsigned char *alive,
-                             try_t *tries, step_t *best, zb_err_t *err)
+                             const shared_t *sh, try_t *tries, step_t *best, zb_err_t *err)
 {
     size_t n = 0;
     for (size_t k = 0; k < p->n; k++) {
@@ -253,10 +252,7 @@ static zb_status_t best_step(plan_t *p, const target_t *g, const unsigned char *
     }
     if (p->evals_left > 0)
         p->evals_left -= (long long)n;
-    shared_t shared;
-    shared_init(p, &shared);
-    zb_parallel_for(n, run_try, &(tries_ctx_t){.p = p, .g = g, .tries = tries, .shared = &shared});
-    shared_free(&shared);
+    zb_parallel_for(n, run_try, &(tries_ctx_t){.p = p, .g = g, .tries = tries, .shared = sh});
     *best = (step_t){.to = KEEP};
     for (size_t i = 0; i < n; i++) {
         const try_t *t = &tries[i];
@@ -298,11 +294,16 @@ static zb_status_t plan_auto(plan_t *p, zb_schedule_t **out, char *note, zb_err_
     for (;;) {
         zb_schedule_t *s = NULL;
         zb_sim_t sim;
-        if ((st = evaluate(p, &s, &sim, err)) != ZB_OK)
+        shared_t sh;
+        shared_init(p, &sh);
+        if ((st = evaluate(p, &sh, &s, &sim, err)) != ZB_OK) {
+            shared_free(&sh);
             break;
+        }
         int r = worst_rank(p->c, &sim);
         if (r < 0) {
             zb_sim_free(&sim);
+            shared_free(&sh);
             *out = s;
             if (note)
                 describe(p, note);
@@ -314,7 +315,9 @@ static zb_status_t plan_auto(plan_t *p, zb_schedule_t **out, char *note, zb_err_
         zb_sim_free(&sim);
         zb_schedule_free(s);
         step_t best = {.to = KEEP};
-        if ((st = best_step(p, &g, alive, tries, &best, err)) != ZB_OK)
+        st = best_step(p, &g, alive, &sh, tries, &best, err);
+        shared_free(&sh);
+        if (st != ZB_OK)
             break;
         if (best.to == KEEP) {
             st = zb_err_set(err, ZB_EMEMLIMIT,

@@ -10,6 +10,9 @@
 # time of each step), which a neighbour does not inflate the same way.
 # PyTorch: Debian's python3-torch (run with /usr/bin/python3) or any torch on $PYTHON; its BLAS
 # threads follow OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, set here to the thread count.
+# Where zbpp runs bf16 products on this CPU (AVX512-BF16/AMX and oneDNN: docs/compute.md), a
+# column gives zbpp's bf16 step and the fp32/bf16 ratio (issue 32's goal: at least 1.5); else a
+# line says why not.
 #
 # usage: bash bench/bench_cpu_vs_torch.sh [zbpp] [steps reps layers "threads..."]
 #        (defaults: build/zbpp 3 1 12 "1 2 <all cores>")
@@ -37,11 +40,19 @@ echo "GPT-2 124M (L=$L) B=$B T=$T fp32, one step; $STEPS timed steps x $REPS rep
      "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
 echo "zbpp:  $zk"
 echo "torch: $tk"
+# shellcheck disable=SC2086
+if "$Z" train $MODEL --steps 0 --precision bf16 --verbose >"$W/bf" 2>&1; then
+    BF16=1
+    echo "zbpp bf16: $(sed -n 's/^zbpp train: CPU bf16 products: //p' "$W/bf")"
+else
+    BF16=0
+    echo "zbpp bf16: not run here: $(tail -1 "$W/bf")"
+fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-zbpp_ms() { # threads -> median step ms of one run
+zbpp_ms() { # threads [more flags] -> median step ms of one run
     # shellcheck disable=SC2086
-    "$Z" train $MODEL --threads "$1" --metrics "$W/m.jsonl" >"$W/out" 2>&1 ||
+    "$Z" train $MODEL --threads "$@" --metrics "$W/m.jsonl" >"$W/out" 2>&1 ||
         { echo "zbpp --threads $1 failed: $(tail -1 "$W/out")" >&2; return 1; }
     grep -o '"step_ms": *[0-9.]*' "$W/m.jsonl" | tail -n +2 | sed 's/.*: *//' | median
 }
@@ -60,21 +71,29 @@ zbpp_cpu_ms() { # one thread, whole step, thread CPU time (bench_gpt2_step)
     sed -n 's/^ *whole step thread CPU *//p' "$W/zout"
 }
 
-for t in $THREADS; do : >"$W/z$t"; : >"$W/t$t"; done
+for t in $THREADS; do : >"$W/z$t"; : >"$W/t$t"; : >"$W/b$t"; done
 : >"$W/zcpu"; : >"$W/tcpu"
 for rep in $(seq 1 "$REPS"); do
     for t in $THREADS; do
         zbpp_ms "$t" >>"$W/z$t" || exit 1
         torch_ms "$t" >>"$W/t$t" || exit 1
+        if [ "$BF16" = 1 ]; then zbpp_ms "$t" --precision bf16 >>"$W/b$t" || exit 1; fi
     done
     if [ -x "$(dirname "$Z")/bench_gpt2_step" ] && [[ " $THREADS " == *" 1 "* ]]; then
         zbpp_cpu_ms >>"$W/zcpu" || exit 1
     fi
 done
-printf "%-8s %12s %12s %12s\n" threads "zbpp ms" "torch ms" "zbpp/torch"
+printf "%-8s %12s %12s %12s" threads "zbpp ms" "torch ms" "zbpp/torch"
+[ "$BF16" = 1 ] && printf " %14s %14s" "zbpp bf16 ms" "fp32/bf16"
+echo
 for t in $THREADS; do
     z=$(median <"$W/z$t") p=$(median <"$W/t$t")
-    printf "%-8s %12.0f %12.0f %12.3f\n" "$t" "$z" "$p" "$(awk -v a="$z" -v b="$p" 'BEGIN {print a / b}')"
+    printf "%-8s %12.0f %12.0f %12.3f" "$t" "$z" "$p" "$(awk -v a="$z" -v b="$p" 'BEGIN {print a / b}')"
+    if [ "$BF16" = 1 ]; then
+        b=$(median <"$W/b$t")
+        printf " %14.0f %14.3f" "$b" "$(awk -v a="$z" -v b="$b" 'BEGIN {print a / b}')"
+    fi
+    echo
 done
 if [ -s "$W/zcpu" ] && [ -s "$W/tcpu" ]; then
     z=$(median <"$W/zcpu") p=$(median <"$W/tcpu")

@@ -30,10 +30,12 @@ mpi_packages=(openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 lib
               libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libibverbs1 librdmacm1
               libnl-3-200 libnl-route-3-200 libnuma1 libpsm-infinipath1 libpsm2-2 libucx0 libmunge2
               libatomic1 libudev1 libuuid1)
+# oneDNN: the CPU's bf16 products (issue 32), measured on the GPU machine's AMX Xeon
+onednn_packages=(libdnnl-dev libdnnl2 ocl-icd-libopencl1 libgomp1)
 packages=(libopenblas-dev libopenblas0 libopenblas0-pthread libopenblas-pthread-dev libgfortran5
           libquadmath0 libcmocka-dev libcmocka0 pkgconf pkgconf-bin libpkgconf3 pkg-config
           libglpk-dev libglpk40 libamd2 libcolamd2 libsuitesparseconfig5 libltdl7 libgmp10
-          "${mpi_packages[@]}")
+          "${mpi_packages[@]}" "${onednn_packages[@]}")
 
 die() { echo "gpu_deps: $*" >&2; exit 1; }
 

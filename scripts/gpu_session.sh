@@ -26,7 +26,8 @@
 #                                   (issue 29: the fp32 attention's GPU test, the fp32 stage and
 #                                   pipeline tests, bench_flash, the predicted memory, the fp32/tf32
 #                                   steps at their largest B), offload (bench/bench_gpu_offload.sh),
-#                                   cpu (zbpp's CPU step vs PyTorch CPU at 1, 2 and all cores)
+#                                   cpu (the CPU bf16 tests on its AMX, zbpp's CPU step fp32 and
+#                                   bf16 vs PyTorch CPU at 1, 2 and all cores)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
 #                                   ratios, communication hidden, memory vs --ranks 1, small model)
@@ -35,7 +36,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,33p' "$0" >&2
+    sed -n '2,34p' "$0" >&2
     exit 2
     ;;
 esac
@@ -193,8 +194,13 @@ all)
             step offload 200 env OUT="$logs" bash bench/bench_gpu_offload.sh build-gpu 6 16 1024 bf16 4 8
             tail -12 "$logs/offload.log"
             ;;
-        cpu) # issue 32: the CPU step next to PyTorch on this machine's cores (1, 2, all)
-            step cpu_vs_torch 150 env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \
+        cpu) # issue 32: bf16 on this machine's AMX CPU (oneDNN) for real, then the CPU step next
+            # to PyTorch on its cores (1, 2, all), with zbpp's bf16 column
+            step test_cpu_bf16 30 build-gpu/test_cpu_bf16
+            step cli_cpu_bf16 60 bash tests/cli_cpu_bf16.sh build-gpu/zbpp .
+            grep -hE "bf16 products|FAIL|SKIPPED|PASSED|passed|refused" "$logs/test_cpu_bf16.log" \
+                "$logs/cli_cpu_bf16.log" | head -12
+            step cpu_vs_torch 240 env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \
                 build-gpu/zbpp 3 1 12
             tail -12 "$logs/cpu_vs_torch.log"
             ;;

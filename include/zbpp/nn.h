@@ -170,11 +170,31 @@ const char *zb_blas_best_core(unsigned features, int (*has_core)(const char *));
  * so it is safe before zb_blas_init). */
 const zb_blas_kernel_t *zb_blas_kernel(void);
 
-/* Whether this CPU build can train with bf16 products: ZB_OK, or ZB_EUNSUPPORTED and the one
- * reason in err (no AVX512-BF16/AMX-BF16 instructions; no bf16 GEMM in the BLAS; no CPU bf16
- * path in the trainer), checked in that order. */
+/* ---- bf16 matrix products on the CPU (docs/compute.md, "bf16 on the CPU") ----
+ * Autocast's numerics: every matrix product (linear layers, attention) rounds its operands to
+ * bf16 (round to nearest even) and sums the exact products in fp32 into an fp32 output; weights,
+ * activations, gradients and AdamW state stay fp32. Needs AVX512-BF16 or AMX-BF16 and zbpp built
+ * with oneDNN, which runs the products. */
+
+/* Whether bf16 products can run here: ZB_OK, or ZB_EUNSUPPORTED and the one reason in err (no
+ * AVX512-BF16/AMX-BF16 instructions; zbpp built without oneDNN; oneDNN has no bf16 product for
+ * this CPU), checked in that order. */
 zb_status_t zb_cpu_bf16_check(zb_err_t *err);
-/* The same decision for given ZB_CPU_* features and BLAS (tests). */
-zb_status_t zb_cpu_bf16_check_for(unsigned features, int has_sbgemm, zb_err_t *err);
+/* The same decision for given ZB_CPU_* features, backend_why being the backend's reason to
+ * refuse (NULL: it runs). */
+zb_status_t zb_cpu_bf16_check_for(unsigned features, const char *backend_why, zb_err_t *err);
+
+typedef enum { ZB_CPU_GEMM_FP32 = 0, ZB_CPU_GEMM_BF16 = 1 } zb_cpu_gemm_precision_t;
+/* Process-wide: the precision of every matrix product the kernels of this header compute from
+ * now on (every thread, every rank of the process). BF16 fails as zb_cpu_bf16_check does and
+ * leaves the setting as it was. Set it before training starts, not during a step. */
+zb_status_t zb_cpu_gemm_set_precision(zb_cpu_gemm_precision_t p, zb_err_t *err);
+zb_cpu_gemm_precision_t zb_cpu_gemm_precision(void);
+/* What runs the bf16 products ("oneDNN 2.6.3 brg:avx512_core_amx"); "" in fp32. */
+const char *zb_cpu_bf16_backend(void);
+/* Test hook: "emulate" makes bf16 products run on any CPU, as fp32 products of the rounded
+ * operands (the same numerics up to the order of the sums), so the path is tested where no bf16
+ * CPU is. Not for users: it is slower than fp32. */
+#define ZB_CPU_BF16_TEST_ENV "ZBPP_TEST_CPU_BF16"
 
 #endif

@@ -94,17 +94,17 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
         d->opts.null_messages = !strcmp(d->gpu_messages, "none");
         d->opts.device_messages = d->opts.null_messages || !strcmp(d->gpu_messages, "device");
     }
-    zb_err_t bf16_err;
-    if (!d->cuda && d->opts.precision == ZB_CUDA_BF16 && !d->tf32 &&
-        zb_cpu_bf16_check(&bf16_err) != ZB_OK) {
-        fprintf(stderr, "zbpp %s: --precision bf16 needs --device cuda here: %s\n", cmd,
-                bf16_err.msg);
-        return 2;
-    }
-    if (!d->cuda && d->opts.precision != ZB_CUDA_FP32) {
-        fprintf(stderr, "zbpp %s: %s needs --device cuda (the CPU computes in fp32)\n", cmd,
-                d->tf32 ? "--tf32" : d->opts.precision == ZB_CUDA_TF32 ? "--precision tf32"
-                                                                       : "--precision bf16");
+    if (!d->cuda && d->opts.precision == ZB_CUDA_BF16 && !d->tf32) {
+        /* bf16 products on the CPU (docs/compute.md): from here on, for the whole process */
+        zb_err_t bf16_err;
+        if (zb_cpu_gemm_set_precision(ZB_CPU_GEMM_BF16, &bf16_err) != ZB_OK) {
+            fprintf(stderr, "zbpp %s: --precision bf16 on the CPU: %s (or use --device cuda)\n",
+                    cmd, bf16_err.msg);
+            return 2;
+        }
+    } else if (!d->cuda && d->opts.precision != ZB_CUDA_FP32) {
+        fprintf(stderr, "zbpp %s: %s needs --device cuda (the CPU computes in fp32 or bf16)\n",
+                cmd, d->tf32 ? "--tf32" : "--precision tf32");
         return 2;
     }
     return 0;
@@ -130,7 +130,9 @@ void zb_cli_device_usage(FILE *out)
             "  --precision fp32|tf32|bf16 fp32 (TF32 off, default), tf32 products, or bf16\n"
             "                       activations and products (channels a multiple of 8, head\n"
             "                       size 16/32/64/128); gradients, master weights and AdamW\n"
-            "                       state stay fp32 (the CPU is fp32 only)\n"
+            "                       state stay fp32; on the CPU, bf16 rounds the operands\n"
+            "                       of the matrix products only and needs AVX512-BF16 or\n"
+            "                       AMX (docs/compute.md)\n"
             "  --tf32               same as --precision tf32\n"
             "  --sm-per-rank K      (train) SMs of each rank's partition when pipeline ranks\n"
             "                       share a GPU (default: the even split; a multiple of the\n"

@@ -40,5 +40,7 @@ void zb_cli_print_kernel_header(bool verbose)
         char f[160];
         fprintf(stderr, "zbpp train: CPU features: %s\n",
                 zb_cpu_features_str(k->features, f, sizeof f));
+        if (zb_cpu_gemm_precision() == ZB_CPU_GEMM_BF16)
+            fprintf(stderr, "zbpp train: CPU bf16 products: %s\n", zb_cpu_bf16_backend());
     }
 }

@@ -1,31 +1,78 @@
-/* Whether `--precision bf16` can run on the CPU, and if not, the one reason why. Three things
- * are needed: bf16 instructions (AVX512-BF16 or AMX-BF16; without them bf16 products are only
- * emulated, slower than fp32), a bf16 GEMM in the BLAS (OpenBLAS's cblas_sbgemm, present only in
- * builds with BUILD_BFLOAT16), and a CPU trainer that calls it. docs/compute.md, "bf16 on the
- * CPU". */
-#define _GNU_SOURCE /* RTLD_DEFAULT */
+/* `--precision bf16` on the CPU: whether it can run (bf16 instructions, and a backend that runs
+ * bf16 products on them), and the process-wide switch that routes every matrix product of the
+ * kernels through the bf16 path (gemm_bf16.c). docs/compute.md, "bf16 on the CPU". */
 #include "zbpp/nn.h"
 
-#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-zb_status_t zb_cpu_bf16_check_for(unsigned features, int has_sbgemm, zb_err_t *err)
+#include "nn/gemm_bf16.h"
+
+static int gemm_mode = ZB_GEMM_MODE_FP32;
+static char backend_desc[160];
+
+int zb_gemm_mode(void) { return __atomic_load_n(&gemm_mode, __ATOMIC_RELAXED); }
+
+zb_status_t zb_cpu_bf16_check_for(unsigned features, const char *backend_why, zb_err_t *err)
 {
     char f[200];
     if (!(features & (ZB_CPU_AVX512_BF16 | ZB_CPU_AMX_BF16)))
         return zb_err_set(err, ZB_EUNSUPPORTED,
                           "this CPU has no AVX512-BF16 or AMX-BF16 instructions (it has: %s)",
                           zb_cpu_features_str(features, f, sizeof f));
-    if (!has_sbgemm)
-        return zb_err_set(err, ZB_EUNSUPPORTED,
-                          "the BLAS has no bf16 GEMM (cblas_sbgemm: Debian's OpenBLAS 0.3.21 is "
-                          "built without it)");
-    return zb_err_set(err, ZB_EUNSUPPORTED,
-                      "the CPU trainer computes in fp32 only (no bf16 path through cblas_sbgemm "
-                      "yet)");
+    if (backend_why)
+        return zb_err_set(err, ZB_EUNSUPPORTED, "%s", backend_why);
+    return ZB_OK;
+}
+
+/* The test hook's value: "emulate" runs the bf16 path on any CPU, its products emulated. */
+static int emulation_asked(void)
+{
+    const char *v = getenv(ZB_CPU_BF16_TEST_ENV);
+    return v && !strcmp(v, "emulate");
+}
+
+static zb_status_t check(char *desc, size_t desc_n, zb_err_t *err)
+{
+    unsigned features = zb_cpu_features();
+    if (!(features & (ZB_CPU_AVX512_BF16 | ZB_CPU_AMX_BF16))) /* the backend is not asked */
+        return zb_cpu_bf16_check_for(features, NULL, err);
+    char why[200];
+    return zb_cpu_bf16_check_for(
+        features, zb_bf16_backend_probe(desc, desc_n, why, sizeof why) ? why : NULL, err);
 }
 
 zb_status_t zb_cpu_bf16_check(zb_err_t *err)
 {
-    return zb_cpu_bf16_check_for(zb_cpu_features(), dlsym(RTLD_DEFAULT, "cblas_sbgemm") != NULL,
-                                 err);
+    char desc[sizeof backend_desc];
+    return emulation_asked() ? ZB_OK : check(desc, sizeof desc, err);
 }
+
+zb_status_t zb_cpu_gemm_set_precision(zb_cpu_gemm_precision_t p, zb_err_t *err)
+{
+    if (p != ZB_CPU_GEMM_FP32 && p != ZB_CPU_GEMM_BF16)
+        return zb_err_set(err, ZB_EINVAL, "unknown CPU matrix-product precision %d", (int)p);
+    int mode = ZB_GEMM_MODE_FP32;
+    char desc[sizeof backend_desc] = "";
+    if (p == ZB_CPU_GEMM_BF16 && emulation_asked()) {
+        mode = ZB_GEMM_MODE_BF16_EMULATED;
+        snprintf(desc, sizeof desc, "emulated: fp32 products of bf16-rounded operands (%s=emulate)",
+                 ZB_CPU_BF16_TEST_ENV);
+    } else if (p == ZB_CPU_GEMM_BF16) {
+        zb_status_t st = check(desc, sizeof desc, err);
+        if (st != ZB_OK)
+            return st;
+        mode = ZB_GEMM_MODE_BF16;
+    }
+    memcpy(backend_desc, desc, sizeof desc);
+    __atomic_store_n(&gemm_mode, mode, __ATOMIC_RELAXED);
+    return ZB_OK;
+}
+
+zb_cpu_gemm_precision_t zb_cpu_gemm_precision(void)
+{
+    return zb_gemm_bf16_on() ? ZB_CPU_GEMM_BF16 : ZB_CPU_GEMM_FP32;
+}
+
+const char *zb_cpu_bf16_backend(void) { return zb_gemm_bf16_on() ? backend_desc : ""; }

@@ -5,13 +5,19 @@
 
 #include <cblas.h>
 
+#include "nn/gemm_bf16.h"
 #include "zbpp/nn.h"
 
-/* C[M,N] = alpha · op(A) · op(B) + beta · C, row-major, leading dimensions given. */
+/* C[M,N] = alpha · op(A) · op(B) + beta · C, row-major, leading dimensions given; with bf16
+ * products on (zb_cpu_gemm_set_precision), op(A) and op(B) are rounded to bf16 first. */
 static inline void zb_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                             const float *A, int lda, const float *B, int ldb, float beta, float *C,
                             int ldc)
 {
+    if (zb_gemm_bf16_on()) {
+        zb_gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     zb_blas_init();
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

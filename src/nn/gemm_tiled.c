@@ -1,8 +1,12 @@
 /* The kernels' large matrix products, split into fixed tiles of the output that the current
  * worker group shares (docs/threads.md). Each tile is one single-threaded sgemm call on a view of
  * the operands; the tiles depend only on the shape, never on the number of threads, so every
- * thread count makes exactly the same sgemm calls and gets the same bits. */
+ * thread count makes exactly the same sgemm calls and gets the same bits. With bf16 products on,
+ * the whole operands are rounded to bf16 once (shared over the group) and the tiles are views of
+ * the rounded copies. */
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nn/gemm.h"
 #include "zbpp/workers.h"
@@ -26,6 +30,7 @@ typedef struct {
     int ta, tb, M, N, K;
     float alpha, beta;
     const float *A, *B;
+    const uint16_t *A16, *B16; /* the operands rounded to bf16 (bf16 products), else NULL */
     float *C;
     int lda, ldb, ldc;
     int rows, cols;   /* rows and columns per tile */
@@ -41,8 +46,15 @@ static void tile_run(void *ctx, size_t chunk, int worker)
     int n = g->N - c0 < g->cols ? g->N - c0 : g->cols;
     /* rows r0.. of op(A): A's row r0 (not transposed) or column r0 (transposed); columns c0.. of
      * op(B): B's column c0 (not transposed) or row c0 (transposed) */
-    const float *A = g->ta ? g->A + r0 : g->A + (size_t)r0 * g->lda;
-    const float *B = g->tb ? g->B + (size_t)c0 * g->ldb : g->B + c0;
+    size_t a_off = g->ta ? (size_t)r0 : (size_t)r0 * g->lda;
+    size_t b_off = g->tb ? (size_t)c0 * g->ldb : (size_t)c0;
+    if (g->A16) {
+        zb_gemm_bf16_packed(g->ta, g->tb, m, n, g->K, g->alpha, g->A16 + a_off, g->lda,
+                            g->B16 + b_off, g->ldb, g->beta, g->C + (size_t)r0 * g->ldc + c0,
+                            g->ldc);
+        return;
+    }
+    const float *A = g->A + a_off, *B = g->B + b_off;
     zb_sgemm(g->ta, g->tb, m, n, g->K, g->alpha, A, g->lda, B, g->ldb, g->beta,
              g->C + (size_t)r0 * g->ldc + c0, g->ldc);
 }
@@ -105,6 +117,25 @@ int zb_sgemm_tile_count(int M, int N, int K)
     return plan_tiles(&g);
 }
 
+/* bf16 products: op(A) and op(B) rounded once into the calling thread's buffers, dense (the
+ * tiles' leading dimensions become the stored widths). False when they did not fit in memory:
+ * the product then ran untiled. */
+static bool round_operands(tiled_t *g)
+{
+    int ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;
+    int br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
+    uint16_t *a = zb_bf16_buffer(0, (size_t)ar * ac), *b = zb_bf16_buffer(1, (size_t)br * bc);
+    if (!a || !b) {
+        zb_sgemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
+                 g->C, g->ldc);
+        return false;
+    }
+    zb_bf16_pack(a, g->A, ar, ac, g->lda);
+    zb_bf16_pack(b, g->B, br, bc, g->ldb);
+    g->A16 = a, g->B16 = b, g->lda = ac, g->ldb = bc;
+    return true;
+}
+
 void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -115,5 +146,7 @@ void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, 
         zb_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
+    if (zb_gemm_bf16_on() && !round_operands(&g))
+        return;
     zb_parallel_for((size_t)tiles, tile_run, &g);
 }

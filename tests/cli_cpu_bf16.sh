@@ -5,6 +5,8 @@
 #     within 0.05 of fp32's loss and not the same bits as fp32 (it is not fp32 in disguise); two
 #     runs, 1 or 2 threads, and pipeline ranks under 1f1b / zb-h1 (B then W) / zb-h2: the same
 #     checkpoint bytes as --ranks 1;
+#   - the same through oneDNN's code (its fp32 matmul on the rounded operands: the "onednn-f32"
+#     hook) where zbpp was built with oneDNN;
 #   - where the CPU and the build run bf16 for real (oneDNN): the same checks without the hook.
 # usage: cli_cpu_bf16.sh <zbpp binary> <source dir>
 set -uo pipefail
@@ -54,6 +56,12 @@ else
   echo "cli_cpu_bf16: native bf16 refused here: $(cat "$tmp/err")"
 fi
 ZBPP_TEST_CPU_BF16=emulate check_path "bf16 (emulated)"
+# oneDNN's code on the rounded operands (its fp32 matmul), where zbpp was built with oneDNN
+if ZBPP_TEST_CPU_BF16=onednn-f32 "$ZBPP" "${common[@]}" --steps 1 --precision bf16 >/dev/null 2>&1; then
+  ZBPP_TEST_CPU_BF16=onednn-f32 check_path "bf16 (oneDNN fp32 matmul)"
+else
+  echo "cli_cpu_bf16: built without oneDNN, its test mode skipped"
+fi
 
 [ "$fails" -eq 0 ] && echo "cli_cpu_bf16: all passed"
 [ "$fails" -eq 0 ]

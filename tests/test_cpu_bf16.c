@@ -5,10 +5,13 @@
  *     operands' products to within fp32 accumulation, and stays within the bf16 bound of the fp32
  *     product; the fp32 product fails the first check (so an fp32 path in disguise is caught);
  *   - attention's products are rounded too (its output is not fp32's);
- *   - the tiled product gives the same bits with no worker group and with 3 threads.
+ *   - the tiled product gives the same bits with no worker group and with 3 threads;
+ *   - the same through oneDNN's code (its fp32 matmul on the rounded operands: the "onednn-f32"
+ *     hook), where zbpp was built with oneDNN.
  * On a CPU where bf16 runs for real (oneDNN on AVX512-BF16/AMX) the real products pass the same
  * checks and agree with the emulation; elsewhere that test is skipped and says why. */
 #include <math.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +49,28 @@ static void use_emulation(void)
     assert_int_equal(zb_cpu_gemm_set_precision(ZB_CPU_GEMM_BF16, &e), ZB_OK);
     assert_int_equal(zb_cpu_gemm_precision(), ZB_CPU_GEMM_BF16);
     assert_non_null(strstr(zb_cpu_bf16_backend(), "emulated"));
+}
+
+/* oneDNN's own code on the rounded operands (its fp32 matmul): descriptors, transposes, alpha,
+ * beta, the primitive table, threads; false where zbpp was built without oneDNN */
+static bool onednn_f32_available(void)
+{
+    zb_err_t e;
+    setenv(ZB_CPU_BF16_TEST_ENV, "onednn-f32", 1);
+    bool ok = zb_cpu_gemm_set_precision(ZB_CPU_GEMM_BF16, &e) == ZB_OK;
+    if (!ok)
+        printf("oneDNN test mode skipped: %s\n", e.msg);
+    unsetenv(ZB_CPU_BF16_TEST_ENV);
+    zb_cpu_gemm_set_precision(ZB_CPU_GEMM_FP32, &e);
+    return ok;
+}
+
+static void use_onednn_f32(void)
+{
+    zb_err_t e;
+    setenv(ZB_CPU_BF16_TEST_ENV, "onednn-f32", 1);
+    assert_int_equal(zb_cpu_gemm_set_precision(ZB_CPU_GEMM_BF16, &e), ZB_OK);
+    assert_non_null(strstr(zb_cpu_bf16_backend(), "oneDNN"));
 }
 
 static void use_real(void)
@@ -158,14 +183,13 @@ static void check_forward(int M, int N, int K, void (*use)(void))
     free(inp), free(w), free(out);
 }
 
-static void linear_products(void **state)
+static void linear_products_in(void (*use)(void))
 {
-    (void)state;
-    use_emulation();
+    use();
     assert_int_equal(zb_sgemm_tile_count(48, 40, 96), 1);
     assert_true(zb_sgemm_tile_count(256, 512, 64) > 1);
-    check_forward(48, 40, 96, use_emulation);   /* one call */
-    check_forward(256, 512, 64, use_emulation); /* tiled */
+    check_forward(48, 40, 96, use);   /* one call */
+    check_forward(256, 512, 64, use); /* tiled */
 
     /* B: dinp[N,C] += dout[N,OC] · weight[OC,C]; W: dweight[OC,C] += dout^T · inp, both
      * accumulating (beta 1) into what was there */
@@ -202,6 +226,20 @@ static void linear_products(void **state)
     use_fp32();
 }
 
+static void linear_products(void **state)
+{
+    (void)state;
+    linear_products_in(use_emulation);
+}
+
+static void linear_products_onednn(void **state)
+{
+    (void)state;
+    if (!onednn_f32_available())
+        skip();
+    linear_products_in(use_onednn_f32);
+}
+
 static void attention_products(void **state)
 {
     (void)state;
@@ -222,14 +260,13 @@ static void attention_products(void **state)
     free(qkv), free(att), free(o32), free(o16);
 }
 
-static void same_bits_any_threads(void **state)
+static void same_bits_in(void (*use)(void))
 {
-    (void)state;
     int M = 256, N = 512, K = 64;
     assert_true(zb_sgemm_tile_count(M, N, K) > 1);
     float *inp = rand_vec((size_t)M * K, 9), *w = rand_vec((size_t)N * K, 10);
     float *a = malloc((size_t)M * N * sizeof(float)), *b = malloc((size_t)M * N * sizeof(float));
-    use_emulation();
+    use();
     zb_matmul_forward(a, inp, w, NULL, M, K, N);
     zb_workers_t *group;
     zb_err_t e;
@@ -241,6 +278,14 @@ static void same_bits_any_threads(void **state)
     use_fp32();
     assert_memory_equal(a, b, (size_t)M * N * sizeof(float));
     free(inp), free(w), free(a), free(b);
+}
+
+static void same_bits_any_threads(void **state)
+{
+    (void)state;
+    same_bits_in(use_emulation);
+    if (onednn_f32_available())
+        same_bits_in(use_onednn_f32);
 }
 
 static void refused_without_instructions(void **state)
@@ -287,15 +332,25 @@ static void real_products(void **state)
     use_fp32();
 }
 
+/* Each test starts in fp32 with no hook, whatever a failed one left behind. */
+static int reset(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    unsetenv(ZB_CPU_BF16_TEST_ENV);
+    return zb_cpu_gemm_set_precision(ZB_CPU_GEMM_FP32, &e) == ZB_OK ? 0 : -1;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rounding_as_the_gpu),
-        cmocka_unit_test(linear_products),
-        cmocka_unit_test(attention_products),
-        cmocka_unit_test(same_bits_any_threads),
-        cmocka_unit_test(refused_without_instructions),
-        cmocka_unit_test(real_products),
+        cmocka_unit_test_setup(rounding_as_the_gpu, reset),
+        cmocka_unit_test_setup(linear_products, reset),
+        cmocka_unit_test_setup(linear_products_onednn, reset),
+        cmocka_unit_test_setup(attention_products, reset),
+        cmocka_unit_test_setup(same_bits_any_threads, reset),
+        cmocka_unit_test_setup(refused_without_instructions, reset),
+        cmocka_unit_test_setup(real_products, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

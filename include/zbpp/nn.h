@@ -192,9 +192,10 @@ zb_status_t zb_cpu_gemm_set_precision(zb_cpu_gemm_precision_t p, zb_err_t *err);
 zb_cpu_gemm_precision_t zb_cpu_gemm_precision(void);
 /* What runs the bf16 products ("oneDNN 2.6.3 brg:avx512_core_amx"); "" in fp32. */
 const char *zb_cpu_bf16_backend(void);
-/* Test hook: "emulate" makes bf16 products run on any CPU, as fp32 products of the rounded
- * operands (the same numerics up to the order of the sums), so the path is tested where no bf16
- * CPU is. Not for users: it is slower than fp32. */
+/* Test hook, so the path is tested where no bf16 CPU is: "emulate" makes bf16 products run on
+ * any CPU as sgemm on the rounded operands (the same numerics up to the order of the sums);
+ * "onednn-f32" as oneDNN's fp32 matmul on them (the oneDNN backend's code, but its data type).
+ * Not for users: both are slower than fp32. */
 #define ZB_CPU_BF16_TEST_ENV "ZBPP_TEST_CPU_BF16"
 
 #endif

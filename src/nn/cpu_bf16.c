@@ -26,11 +26,35 @@ zb_status_t zb_cpu_bf16_check_for(unsigned features, const char *backend_why, zb
     return ZB_OK;
 }
 
-/* The test hook's value: "emulate" runs the bf16 path on any CPU, its products emulated. */
-static int emulation_asked(void)
+/* The test hook's mode: "emulate" runs the bf16 path on any CPU, its products emulated by
+ * sgemm; "onednn-f32" by oneDNN's fp32 matmul (the backend's code but the data type). */
+static int test_mode(void)
 {
     const char *v = getenv(ZB_CPU_BF16_TEST_ENV);
-    return v && !strcmp(v, "emulate");
+    if (v && !strcmp(v, "emulate"))
+        return ZB_GEMM_MODE_BF16_EMULATED;
+    if (v && !strcmp(v, "onednn-f32"))
+        return ZB_GEMM_MODE_BF16_ONEDNN_F32;
+    return ZB_GEMM_MODE_FP32;
+}
+
+/* The test mode's own check and description; ZB_OK or why not. */
+static zb_status_t test_mode_check(int mode, char *desc, size_t desc_n, zb_err_t *err)
+{
+    if (mode == ZB_GEMM_MODE_BF16_EMULATED) {
+        snprintf(desc, desc_n, "emulated: fp32 products of bf16-rounded operands (%s=emulate)",
+                 ZB_CPU_BF16_TEST_ENV);
+        return ZB_OK;
+    }
+#ifdef ZB_HAVE_ONEDNN
+    (void)err;
+    snprintf(desc, desc_n, "oneDNN's fp32 matmul on bf16-rounded operands (%s=onednn-f32)",
+             ZB_CPU_BF16_TEST_ENV);
+    return ZB_OK;
+#else
+    return zb_err_set(err, ZB_EUNSUPPORTED, "%s=onednn-f32: zbpp was built without oneDNN",
+                      ZB_CPU_BF16_TEST_ENV);
+#endif
 }
 
 static zb_status_t check(char *desc, size_t desc_n, zb_err_t *err)
@@ -46,7 +70,9 @@ static zb_status_t check(char *desc, size_t desc_n, zb_err_t *err)
 zb_status_t zb_cpu_bf16_check(zb_err_t *err)
 {
     char desc[sizeof backend_desc];
-    return emulation_asked() ? ZB_OK : check(desc, sizeof desc, err);
+    int mode = test_mode();
+    return mode != ZB_GEMM_MODE_FP32 ? test_mode_check(mode, desc, sizeof desc, err)
+                                     : check(desc, sizeof desc, err);
 }
 
 zb_status_t zb_cpu_gemm_set_precision(zb_cpu_gemm_precision_t p, zb_err_t *err)
@@ -55,10 +81,11 @@ zb_status_t zb_cpu_gemm_set_precision(zb_cpu_gemm_precision_t p, zb_err_t *err)
         return zb_err_set(err, ZB_EINVAL, "unknown CPU matrix-product precision %d", (int)p);
     int mode = ZB_GEMM_MODE_FP32;
     char desc[sizeof backend_desc] = "";
-    if (p == ZB_CPU_GEMM_BF16 && emulation_asked()) {
-        mode = ZB_GEMM_MODE_BF16_EMULATED;
-        snprintf(desc, sizeof desc, "emulated: fp32 products of bf16-rounded operands (%s=emulate)",
-                 ZB_CPU_BF16_TEST_ENV);
+    if (p == ZB_CPU_GEMM_BF16 && test_mode() != ZB_GEMM_MODE_FP32) {
+        mode = test_mode();
+        zb_status_t st = test_mode_check(mode, desc, sizeof desc, err);
+        if (st != ZB_OK)
+            return st;
     } else if (p == ZB_CPU_GEMM_BF16) {
         zb_status_t st = check(desc, sizeof desc, err);
         if (st != ZB_OK)

@@ -101,6 +101,14 @@ static void out_of_memory(size_t bytes)
 
 /* ---- the products ---- */
 
+static void backend_failed(int M, int N, int K)
+{
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "zbpp: warning: the bf16 backend failed on a %dx%dx%d product; such "
+                        "products are emulated (same numerics, slower)\n", M, N, K);
+}
+
 /* rows x cols of a bf16 matrix (leading dimension ld) widened into a dense fp32 one. */
 static float *widen(int slot, const uint16_t *src, int rows, int cols, int ld)
 {
@@ -117,30 +125,34 @@ static float *widen(int slot, const uint16_t *src, int rows, int cols, int ld)
 }
 
 /* The emulation: every product of two bf16 numbers is exact in fp32, so sgemm on the widened
- * operands computes what a bf16 GEMM with fp32 accumulation does, up to the order of the sums. */
+ * operands computes what a bf16 GEMM with fp32 accumulation does, up to the order of the sums.
+ * In the "onednn-f32" test mode oneDNN's fp32 matmul multiplies them instead. */
 static void emulate(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-                    const uint16_t *B, int ldb, float beta, float *C, int ldc)
+                    const uint16_t *B, int ldb, float beta, float *C, int ldc, int onednn)
 {
     const float *a = ta ? widen(2, A, K, M, lda) : widen(2, A, M, K, lda);
     const float *b = tb ? widen(3, B, N, K, ldb) : widen(3, B, K, N, ldb);
+    int wa = ta ? M : K, wb = tb ? K : N; /* the widened copies' leading dimensions */
+    if (onednn && zb_bf16_backend_gemm_f32(ta, tb, M, N, K, alpha, a, wa, b, wb, beta, C, ldc) == 0)
+        return;
+    if (onednn)
+        backend_failed(M, N, K);
     zb_blas_init();
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
-                N, K, alpha, a, ta ? M : K, b, tb ? K : N, beta, C, ldc);
+                N, K, alpha, a, wa, b, wb, beta, C, ldc);
 }
 
 void zb_gemm_bf16_packed(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                          int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
-    if (zb_gemm_mode() == ZB_GEMM_MODE_BF16 &&
-        zb_bf16_backend_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
-        return;
-    if (zb_gemm_mode() == ZB_GEMM_MODE_BF16) {
-        static int warned;
-        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-            fprintf(stderr, "zbpp: warning: the bf16 backend failed on a %dx%dx%d product; such "
-                            "products are emulated (same numerics, slower)\n", M, N, K);
+    int mode = zb_gemm_mode();
+    if (mode == ZB_GEMM_MODE_BF16) {
+        if (zb_bf16_backend_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+            return;
+        backend_failed(M, N, K);
     }
-    emulate(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    emulate(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+            mode == ZB_GEMM_MODE_BF16_ONEDNN_F32);
 }
 
 /* op(X) stored as `rows` x `cols` (row-major, leading dimension ld) rounded into `slot`. */
@@ -178,6 +190,14 @@ int zb_bf16_backend_probe(char *desc, size_t desc_n, char *why, size_t why_n)
 
 int zb_bf16_backend_gemm(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                          int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
+    (void)ldb, (void)beta, (void)C, (void)ldc;
+    return -1;
+}
+
+int zb_bf16_backend_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                             int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
     (void)ldb, (void)beta, (void)C, (void)ldc;

@@ -10,7 +10,12 @@
 #include <stdint.h>
 
 /* How matrix products run now (zb_cpu_gemm_set_precision, cpu_bf16.c). */
-enum { ZB_GEMM_MODE_FP32, ZB_GEMM_MODE_BF16, ZB_GEMM_MODE_BF16_EMULATED };
+enum {
+    ZB_GEMM_MODE_FP32,
+    ZB_GEMM_MODE_BF16,           /* the backend */
+    ZB_GEMM_MODE_BF16_EMULATED,  /* test hook "emulate": sgemm on the widened operands */
+    ZB_GEMM_MODE_BF16_ONEDNN_F32 /* test hook "onednn-f32": oneDNN's fp32 matmul on them */
+};
 int zb_gemm_mode(void);
 static inline int zb_gemm_bf16_on(void) { return zb_gemm_mode() != ZB_GEMM_MODE_FP32; }
 
@@ -40,5 +45,11 @@ int zb_bf16_backend_probe(char *desc, size_t desc_n, char *why, size_t why_n);
 int zb_bf16_backend_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                          const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                          float *C, int ldc);
+/* The same calls with fp32 operands (the widened bf16 ones): the test hook that runs everything
+ * of the backend but the bf16 data type (descriptors, transposes, alpha, beta, the primitive
+ * table, streams, scratchpads, threads) on CPUs without bf16. */
+int zb_bf16_backend_gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                             const float *A, int lda, const float *B, int ldb, float beta,
+                             float *C, int ldc);
 
 #endif

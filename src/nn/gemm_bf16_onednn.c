@@ -17,6 +17,7 @@
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
+    int f32; /* the test mode's fp32 operands (zb_bf16_backend_gemm_f32) */
 } shape_t;
 
 typedef struct {
@@ -97,8 +98,9 @@ static entry_t *entry_make(const shape_t *s, char *impl, size_t impl_n)
         return NULL;
     e->key = *s;
     /* op(A) is M x K, op(B) is K x N: a transposed operand is the stored one read by columns */
-    if (md_init(&e->a, s->M, s->K, dnnl_bf16, s->ta ? 1 : s->lda, s->ta ? s->lda : 1) ||
-        md_init(&e->b, s->K, s->N, dnnl_bf16, s->tb ? 1 : s->ldb, s->tb ? s->ldb : 1) ||
+    dnnl_data_type_t type = s->f32 ? dnnl_f32 : dnnl_bf16;
+    if (md_init(&e->a, s->M, s->K, type, s->ta ? 1 : s->lda, s->ta ? s->lda : 1) ||
+        md_init(&e->b, s->K, s->N, type, s->tb ? 1 : s->ldb, s->tb ? s->ldb : 1) ||
         md_init(&e->c, s->M, s->N, dnnl_f32, s->ldc, 1)) {
         free(e);
         return NULL;
@@ -186,7 +188,7 @@ static entry_t *entry_get(const shape_t *s, int *owned)
     return entry_make(s, NULL, 0);
 }
 
-static int execute(entry_t *e, const uint16_t *A, const uint16_t *B, float *C)
+static int execute(entry_t *e, const void *A, const void *B, float *C)
 {
     thread_t *t = thread_state();
     if (!t)
@@ -217,8 +219,8 @@ static int execute(entry_t *e, const uint16_t *A, const uint16_t *B, float *C)
     return ok ? 0 : -1;
 }
 
-int zb_bf16_backend_gemm(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
-                         int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+static int gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
+                const void *B, int ldb, float beta, float *C, int ldc, int f32)
 {
     pthread_once(&g.once, init_once);
     if (!g.ok)
@@ -226,7 +228,7 @@ int zb_bf16_backend_gemm(int ta, int tb, int M, int N, int K, float alpha, const
     shape_t s;
     memset(&s, 0, sizeof s); /* the key is compared and hashed bytewise */
     s.ta = ta, s.tb = tb, s.M = M, s.N = N, s.K = K, s.lda = lda, s.ldb = ldb, s.ldc = ldc;
-    s.alpha = alpha, s.beta = beta;
+    s.alpha = alpha, s.beta = beta, s.f32 = f32;
     int owned;
     entry_t *e = entry_get(&s, &owned);
     if (!e)
@@ -235,6 +237,18 @@ int zb_bf16_backend_gemm(int ta, int tb, int M, int N, int K, float alpha, const
     if (owned)
         entry_free(e);
     return rc;
+}
+
+int zb_bf16_backend_gemm(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                         int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    return gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+}
+
+int zb_bf16_backend_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                             int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    return gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 1);
 }
 
 int zb_bf16_backend_probe(char *desc, size_t desc_n, char *why, size_t why_n)

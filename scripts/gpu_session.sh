@@ -200,6 +200,11 @@ all)
             step cli_cpu_bf16 60 bash tests/cli_cpu_bf16.sh build-gpu/zbpp .
             grep -hE "bf16 products|FAIL|SKIPPED|PASSED|passed|refused" "$logs/test_cpu_bf16.log" \
                 "$logs/cli_cpu_bf16.log" | head -12
+            # which oneDNN kernels ran each product layout (a "ref" one would be a slow path)
+            step onednn_impls 40 env ONEDNN_VERBOSE=1 build-gpu/zbpp train --layers 2 --channels 768 \
+                --heads 12 --seq 128 --batch 8 --steps 1 --text data/demo_corpus.txt --precision bf16
+            grep "^onednn_verbose,exec" "$logs/onednn_impls.log" | awk -F, '{print $5, $7}' |
+                sort | uniq -c | sort -rn | head -12
             step cpu_vs_torch 240 env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \
                 build-gpu/zbpp 3 1 12
             tail -12 "$logs/cpu_vs_torch.log"

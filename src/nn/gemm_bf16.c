@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/gemm.h"
+#include <cblas.h>
+
 #include "nn/par.h"
+#include "zbpp/nn.h"
 
 /* ---- rounding ---- */
 

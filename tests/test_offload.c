@@ -491,6 +491,52 @@ static void test_auto_offload_folds_copies(void **state)
     zb_costs_free(&c);
 }
 
+/* zbpp plan's auto+O row is at least as fast as every fitting +O row, as auto's plain row is
+ * among the plain ones: when auto's bounded descents run out (made to here, at P=4 M=8, by the
+ * test hook; at P=16 M=64 the real bound does, and looped-bfs+O beat auto+O by 4.6 %), the row
+ * takes the fastest family's plan and says so. */
+static void test_plan_auto_row_is_best(void **state)
+{
+    (void)state;
+    zb_costs_t c;
+    zb_err_t e = {0};
+    assert_int_equal(zb_costs_init_uniform(&c, 4, 2.8, 3.84, 1.46, 0.05, 1, -0.375, -0.625, &e),
+                     ZB_OK);
+    assert_int_equal(zb_costs_set_offload(&c, 108, 47.5, 47.5, 0, &e), ZB_OK);
+    c.mem_limit = 2;
+    for (int starved = 0; starved < 2; starved++) {
+        if (starved)
+            setenv(ZB_TEST_DESCENT_WORK_ENV, "1", 1);
+        zb_plan_t plan;
+        zb_plan_opts_t o = {.offload = ZB_OFFLOAD_AUTO};
+        assert_int_equal(zb_plan_compare_opts(4, 8, &c, &o, &plan, &e), ZB_OK);
+        unsetenv(ZB_TEST_DESCENT_WORK_ENV);
+        const zb_plan_row_t *autorow = NULL;
+        double best = INFINITY;
+        for (int i = 0; i < plan.count; i++) {
+            const zb_plan_row_t *r = &plan.rows[i];
+            size_t n = strlen(r->family);
+            if (n < 2 || strcmp(r->family + n - 2, "+O"))
+                continue;
+            if (!strcmp(r->family, "auto+O"))
+                autorow = r;
+            else if (r->fits)
+                best = fmin(best, r->makespan);
+        }
+        assert_non_null(autorow);
+        assert_true(isfinite(best));
+        if (!(autorow->fits && autorow->makespan <= best))
+            fail_msg("starved=%d: auto+O %g (%s) slower than the best +O row %g", starved,
+                     autorow->fits ? autorow->makespan : INFINITY, autorow->note, best);
+        if (starved) /* its own search could not have found looped-bfs's plan on 16 actions */
+            assert_non_null(strstr(autorow->note, "auto+O took"));
+        print_message("    starved=%d: auto+O %.2f (%s)\n", starved, autorow->makespan,
+                      autorow->note);
+        zb_plan_free(&plan);
+    }
+    zb_costs_free(&c);
+}
+
 /* The descent's tries run on the caller's worker group: the plan is the same with 1 or 3
  * threads (the step is chosen in pair order from all tries, whichever thread ran each). */
 static void test_plan_same_on_threads(void **state)
@@ -535,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_auto_offload_sees_families),
         cmocka_unit_test(test_auto_offload_folds_copies),
         cmocka_unit_test(test_plan_same_on_threads),
+        cmocka_unit_test(test_plan_auto_row_is_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -289,6 +289,9 @@ zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb
  * p->chunks chunks (p->any_placement is ignored). ZB_EINVAL with p->recompute other than none. */
 zb_status_t zb_generate_offload(const char *family, zb_gen_params_t *p, zb_offload_t mode,
                                 zb_schedule_t **out, zb_err_t *err);
+/* Test hook: simulated actions each offload descent of auto's own starts may spend (default
+ * 2e7), so that a test can make auto run out of it on a small size. Not for users. */
+#define ZB_TEST_DESCENT_WORK_ENV "ZBPP_TEST_DESCENT_WORK"
 
 /* ---- Validation ---- */
 

@@ -12,6 +12,7 @@
  * the device through everything the rank runs before it (the planner weighs that wait against a
  * recompute). */
 #include "schedule/offload_internal.h"
+#include "schedule/sched_index.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -101,8 +102,8 @@ static int collect(const zb_schedule_t *s, int r, const unsigned char *which,
         int how = b < 0 ? ZB_RELOAD_NONE : chosen(s, p, i, b, which);
         if (how == ZB_RELOAD_NONE)
             continue;
-        double start = fmax(sim->end[r][i], chan);
-        chan = start + zb_costs_t_copy(c, ZB_ACT_O, p->actions[i].stage);
+        double start = zb_later(sim->end[r][i], chan);
+        chan = start + zb_sched_copy_time(c, ZB_ACT_O, p->actions[i].stage);
         pairs[n++] = (pair_t){.f = i, .back = b, .late = how == ZB_RELOAD_LATE, .o_end = chan};
     }
     return n;
@@ -123,6 +124,20 @@ static int by_place(const void *x, const void *y)
     return by_back(x, y);
 }
 
+/* Sort by cmp, which orders pairs totally (backwards are distinct): the pairs come nearly in
+ * order (F order against backward order, L places against backward order), so an insertion sort
+ * costs about a step per pair, where qsort's merge sort was 5 % of the offload planner. */
+static void sort_pairs(pair_t *pairs, int n, int (*cmp)(const void *, const void *))
+{
+    for (int i = 1; i < n; i++) {
+        pair_t q = pairs[i];
+        int j = i;
+        for (; j > 0 && cmp(&pairs[j - 1], &q) > 0; j--)
+            pairs[j] = pairs[j - 1];
+        pairs[j] = q;
+    }
+}
+
 /* Place the L of every pair of rank r (pairs sorted by backward). */
 static void place_reloads(const zb_schedule_t *s, int r, const zb_costs_t *c,
                           const zb_sim_t *sim, pair_t *pairs, int n)
@@ -132,23 +147,23 @@ static void place_reloads(const zb_schedule_t *s, int r, const zb_costs_t *c,
     int pos_next = p->len;
     for (int k = n - 1; k >= 0; k--) {
         pair_t *q = &pairs[k];
-        const double d = zb_costs_t_copy(c, ZB_ACT_L, p->actions[q->f].stage);
-        const double deadline = fmin(sim->start[r][q->back], deadline_next);
+        const double d = zb_sched_copy_time(c, ZB_ACT_L, p->actions[q->f].stage);
+        const double deadline = zb_earlier(sim->start[r][q->back], deadline_next);
         const int latest = q->back < pos_next ? q->back : pos_next;
         int best = -1;
         double start = 0;
         if (q->late && latest > q->f) {
             best = latest;
-            start = fmax(sim->end[r][latest - 1], q->o_end);
+            start = zb_later(sim->end[r][latest - 1], q->o_end);
         }
         for (int pos = latest; best < 0 && pos > q->f; pos--) {
-            start = fmax(sim->end[r][pos - 1], q->o_end);
+            start = zb_later(sim->end[r][pos - 1], q->o_end);
             if (start + d <= deadline)
                 best = pos;
         }
         if (best < 0) { /* too late wherever it goes: as early as it can start */
             best = q->f + 1;
-            start = fmax(sim->end[r][q->f], q->o_end);
+            start = zb_later(sim->end[r][q->f], q->o_end);
         }
         q->l_pos = best;
         deadline_next = start;
@@ -231,15 +246,18 @@ zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeli
     zb_schedule_t *o = zb_schedule_new(in->name, in->ranks, in->chunks, in->placement,
                                        in->microbatches);
     st = pairs && back_at && o ? ZB_OK : ZB_ENOMEM;
+    /* room for every action plus an O and an L per F, so that emit never grows a program */
+    if (st == ZB_OK)
+        st = zb_schedule_reserve(o, 3 * most);
     for (size_t k = 0; back_at && k < npairs; k++)
         back_at[k] = -1;
     for (int r = 0; r < in->ranks && st == ZB_OK; r++) {
         index_backs(&in->rank[r], in->microbatches, back_at, true);
         int n = collect(in, r, which, c, timeline, back_at, pairs);
         index_backs(&in->rank[r], in->microbatches, back_at, false);
-        qsort(pairs, (size_t)n, sizeof *pairs, by_back);
+        sort_pairs(pairs, n, by_back);
         place_reloads(in, r, c, timeline, pairs, n);
-        qsort(pairs, (size_t)n, sizeof *pairs, by_place);
+        sort_pairs(pairs, n, by_place);
         st = emit(in, r, pairs, n, o);
     }
     free(pairs);

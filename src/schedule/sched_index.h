@@ -3,6 +3,8 @@
 #ifndef ZBPP_SCHEDULE_INDEX_H
 #define ZBPP_SCHEDULE_INDEX_H
 
+#include <math.h>
+
 #include "zbpp/schedule.h"
 
 /* Structural check of every action: known type, stage and mb in range, on the rank that holds its
@@ -19,6 +21,21 @@ static inline bool zb_sched_is_compute(int t)
     return t == ZB_ACT_F || t == ZB_ACT_B || t == ZB_ACT_W || t == ZB_ACT_BW || t == ZB_ACT_R;
 }
 static inline bool zb_sched_is_copy(int t) { return t == ZB_ACT_O || t == ZB_ACT_L; }
+
+/* fmax / fmin for times, which are never NaN: libm's fmax is a call (it must handle NaN), and
+ * the simulator and the offload pass take one per action of every schedule they look at. */
+static inline double zb_later(double a, double b) { return b > a ? b : a; }
+static inline double zb_earlier(double a, double b) { return b < a ? b : a; }
+
+/* Duration of a copy (O or L) of `stage`: zb_costs_t_copy inline. */
+static inline double zb_sched_copy_time(const zb_costs_t *c, int type, int stage)
+{
+    const double bw = type == ZB_ACT_O ? c->bw_d2h : c->bw_h2d;
+    if (!(bw > 0))
+        return c->t_f[stage];
+    const double bytes = c->stash_bytes ? c->stash_bytes[stage] : fabs(c->m_f[stage]);
+    return c->copy_latency + bytes / bw;
+}
 
 /* Time of a compute action of `stage` under `c` (a fused BW takes B + W, R the recompute time);
  * 0 for SEND/RECV. */

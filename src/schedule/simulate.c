@@ -92,10 +92,10 @@ static double ready_time(const sim_ctx_t *x, int rank, const zb_action_t *a)
         t = x->end_f[i];
         if (t >= 0 && s < x->S - 1) {
             double tb = input_ready(x, rank, s + 1, x->end_b[i + M], x->arr_b, i);
-            t = tb < 0 ? -1 : fmax(t, tb);
+            t = tb < 0 ? -1 : zb_later(t, tb);
         }
         if (t >= 0 && x->reloaded && x->reloaded[i])
-            t = x->end_l[i] < 0 ? -1 : fmax(t, x->end_l[i]);
+            t = x->end_l[i] < 0 ? -1 : zb_later(t, x->end_l[i]);
         break;
     case ZB_ACT_O: /* same rank, after its F and before its L (the validator's rules) */
         t = x->end_f[i];
@@ -248,8 +248,8 @@ static void run_copy(sim_ctx_t *x, int rank, int i, const zb_action_t *a, double
 {
     const size_t k = (size_t)a->stage * x->M + a->mb;
     double *chan = a->type == ZB_ACT_O ? &x->d2h_free[rank] : &x->h2d_free[rank];
-    double t0 = fmax(fmax(ready, x->free_t[rank]), *chan);
-    double t1 = t0 + zb_costs_t_copy(x->c, a->type, a->stage);
+    double t0 = zb_later(zb_later(ready, x->free_t[rank]), *chan);
+    double t1 = t0 + zb_sched_copy_time(x->c, a->type, a->stage);
     o->start[rank][i] = t0;
     o->end[rank][i] = t1;
     *chan = t1;
@@ -320,7 +320,7 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
                 run_copy(x, r, x->pos[r]++, a, ready, o);
                 continue;
             }
-            double t0 = fmax(ready, x->free_t[r]);
+            double t0 = zb_later(ready, x->free_t[r]);
             double t1 = t0 + zb_sched_duration(x->c, a->type, a->stage);
             o->start[r][x->pos[r]] = t0;
             o->end[r][x->pos[r]] = t1;
@@ -371,7 +371,7 @@ static void summarize(const zb_schedule_t *s, zb_sim_t *o)
             first_f = o->start[r][0];
         double rank_end = -INFINITY; /* a copy may end after the rank's last action */
         for (int i = 0; i < p->len; i++)
-            rank_end = fmax(rank_end, o->end[r][i]);
+            rank_end = zb_later(rank_end, o->end[r][i]);
         o->span[r] = rank_end - first_f;
         first = fmin(first, o->start[r][0]);
         last = fmax(last, rank_end);

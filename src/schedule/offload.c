@@ -246,9 +246,6 @@ zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeli
     zb_schedule_t *o = zb_schedule_new(in->name, in->ranks, in->chunks, in->placement,
                                        in->microbatches);
     st = pairs && back_at && o ? ZB_OK : ZB_ENOMEM;
-    /* room for every action plus an O and an L per F, so that emit never grows a program */
-    if (st == ZB_OK)
-        st = zb_schedule_reserve(o, 3 * most);
     for (size_t k = 0; back_at && k < npairs; k++)
         back_at[k] = -1;
     for (int r = 0; r < in->ranks && st == ZB_OK; r++) {

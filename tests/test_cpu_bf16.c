@@ -232,12 +232,33 @@ static void linear_products(void **state)
     linear_products_in(use_emulation);
 }
 
+/* Threads of this process (/proc/self/status), or -1. */
+static int process_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 static void linear_products_onednn(void **state)
 {
     (void)state;
     if (!onednn_f32_available())
         skip();
+    /* each oneDNN call runs on its caller alone: no OpenMP team appears (libgomp keeps one
+     * alive once made), which also keeps the tiles' bits independent of the core count */
+    int before = process_threads();
     linear_products_in(use_onednn_f32);
+    use_onednn_f32();
+    check_forward(512, 1024, 256, use_onednn_f32); /* large enough that oneDNN would share it */
+    use_fp32();
+    assert_int_equal(process_threads(), before);
 }
 
 static void attention_products(void **state)

@@ -74,7 +74,8 @@ static thread_t *thread_state(void)
         return NULL;
     }
     /* Debian's oneDNN runs on OpenMP: one thread per call, from this thread (libgomp keeps the
-     * setting per calling thread; libdnnl loaded it, so the symbol is there) */
+     * setting per calling thread; libdnnl loaded it, so the symbol is there). Set before this
+     * thread makes any primitive: a primitive fixes its thread count when it is made. */
     void (*set_threads)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "omp_set_num_threads");
     if (set_threads)
         set_threads(1);
@@ -188,11 +189,8 @@ static entry_t *entry_get(const shape_t *s, int *owned)
     return entry_make(s, NULL, 0);
 }
 
-static int execute(entry_t *e, const void *A, const void *B, float *C)
+static int execute(entry_t *e, thread_t *t, const void *A, const void *B, float *C)
 {
-    thread_t *t = thread_state();
-    if (!t)
-        return -1;
     if (t->scratch_bytes < e->scratch_bytes) {
         free(t->scratch);
         t->scratch_bytes = 0;
@@ -223,7 +221,9 @@ static int gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A,
                 const void *B, int ldb, float beta, float *C, int ldc, int f32)
 {
     pthread_once(&g.once, init_once);
-    if (!g.ok)
+    /* the thread's OpenMP setting first: a primitive plans its threads when it is made */
+    thread_t *t = g.ok ? thread_state() : NULL;
+    if (!t)
         return -1;
     shape_t s;
     memset(&s, 0, sizeof s); /* the key is compared and hashed bytewise */
@@ -233,7 +233,7 @@ static int gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A,
     entry_t *e = entry_get(&s, &owned);
     if (!e)
         return -1;
-    int rc = execute(e, A, B, C);
+    int rc = execute(e, t, A, B, C);
     if (owned)
         entry_free(e);
     return rc;
@@ -258,6 +258,10 @@ int zb_bf16_backend_probe(char *desc, size_t desc_n, char *why, size_t why_n)
     if (!g.ok) {
         snprintf(why, why_n, "oneDNN %d.%d.%d could not open the CPU engine", v->major, v->minor,
                  v->patch);
+        return -1;
+    }
+    if (!thread_state()) {
+        snprintf(why, why_n, "oneDNN %d.%d.%d: out of memory", v->major, v->minor, v->patch);
         return -1;
     }
     /* a product of the shapes a transformer asks for: transposed B, beta 1 */

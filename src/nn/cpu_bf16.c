@@ -67,12 +67,22 @@ static zb_status_t check(char *desc, size_t desc_n, zb_err_t *err)
         features, zb_bf16_backend_probe(desc, desc_n, why, sizeof why) ? why : NULL, err);
 }
 
+/* The mode bf16 products would run in here (a test hook's, else the backend's) and what runs
+ * them; ZB_OK, or why they cannot. */
+static zb_status_t bf16_mode(int *mode, char *desc, size_t desc_n, zb_err_t *err)
+{
+    *mode = test_mode();
+    if (*mode != ZB_GEMM_MODE_FP32)
+        return test_mode_check(*mode, desc, desc_n, err);
+    *mode = ZB_GEMM_MODE_BF16;
+    return check(desc, desc_n, err);
+}
+
 zb_status_t zb_cpu_bf16_check(zb_err_t *err)
 {
     char desc[sizeof backend_desc];
-    int mode = test_mode();
-    return mode != ZB_GEMM_MODE_FP32 ? test_mode_check(mode, desc, sizeof desc, err)
-                                     : check(desc, sizeof desc, err);
+    int mode;
+    return bf16_mode(&mode, desc, sizeof desc, err);
 }
 
 zb_status_t zb_cpu_gemm_set_precision(zb_cpu_gemm_precision_t p, zb_err_t *err)
@@ -81,16 +91,10 @@ zb_status_t zb_cpu_gemm_set_precision(zb_cpu_gemm_precision_t p, zb_err_t *err)
         return zb_err_set(err, ZB_EINVAL, "unknown CPU matrix-product precision %d", (int)p);
     int mode = ZB_GEMM_MODE_FP32;
     char desc[sizeof backend_desc] = "";
-    if (p == ZB_CPU_GEMM_BF16 && test_mode() != ZB_GEMM_MODE_FP32) {
-        mode = test_mode();
-        zb_status_t st = test_mode_check(mode, desc, sizeof desc, err);
+    if (p == ZB_CPU_GEMM_BF16) {
+        zb_status_t st = bf16_mode(&mode, desc, sizeof desc, err);
         if (st != ZB_OK)
             return st;
-    } else if (p == ZB_CPU_GEMM_BF16) {
-        zb_status_t st = check(desc, sizeof desc, err);
-        if (st != ZB_OK)
-            return st;
-        mode = ZB_GEMM_MODE_BF16;
     }
     memcpy(backend_desc, desc, sizeof desc);
     __atomic_store_n(&gemm_mode, mode, __ATOMIC_RELAXED);

@@ -92,14 +92,19 @@ static void *buffer(int slot, size_t bytes)
     return b->buf[slot];
 }
 
-uint16_t *zb_bf16_buffer(int slot, size_t n) { return buffer(slot, n * sizeof(uint16_t)); }
-
-static void out_of_memory(size_t bytes)
+/* The kernels return nothing, and a product that cannot run must not pass for one that did:
+ * without memory for its operands the process ends with one line. */
+static void *buffer_or_exit(int slot, size_t bytes)
 {
-    /* the kernels return nothing; a product that cannot run must not pass for one that did */
-    fprintf(stderr, "zbpp: out of memory for a bf16 product's operands (%zu bytes)\n", bytes);
-    exit(1);
+    void *p = buffer(slot, bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "zbpp: out of memory for a bf16 product's operands (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
 }
+
+uint16_t *zb_bf16_buffer(int slot, size_t n) { return buffer_or_exit(slot, n * sizeof(uint16_t)); }
 
 /* ---- the products ---- */
 
@@ -114,10 +119,7 @@ static void backend_failed(int M, int N, int K)
 /* rows x cols of a bf16 matrix (leading dimension ld) widened into a dense fp32 one. */
 static float *widen(int slot, const uint16_t *src, int rows, int cols, int ld)
 {
-    size_t bytes = (size_t)rows * cols * sizeof(float);
-    float *dst = buffer(slot, bytes ? bytes : 1);
-    if (!dst)
-        out_of_memory(bytes);
+    float *dst = buffer_or_exit(slot, (size_t)rows * cols * sizeof(float));
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
             uint32_t u = (uint32_t)src[(size_t)r * ld + c] << 16;
@@ -157,25 +159,14 @@ void zb_gemm_bf16_packed(int ta, int tb, int M, int N, int K, float alpha, const
             mode == ZB_GEMM_MODE_BF16_ONEDNN_F32);
 }
 
-/* op(X) stored as `rows` x `cols` (row-major, leading dimension ld) rounded into `slot`. */
-static const uint16_t *round_operand(int slot, const float *X, int rows, int cols, int ld)
-{
-    size_t n = (size_t)rows * cols;
-    uint16_t *dst = zb_bf16_buffer(slot, n ? n : 1);
-    if (!dst)
-        out_of_memory(n * sizeof *dst);
-    for (int r = 0; r < rows; r++)
-        round_row(dst + (size_t)r * cols, X + (size_t)r * ld, cols);
-    return dst;
-}
-
 void zb_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
     /* stored shapes: A is M x K (K x M transposed), B is K x N (N x K transposed) */
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    const uint16_t *a = round_operand(0, A, ar, ac, lda);
-    const uint16_t *b = round_operand(1, B, br, bc, ldb);
+    uint16_t *a = zb_bf16_buffer(0, (size_t)ar * ac), *b = zb_bf16_buffer(1, (size_t)br * bc);
+    zb_bf16_pack(a, A, ar, ac, lda);
+    zb_bf16_pack(b, B, br, bc, ldb);
     zb_gemm_bf16_packed(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
 }
 

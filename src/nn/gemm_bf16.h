@@ -29,10 +29,11 @@ void zb_gemm_bf16_packed(int trans_a, int trans_b, int M, int N, int K, float al
                          float *C, int ldc);
 
 /* rows x cols of a row-major fp32 matrix with leading dimension ld, rounded into a dense bf16
- * matrix (leading dimension cols), shared over the current worker group. */
+ * matrix (leading dimension cols), shared over the current worker group (inline inside a
+ * chunk). */
 void zb_bf16_pack(uint16_t *dst, const float *src, int rows, int cols, int ld);
-/* The calling thread's bf16 buffer `slot` (0 or 1), at least n elements; NULL when memory runs
- * out. Valid until the thread asks for that slot again or exits. */
+/* The calling thread's bf16 buffer `slot` (0 or 1), at least n elements (without the memory the
+ * process ends with one line). Valid until the thread asks for that slot again or exits. */
 uint16_t *zb_bf16_buffer(int slot, size_t n);
 
 /* ---- the backend (gemm_bf16_onednn.c; without oneDNN, gemm_bf16.c says why not) ---- */

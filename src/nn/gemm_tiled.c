@@ -4,7 +4,6 @@
  * thread count makes exactly the same sgemm calls and gets the same bits. With bf16 products on,
  * the whole operands are rounded to bf16 once (shared over the group) and the tiles are views of
  * the rounded copies. */
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -118,22 +117,15 @@ int zb_sgemm_tile_count(int M, int N, int K)
 }
 
 /* bf16 products: op(A) and op(B) rounded once into the calling thread's buffers, dense (the
- * tiles' leading dimensions become the stored widths). False when they did not fit in memory:
- * the product then ran untiled. */
-static bool round_operands(tiled_t *g)
+ * tiles' leading dimensions become the stored widths). */
+static void round_operands(tiled_t *g)
 {
     int ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;
     int br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
     uint16_t *a = zb_bf16_buffer(0, (size_t)ar * ac), *b = zb_bf16_buffer(1, (size_t)br * bc);
-    if (!a || !b) {
-        zb_sgemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
-                 g->C, g->ldc);
-        return false;
-    }
     zb_bf16_pack(a, g->A, ar, ac, g->lda);
     zb_bf16_pack(b, g->B, br, bc, g->ldb);
     g->A16 = a, g->B16 = b, g->lda = ac, g->ldb = bc;
-    return true;
 }
 
 void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
@@ -146,7 +138,7 @@ void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, 
         zb_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    if (zb_gemm_bf16_on() && !round_operands(&g))
-        return;
+    if (zb_gemm_bf16_on())
+        round_operands(&g);
     zb_parallel_for((size_t)tiles, tile_run, &g);
 }

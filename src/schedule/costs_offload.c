@@ -70,9 +70,5 @@ zb_status_t zb_costs_copy_offload(zb_costs_t *dst, const zb_costs_t *src, int ch
 
 double zb_costs_t_copy(const zb_costs_t *c, int type, int s)
 {
-    const double bw = type == ZB_ACT_O ? c->bw_d2h : c->bw_h2d;
-    if (!(bw > 0))
-        return c->t_f[s];
-    const double bytes = c->stash_bytes ? c->stash_bytes[s] : fabs(c->m_f[s]);
-    return c->copy_latency + bytes / bw;
+    return zb_sched_copy_time(c, type, s);
 }

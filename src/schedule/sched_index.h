@@ -27,7 +27,8 @@ static inline bool zb_sched_is_copy(int t) { return t == ZB_ACT_O || t == ZB_ACT
 static inline double zb_later(double a, double b) { return b > a ? b : a; }
 static inline double zb_earlier(double a, double b) { return b < a ? b : a; }
 
-/* Duration of a copy (O or L) of `stage`: zb_costs_t_copy inline. */
+/* Duration of a copy (O or L) of `stage` (what zb_costs_t_copy returns), inline for the
+ * simulator and the offload pass. */
 static inline double zb_sched_copy_time(const zb_costs_t *c, int type, int stage)
 {
     const double bw = type == ZB_ACT_O ? c->bw_d2h : c->bw_h2d;

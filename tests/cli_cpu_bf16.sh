@@ -33,7 +33,11 @@ check_path() {
   awk -v a="$l32" -v b="$l16" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05) }' \
     || fail "$name: loss after 10 steps $l16, fp32 $l32 (more than 0.05 apart)"
   cmp -s "$tmp/fp32.ckpt" "$tmp/a.ckpt" && fail "$name: the bf16 run gave fp32's bits"
-  "$ZBPP" "${common[@]}" --precision bf16 --save "$tmp/b.ckpt" || fail "$name: second run"
+  # the second run also reports what runs the products and how fast they are here
+  "$ZBPP" "${common[@]}" --precision bf16 --save "$tmp/b.ckpt" --verbose 2>"$tmp/verbose" \
+    || fail "$name: second run"
+  grep -qE "CPU bf16 products: .*; [0-9]+\.[0-9]+x fp32's rate here \(measured\)" "$tmp/verbose" \
+    || fail "$name: --verbose does not report the bf16 products' speed: $(cat "$tmp/verbose")"
   cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || fail "$name: two runs differ"
   "$ZBPP" "${common[@]}" --precision bf16 --threads 2 --save "$tmp/b.ckpt" || fail "$name: 2 threads"
   cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || fail "$name: 2 threads differ from 1"

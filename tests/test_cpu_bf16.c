@@ -353,6 +353,26 @@ static void real_products(void **state)
     use_fp32();
 }
 
+/* zb_cpu_bf16_speed: nothing measured in fp32; a positive, finite ratio in a bf16 mode, measured
+ * once (the same value when asked again); where bf16 runs for real, printed. */
+static void speed_measured(void **state)
+{
+    (void)state;
+    assert_true(zb_cpu_bf16_speed() == 0.0);
+    use_emulation();
+    double s = zb_cpu_bf16_speed();
+    assert_true(s > 0 && isfinite(s));
+    assert_true(zb_cpu_bf16_speed() == s);
+    use_fp32();
+    assert_true(zb_cpu_bf16_speed() == 0.0);
+    zb_err_t e;
+    if (zb_cpu_gemm_set_precision(ZB_CPU_GEMM_BF16, &e) == ZB_OK) {
+        double real = zb_cpu_bf16_speed();
+        assert_true(real > 0 && isfinite(real));
+        printf("bf16 products here: %.2fx fp32's rate (%s)\n", real, zb_cpu_bf16_backend());
+    }
+}
+
 /* Each test starts in fp32 with no hook, whatever a failed one left behind. */
 static int reset(void **state)
 {
@@ -372,6 +392,7 @@ int main(void)
         cmocka_unit_test_setup(same_bits_any_threads, reset),
         cmocka_unit_test_setup(refused_without_instructions, reset),
         cmocka_unit_test_setup(real_products, reset),
+        cmocka_unit_test_setup(speed_measured, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

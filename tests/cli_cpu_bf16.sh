@@ -3,8 +3,9 @@
 #   - on a CPU without AVX512-BF16/AMX-BF16: refused, one line naming the missing instructions;
 #   - the bf16 path (emulated products through the test hook, so it runs on any CPU): 10 steps
 #     within 0.05 of fp32's loss and not the same bits as fp32 (it is not fp32 in disguise); two
-#     runs, 1 or 2 threads, and pipeline ranks under 1f1b / zb-h1 (B then W) / zb-h2: the same
-#     checkpoint bytes as --ranks 1;
+#     runs, 1 or 2 threads, the weights rounded per product instead of once a step (the weight
+#     cache off), and pipeline ranks under 1f1b / zb-h1 (B then W) / zb-h2: the same checkpoint
+#     bytes as --ranks 1;
 #   - the same through oneDNN's code (its fp32 matmul on the rounded operands: the "onednn-f32"
 #     hook) where zbpp was built with oneDNN;
 #   - where the CPU and the build run bf16 for real (oneDNN): the same checks without the hook.
@@ -39,6 +40,10 @@ check_path() {
   grep -qE "CPU bf16 products: .*; [0-9]+\.[0-9]+x fp32's rate here \(measured\)" "$tmp/verbose" \
     || fail "$name: --verbose does not report the bf16 products' speed: $(cat "$tmp/verbose")"
   cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || fail "$name: two runs differ"
+  # the weights rounded once a step (the weight cache) or per product: the same bits
+  ZBPP_TEST_CPU_BF16_NO_WEIGHT_CACHE=1 "$ZBPP" "${common[@]}" --precision bf16 --save "$tmp/b.ckpt" \
+    || fail "$name: without the weight cache"
+  cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || fail "$name: the weight cache changes the bits"
   "$ZBPP" "${common[@]}" --precision bf16 --threads 2 --save "$tmp/b.ckpt" || fail "$name: 2 threads"
   cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || fail "$name: 2 threads differ from 1"
   for sched in 1f1b zb-h1 zb-h2; do

@@ -7,7 +7,9 @@
  *   - attention's products are rounded too (its output is not fp32's);
  *   - the tiled product gives the same bits with no worker group and with 3 threads;
  *   - the same through oneDNN's code (its fp32 matmul on the rounded operands: the "onednn-f32"
- *     hook), where zbpp was built with oneDNN.
+ *     hook), where zbpp was built with oneDNN;
+ *   - the weight cache (weights rounded once a step) gives the uncached products' bits, serves
+ *     a weight's rounding within a span and rounds it again in the next one.
  * On a CPU where bf16 runs for real (oneDNN on AVX512-BF16/AMX) the real products pass the same
  * checks and agree with the emulation; elsewhere that test is skipped and says why. */
 #include <math.h>
@@ -353,6 +355,62 @@ static void real_products(void **state)
     use_fp32();
 }
 
+/* F and B of one linear layer (one call and tiled) in bf16, under an open weight cache: the
+ * same bits as without it. Within a span the cache serves the weight's first rounding (a
+ * weight changed inside the span, against the contract, is not seen: so the cache is used); the
+ * next span rounds it again. */
+static void weight_cache_in(int M, int N, int K)
+{
+    float *inp = rand_vec((size_t)M * K, 21), *w = rand_vec((size_t)N * K, 22);
+    float *dout = rand_vec((size_t)M * N, 23);
+    size_t out_n = (size_t)M * N, din_n = (size_t)M * K;
+    float *out0 = malloc(out_n * sizeof(float)), *out1 = malloc(out_n * sizeof(float));
+    float *din0 = calloc(din_n, sizeof(float)), *din1 = calloc(din_n, sizeof(float));
+    float *w_new = rand_vec((size_t)N * K, 24);
+    zb_matmul_forward(out0, inp, w, NULL, M, K, N); /* no cache open */
+    zb_matmul_backward_input(din0, dout, w, M, K, N);
+    zb_bf16_weight_cache_t *cache = NULL;
+    zb_bf16_weight_cache_open(&cache);
+    assert_non_null(cache);
+    zb_matmul_forward(out1, inp, w, NULL, M, K, N);
+    zb_matmul_backward_input(din1, dout, w, M, K, N); /* the same weight, read as B's operand */
+    assert_memory_equal(out0, out1, out_n * sizeof(float));
+    assert_memory_equal(din0, din1, din_n * sizeof(float));
+    memcpy(w, w_new, (size_t)N * K * sizeof(float)); /* inside the span: not seen */
+    zb_matmul_forward(out1, inp, w, NULL, M, K, N);
+    assert_memory_equal(out0, out1, out_n * sizeof(float));
+    zb_bf16_weight_cache_close();
+    zb_matmul_forward(out0, inp, w, NULL, M, K, N); /* the new weight, uncached */
+    assert_memory_not_equal(out0, out1, out_n * sizeof(float));
+    zb_bf16_weight_cache_open(&cache);             /* the next span sees it */
+    zb_matmul_forward(out1, inp, w, NULL, M, K, N);
+    zb_bf16_weight_cache_close();
+    assert_memory_equal(out0, out1, out_n * sizeof(float));
+    zb_bf16_weight_cache_free(cache);
+    free(inp), free(w), free(dout), free(out0), free(out1), free(din0), free(din1), free(w_new);
+}
+
+static void weight_cache(void **state)
+{
+    (void)state;
+    zb_bf16_weight_cache_t *cache = NULL;
+    zb_bf16_weight_cache_open(&cache); /* fp32: nothing to cache */
+    assert_null(cache);
+    zb_bf16_weight_cache_close();
+    use_emulation();
+    weight_cache_in(48, 40, 96);   /* one call */
+    weight_cache_in(256, 512, 64); /* tiled */
+    if (onednn_f32_available()) {
+        use_onednn_f32();
+        weight_cache_in(256, 512, 64);
+    }
+    zb_err_t e;
+    unsetenv(ZB_CPU_BF16_TEST_ENV);
+    if (zb_cpu_gemm_set_precision(ZB_CPU_GEMM_BF16, &e) == ZB_OK) /* where bf16 runs for real */
+        weight_cache_in(256, 512, 64);
+    use_fp32();
+}
+
 /* zb_cpu_bf16_speed: nothing measured in fp32; a positive, finite ratio in a bf16 mode, measured
  * once (the same value when asked again); where bf16 runs for real, printed. */
 static void speed_measured(void **state)
@@ -393,6 +451,7 @@ int main(void)
         cmocka_unit_test_setup(refused_without_instructions, reset),
         cmocka_unit_test_setup(real_products, reset),
         cmocka_unit_test_setup(speed_measured, reset),
+        cmocka_unit_test_setup(weight_cache, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -196,6 +196,17 @@ const char *zb_cpu_bf16_backend(void);
  * once per mode on one thread (a 256x768x768 product, best of 3, a few milliseconds); 0 in fp32.
  * Not every bf16 CPU gains: without AMX, some run bf16 dot products at half the fp32 rate. */
 double zb_cpu_bf16_speed(void);
+/* Weights rounded once per step (gemm_bf16_weights.c). In bf16 mode a linear layer's product
+ * rounds its weight on every call, 2M times a step with M microbatches. Between open and close
+ * on one thread, the layers' weights are rounded at their first product and reused after: open
+ * it where the weights cannot change until close (a step's F, B and W; not the optimizer, a
+ * load or a rollback). The cache (made at the first open, *cache NULL before) keeps its copies
+ * across spans and rounds each weight again in every span. Same bits as without it. No-ops in
+ * fp32. */
+typedef struct zb_bf16_weight_cache zb_bf16_weight_cache_t;
+void zb_bf16_weight_cache_open(zb_bf16_weight_cache_t **cache);
+void zb_bf16_weight_cache_close(void);
+void zb_bf16_weight_cache_free(zb_bf16_weight_cache_t *cache);
 /* Test hook, so the path is tested where no bf16 CPU is: "emulate" makes bf16 products run on
  * any CPU as sgemm on the rounded operands (the same numerics up to the order of the sums);
  * "onednn-f32" as oneDNN's fp32 matmul on them (the oneDNN backend's code, but its data type).

@@ -120,6 +120,7 @@ struct zb_trainer {
     struct zb_val *val;     /* the validation data (cfg val_*), NULL = none */
     uint64_t init_hash; /* zb_trainer_init_host: what the initial state is made from (the seed
                          * and shape, or the checkpoint); the pipeline adds a model file's */
+    struct zb_bf16_weight_cache *bf16_weights; /* CPU bf16 products: weights rounded once a step */
 };
 
 /* Build a trainer: model (resume > init_from > fresh), data (opened, checked against the model's

@@ -27,6 +27,11 @@ static inline void zb_sgemm(int trans_a, int trans_b, int M, int N, int K, float
  * current worker group (zbpp/workers.h); same bits for any thread count. gemm_tiled.c. */
 void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* The same with B a weight (its rows x cols as stored, leading dimension ldb): in bf16 mode,
+ * under an open weight cache, its rounded copy is reused. gemm_tiled.c. */
+void zb_sgemm_tiled_weight(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *W, int ldw, float beta, float *C,
+                           int ldc);
 /* How many tiles zb_sgemm_tiled cuts an M x N x K product into (1 = one plain call). */
 int zb_sgemm_tile_count(int M, int N, int K);
 

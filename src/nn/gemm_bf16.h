@@ -36,6 +36,14 @@ void zb_bf16_pack(uint16_t *dst, const float *src, int rows, int cols, int ld);
  * process ends with one line). Valid until the thread asks for that slot again or exits. */
 uint16_t *zb_bf16_buffer(int slot, size_t n);
 
+/* The rounded copy of weight w (rows x cols, leading dimension ld), dense, from the weight cache
+ * open on this thread (zb_bf16_weight_cache_open; rounded at its first use in the open span);
+ * NULL when no cache is open (or without memory for it): the caller rounds it itself.
+ * gemm_bf16_weights.c. */
+const uint16_t *zb_bf16_weight_rounded(const float *w, int rows, int cols, int ld);
+/* Test hook: set (not "0"), the weight cache is never used, so a test can compare the bits. */
+#define ZB_CPU_BF16_NO_WEIGHT_CACHE_ENV "ZBPP_TEST_CPU_BF16_NO_WEIGHT_CACHE"
+
 /* ---- the backend (gemm_bf16_onednn.c; without oneDNN, gemm_bf16.c says why not) ---- */
 
 /* 0 when the backend runs bf16 products on this CPU, with what runs them in desc ("oneDNN 2.6.3

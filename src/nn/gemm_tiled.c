@@ -117,28 +117,53 @@ int zb_sgemm_tile_count(int M, int N, int K)
 }
 
 /* bf16 products: op(A) and op(B) rounded once into the calling thread's buffers, dense (the
- * tiles' leading dimensions become the stored widths). */
-static void round_operands(tiled_t *g)
+ * tiles' leading dimensions become the stored widths); B_weight: B is a weight, whose rounded
+ * copy the open weight cache may hold already. */
+static void round_operands(tiled_t *g, int b_weight)
 {
     int ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K;
     int br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
-    uint16_t *a = zb_bf16_buffer(0, (size_t)ar * ac), *b = zb_bf16_buffer(1, (size_t)br * bc);
+    uint16_t *a = zb_bf16_buffer(0, (size_t)ar * ac);
     zb_bf16_pack(a, g->A, ar, ac, g->lda);
-    zb_bf16_pack(b, g->B, br, bc, g->ldb);
+    const uint16_t *b = b_weight ? zb_bf16_weight_rounded(g->B, br, bc, g->ldb) : NULL;
+    if (!b) {
+        uint16_t *own = zb_bf16_buffer(1, (size_t)br * bc);
+        zb_bf16_pack(own, g->B, br, bc, g->ldb);
+        b = own;
+    }
     g->A16 = a, g->B16 = b, g->lda = ac, g->ldb = bc;
+}
+
+static void tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc, int b_weight)
+{
+    tiled_t g = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha,
+                 .beta = beta, .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc};
+    int tiles = plan_tiles(&g);
+    if (!zb_gemm_bf16_on()) {
+        if (tiles <= 1)
+            zb_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+            zb_parallel_for((size_t)tiles, tile_run, &g);
+        return;
+    }
+    round_operands(&g, b_weight);
+    if (tiles <= 1) /* one call: the whole product, on this thread */
+        zb_gemm_bf16_packed(trans_a, trans_b, M, N, K, alpha, g.A16, g.lda, g.B16, g.ldb, beta,
+                            C, ldc);
+    else
+        zb_parallel_for((size_t)tiles, tile_run, &g);
 }
 
 void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    tiled_t g = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha,
-                 .beta = beta, .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc};
-    int tiles = plan_tiles(&g);
-    if (tiles <= 1) {
-        zb_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    if (zb_gemm_bf16_on())
-        round_operands(&g);
-    zb_parallel_for((size_t)tiles, tile_run, &g);
+    tiled(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+}
+
+void zb_sgemm_tiled_weight(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *W, int ldw, float beta, float *C,
+                           int ldc)
+{
+    tiled(trans_a, trans_b, M, N, K, alpha, A, lda, W, ldw, beta, C, ldc, 1);
 }

@@ -33,7 +33,7 @@ void zb_matmul_forward(float *out, const float *inp, const float *weight, const 
                        int N, int C, int OC)
 {
     /* out[N,OC] = inp[N,C] · weight[OC,C]^T (+ bias[OC]) */
-    zb_sgemm_tiled(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
+    zb_sgemm_tiled_weight(0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
     if (bias) {
         bias_t a = {.out = out, .bias = bias, .N = N, .OC = OC,
                     .rows = zb_rows_per_chunk((size_t)OC)};
@@ -45,7 +45,7 @@ void zb_matmul_backward_input(float *dinp, const float *dout, const float *weigh
                               int OC)
 {
     /* dinp[N,C] += dout[N,OC] · weight[OC,C] */
-    zb_sgemm_tiled(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    zb_sgemm_tiled_weight(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
 }
 
 static void bias_grad_chunk(void *ctx, size_t ch, int worker)

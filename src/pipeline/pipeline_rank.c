@@ -14,6 +14,7 @@
 #include "pipeline/stash_pool.h"
 #include "pipeline/step_phases.h"
 #include "pipeline/wte_share.h"
+#include "zbpp/nn.h"
 
 /* ---- setup ---- */
 
@@ -212,6 +213,7 @@ void pl_rank_free(pl_rank_t *R)
     free(R->mb_loss), free(R->vec), free(R->wte_chunk);
     pl_dp_free(R);
     zb_workers_free(R->workers);
+    zb_bf16_weight_cache_free(R->bf16_weights);
     zb_exec_timeline_free(&R->tl);
     zb_adamw_state_free(&R->opt);
     zb_gpt2_grads_free(&R->grads);
@@ -495,7 +497,11 @@ static zb_status_t compute_part(zb_transport_t *pipe, zb_transport_t *dp, pl_ran
                          .send_ready = R->dev->message_ready ? op_send_ready : NULL,
                          .copy = op_copy};
     zb_exec_opts_t eo = {.recv_lookahead = 4, .t0 = R->in->t0};
+    /* the schedule's actions: the rank's weights are fixed until the optimizer (and a shared
+     * WTE too: the tied phase below orders its update after every rank's actions) */
+    zb_bf16_weight_cache_open(&R->bf16_weights);
     zb_status_t st = zb_execute(pl->plan.sched, pipe, &ops, &eo, &R->tl, err);
+    zb_bf16_weight_cache_close();
     const pl_rank_dev_t *dev = R->dev;
     if (st == ZB_OK && (dev->program_done || dev->finish) &&
         (st = pl_phase(R, ZB_PHASE_DRAIN, true, err)) == ZB_OK)

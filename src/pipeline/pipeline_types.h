@@ -125,6 +125,7 @@ typedef struct {
     zb_step_stats_t stats;
     float loss;
     zb_workers_t *workers; /* the rank's threads (--threads), entered at each step */
+    struct zb_bf16_weight_cache *bf16_weights; /* CPU bf16 products: weights rounded once a step */
     float val_loss;        /* pipeline_eval.c: the last validation batch's loss (every rank) */
 } pl_rank_t;
 

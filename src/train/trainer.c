@@ -207,6 +207,7 @@ zb_status_t zb_trainer_init(zb_trainer_t *t, const zb_train_config_t *cfg, zb_er
 void zb_trainer_free(zb_trainer_t *t)
 {
     zb_gpt2_stash_free(t->stash);
+    zb_bf16_weight_cache_free(t->bf16_weights);
     zb_adamw_state_free(&t->opt);
     zb_gpt2_grads_free(&t->grads);
     zb_gpt2_params_free(&t->params);
@@ -248,6 +249,7 @@ zb_status_t zb_trainer_compute(zb_trainer_t *t, float *loss, zb_err_t *err)
         return zb_err_set(err, ZB_ENOMEM, "out of memory for %d microbatch losses", M);
     zb_gpt2_grads_zero(&t->grads);
     zb_status_t st = ZB_OK;
+    zb_bf16_weight_cache_open(&t->bf16_weights); /* the weights are fixed until the update */
     for (int m = 0; m < M && st == ZB_OK; m++) {
         const int *in = t->inputs + (size_t)m * mb_tokens;
         const int *tg = t->targets + (size_t)m * mb_tokens;
@@ -257,6 +259,7 @@ zb_status_t zb_trainer_compute(zb_trainer_t *t, float *loss, zb_err_t *err)
         if (st == ZB_OK)
             st = zb_gpt2_backward_weight(&t->params, &whole, t->stash, &t->grads, err);
     }
+    zb_bf16_weight_cache_close();
     if (st == ZB_OK) {
         *loss = zb_train_mean_loss(losses, M);
         zb_gpt2_fold_tied(&t->grads);

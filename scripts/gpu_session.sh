@@ -196,9 +196,12 @@ all)
             ;;
         cpu) # issue 32: bf16 on this machine's AMX CPU (oneDNN) for real, then the CPU step next
             # to PyTorch on its cores (1, 2, all), with zbpp's bf16 column
+            # the bf16 dot-product ceiling beside fp32's (AVX512-BF16; AMX is oneDNN's to use)
+            step bench_peak 30 build-gpu/bench_peak 3
+            grep -h "peak" "$logs/bench_peak.log"
             step test_cpu_bf16 30 build-gpu/test_cpu_bf16
             step cli_cpu_bf16 60 bash tests/cli_cpu_bf16.sh build-gpu/zbpp .
-            grep -hE "bf16 products|FAIL|SKIPPED|PASSED|passed|refused" "$logs/test_cpu_bf16.log" \
+            grep -hE "bf16 products|FAIL|SKIPPED|PASSED|passed|refused|warning" "$logs/test_cpu_bf16.log" \
                 "$logs/cli_cpu_bf16.log" | head -12
             # which oneDNN kernels ran each product layout (a "ref" one would be a slow path)
             step onednn_impls 40 env ONEDNN_VERBOSE=1 build-gpu/zbpp train --layers 2 --channels 768 \

@@ -3,7 +3,8 @@
  * the operands; the tiles depend only on the shape, never on the number of threads, so every
  * thread count makes exactly the same sgemm calls and gets the same bits. With bf16 products on,
  * the whole operands are rounded to bf16 once (shared over the group) and the tiles are views of
- * the rounded copies. */
+ * the rounded copies; a weight operand (zb_sgemm_tiled_weight) may come rounded already from
+ * the weight cache open on this thread (gemm_bf16_weights.c). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -140,19 +141,15 @@ static void tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, co
     tiled_t g = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha,
                  .beta = beta, .A = A, .B = B, .C = C, .lda = lda, .ldb = ldb, .ldc = ldc};
     int tiles = plan_tiles(&g);
-    if (!zb_gemm_bf16_on()) {
-        if (tiles <= 1)
-            zb_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        else
-            zb_parallel_for((size_t)tiles, tile_run, &g);
-        return;
-    }
-    round_operands(&g, b_weight);
-    if (tiles <= 1) /* one call: the whole product, on this thread */
+    if (zb_gemm_bf16_on())
+        round_operands(&g, b_weight);
+    if (tiles > 1)
+        zb_parallel_for((size_t)tiles, tile_run, &g);
+    else if (g.A16) /* one bf16 call on the rounded operands, on this thread */
         zb_gemm_bf16_packed(trans_a, trans_b, M, N, K, alpha, g.A16, g.lda, g.B16, g.ldb, beta,
                             C, ldc);
     else
-        zb_parallel_for((size_t)tiles, tile_run, &g);
+        zb_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void zb_sgemm_tiled(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,

@@ -199,6 +199,13 @@ all)
             # the bf16 dot-product ceiling beside fp32's (AVX512-BF16; AMX is oneDNN's to use)
             step bench_peak 30 build-gpu/bench_peak 3
             grep -h "peak" "$logs/bench_peak.log"
+            # per product shape: fp32, bf16 with its rounding, oneDNN's kernel alone (AMX?), on
+            # the OpenBLAS core zbpp train picks for this CPU
+            core=$(build-gpu/zbpp train --layers 1 --channels 32 --heads 2 --seq 16 --batch 2 \
+                --steps 0 --text data/demo_corpus.txt --verbose 2>&1 |
+                sed -n 's/.*zbpp set OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p' | head -1)
+            step bench_gemm 60 env ${core:+OPENBLAS_CORETYPE=$core} build-gpu/bench_gemm 3
+            cat "$logs/bench_gemm.log"
             step test_cpu_bf16 30 build-gpu/test_cpu_bf16
             step cli_cpu_bf16 60 bash tests/cli_cpu_bf16.sh build-gpu/zbpp .
             grep -hE "bf16 products|FAIL|SKIPPED|PASSED|passed|refused|warning" "$logs/test_cpu_bf16.log" \

@@ -117,7 +117,9 @@ static zb_status_t try_families(const zb_gen_params_t *q, zb_offload_t mode, zb_
             *best = s;
             s = NULL;
             best_mk = mk;
-            snprintf(note, 96, "offload auto: %s+O (%.60s)", fam[i].name, fnote);
+            /* "offload auto: the zb-v+O plan: 308 kept, ...", not the family's note nested */
+            const char *what = strncmp(fnote, "offload auto: ", 14) ? fnote : fnote + 14;
+            snprintf(note, 96, "offload auto: the %s+O plan: %.60s", fam[i].name, what);
         }
         zb_schedule_free(s);
     }

@@ -1,7 +1,7 @@
 /* Predicted device memory of a one-GPU GPT-2 124M training run (T = 1024, M = 2 stashes) per
  * precision and batch size, from the CUDA stage's own layout figures (zb_cuda_stage_memory:
  * computed on the host, the same figures a stage allocates, checked by test_cuda_fake_stage16
- * and test_cuda_fake_pipeline), plus the context's fixed 32 MiB cuBLASLt workspace. Needs no
+ * and test_cuda_fake_pipeline), the workspace included (cuBLASLt's 32 MiB and the rest). Needs no
  * GPU; the real peak is bench_cuda_step's largest B on the device.
  * Usage: bench_cuda_memory [T=1024] [M=2] [GiB=79.1: the device's memory] */
 #include <stdio.h>
@@ -22,9 +22,9 @@ static int predict(zb_cuda_stage_mem_t *m, double *total, const zb_gpt2_config_t
         return 0;
     }
     /* params, grads, m, v; the bf16 copy; WTE accumulator; M stashes; the scratch; the
-     * cuBLASLt workspace */
+     * workspace */
     double state = 4.0 * m->state + m->weights16 + m->wte_head;
-    *total = state + (double)M * m->stash + m->scratch + 32.0 * 1024 * 1024;
+    *total = state + (double)M * m->stash + m->scratch + (double)m->workspace;
     return 1;
 }
 

@@ -51,10 +51,10 @@ static double predict(const char *family, int P, int M, zb_opt_sync_t sync,
 
 static void row(const char *what, const zb_rank_mem_t *m, double one)
 {
-    printf("%-26s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %8.0f %7.3f\n", what,
+    printf("%-26s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f %8.0f %7.3f\n", what,
            m->params / MiB, m->grads / MiB, m->optimizer / MiB, m->backup / MiB,
-           m->messages / MiB, m->activations / MiB, m->stash_alloc / MiB, m->total / MiB,
-           one > 0 ? m->total / one : 1.0);
+           m->messages / MiB, m->activations / MiB, m->workspace / MiB, m->stash_alloc / MiB,
+           m->total / MiB, one > 0 ? m->total / one : 1.0);
 }
 
 int main(int argc, char **argv)
@@ -82,8 +82,8 @@ int main(int argc, char **argv)
         return 1;
     printf("GPT-2 124M-like, L=%d, T=%d, %s, one sequence per microbatch, device messages; "
            "MiB per rank, predicted (no GPU)\n", L, T, prec_name);
-    printf("%-26s %7s %7s %7s %7s %7s %7s %7s %8s %7s\n", "run (largest rank)", "params", "grads",
-           "optim", "backup", "msgs", "act", "stash", "total", "x r1");
+    printf("%-26s %7s %7s %7s %7s %7s %7s %7s %7s %8s %7s\n", "run (largest rank)", "params",
+           "grads", "optim", "backup", "msgs", "act", "work", "stash", "total", "x r1");
     row("--ranks 1, M=8", one, ref);
     static const char *const fams[] = {"1f1b", "zb-h1", "zb-h2", "zb-v"};
     static const struct {

@@ -25,7 +25,7 @@ for sch in gpipe 1f1b zb-h1 zb-h2 zb-v; do
         [ "$rc" = sel ] && flags=(--keep-activations selective)
         [ "$rc" = all+sel ] && flags=(--recompute all --keep-activations selective)
         out=$(/usr/bin/time -f "rss %M" "$Z" train "${M[@]}" --schedule $sch "${flags[@]}" 2>&1)
-        total=$(awk '/^  measured/ { if ($8 > m) m = $8 } END { print m }' <<<"$out")
+        total=$(awk '/^  measured/ { if ($9 > m) m = $9 } END { print m }' <<<"$out")
         rss=$(awk '/^rss / { printf "%.1f", $2 / 1024 }' <<<"$out")
         step=$(sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p' <<<"$out")
         read -r span pred err < <(sed -n \
@@ -49,7 +49,7 @@ W=$(mktemp -d)
 for rep in $(seq 1 "$REPS"); do
     for rc in none all; do
         out=$("$Z" train "${A[@]}" --recompute $rc 2>&1)
-        awk '/^  measured/ { if ($8 > m) m = $8 } END { print m }' <<<"$out" >>"$W/total_$rc"
+        awk '/^  measured/ { if ($9 > m) m = $9 } END { print m }' <<<"$out" >>"$W/total_$rc"
         sed -n 's/^pipeline span.*(\([-+0-9.]*\)%)/\1/p' <<<"$out" >>"$W/err_$rc"
     done
 done

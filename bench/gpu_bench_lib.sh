@@ -47,13 +47,13 @@ field() {
             END { printf "%.2f", col ? m : 0 }' "$log" ;;
     # the memory table: the largest total over the ranks (MiB), predicted or measured
     mem_predicted | mem_measured)
-        awk -v want="${2#mem_}" '$1 == want && NF >= 9 { if ($8 > m) m = $8 } END { printf "%.1f", m }' "$log" ;;
+        awk -v want="${2#mem_}" '$1 == want && NF >= 10 { if ($9 > m) m = $9 } END { printf "%.1f", m }' "$log" ;;
     # the memory table's activation peak and stash allocation (MiB, the largest over the ranks)
     peak_predicted | peak_measured | alloc_predicted | alloc_measured)
         local col=7
-        case $2 in alloc_*) col=9 ;; esac
+        case $2 in alloc_*) col=10 ;; esac
         local want=${2#*_}
-        awk -v want="$want" -v c=$col '$1 == want && NF >= 9 { if ($c > m) m = $c } END { printf "%.1f", m }' "$log" ;;
+        awk -v want="$want" -v c=$col '$1 == want && NF >= 10 { if ($c > m) m = $c } END { printf "%.1f", m }' "$log" ;;
     esac
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "n/a" }'; }

@@ -23,7 +23,7 @@ done
 grep -q "^pipeline: gpipe+rc," "$tmp/all2.out" || fail "all: no +rc in $(grep pipeline: "$tmp/all2.out")"
 grep -q "^pipeline: gpipe," "$tmp/auto2.out" || fail "auto without a limit recomputed"
 # whole-rank totals of rank 0 (predicted row): recompute is smaller
-total() { awk '/^ rank 0/{getline; print $8; exit}' "$1"; }
+total() { awk '/^ rank 0/{getline; print $9; exit}' "$1"; }
 t_none=$(total "$tmp/none2.out") t_all=$(total "$tmp/all2.out")
 awk -v a="$t_all" -v n="$t_none" 'BEGIN{exit !(a < n)}' || fail "recompute total $t_all MiB not below $t_none MiB"
 echo "ok: every mode bit-identical to --ranks 1; rank 0 total $t_none -> $t_all MiB with recompute"

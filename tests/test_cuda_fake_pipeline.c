@@ -642,10 +642,12 @@ static void test_checkpoints_cross_devices(void **state)
 }
 
 /* A memory table row's fields, in one order for field-by-field checks. */
-static void mem_fields(const zb_rank_mem_t *m, double f[8])
+#define MEM_FIELDS 9
+static void mem_fields(const zb_rank_mem_t *m, double f[MEM_FIELDS])
 {
-    const double v[8] = {m->params,     m->grads,       m->optimizer,  m->backup,
-                         m->messages,   m->activations, m->stash_alloc, m->total};
+    const double v[MEM_FIELDS] = {m->params,      m->grads,     m->optimizer,
+                                  m->backup,      m->messages,  m->activations,
+                                  m->stash_alloc, m->workspace, m->total};
     memcpy(f, v, sizeof v);
 }
 
@@ -665,21 +667,43 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     o.recompute = recompute;
     zb_pipeline_report_t *rep = calloc(1, sizeof *rep);
     float loss[2];
+    fake_device_bytes_reset();
     run_ok(&c, &o, loss, NULL, rep);
     assert_true(rep->mem_on_device && rep->mem_measured_ok);
     double copy16 = gpu->precision == ZB_CUDA_BF16 ? 0.5 : 0.0; /* bf16 copies of the weights */
-    double params = 0, grads = 0;
+    double params = 0, grads = 0, held = 0;
     for (int r = 0; r < P; r++) {
         const zb_rank_mem_t *x = &rep->mem_measured[r];
-        double a[8], b[8];
+        held += x->params + x->grads + x->optimizer + x->backup + x->messages + x->stash_alloc +
+                x->workspace;
+        assert_true(x->workspace >= (double)ZB_CU_LT_WS_BYTES);
+        double a[MEM_FIELDS], b[MEM_FIELDS];
         mem_fields(&rep->mem_predicted[r], a), mem_fields(x, b);
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < MEM_FIELDS; i++)
             if (a[i] != b[i] || !(a[i] >= 0))
                 fail_msg("%s P=%d rank %d field %d: predicted %.0f, measured %.0f", schedule, P,
                          r, i, a[i], b[i]);
         assert_true(x->backup == 3 * x->params / (1.0 + copy16) && x->activations > 0);
         params += x->params, grads += x->grads;
     }
+    /* every byte the run put on the device is in the table: the device's peak is what the
+     * ranks' fields say they hold (nothing allocated later, nothing left out) */
+    double peak = (double)fake_device_bytes_peak();
+    if (peak != held)
+        fail_msg("%s P=%d: the device's peak is %.0f bytes, the ranks' tables hold %.0f", schedule,
+                 P, peak, held);
+    /* and all of it is there before the first step: a run of no steps holds the same bytes (a
+     * buffer that grows in a step would hold the table's figure only afterwards) */
+    zb_train_config_t c0 = c;
+    c0.steps = 0;
+    zb_pipeline_report_t *rep0 = calloc(1, sizeof *rep0);
+    fake_device_bytes_reset();
+    run_ok(&c0, &o, NULL, NULL, rep0);
+    double at_open = (double)fake_device_bytes_peak();
+    if (at_open != held)
+        fail_msg("%s P=%d: %.0f bytes on the device before the first step, %.0f after the run",
+                 schedule, P, at_open, held);
+    zb_pipeline_report_free(rep0), free(rep0);
     zb_trainer_t t; /* the model the run derived from c */
     zb_err_t err;
     assert_int_equal(zb_trainer_init(&t, &c, &err), ZB_OK);
@@ -922,10 +946,10 @@ static void predict_without_running(const char *schedule, int P, const zb_cuda_t
     if (st != ZB_OK)
         fail_msg("%s: %s", schedule, err.msg);
     for (int r = 0; r < P; r++) {
-        double g[8], a[8], b[8];
+        double g[MEM_FIELDS], a[MEM_FIELDS], b[MEM_FIELDS];
         mem_fields(&got[r], g), mem_fields(&rep->mem_predicted[r], a);
         mem_fields(&rep->mem_measured[r], b);
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < MEM_FIELDS; i++)
             if (g[i] != a[i] || g[i] != b[i])
                 fail_msg("%s P=%d rank %d field %d: predict_gpu_memory %.0f, the run predicted "
                          "%.0f, measured %.0f", schedule, P, r, i, g[i], a[i], b[i]);

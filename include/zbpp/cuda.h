@@ -110,12 +110,14 @@ zb_status_t zb_cuda_adamw_update_units(zb_cuda_stage_t *s, const zb_adamw_hparam
  * (`weights16`: bf16 precision, else 0), the head's WTE accumulator, the per-call scratch, one
  * stash as zb_cuda_stash_new allocates it, what a stash holds live after F and after B
  * (zb_cuda_stash_live_bytes), and the post-validation backup (3 x state once
- * zb_cuda_state_backup saved, else 0). The stash and scratch depend on the precision (bf16
+ * zb_cuda_state_backup saved, else 0), and the workspace its calls use besides (cuBLASLt's,
+ * the column-sum partials, the norm's rows, the optimizer's tables: allocated when the stage
+ * opens, never grown). The stash and scratch depend on the precision (bf16
  * stores activations in 16 bits and keeps no T×T attention matrix). zb_cuda_stage_memory
  * computes them on the host for a stage not made (backup 0; ZB_EINVAL for a shape
  * zb_cuda_stage_check refuses); zb_cuda_stage_allocated reads them off a stage. */
 typedef struct {
-    size_t state, weights16, wte_head, scratch, stash, after_f, after_b, backup;
+    size_t state, weights16, wte_head, scratch, stash, after_f, after_b, backup, workspace;
     size_t region[3]; /* a split stash's lifetime regions (zb_cuda_stash_regions) */
 } zb_cuda_stage_mem_t;
 zb_status_t zb_cuda_stage_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,

@@ -207,6 +207,10 @@ typedef struct zb_bf16_weight_cache zb_bf16_weight_cache_t;
 void zb_bf16_weight_cache_open(zb_bf16_weight_cache_t **cache);
 void zb_bf16_weight_cache_close(void);
 void zb_bf16_weight_cache_free(zb_bf16_weight_cache_t *cache);
+/* Bytes of the rounded copies a cache holds (a rank's memory table: its "workspace"), and
+ * whether products use a cache at all (bf16 products on, the test hook below not set). */
+size_t zb_bf16_weight_cache_bytes(const zb_bf16_weight_cache_t *cache);
+int zb_bf16_weight_cache_used(void);
 /* Test hook, so the path is tested where no bf16 CPU is: "emulate" makes bf16 products run on
  * any CPU as sgemm on the rounded operands (the same numerics up to the order of the sums);
  * "onednn-f32" as oneDNN's fp32 matmul on them (the oneDNN backend's code, but its data type).

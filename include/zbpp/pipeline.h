@@ -102,7 +102,11 @@ typedef struct {
     double messages;    /* activation / gradient message buffers of its stages */
     double activations; /* peak live activation stash */
     double stash_alloc; /* activation stash pools as allocated */
-    double total;
+    double workspace;   /* what the rank's calls use besides (GPU: cuBLASLt's workspace, the
+                         * column-sum partials, the norm's rows, the optimizer's tables; CPU:
+                         * the bf16 products' weight copies), allocated when the rank opens */
+    double total;       /* params + grads + optimizer + backup + messages + activations +
+                         * workspace */
     double rss_peak;    /* measured only: peak resident set of the process holding the rank
                          * (with threads, the whole process: every rank shares it) */
 } zb_rank_mem_t;

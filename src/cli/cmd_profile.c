@@ -259,9 +259,9 @@ static void print_rank_memory(const opts_t *o, const zb_profile_t *p, const int 
                 const zb_rank_mem_t *m = &rep->mem_predicted[r];
                 printf("%s\n    {\"params\": %.17g, \"grads\": %.17g, \"optimizer\": %.17g, "
                        "\"backup\": %.17g, \"messages\": %.17g, \"activations\": %.17g, "
-                       "\"total\": %.17g, \"stash_alloc\": %.17g}",
+                       "\"workspace\": %.17g, \"total\": %.17g, \"stash_alloc\": %.17g}",
                        r ? "," : "", m->params, m->grads, m->optimizer, m->backup, m->messages,
-                       m->activations, m->total, m->stash_alloc);
+                       m->activations, m->workspace, m->total, m->stash_alloc);
             }
             printf("\n  ]},\n");
         }

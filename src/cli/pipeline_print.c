@@ -73,21 +73,22 @@ void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool pr
 static void mem_row(const char *what, const zb_rank_mem_t *m)
 {
     const double MiB = 1048576.0;
-    printf("  %-9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f\n", what, m->params / MiB,
-           m->grads / MiB, m->optimizer / MiB, m->backup / MiB, m->messages / MiB,
-           m->activations / MiB, m->total / MiB, m->stash_alloc / MiB);
+    printf("  %-9s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f\n", what,
+           m->params / MiB, m->grads / MiB, m->optimizer / MiB, m->backup / MiB,
+           m->messages / MiB, m->activations / MiB, m->workspace / MiB, m->total / MiB,
+           m->stash_alloc / MiB);
 }
 
 void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit)
 {
     if (rep->mem_on_device)
         printf("GPU memory per rank, MiB (device: params + grads + optimizer + backup + messages "
-               "+ activation peak; the host mirror is not counted; docs/cuda.md)\n");
+               "+ activation peak + workspace; the host mirror is not counted; docs/cuda.md)\n");
     else
         printf("memory per rank, MiB (whole rank = params + grads + optimizer + backup + "
-               "messages + activation peak; docs/runtime.md)\n");
-    printf("  %-9s %8s %8s %8s %8s %8s %8s %9s %9s\n", "", "params", "grads", "optim", "backup",
-           "messages", "act.peak", "total", "act.alloc");
+               "messages + activation peak + workspace; docs/runtime.md)\n");
+    printf("  %-9s %8s %8s %8s %8s %8s %8s %8s %9s %9s\n", "", "params", "grads", "optim",
+           "backup", "messages", "act.peak", "work", "total", "act.alloc");
     for (int r = 0; r < ranks && r < 1024; r++) {
         printf(" rank %d\n", r);
         mem_row("predicted", &rep->mem_predicted[r]);

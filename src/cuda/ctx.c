@@ -7,7 +7,6 @@
 #include "cuda/ctx.h"
 #include "cuda/kernels.h"
 
-#define WS_BYTES ((size_t)32 << 20)
 
 static void plan_release(zb_cu_gemm_plan_t *p);
 
@@ -71,15 +70,13 @@ zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec,
     if (e == cudaSuccess)
         e = cudaStreamCreate(&c->stream);
     if (e == cudaSuccess)
-        e = cudaMalloc(&c->ws, WS_BYTES);
-    if (e == cudaSuccess)
-        e = cudaMalloc((void **)&c->sumsq, 16 * ZB_CU_SUMSQ_BLOCKS * sizeof(double));
+        e = cudaMalloc(&c->ws, ZB_CU_LT_WS_BYTES);
     if (e != cudaSuccess) {
         cudaGetLastError();
         zb_cu_ctx_destroy(c);
         return zb_err_set(err, ZB_EIO, "CUDA device %d: %s", device, cudaGetErrorString(e));
     }
-    c->ws_bytes = WS_BYTES;
+    c->ws_bytes = ZB_CU_LT_WS_BYTES;
     cublasStatus_t bs = cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         c->lt = NULL;
@@ -102,7 +99,6 @@ void zb_cu_ctx_destroy(zb_cu_ctx_t *c)
         cudaStreamSynchronize(c->stream);
     cudaFree(c->ws);
     cudaFree(c->part);
-    cudaFree(c->sumsq);
     if (c->stream)
         cudaStreamDestroy(c->stream);
     memset(c, 0, sizeof *c);

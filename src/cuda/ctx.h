@@ -45,7 +45,6 @@ typedef struct {
     zb_cuda_precision_t prec;
     float *part; /* column-sum partials */
     size_t part_cap;
-    double *sumsq; /* [16 ranges][ZB_CU_SUMSQ_BLOCKS] */
     int sm_target; /* SMs the stream runs on (a partition), 0 = all: cuBLASLt plans target it */
     struct zb_cu_prof *prof; /* the kernel-class time breakdown (cuda/prof.h), NULL = off */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
@@ -58,7 +57,10 @@ typedef struct {
     char msg[256];
 } zb_cu_ctx_t;
 
-/* Create the context on `device` (stream, handle, 32 MiB cuBLASLt workspace). */
+/* cuBLASLt's workspace, one per context (stage): part of the stage's memory table. */
+#define ZB_CU_LT_WS_BYTES ((size_t)32 << 20)
+
+/* Create the context on `device` (stream, handle, ZB_CU_LT_WS_BYTES of cuBLASLt workspace). */
 zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec, zb_err_t *err);
 void zb_cu_ctx_destroy(zb_cu_ctx_t *c);
 /* ZB_OK, or the first recorded failure / pending CUDA error as a message naming `what`. */

@@ -40,6 +40,8 @@ void zb_cu_stage_layout(zb_cuda_stage_t *s)
     }
 }
 
+static zb_status_t workspace_open(zb_cuda_stage_t *s, zb_err_t *err);
+
 /* Floats of the fp32 attention's backward scratch: the flash kernel's D (B·NH·T), or one
  * sequence's materialised gradient (NH·T·T). */
 static size_t att_scratch_floats(const zb_cuda_stage_t *s)
@@ -182,6 +184,10 @@ static zb_status_t stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *
         if (e == cudaSuccess)
             return zb_err_set(err, ZB_ENOMEM, "cannot allocate the loss buffer");
         return cuda_err(e, "stage allocation (parameters, gradients, moments, scratch)", err);
+    }
+    if ((st = workspace_open(s, err)) != ZB_OK) {
+        zb_cuda_stage_free(s);
+        return st;
     }
     if (prec == ZB_CUDA_BF16) {
         zb_cu16_scratch_assign(s);
@@ -472,6 +478,22 @@ zb_status_t zb_cuda_grad_unit_sumsq(zb_cuda_stage_t *s, int unit, double *out, z
     return zb_cuda_grad_units_sumsq(s, &unit, 1, out, err);
 }
 
+/* Room for a descriptor table of n entries of `elem` bytes (grown only past its capacity,
+ * which the stage sizes for all its units when it opens). */
+static cudaError_t table_room(zb_cuda_stage_t *s, zb_cu_table_t *t, int n, size_t elem)
+{
+    if (n <= t->cap)
+        return cudaSuccess;
+    cudaError_t e = cudaStreamSynchronize(s->ctx.stream); /* a queued launch reads it */
+    cudaFree(t->dev);
+    t->dev = NULL, t->cap = 0;
+    if (e == cudaSuccess)
+        e = cudaMalloc(&t->dev, (size_t)n * elem);
+    if (e == cudaSuccess)
+        t->cap = n;
+    return e;
+}
+
 /* A launch's descriptor table on the device: the host table d of n entries (taken over) is
  * uploaded when it differs from the one there (the first step, or other units or buffers), so
  * a step with the same table uploads nothing. */
@@ -480,12 +502,12 @@ static zb_status_t table_to_device(zb_cuda_stage_t *s, zb_cu_table_t *t, void *d
 {
     zb_status_t st = ZB_OK;
     if (n != t->count || (n > 0 && memcmp(d, t->host, (size_t)n * elem))) {
-        cudaError_t e = cudaStreamSynchronize(s->ctx.stream); /* a queued launch reads it */
-        cudaFree(t->dev);
+        /* a queued launch reads the table there: wait for it before writing over it */
+        cudaError_t e = cudaStreamSynchronize(s->ctx.stream);
         free(t->host);
-        t->dev = NULL, t->host = NULL, t->count = 0;
-        if (e == cudaSuccess && n > 0)
-            e = cudaMalloc(&t->dev, (size_t)n * elem);
+        t->host = NULL, t->count = 0;
+        if (e == cudaSuccess)
+            e = table_room(s, t, n, elem);
         st = cuda_err(e, what, err);
         if (st == ZB_OK && n > 0)
             st = copy(s, t->dev, d, (size_t)n * elem, cudaMemcpyHostToDevice, what, err);
@@ -498,7 +520,10 @@ static zb_status_t table_to_device(zb_cuda_stage_t *s, zb_cu_table_t *t, void *d
     return st;
 }
 
-/* Room for the partials of n units (16 ranges x ZB_CU_SUMSQ_BLOCKS each) and their n sums. */
+/* Doubles of one norm unit's row: 16 ranges x ZB_CU_SUMSQ_BLOCKS partials, and its sum. */
+#define NORM_ROW_DOUBLES (16 * ZB_CU_SUMSQ_BLOCKS + 1)
+
+/* Room for the partials of n units and their n sums (grown only past the stage's own units). */
 static zb_status_t norm_room(zb_cuda_stage_t *s, int n, zb_err_t *err)
 {
     if (n <= s->norm_cap)
@@ -508,13 +533,68 @@ static zb_status_t norm_room(zb_cuda_stage_t *s, int n, zb_err_t *err)
         cudaFree(s->norm_parts);
         s->norm_parts = NULL;
         s->norm_cap = 0;
-        e = cudaMalloc((void **)&s->norm_parts,
-                       (size_t)n * (16 * ZB_CU_SUMSQ_BLOCKS + 1) * sizeof(double));
+        e = cudaMalloc((void **)&s->norm_parts, (size_t)n * NORM_ROW_DOUBLES * sizeof(double));
     }
     if (e != cudaSuccess)
         return cuda_err(e, "grad sumsq scratch", err);
     s->norm_cap = n;
     return ZB_OK;
+}
+
+/* ---- workspace: every buffer the stage's calls use besides its state, stash and scratch ---- */
+
+/* The norm units with a slice in the stage, and their ranges (one descriptor each). */
+static void stage_units(const zb_cuda_stage_t *s, int *units, int *ranges)
+{
+    *units = 0, *ranges = 0;
+    for (int u = 0; u < zb_gpt2_num_units(&s->cfg); u++) {
+        size_t off[16], cnt[16];
+        int tensor[16];
+        int nr = stage_unit_ranges(s, u, off, cnt, tensor);
+        *units += nr > 0;
+        *ranges += nr;
+    }
+}
+
+/* Floats of the column-sum partials of the stage's widest bias or LayerNorm gradient: a block's
+ * fc bias (4C columns), else the head's final LayerNorm (weight and bias, 2C). */
+static size_t part_floats(const zb_cuda_stage_t *s)
+{
+    size_t C = (size_t)s->cfg.channels;
+    size_t cols = s->nl > 0 ? 4 * C : s->span.head ? 2 * C : 0;
+    return (size_t)zb_cu_colsum_chunks(s->B * s->T) * cols;
+}
+
+size_t zb_cu_workspace_bytes(const zb_cuda_stage_t *s, bool made)
+{
+    if (made) /* what the stage holds now (the memory table's "measured") */
+        return s->ctx.ws_bytes + s->ctx.part_cap * sizeof(float) +
+               (size_t)s->norm_cap * NORM_ROW_DOUBLES * sizeof(double) +
+               (size_t)s->adamw_tab.cap * sizeof(zb_cu_adamw_tensor_t) +
+               (size_t)s->sumsq_tab.cap * sizeof(zb_cu_sumsq_range_t);
+    int units, ranges;
+    stage_units(s, &units, &ranges);
+    return ZB_CU_LT_WS_BYTES + part_floats(s) * sizeof(float) +
+           (size_t)units * NORM_ROW_DOUBLES * sizeof(double) +
+           (size_t)ranges * (sizeof(zb_cu_adamw_tensor_t) + sizeof(zb_cu_sumsq_range_t));
+}
+
+/* The workspace, all of it when the stage opens, so the memory table counts every byte from the
+ * start and no call allocates (or waits for the stream to free) in a step. */
+static zb_status_t workspace_open(zb_cuda_stage_t *s, zb_err_t *err)
+{
+    int units, ranges;
+    stage_units(s, &units, &ranges);
+    size_t part = part_floats(s);
+    if (part > 0 && !zb_cu_part_reserve(&s->ctx, part))
+        return zb_cu_ctx_check(&s->ctx, "stage workspace", err);
+    zb_status_t st = norm_room(s, units, err);
+    cudaError_t e = cudaSuccess;
+    if (st == ZB_OK)
+        e = table_room(s, &s->adamw_tab, ranges, sizeof(zb_cu_adamw_tensor_t));
+    if (st == ZB_OK && e == cudaSuccess)
+        e = table_room(s, &s->sumsq_tab, ranges, sizeof(zb_cu_sumsq_range_t));
+    return st == ZB_OK ? cuda_err(e, "stage workspace (optimizer tables)", err) : st;
 }
 
 /* Every range's partials in its own slot of its unit's row (the rest of the row zeros), all the

@@ -37,10 +37,11 @@ typedef struct {
     zb_bf16_t *dres3, *dfch, *dln2, *dres2, *dqkv, *dln1;
 } layer16_t;
 
-/* A launch's descriptor table, on the device and its host copy (to see whether it changed). */
+/* A launch's descriptor table on the device (room for cap entries) and the host copy of its
+ * count entries (to see whether it changed). */
 typedef struct {
     void *dev, *host;
-    int count;
+    int count, cap;
 } zb_cu_table_t;
 
 struct zb_cuda_stage {
@@ -63,9 +64,9 @@ struct zb_cuda_stage {
     int n_loss_slots;
     cudaEvent_t loss_ev;
     float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
-    /* the optimizer's tables (stage.c, made on first use): the multi-tensor AdamW descriptors
-     * of the units last stepped (a host copy to see whether they changed), and room for the
-     * norm partials of norm_cap units and their sums */
+    /* the optimizer's tables (stage.c, room for all the stage's units made when it opens):
+     * the multi-tensor AdamW descriptors of the units last stepped (a host copy to see whether
+     * they changed), and room for the norm partials of norm_cap units and their sums */
     zb_cu_table_t adamw_tab; /* zb_cu_adamw_tensor_t entries */
     size_t adamw_max_n;
     zb_cu_table_t sumsq_tab; /* zb_cu_sumsq_range_t: the last norm's ranges */
@@ -149,6 +150,10 @@ static inline const zb_bf16_t *WTE16(const zb_cuda_stage_t *s)
 void zb_cu_stage_layout(zb_cuda_stage_t *s);
 size_t zb_cu_scratch_bytes(const zb_cuda_stage_t *s);
 size_t zb_cu16_scratch_bytes(const zb_cuda_stage_t *s);
+/* Bytes of the stage's workspace (stage.c): cuBLASLt's, the column-sum partials, the norm's
+ * rows and the optimizer's tables. made: what a made stage holds now; else what one shaped like
+ * s allocates when it opens (it never grows in the pipeline's or the trainer's calls). */
+size_t zb_cu_workspace_bytes(const zb_cuda_stage_t *s, bool made);
 void zb_cu16_scratch_assign(zb_cuda_stage_t *s);
 /* bf16: weights16[off, off+n) = bf16(params[off, off+n)), queued on the stage's stream; a no-op
  * in fp32/tf32. Called after everything that writes params (uploads, AdamW, restore). */

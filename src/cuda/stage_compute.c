@@ -234,8 +234,8 @@ void zb_cuda_stash_free(zb_cuda_stash_t *st)
 
 void zb_cuda_stash_reset(zb_cuda_stash_t *st) { st->state = STATE_EMPTY; }
 
-/* The figures of a stage shaped like s (allocated or not). */
-static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
+/* The figures of a stage shaped like s; made: allocated (its workspace as it is now). */
+static void stage_mem(const zb_cuda_stage_t *s, bool made, zb_cuda_stage_mem_t *m)
 {
     layout_t lo = {0};
     stash_layout(&lo, NULL, s);
@@ -248,6 +248,7 @@ static void stage_mem(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *m)
     m->after_b = lo.bytes_b;
     zb_cuda_stash_regions(s, m->region);
     m->backup = s->backup ? 3 * m->state : 0;
+    m->workspace = zb_cu_workspace_bytes(s, made);
 }
 
 /* The figures of a stage of this shape, made or not; tied: a head borrowing its WTE. */
@@ -266,7 +267,7 @@ static zb_status_t shape_memory(const zb_gpt2_config_t *cfg, const zb_gpt2_span_
                              .nl = span->layer_end - span->layer_begin, .ctx.prec = prec,
                              .wte_borrowed = tied};
     zb_cu_stage_layout(&shape);
-    stage_mem(&shape, out);
+    stage_mem(&shape, false, out);
     return ZB_OK;
 }
 
@@ -288,7 +289,7 @@ void zb_cuda_stage_allocated(const zb_cuda_stage_t *s, zb_cuda_stage_mem_t *out)
 {
     memset(out, 0, sizeof *out);
     if (s)
-        stage_mem(s, out);
+        stage_mem(s, true, out);
 }
 
 size_t zb_cuda_stash_live_bytes(const zb_cuda_stash_t *st)

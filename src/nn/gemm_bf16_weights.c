@@ -38,10 +38,20 @@ static int cache_disabled(void)
     return v && *v && strcmp(v, "0");
 }
 
+int zb_bf16_weight_cache_used(void) { return zb_gemm_bf16_on() && !cache_disabled(); }
+
+size_t zb_bf16_weight_cache_bytes(const zb_bf16_weight_cache_t *cache)
+{
+    size_t bytes = 0;
+    for (int i = 0; cache && i < cache->n; i++)
+        bytes += cache->e[i].cap * sizeof *cache->e[i].bf16;
+    return bytes;
+}
+
 void zb_bf16_weight_cache_open(zb_bf16_weight_cache_t **cache)
 {
     open_cache = NULL;
-    if (!zb_gemm_bf16_on() || cache_disabled())
+    if (!zb_bf16_weight_cache_used())
         return;
     if (!*cache && !(*cache = calloc(1, sizeof **cache)))
         return; /* no memory for the cache: products round per call, as without it */

@@ -14,6 +14,7 @@
 #include "pipeline/rank_device.h"
 #include "pipeline/stash_pool.h"
 #include "pipeline/wte_share.h"
+#include "zbpp/nn.h"
 #include "zbpp/util.h"
 
 static zb_status_t oom(zb_err_t *err, int rank)
@@ -120,6 +121,7 @@ static void cpu_memory(const pl_rank_t *R, zb_rank_mem_t *m)
     if (R->wte_chunk)
         m->messages += (double)pl_wte_chunk(R->params.sizes[ZB_WTE]) * F;
     m->activations = (double)R->live_peak;
+    m->workspace = (double)zb_bf16_weight_cache_bytes(R->bf16_weights);
 }
 
 static void track_memory(pl_rank_t *R)

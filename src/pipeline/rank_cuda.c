@@ -662,6 +662,7 @@ static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
         m->grads += (double)(a.state + a.wte_head);
         m->optimizer += 2.0 * (double)a.state;
         m->backup += (double)a.backup;
+        m->workspace += (double)a.workspace;
         m->messages += slot * (double)(cs->x_in.n + cs->dx_out.n + cs->own_x_out.n +
                                        cs->own_dx_in.n);
         if (cs->r_out)

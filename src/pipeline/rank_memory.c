@@ -12,6 +12,7 @@
 #include "pipeline/stash_pool.h"
 #include "pipeline/wte_share.h"
 #include "zbpp/cuda.h"
+#include "zbpp/nn.h"
 #include "zbpp/util.h"
 
 typedef int (*rank_of_fn)(const pl_t *pl, int S, int stage);
@@ -34,8 +35,25 @@ static int sched_rank(const pl_t *pl, int S, int s)
     return zb_stage_rank(pl->plan.sched, s);
 }
 
-/* Parameters, gradients, optimizer, backup and messages of `rank` with S stages placed by
- * rank_of and partitioned by pl->plan.first. */
+/* Bytes of the bf16 weight cache of a CPU rank holding these spans (gemm_bf16_weights.c): every
+ * matrix its linear layers multiply by, rounded once a step and kept (a block's qkv, attention
+ * projection, fc and fc projection: 12 C² values; the head's classifier: the WTE). */
+static double bf16_weight_copies(const pl_t *pl, const zb_gpt2_span_t *spans, int n)
+{
+    if (!zb_bf16_weight_cache_used())
+        return 0;
+    const double C = pl->mcfg.channels, values_per_block = 12 * C * C;
+    double values = 0;
+    for (int i = 0; i < n; i++) {
+        values += values_per_block * (spans[i].layer_end - spans[i].layer_begin);
+        if (spans[i].head)
+            values += (double)pl->mcfg.padded_vocab * C;
+    }
+    return values * 2; /* bytes of a bf16 value */
+}
+
+/* Parameters, gradients, optimizer, backup, messages and workspace of `rank` with S stages
+ * placed by rank_of and partitioned by pl->plan.first. */
 static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_rank_mem_t *m)
 {
     zb_gpt2_span_t spans[1025] = {{0, 0, false, false}};
@@ -80,6 +98,7 @@ static void static_part(const pl_t *pl, int S, rank_of_fn rank_of, int rank, zb_
     m->messages = msg_bufs * (double)pl->NC * F;
     if (embed && !head && !shared) /* the tied gradient's exchange buffer */
         m->messages += (double)pl_wte_chunk((size_t)wte_n) * F;
+    m->workspace = bf16_weight_copies(pl, spans, n);
 }
 
 /* Memory deltas of every stage from the stash the ranks will allocate (--keep-activations). */
@@ -99,7 +118,8 @@ void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
 
 static void add_total(zb_rank_mem_t *m)
 {
-    m->total = m->params + m->grads + m->optimizer + m->backup + m->messages + m->activations;
+    m->total = m->params + m->grads + m->optimizer + m->backup + m->messages + m->activations +
+               m->workspace;
 }
 
 double pl_static_bound(const pl_t *run, int S, const int *first)

@@ -5,8 +5,8 @@
  * stage holds its own state (a head stage reads the embedding stage's WTE on the same rank or on
  * a thread rank of the same GPU, pl_cuda_wte_shared; else it has its own copy), message slots follow the CPU's lifetimes except where a
  * copy on another stream still reads a slot after the program is done with it (pl_cuda_msg_slots),
- * the stashes are the CPU's lifetime slots (stash_slots.c) over the CUDA stash's own regions, and
- * a post-validation backup is 3 x the state. */
+ * the stashes are the CPU's lifetime slots (stash_slots.c) over the CUDA stash's own regions, a
+ * post-validation backup is 3 x the state, and each stage has a workspace of its own. */
 #include "pipeline/msg_buffers.h"
 #include "pipeline/pipeline_hooks.h"
 #include "pipeline/pipeline_rank.h"
@@ -65,6 +65,7 @@ void pl_cuda_stage_static(const pl_t *pl, const zb_gpt2_span_t *sp, bool prev_he
     m->optimizer += 2 * state;
     if (pl_rank_backs_up(pl))
         m->backup += 3 * state;
+    m->workspace += (double)c.workspace; /* allocated when the stage opens */
     /* x_in, dx_out, and x_out / dx_in unless the neighbour on this rank provides them: a slot
      * per microbatch at most (the planner's bound before it has a program; pl_cuda_stage_stash
      * counts the program's slots) */

@@ -63,20 +63,25 @@ if [ "${GOAL_MEMORY:-1}" = 1 ]; then
     echo
     echo "GPU memory per rank (MiB, the largest total over the ranks), M=8:"
     big one_rank --ranks 1 --schedule 1f1b --batch 8 --microbatches 8
-    printf "%-22s %10s %10s %10s\n" run predicted measured "vs --ranks 1"
-    printf "%-22s %10s %10s %10s\n" "--ranks 1" "$(field one_rank mem_predicted)" \
-        "$(field one_rank mem_measured)" 1.000
+    # driver: what cudaMemGetInfo counts in use at the end (contexts included), beside what the
+    # ranks' tables say they allocated (all ranks together)
+    printf "%-22s %10s %10s %10s %10s %10s\n" run predicted measured "vs --ranks 1" driver allocated
+    printf "%-22s %10s %10s %10s %10s %10s\n" "--ranks 1" "$(field one_rank mem_predicted)" \
+        "$(field one_rank mem_measured)" 1.000 "$(field one_rank gpu_in_use)" \
+        "$(field one_rank gpu_allocated)"
     # --ranks 1 has no post-validation backup (its own norm is the global one): the goal's row
     # runs P ranks with the same features (--optimizer-sync barrier); the default run's row beside it
     # carries each rank's backup (3 x its parameters)
     big mem_barrier --ranks "$P" --schedule 1f1b --batch 8 --microbatches 8 \
         --optimizer-sync barrier --gpu-messages device
-    printf "%-22s %10s %10s %10s\n" "--ranks $P 1f1b barrier" "$(field mem_barrier mem_predicted)" \
-        "$(field mem_barrier mem_measured)" \
-        "$(ratio "$(field mem_barrier mem_measured)" "$(field one_rank mem_measured)")"
-    printf "%-22s %10s %10s %10s\n" "--ranks $P 1f1b post-val" "$(field m8_1f1b mem_predicted)" \
-        "$(field m8_1f1b mem_measured)" \
-        "$(ratio "$(field m8_1f1b mem_measured)" "$(field one_rank mem_measured)")"
+    printf "%-22s %10s %10s %10s %10s %10s\n" "--ranks $P 1f1b barrier" \
+        "$(field mem_barrier mem_predicted)" "$(field mem_barrier mem_measured)" \
+        "$(ratio "$(field mem_barrier mem_measured)" "$(field one_rank mem_measured)")" \
+        "$(field mem_barrier gpu_in_use)" "$(field mem_barrier gpu_allocated)"
+    printf "%-22s %10s %10s %10s %10s %10s\n" "--ranks $P 1f1b post-val" \
+        "$(field m8_1f1b mem_predicted)" "$(field m8_1f1b mem_measured)" \
+        "$(ratio "$(field m8_1f1b mem_measured)" "$(field one_rank mem_measured)")" \
+        "$(field m8_1f1b gpu_in_use)" "$(field m8_1f1b gpu_allocated)"
 fi
 
 if [ "${GOAL_SMALL:-1}" = 1 ]; then

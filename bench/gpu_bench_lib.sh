@@ -45,6 +45,9 @@ field() {
                                                   hdr = 1; next }
             on && hdr && !/^  rank / { on = 0 }
             END { printf "%.2f", col ? m : 0 }' "$log" ;;
+    # the driver's count of the GPUs' memory in use at the end, and the ranks' allocations (MiB)
+    gpu_in_use) sed -n 's/^  GPU memory in use at the end .*: \([0-9.]*\) MiB, of which.*/\1/p' "$log" ;;
+    gpu_allocated) sed -n 's/^  GPU memory in use at the end .*allocated \([0-9.]*\)$/\1/p' "$log" ;;
     # the memory table: the largest total over the ranks (MiB), predicted or measured
     mem_predicted | mem_measured)
         awk -v want="${2#mem_}" '$1 == want && NF >= 10 { if ($9 > m) m = $9 } END { printf "%.1f", m }' "$log" ;;

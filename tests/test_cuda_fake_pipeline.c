@@ -688,6 +688,10 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     }
     /* every byte the run put on the device is in the table: the device's peak is what the
      * ranks' fields say they hold (nothing allocated later, nothing left out) */
+    /* the driver's count at the end of the run (the fake's: its own bytes) is the same sum */
+    if (rep->device_bytes_in_use != held)
+        fail_msg("%s P=%d: %.0f bytes in use on the device, the ranks' tables hold %.0f",
+                 schedule, P, rep->device_bytes_in_use, held);
     double peak = (double)fake_device_bytes_peak();
     if (peak != held)
         fail_msg("%s P=%d: the device's peak is %.0f bytes, the ranks' tables hold %.0f", schedule,

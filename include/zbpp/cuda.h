@@ -46,6 +46,9 @@ bool zb_cuda_built(void);
 zb_status_t zb_cuda_device_count(int *n, zb_err_t *err);
 /* One line describing device `dev` ("NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"). */
 zb_status_t zb_cuda_device_describe(int dev, char *buf, size_t len, zb_err_t *err);
+/* Bytes in use on device `dev` and its size (cudaMemGetInfo: total − free, so every process's
+ * allocations and CUDA contexts are in it, not only this run's). */
+zb_status_t zb_cuda_device_memory(int dev, size_t *used, size_t *total, zb_err_t *err);
 
 /* Host-only validation of a stage's shape (what zb_cuda_stage_new checks before touching the
  * device): the config, the span (as the CPU stage), 1 <= B, 1 <= T <= max_seq, a known

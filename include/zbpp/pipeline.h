@@ -209,6 +209,10 @@ typedef struct {
     bool mem_measured_ok;
     bool mem_on_device; /* the figures are GPU memory (--device cuda; docs/cuda.md) */
     double rss_peak_bytes;
+    /* GPU ranks of one process: the bytes in use on their GPUs at the end of the run, as the
+     * driver counts them (cudaMemGetInfo: the CUDA contexts, cuBLASLt's own memory and other
+     * processes included, beside the ranks' tables); < 0 = not known (CPU, MPI) */
+    double device_bytes_in_use;
 } zb_pipeline_report_t;
 
 /* A zeroed report with its per-rank arrays for `ranks` ranks (>= 1). ZB_EINVAL, ZB_ENOMEM (then

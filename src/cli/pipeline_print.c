@@ -98,6 +98,17 @@ void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double
     if (limit > 0)
         printf("  memory limit (--mem-limit): %.2f MiB per rank, on the whole-rank total\n",
                limit / 1048576.0);
+    if (rep->mem_on_device && rep->mem_measured_ok && rep->device_bytes_in_use >= 0) {
+        double held = 0; /* what the table's ranks allocated: act.alloc, not the live peak */
+        for (int r = 0; r < ranks && r < 1024; r++) {
+            const zb_rank_mem_t *m = &rep->mem_measured[r];
+            held += m->params + m->grads + m->optimizer + m->backup + m->messages +
+                    m->stash_alloc + m->workspace;
+        }
+        printf("  GPU memory in use at the end (the driver's count: CUDA contexts, libraries and "
+               "other processes included): %.1f MiB, of which the ranks above allocated %.1f\n",
+               rep->device_bytes_in_use / 1048576.0, held / 1048576.0);
+    }
     double rss = rep->rss_peak_bytes;
     if (rep->mem_measured_ok && rep->mem_measured[0].rss_peak > 0 && ranks > 0)
         rss = rep->mem_measured[0].rss_peak;

@@ -47,3 +47,22 @@ zb_status_t zb_cuda_device_describe(int dev, char *buf, size_t len, zb_err_t *er
              p.multiProcessorCount, (double)p.totalGlobalMem / (1 << 30));
     return ZB_OK;
 }
+
+zb_status_t zb_cuda_device_memory(int dev, size_t *used, size_t *total, zb_err_t *err)
+{
+    *used = 0, *total = 0;
+    int was = 0;
+    cudaError_t e = cudaGetDevice(&was);
+    if (e == cudaSuccess)
+        e = cudaSetDevice(dev);
+    size_t free_b = 0, total_b = 0;
+    if (e == cudaSuccess)
+        e = cudaMemGetInfo(&free_b, &total_b);
+    cudaSetDevice(was); /* the caller's device stays current */
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return zb_err_set(err, ZB_EIO, "CUDA device %d memory: %s", dev, cudaGetErrorString(e));
+    }
+    *used = total_b - free_b, *total = total_b;
+    return ZB_OK;
+}

@@ -25,6 +25,12 @@ zb_status_t zb_cuda_device_describe(int dev, char *buf, size_t len, zb_err_t *er
     return NO_CUDA(err);
 }
 
+zb_status_t zb_cuda_device_memory(int dev, size_t *used, size_t *total, zb_err_t *err)
+{
+    *used = 0, *total = 0;
+    return NO_CUDA(err);
+}
+
 zb_status_t zb_cuda_stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *span, int B,
                               int T, zb_cuda_precision_t prec, int device, zb_cuda_stage_t **out,
                               zb_err_t *err)

@@ -9,6 +9,7 @@
 #include "pipeline/pipeline_dist.h"
 #include "pipeline/pipeline_local.h"
 #include "pipeline/pipeline_report.h"
+#include "pipeline/rank_device.h"
 #include "pipeline/pipeline_trace.h"
 #include "pipeline/rank_memory.h"
 #include "zbpp/util.h"
@@ -20,6 +21,7 @@ zb_status_t zb_pipeline_report_init(zb_pipeline_report_t *rep, int ranks, zb_err
         return zb_err_set(err, ZB_EINVAL, "a pipeline report needs at least one rank (got %d)",
                           ranks);
     rep->ranks = ranks;
+    rep->device_bytes_in_use = -1;
     rep->peak_stash_bytes = calloc((size_t)ranks, sizeof *rep->peak_stash_bytes);
     rep->predicted_stash_bytes = calloc((size_t)ranks, sizeof *rep->predicted_stash_bytes);
     rep->mem_predicted = calloc((size_t)ranks, sizeof *rep->mem_predicted);
@@ -61,6 +63,7 @@ zb_status_t pl_report_run(const pl_local_t *L, bool stepped, zb_pipeline_report_
     }
     rep->mem_measured_ok = !L->net;
     rep->rss_peak_bytes = zb_rss_peak_bytes();
+    rep->device_bytes_in_use = pl->dev->bytes_in_use && !L->net ? pl->dev->bytes_in_use(pl) : -1;
     if (!stepped)
         return ZB_OK;
     if (L->net)

@@ -672,6 +672,21 @@ static void cuda_memory(const pl_rank_t *R, zb_rank_mem_t *m)
     m->activations = (double)R->live_peak;
 }
 
+static double cuda_bytes_in_use(const pl_t *pl)
+{
+    int ndev = pl->gpus;
+    if (ndev < 1 && zb_cuda_device_count(&ndev, NULL) != ZB_OK)
+        return -1;
+    double sum = 0;
+    for (int d = 0; d < ndev; d++) {
+        size_t used, total;
+        if (zb_cuda_device_memory(d, &used, &total, NULL) != ZB_OK)
+            return -1;
+        sum += (double)used;
+    }
+    return sum;
+}
+
 static void track_memory(pl_rank_t *R)
 {
     size_t live = 0;
@@ -800,6 +815,7 @@ const pl_rank_dev_t pl_rank_cuda = {.name = "cuda",
                                     .message = pl_cu_message,
                                     .message_ready = pl_cu_message_ready,
                                     .memory = cuda_memory,
+                                    .bytes_in_use = cuda_bytes_in_use,
                                     .grads = cuda_grads,
                                     .tied_wte = pl_cu_tied_wte,
                                     .state = cuda_state,

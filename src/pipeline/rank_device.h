@@ -105,6 +105,10 @@ typedef struct pl_rank_dev {
     /* The rank's memory on the device in zb_rank_mem_t's fields (all but total and rss_peak),
      * from its allocations. */
     void (*memory)(const pl_rank_t *R, zb_rank_mem_t *m);
+    /* Bytes in use on the devices the run's ranks are on, as the device itself counts them
+     * (everything on them, not only the ranks' buffers); < 0 when it cannot say. NULL: a
+     * device whose memory is the process's (the CPU: the peak RSS says it). */
+    double (*bytes_in_use)(const pl_t *pl);
     /* The squared norm of norm unit `unit` (owned by this rank) of the folded gradients. */
     zb_status_t (*unit_sumsq)(pl_rank_t *R, int unit, double *out, zb_err_t *err);
     /* All of them at once: vec[u] = unit_sumsq of every owned unit u (the same bits), fewer

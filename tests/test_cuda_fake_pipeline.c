@@ -674,8 +674,7 @@ static void device_memory_matches(const char *schedule, int P, zb_recompute_t re
     double params = 0, grads = 0, held = 0;
     for (int r = 0; r < P; r++) {
         const zb_rank_mem_t *x = &rep->mem_measured[r];
-        held += x->params + x->grads + x->optimizer + x->backup + x->messages + x->stash_alloc +
-                x->workspace;
+        held += zb_rank_mem_allocated(x);
         assert_true(x->workspace >= (double)ZB_CU_LT_WS_BYTES);
         double a[MEM_FIELDS], b[MEM_FIELDS];
         mem_fields(&rep->mem_predicted[r], a), mem_fields(x, b);

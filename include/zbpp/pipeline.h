@@ -111,6 +111,10 @@ typedef struct {
                          * (with threads, the whole process: every rank shares it) */
 } zb_rank_mem_t;
 
+/* The bytes a rank's buffers take as allocated: its total with the stash pools' allocation
+ * (stash_alloc) in place of the live activation peak. */
+double zb_rank_mem_allocated(const zb_rank_mem_t *m);
+
 /* The whole-rank memory zbpp train would predict for each rank of `sched` (compute-only or
  * lowered), without training: partition `first` (first[S] = layers), per-stage `costs` (their
  * times and memory-delta layout; the deltas themselves are recomputed in bytes for `keep`),

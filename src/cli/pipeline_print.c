@@ -99,12 +99,9 @@ void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double
         printf("  memory limit (--mem-limit): %.2f MiB per rank, on the whole-rank total\n",
                limit / 1048576.0);
     if (rep->mem_on_device && rep->mem_measured_ok && rep->device_bytes_in_use >= 0) {
-        double held = 0; /* what the table's ranks allocated: act.alloc, not the live peak */
-        for (int r = 0; r < ranks && r < 1024; r++) {
-            const zb_rank_mem_t *m = &rep->mem_measured[r];
-            held += m->params + m->grads + m->optimizer + m->backup + m->messages +
-                    m->stash_alloc + m->workspace;
-        }
+        double held = 0;
+        for (int r = 0; r < ranks && r < 1024; r++)
+            held += zb_rank_mem_allocated(&rep->mem_measured[r]);
         printf("  GPU memory in use at the end (the driver's count: CUDA contexts, libraries and "
                "other processes included): %.1f MiB, of which the ranks above allocated %.1f\n",
                rep->device_bytes_in_use / 1048576.0, held / 1048576.0);

@@ -116,6 +116,12 @@ void pl_stage_memory(const pl_t *pl, int S, const int *first, zb_costs_t *costs)
     }
 }
 
+double zb_rank_mem_allocated(const zb_rank_mem_t *m)
+{
+    return m->params + m->grads + m->optimizer + m->backup + m->messages + m->stash_alloc +
+           m->workspace;
+}
+
 static void add_total(zb_rank_mem_t *m)
 {
     m->total = m->params + m->grads + m->optimizer + m->backup + m->messages + m->activations +

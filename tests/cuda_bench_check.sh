@@ -58,6 +58,22 @@ elif [ $rc -eq 0 ]; then
 else
   echo "FAIL: bench_cuda_bf16_ops rc $rc"; cat "$tmp/ops"; exit 1
 fi
+# the figures the pipeline benches read from a run's log, on a sample of the report (the
+# step-phase table's cells are "device/ host" pairs: the optimizer is its fifth column)
+cat >"$tmp/sample.log" <<'LOG'
+trained steps 1..6: loss 11.1344 -> 6.3923, median step 48.7 ms, 169186 tokens/s
+outside the span (last step): step 48.27 ms, span 44.28 ms, outside 3.98 ms (8.3% of the step)
+step phases after the actions (last step, ms; device events / host wall time):
+                    drain        tied-wte       grad-norm       norm-sync       optimizer             sum
+  rank 0     0.00/   0.00    0.52/   0.02    0.59/  30.50    1.33/   1.34    0.85/   0.04    3.29/  31.90
+  rank 1     0.00/   0.02    0.00/   0.00    0.37/  24.49    0.24/   0.24    1.67/   0.04    2.28/  24.79
+GPU memory per rank, MiB (device: params + grads + optimizer + backup + messages + activation peak + workspace)
+LOG
+got=$(OUTDIR=$tmp bash -c 'source "$1/bench/gpu_bench_fields.sh"; echo "$(field sample step) \
+$(field sample span_m) $(field sample outside_pct) $(field sample optimizer) $(field sample grad-norm) \
+$(field sample norm-sync) $(field sample drain)"' _ "$SRC")
+[ "$got" = "48.7 44.28 8.3 1.67 0.59 1.33 0.00" ] \
+  || { echo "FAIL: gpu_bench_fields.sh read '$got' from the sample log"; exit 1; }
 # the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them, and
 # each precision's largest B
 "$(dirname "$1")/bench_cuda_memory" >"$tmp/mem" 2>&1

@@ -1,0 +1,37 @@
+# The figures the GPU pipeline benches read from a zbpp train log (sourced by gpu_bench_lib.sh;
+# tests/cuda_bench_check.sh checks them on a sample log). Needs OUTDIR (the logs' folder).
+# field NAME WHAT: a figure from a run's log
+field() {
+    local log=$OUTDIR/$1.log
+    case $2 in
+    step) sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p' "$log" ;;
+    bubble_m) sed -n 's/^bubble: measured \([0-9.]*\)%.*/\1/p' "$log" ;;
+    bubble_p) sed -n 's/^bubble: .*predicted \([0-9.]*\)% (simulator).*/\1/p' "$log" ;;
+    span_p) sed -n 's/^pipeline span .*predicted \([0-9.]*\) ms.*/\1/p' "$log" ;;
+    span_m) sed -n 's/^outside the span .*, span \([0-9.]*\) ms,.*/\1/p' "$log" ;;
+    outside_pct) sed -n 's/^outside the span .*(\([0-9.-]*\)% of the step)/\1/p' "$log" ;;
+    # the step-phase table: the largest device time of a phase over the ranks. A row is
+    # "  rank R  dev/ host  dev/ host ...": the pairs joined first, so phase i of the header is
+    # field i + 2 of the row
+    optimizer | rollback | tied-wte | grad-norm | norm-sync | backup | drain)
+        awk -v want="$2" '/^step phases after the actions/ { on = 1; next }
+            on && /^  rank / { gsub(/\/ +/, "/"); split($(col + 2), a, "/"); if (a[1] > m) m = a[1]; next }
+            on && !/^  rank / && NF > 1 && !hdr { for (i = 1; i <= NF; i++) if ($i == want) col = i;
+                                                  hdr = 1; next }
+            on && hdr && !/^  rank / { on = 0 }
+            END { printf "%.2f", col ? m : 0 }' "$log" ;;
+    # the driver's count of the GPUs' memory in use at the end, and the ranks' allocations (MiB)
+    gpu_in_use) sed -n 's/^  GPU memory in use at the end .*: \([0-9.]*\) MiB, of which.*/\1/p' "$log" ;;
+    gpu_allocated) sed -n 's/^  GPU memory in use at the end .*allocated \([0-9.]*\)$/\1/p' "$log" ;;
+    # the memory table: the largest total over the ranks (MiB), predicted or measured
+    mem_predicted | mem_measured)
+        awk -v want="${2#mem_}" '$1 == want && NF >= 10 { if ($9 > m) m = $9 } END { printf "%.1f", m }' "$log" ;;
+    # the memory table's activation peak and stash allocation (MiB, the largest over the ranks)
+    peak_predicted | peak_measured | alloc_predicted | alloc_measured)
+        local col=7
+        case $2 in alloc_*) col=10 ;; esac
+        local want=${2#*_}
+        awk -v want="$want" -v c=$col '$1 == want && NF >= 10 { if ($c > m) m = $c } END { printf "%.1f", m }' "$log" ;;
+    esac
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "n/a" }'; }

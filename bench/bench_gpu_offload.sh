@@ -8,9 +8,10 @@
 #  - zb-h1 (the reference) and zb-h1 --offload all: step time, the activation peak and the
 #    stash slots (largest over the ranks), and the stashes --offload all holds at its peak, in
 #    units of one microbatch's stash (zb-h1's rank 0 holds P at its peak; goal <= 2);
-#  - at half of zb-h1's activation memory (--mem-limit-mb = zb-h1's largest total minus half its
-#    largest activation peak): --offload auto with the families the simulator finds best there
-#    (interleaved-1f1b and looped-bfs at 2 chunks per rank, zb-h1, auto) and --recompute auto
+#  - at half of zb-h1's activation memory (--mem-limit-mb = the largest over zb-h1's ranks of
+#    its total less half its activation peak: every rank keeps at least half): --offload auto
+#    with the families the simulator finds best there (interleaved-1f1b and looped-bfs at 2
+#    chunks per rank, zb-h1, auto) and --recompute auto
 #    (auto, zb-h1); the fastest run of each (goals: offload step <= 1.05 x zb-h1's and below
 #    recompute's);
 #  - every run's pipeline span measured against the simulator's (goal with offload: within 3 %).
@@ -32,8 +33,7 @@ common=(--ranks "$P" --schedule zb-h1 --batch "$M" --microbatches "$M" --partiti
     --gpu-messages device)
 big ref "${common[@]}"
 big all "${common[@]}" --offload all
-total=$(field ref mem_predicted) peak=$(field ref peak_predicted)
-limit=$(awk -v t="$total" -v p="$peak" 'BEGIN { if (t > 0) printf "%.1f", t - p / 2 }')
+limit=$(field ref half_limit)
 # at half memory: NAME FAMILY CHUNKS (0: the family's own) MODE-FLAGS...
 half() {
     local name=$1 fam=$2 v=$3

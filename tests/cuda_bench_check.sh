@@ -68,11 +68,20 @@ step phases after the actions (last step, ms; device events / host wall time):
   rank 0     0.00/   0.00    0.52/   0.02    0.59/  30.50    1.33/   1.34    0.85/   0.04    3.29/  31.90
   rank 1     0.00/   0.02    0.00/   0.00    0.37/  24.49    0.24/   0.24    1.67/   0.04    2.28/  24.79
 GPU memory per rank, MiB (device: params + grads + optimizer + backup + messages + activation peak + workspace)
+              params    grads    optim   backup messages act.peak     work     total act.alloc
+ rank 0
+  predicted   387.79   258.53   517.05   775.58    27.00   411.84    32.54   2410.33    427.08
+  measured    387.79   258.53   517.05   775.58    27.00   411.84    32.54   2410.33    427.08
+ rank 3
+  predicted    81.12   201.46   108.16   162.25    27.00   651.16    32.47   1263.62    666.30
+  measured    81.12   201.46   108.16   162.25    27.00   651.16    32.47   1263.62    666.30
 LOG
 got=$(OUTDIR=$tmp bash -c 'source "$1/bench/gpu_bench_fields.sh"; echo "$(field sample step) \
 $(field sample span_m) $(field sample outside_pct) $(field sample optimizer) $(field sample grad-norm) \
-$(field sample norm-sync) $(field sample drain)"' _ "$SRC")
-[ "$got" = "48.7 44.28 8.3 1.67 0.59 1.33 0.00" ] \
+$(field sample norm-sync) $(field sample drain) $(field sample mem_predicted) \
+$(field sample peak_measured) $(field sample half_limit)"' _ "$SRC")
+# half_limit: rank 0's 2410.33 - 411.84 / 2 (not the largest total less half the largest peak)
+[ "$got" = "48.7 44.28 8.3 1.67 0.59 1.33 0.00 2410.3 651.2 2204.4" ] \
   || { echo "FAIL: gpu_bench_fields.sh read '$got' from the sample log"; exit 1; }
 # the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them, and
 # each precision's largest B

@@ -314,6 +314,67 @@ static void test_pass_all_families(void **state)
     }
 }
 
+/* Where the L of pair (stage, mb) is on rank r: how many actions of the rank's program lie
+ * between it and its backward (B or BW); -1 when the pair has no L. */
+static int actions_before_back(const zb_schedule_t *s, int r, int stage, int mb)
+{
+    int l = find(s, r, ZB_ACT_L, stage, mb);
+    if (l < 0)
+        return -1;
+    int b = find(s, r, ZB_ACT_B, stage, mb);
+    if (b < 0)
+        b = find(s, r, ZB_ACT_BW, stage, mb);
+    assert_true(b > l);
+    return b - l - 1;
+}
+
+/* --offload all moves every stash off the device even where copies are too slow to come back
+ * in time: such an L comes right before its backward (which waits for it), not right after its
+ * O, where the stash would come straight back and `all` would free no slot. With fast copies
+ * it is the in-time pass (zb_add_offload). */
+static void test_plan_all_keeps_stashes_off(void **state)
+{
+    (void)state;
+    zb_schedule_t *g = tu_gen("zb-h1", 4, 8, 1);
+    zb_costs_t c;
+    zb_err_t e = {0};
+    char note[96];
+    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 1, 1, 0.1, 1, -0.6, -0.4, &e), ZB_OK);
+    for (int slow = 0; slow <= 1; slow++) {
+        /* a copy of 2 time units: rank 0's first L cannot end before its B wherever it goes */
+        double bw = slow ? 0.5 : 8;
+        assert_int_equal(zb_costs_set_offload(&c, 1, bw, bw, 0, &e), ZB_OK);
+        zb_schedule_t *all = NULL, *in_time = NULL;
+        assert_int_equal(zb_plan_offload(g, ZB_OFFLOAD_ALL, &c, &all, note, &e), ZB_OK);
+        assert_int_equal(zb_add_offload(g, NULL, &c, &in_time, &e), ZB_OK);
+        expect(all, &c, ZB_OK, NULL);
+        int right_after_o = 0, right_before_back = 0, differ = 0;
+        for (int r = 0; r < 4; r++)
+            for (int mb = 0; mb < 8; mb++) {
+                int o = find(all, r, ZB_ACT_O, r, mb), l = find(all, r, ZB_ACT_L, r, mb);
+                assert_true((o < 0) == (find(in_time, r, ZB_ACT_O, r, mb) < 0));
+                if (o < 0)
+                    continue;
+                right_after_o += find(in_time, r, ZB_ACT_L, r, mb) ==
+                                 find(in_time, r, ZB_ACT_O, r, mb) + 1;
+                right_before_back += actions_before_back(all, r, r, mb) == 0;
+                differ += actions_before_back(all, r, r, mb) !=
+                          actions_before_back(in_time, r, r, mb);
+                assert_true(l != o + 1 || actions_before_back(all, r, r, mb) == 0);
+            }
+        if (slow) { /* the in-time pass brings some back at once; `all` none of them */
+            assert_true(right_after_o > 0 && differ > 0);
+            assert_true(right_before_back >= right_after_o);
+        } else {
+            assert_int_equal(differ, 0);
+        }
+        zb_schedule_free(all);
+        zb_schedule_free(in_time);
+    }
+    zb_schedule_free(g);
+    zb_costs_free(&c);
+}
+
 /* The planner at 5/8 of zb-h1's activation memory: fast copies fit it by offloading alone at
  * zb-h1's speed; copies too slow to hide get recompute instead; an impossible limit is refused.
  * A B frees 0.6 of what its F added, the rest (what only W reads) stays until W: that part,
@@ -578,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_csv_round_trip_and_writers),
         cmocka_unit_test(test_pass_all_families),
         cmocka_unit_test(test_plan_auto),
+        cmocka_unit_test(test_plan_all_keeps_stashes_off),
         cmocka_unit_test(test_auto_offload_sees_families),
         cmocka_unit_test(test_auto_offload_folds_copies),
         cmocka_unit_test(test_plan_same_on_threads),

@@ -44,6 +44,7 @@ typedef struct {
     int f, back; /* action indices in the input program */
     int l_pos;   /* the L is inserted right before this action */
     bool late;   /* ZB_RELOAD_LATE */
+    bool or_late; /* ZB_RELOAD_IN_TIME_OR_LATE: late where no place is in time */
     double o_end;
 } pair_t;
 
@@ -104,7 +105,8 @@ static int collect(const zb_schedule_t *s, int r, const unsigned char *which,
             continue;
         double start = zb_later(sim->end[r][i], chan);
         chan = start + zb_sched_copy_time(c, ZB_ACT_O, p->actions[i].stage);
-        pairs[n++] = (pair_t){.f = i, .back = b, .late = how == ZB_RELOAD_LATE, .o_end = chan};
+        pairs[n++] = (pair_t){.f = i, .back = b, .late = how == ZB_RELOAD_LATE,
+                              .or_late = how == ZB_RELOAD_IN_TIME_OR_LATE, .o_end = chan};
     }
     return n;
 }
@@ -161,7 +163,12 @@ static void place_reloads(const zb_schedule_t *s, int r, const zb_costs_t *c,
             if (start + d <= deadline)
                 best = pos;
         }
-        if (best < 0) { /* too late wherever it goes: as early as it can start */
+        if (best < 0 && q->or_late && latest > q->f) { /* too late wherever it goes: where it
+                                                         * keeps the stash off the longest */
+            best = latest;
+            start = zb_later(sim->end[r][latest - 1], q->o_end);
+        } else if (best < 0) { /* too late wherever it goes: as early as it can start (the
+                                * backward waits least; the stash hardly leaves) */
             best = q->f + 1;
             start = zb_later(sim->end[r][q->f], q->o_end);
         }

@@ -8,7 +8,9 @@
 enum {
     ZB_RELOAD_NONE,    /* kept on the device */
     ZB_RELOAD_IN_TIME, /* offloaded; the L as late as its backward allows without waiting */
-    ZB_RELOAD_LATE     /* offloaded; the L right before its backward, which waits for it */
+    ZB_RELOAD_LATE,    /* offloaded; the L right before its backward, which waits for it */
+    ZB_RELOAD_IN_TIME_OR_LATE /* in time where some place meets the backward's start, else late
+                               * (--offload all: the stash leaves the device whatever it costs) */
 };
 
 /* zb_add_offload with which[stage * M + mb] one of the values above; which == NULL as there. */

@@ -19,7 +19,8 @@
 # PyTorch's bf16 step (autocast) beside it; else a line says why not.
 #
 # usage: bash bench/bench_cpu_vs_torch.sh [zbpp] [steps reps layers "threads..."]
-#        (defaults: build/zbpp 3 1 12 "1 2 <all cores>")
+#        (defaults: build/zbpp 3 1 12 "1 2 <all cores>"; rows come in the order given, each
+#        printed when measured: on a bounded call, name the count that matters most first)
 set -u
 Z=${1:-build/zbpp}
 STEPS=${2:-3} REPS=${3:-1} L=${4:-12}
@@ -80,25 +81,25 @@ zbpp_cpu_ms() { # one thread, whole step, thread CPU time (bench_gpt2_step)
     sed -n 's/^ *whole step thread CPU *//p' "$W/zout"
 }
 
-for t in $THREADS; do : >"$W/z$t"; : >"$W/t$t"; : >"$W/b$t"; : >"$W/tb$t"; done
+# one row per thread count as soon as it is measured (a run cut short by a time limit keeps its
+# rows): at each count the two take turns REPS times
+printf "%-8s %12s %12s %12s" threads "zbpp ms" "torch ms" "zbpp/torch"
+[ "$BF16" = 1 ] && printf " %14s %14s %14s" "zbpp bf16 ms" "fp32/bf16" "torch bf16 ms"
+echo
 : >"$W/zcpu"; : >"$W/tcpu"
-for rep in $(seq 1 "$REPS"); do
-    for t in $THREADS; do
+for t in $THREADS; do
+    : >"$W/z$t"; : >"$W/t$t"; : >"$W/b$t"; : >"$W/tb$t"
+    for rep in $(seq 1 "$REPS"); do
         zbpp_ms "$t" >>"$W/z$t" || exit 1
         torch_ms "$t" >>"$W/t$t" || exit 1
         if [ "$BF16" = 1 ]; then
             zbpp_ms "$t" --precision bf16 >>"$W/b$t" || exit 1
             torch_ms "$t" bf16 >>"$W/tb$t" || exit 1
         fi
+        if [ "$t" -eq 1 ] && [ -x "$(dirname "$Z")/bench_gpt2_step" ]; then
+            zbpp_cpu_ms >>"$W/zcpu" || exit 1
+        fi
     done
-    if [ -x "$(dirname "$Z")/bench_gpt2_step" ] && [[ " $THREADS " == *" 1 "* ]]; then
-        zbpp_cpu_ms >>"$W/zcpu" || exit 1
-    fi
-done
-printf "%-8s %12s %12s %12s" threads "zbpp ms" "torch ms" "zbpp/torch"
-[ "$BF16" = 1 ] && printf " %14s %14s %14s" "zbpp bf16 ms" "fp32/bf16" "torch bf16 ms"
-echo
-for t in $THREADS; do
     z=$(median <"$W/z$t") p=$(median <"$W/t$t")
     printf "%-8s %12.0f %12.0f %12.3f" "$t" "$z" "$p" "$(awk -v a="$z" -v b="$p" 'BEGIN {print a / b}')"
     if [ "$BF16" = 1 ]; then

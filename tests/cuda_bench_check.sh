@@ -62,7 +62,9 @@ fi
 # step-phase table's cells are "device/ host" pairs: the optimizer is its fifth column)
 cat >"$tmp/sample.log" <<'LOG'
 trained steps 1..6: loss 11.1344 -> 6.3923, median step 48.7 ms, 169186 tokens/s
-outside the span (last step): step 48.27 ms, span 44.28 ms, outside 3.98 ms (8.3% of the step)
+pipeline span (last step): measured 44.28 ms, predicted 40.90 ms (+8.3%)
+pipeline makespan (last step, first action to last over every rank): measured 45.72 ms, predicted 42.65 ms (+7.2%)
+outside the actions (last step): step 48.27 ms, actions 45.72 ms (makespan), outside 2.55 ms (5.3% of the step)
 step phases after the actions (last step, ms; device events / host wall time):
                     drain        tied-wte       grad-norm       norm-sync       optimizer             sum
   rank 0     0.00/   0.00    0.52/   0.02    0.59/  30.50    1.33/   1.34    0.85/   0.04    3.29/  31.90
@@ -77,11 +79,11 @@ GPU memory per rank, MiB (device: params + grads + optimizer + backup + messages
   measured    81.12   201.46   108.16   162.25    27.00   651.16    32.47   1263.62    666.30
 LOG
 got=$(OUTDIR=$tmp bash -c 'source "$1/bench/gpu_bench_fields.sh"; echo "$(field sample step) \
-$(field sample span_m) $(field sample outside_pct) $(field sample optimizer) $(field sample grad-norm) \
+$(field sample span_m) $(field sample makespan_m) $(field sample makespan_p) $(field sample outside_pct) $(field sample optimizer) $(field sample grad-norm) \
 $(field sample norm-sync) $(field sample drain) $(field sample mem_predicted) \
 $(field sample peak_measured) $(field sample half_limit)"' _ "$SRC")
 # half_limit: rank 0's 2410.33 - 411.84 / 2 (not the largest total less half the largest peak)
-[ "$got" = "48.7 44.28 8.3 1.67 0.59 1.33 0.00 2410.3 651.2 2204.4" ] \
+[ "$got" = "48.7 44.28 45.72 42.65 5.3 1.67 0.59 1.33 0.00 2410.3 651.2 2204.4" ] \
   || { echo "FAIL: gpu_bench_fields.sh read '$got' from the sample log"; exit 1; }
 # the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them, and
 # each precision's largest B

@@ -568,6 +568,11 @@ static void test_trace_times_every_action(void **state)
     assert_true(timed_actions - acts >= 4L * STEPS * 3 * 8); /* F, B, W of 8 mbs on each */
     assert_true(rep.measured);
     assert_true(rep.bubble_measured >= 0.0 && rep.bubble_measured < 1.0);
+    /* the actions' makespan holds the longest rank's span, and the step holds its actions:
+     * the report's "outside the actions" is never negative */
+    assert_true(rep.span_measured > 0 && rep.makespan_measured >= rep.span_measured);
+    assert_true(rep.span_predicted > 0 && rep.makespan_predicted >= rep.span_predicted);
+    assert_true(rep.step_ms_last >= rep.makespan_measured * 1e3);
     assert_int_equal(access(trace, F_OK), 0);
     char rm[300];
     snprintf(rm, sizeof rm, "rm -f /tmp/zbpp_test_%ld_trace*", (long)getpid());

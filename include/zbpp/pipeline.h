@@ -172,7 +172,7 @@ typedef struct {
     int stages;
     int first[1025];          /* partition (first[stages] = layers) */
     double step_ms_median;
-    double step_ms_last;      /* the last step's wall time (its span is span_measured) */
+    double step_ms_last;      /* the last step's wall time (its actions: makespan_measured) */
     /* the bubble, measured (last step, the executor's timeline: on a GPU the CUDA events of
      * the actions) and predicted (simulator, the cost model used), both zb_sim_span_idle:
      * 1 - sum of busy / (P x span) */
@@ -192,6 +192,10 @@ typedef struct {
     /* the bubble's parts (last step; measured in seconds, predicted in the cost model's unit,
      * seconds when profiled): T = the largest per-rank span, busy = the largest compute time */
     double span_measured, busy_measured, span_predicted, busy_predicted;
+    /* the schedule's actions from the first start to the last end over every rank (the span
+     * above leaves out the time before a rank's first F: the pipeline's fill); the step's time
+     * outside its actions is step_ms_last - makespan_measured */
+    double makespan_measured, makespan_predicted;
     /* the measured figures (bubble, span, busy, peaks, trace) are those of replica 0's P ranks;
      * with an external transport they are gathered to its rank 0 and filled there only */
     bool measured;            /* bubble_measured & co. are filled */

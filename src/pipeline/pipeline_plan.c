@@ -565,6 +565,7 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
         return st;
     rep->bubble_predicted = zb_sim_span_idle(&sim);
     rep->span_predicted = sim.span_max;
+    rep->makespan_predicted = sim.makespan;
     rep->busy_predicted = sim.busy_max;
     if (!(plan->tail = calloc((size_t)sim.ranks, 1))) {
         zb_sim_free(&sim);

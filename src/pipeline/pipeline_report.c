@@ -106,6 +106,7 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
         /* the trace titles show the report's bubble */
         rep->bubble_measured = measured.bubble_rate = zb_sim_span_idle(&measured);
         rep->span_measured = measured.span_max;
+        rep->makespan_measured = measured.makespan;
         rep->busy_measured = measured.busy_max;
         rep->measured = true;
         if (pl->opts->trace_path || pl->opts->trace_svg_path)

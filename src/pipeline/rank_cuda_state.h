@@ -62,6 +62,8 @@ typedef struct {
     bool null_messages; /* --gpu-messages none: skip_copies from the second training step */
     bool skip_copies;
     long first_step;    /* the run's first training step (-1 before it) */
+    /* the step's gradient zeroing, queued when the rank first has to wait anyway (zero_grads) */
+    bool zero_due;
     zb_cuda_timer_t *timer; /* CUDA events around every action of the program */
     double t_begin;         /* host time (since the step's t0) of the timer's step start */
     int begin_due;          /* the action whose begin event waits for its kernels, -1 none */

@@ -573,6 +573,15 @@ static void test_trace_times_every_action(void **state)
     assert_true(rep.span_measured > 0 && rep.makespan_measured >= rep.span_measured);
     assert_true(rep.span_predicted > 0 && rep.makespan_predicted >= rep.span_predicted);
     assert_true(rep.step_ms_last >= rep.makespan_measured * 1e3);
+    /* the cost model against the run: every rank ran F, B and W (zb-v splits), no BW or R */
+    for (int r = 0; r < 4; r++)
+        for (int k = 0; k < ZB_REPORT_KINDS; k++) {
+            double m = rep.action_measured[r * ZB_REPORT_KINDS + k];
+            double p = rep.action_predicted[r * ZB_REPORT_KINDS + k];
+            bool ran = zb_report_kinds[k] == ZB_ACT_F || zb_report_kinds[k] == ZB_ACT_B ||
+                       zb_report_kinds[k] == ZB_ACT_W;
+            assert_true(ran ? m > 0 && p > 0 : m == 0 && p == 0);
+        }
     assert_int_equal(access(trace, F_OK), 0);
     char rm[300];
     snprintf(rm, sizeof rm, "rm -f /tmp/zbpp_test_%ld_trace*", (long)getpid());

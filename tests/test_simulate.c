@@ -164,6 +164,38 @@ static void test_last_ranks(void **state)
     zb_schedule_free(s);
 }
 
+/* Each rank's time in one kind of action: zb-h1 with F 1, B 2, W 3 holds 8 of each, BW none;
+ * a schedule of another shape than the timeline gives nothing. */
+static void test_type_time(void **state)
+{
+    (void)state;
+    zb_gen_params_t gp = {.ranks = 4, .microbatches = 8};
+    zb_schedule_t *s = NULL, *other = NULL;
+    zb_costs_t c;
+    zb_err_t e;
+    assert_int_equal(zb_generate("zb-h1", &gp, &s, &e), ZB_OK);
+    gp.microbatches = 4;
+    assert_int_equal(zb_generate("zb-h1", &gp, &other, &e), ZB_OK);
+    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 2, 3, 0.5, 1, 0, -1, &e), ZB_OK);
+    zb_sim_t sim;
+    assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_OK);
+    for (int r = 0; r < 4; r++) {
+        int n = -1;
+        assert_true(tu_close(zb_sim_type_time(&sim, s, r, ZB_ACT_F, &n), 8));
+        assert_int_equal(n, 8);
+        assert_true(tu_close(zb_sim_type_time(&sim, s, r, ZB_ACT_B, &n), 16));
+        assert_true(tu_close(zb_sim_type_time(&sim, s, r, ZB_ACT_W, &n), 24));
+        assert_int_equal(n, 8);
+        assert_true(zb_sim_type_time(&sim, s, r, ZB_ACT_BW, &n) == 0 && n == 0);
+        assert_true(zb_sim_type_time(&sim, other, r, ZB_ACT_F, &n) == 0 && n == 0);
+    }
+    assert_true(zb_sim_type_time(&sim, s, 4, ZB_ACT_F, NULL) == 0);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+    zb_schedule_free(other);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -220,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_lowered_matches_compute_only),
         cmocka_unit_test(test_comm_latency),
         cmocka_unit_test(test_last_ranks),
+        cmocka_unit_test(test_type_time),
         cmocka_unit_test(test_peak_memory_time),
         cmocka_unit_test(test_bad_input),
     };

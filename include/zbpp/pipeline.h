@@ -167,6 +167,10 @@ typedef struct {
     double seg_phase[ZB_STEP_SEGMENTS], seg_start[ZB_STEP_SEGMENTS], seg_end[ZB_STEP_SEGMENTS];
 } zb_step_phases_t;
 
+/* The compute actions the report compares with the cost model, in this order. */
+enum { ZB_REPORT_KINDS = 5 };
+extern const zb_action_type_t zb_report_kinds[ZB_REPORT_KINDS]; /* F, B, W, BW, R */
+
 /* What the run measured and what the models predicted. */
 typedef struct {
     int stages;
@@ -196,6 +200,11 @@ typedef struct {
      * above leaves out the time before a rank's first F: the pipeline's fill); the step's time
      * outside its actions is step_ms_last - makespan_measured */
     double makespan_measured, makespan_predicted;
+    /* the cost model against the run, per rank and compute action (ZB_REPORT_KINDS: F, B, W,
+     * BW, R): the mean time of one action in the last step, measured and predicted (the
+     * simulator's, under the costs the bubble's prediction used: seconds when profiled), 0
+     * where the rank ran none; [ranks * ZB_REPORT_KINDS], filled with `measured` */
+    double *action_measured, *action_predicted;
     /* the measured figures (bubble, span, busy, peaks, trace) are those of replica 0's P ranks;
      * with an external transport they are gathered to its rank 0 and filled there only */
     bool measured;            /* bubble_measured & co. are filled */

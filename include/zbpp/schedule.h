@@ -340,6 +340,11 @@ void zb_sim_free(zb_sim_t *sim);
  * longest span that no compute action used. Equals bubble_rate when every rank does the same
  * work; counts the lighter ranks' waiting when stages are unbalanced. 0 for an empty timeline. */
 double zb_sim_span_idle(const zb_sim_t *sim);
+/* Rank r's actions of type t in the timeline of schedule s (the one simulated, or the one a
+ * run's measured timeline was filled for): their total time (end - start), and how many into
+ * *count (may be NULL). 0 when the rank has none or the shapes do not match. */
+double zb_sim_type_time(const zb_sim_t *sim, const zb_schedule_t *s, int r, zb_action_type_t t,
+                        int *count);
 /* The ranks that finish last: last[r] = 1 when rank r's last action ends within tol x the
  * makespan of the latest end (0 <= tol < 1), else 0. Returns how many, 0 for an empty timeline. */
 int zb_sim_last_ranks(const zb_sim_t *sim, double tol, unsigned char *last);

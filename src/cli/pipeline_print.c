@@ -45,6 +45,39 @@ static void print_phases(const zb_pipeline_report_t *rep)
     }
 }
 
+/* The cost model against the run: each rank's mean action time per kind, measured / predicted
+ * (profiled costs are seconds, so they compare directly), the kinds some rank ran. */
+static void print_action_times(const zb_pipeline_report_t *rep)
+{
+    bool any[ZB_REPORT_KINDS] = {false};
+    int shown = 0;
+    for (int r = 0; r < rep->ranks; r++)
+        for (int k = 0; k < ZB_REPORT_KINDS; k++)
+            if (rep->action_measured[(size_t)r * ZB_REPORT_KINDS + (size_t)k] > 0 && !any[k])
+                any[k] = true, shown++;
+    if (!shown)
+        return;
+    printf("action times (last step, mean ms per action): measured / predicted (ratio)\n%-8s", "");
+    for (int k = 0; k < ZB_REPORT_KINDS; k++)
+        if (any[k])
+            printf(" %24s", zb_action_type_name(zb_report_kinds[k]));
+    printf("\n");
+    for (int r = 0; r < rep->ranks; r++) {
+        printf("  rank %-2d", r);
+        for (int k = 0; k < ZB_REPORT_KINDS; k++) {
+            if (!any[k])
+                continue;
+            double m = rep->action_measured[(size_t)r * ZB_REPORT_KINDS + (size_t)k] * 1e3;
+            double p = rep->action_predicted[(size_t)r * ZB_REPORT_KINDS + (size_t)k] * 1e3;
+            if (m > 0 && p > 0)
+                printf("  %7.3f/%7.3f (%5.3f)", m, p, m / p);
+            else
+                printf(" %24s", "-");
+        }
+        printf("\n");
+    }
+}
+
 void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled)
 {
     if (!rep->measured) {
@@ -74,6 +107,8 @@ void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool pr
                "outside %.2f ms (%.1f%% of the step)\n",
                rep->step_ms_last, act_ms, out_ms, 100 * out_ms / rep->step_ms_last);
     }
+    if (profiled && rep->action_measured)
+        print_action_times(rep);
     if (rep->phases)
         print_phases(rep);
 }

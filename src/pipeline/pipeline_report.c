@@ -27,8 +27,10 @@ zb_status_t zb_pipeline_report_init(zb_pipeline_report_t *rep, int ranks, zb_err
     rep->mem_predicted = calloc((size_t)ranks, sizeof *rep->mem_predicted);
     rep->mem_measured = calloc((size_t)ranks, sizeof *rep->mem_measured);
     rep->phases = calloc((size_t)ranks, sizeof *rep->phases);
+    rep->action_measured = calloc((size_t)ranks * ZB_REPORT_KINDS, sizeof(double));
+    rep->action_predicted = calloc((size_t)ranks * ZB_REPORT_KINDS, sizeof(double));
     if (!rep->peak_stash_bytes || !rep->predicted_stash_bytes || !rep->mem_predicted ||
-        !rep->mem_measured || !rep->phases) {
+        !rep->mem_measured || !rep->phases || !rep->action_measured || !rep->action_predicted) {
         zb_pipeline_report_free(rep);
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the report of %d ranks", ranks);
     }
@@ -41,6 +43,7 @@ void zb_pipeline_report_free(zb_pipeline_report_t *rep)
         return;
     free(rep->peak_stash_bytes), free(rep->predicted_stash_bytes);
     free(rep->mem_predicted), free(rep->mem_measured), free(rep->phases);
+    free(rep->action_measured), free(rep->action_predicted);
     memset(rep, 0, sizeof *rep);
 }
 
@@ -95,6 +98,30 @@ static double timeline_origin(const zb_exec_timeline_t *tls, int P)
     return isfinite(first) ? first : 0;
 }
 
+const zb_action_type_t zb_report_kinds[ZB_REPORT_KINDS] = {ZB_ACT_F, ZB_ACT_B, ZB_ACT_W,
+                                                           ZB_ACT_BW, ZB_ACT_R};
+
+/* Each rank's mean action time per kind, measured (the run's timeline) and predicted (the
+ * plan's schedule simulated under its costs): where the cost model is wrong, by how much. */
+static zb_status_t action_times(const pl_t *pl, const zb_sim_t *measured,
+                                zb_pipeline_report_t *rep, zb_err_t *err)
+{
+    zb_sim_t pred;
+    zb_status_t st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err);
+    if (st != ZB_OK)
+        return st;
+    for (int r = 0; r < pl->P && r < rep->ranks; r++)
+        for (int k = 0; k < ZB_REPORT_KINDS; k++) {
+            int nm = 0, np = 0;
+            double tm = zb_sim_type_time(measured, pl->plan.sched, r, zb_report_kinds[k], &nm);
+            double tp = zb_sim_type_time(&pred, pl->plan.sched, r, zb_report_kinds[k], &np);
+            rep->action_measured[(size_t)r * ZB_REPORT_KINDS + (size_t)k] = nm ? tm / nm : 0;
+            rep->action_predicted[(size_t)r * ZB_REPORT_KINDS + (size_t)k] = np ? tp / np : 0;
+        }
+    zb_sim_free(&pred);
+    return ZB_OK;
+}
+
 zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const double *peaks,
                                zb_pipeline_report_t *rep, zb_err_t *err)
 {
@@ -109,7 +136,8 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
         rep->makespan_measured = measured.makespan;
         rep->busy_measured = measured.busy_max;
         rep->measured = true;
-        if (pl->opts->trace_path || pl->opts->trace_svg_path)
+        st = action_times(pl, &measured, rep, err);
+        if (st == ZB_OK && (pl->opts->trace_path || pl->opts->trace_svg_path))
             st = pl_write_traces(pl, &measured, rep->ranks >= pl->P ? rep->phases : NULL,
                                  timeline_origin(tls, pl->P), err);
         zb_exec_sim_free(&measured);

@@ -162,6 +162,22 @@ double zb_sim_span_idle(const zb_sim_t *sim)
     return idle > 0 ? idle : 0;
 }
 
+double zb_sim_type_time(const zb_sim_t *sim, const zb_schedule_t *s, int r, zb_action_type_t t,
+                        int *count)
+{
+    int n = 0;
+    double sum = 0;
+    if (sim && s && r >= 0 && r < sim->ranks && r < s->ranks && sim->len[r] == s->rank[r].len)
+        for (int i = 0; i < sim->len[r]; i++)
+            if (s->rank[r].actions[i].type == t) {
+                sum += sim->end[r][i] - sim->start[r][i];
+                n++;
+            }
+    if (count)
+        *count = n;
+    return sum;
+}
+
 int zb_sim_last_ranks(const zb_sim_t *sim, double tol, unsigned char *last)
 {
     double latest = -INFINITY, earliest = INFINITY;

@@ -18,9 +18,9 @@
 # <= 1.03); GPU memory per rank at P 1f1b against the same model with --ranks 1 (goal <= 0.5x,
 # predicted = measured); and the small model (L=8 C=256 T=256) for the three schedules, where
 # launch latency rules. Writes every run's log next to the tables on stdout; without a GPU it
-# says so and exits 77. To fit a short device call: GOAL_MS (default "8 16"), GOAL_HIDE (the
-# schedules of the communication table, default all three, empty: none), GOAL_MEMORY=0 and
-# GOAL_SMALL=0 skip those tables; the pairs run last.
+# says so and exits 77. To fit a short device call: GOAL_MS (default "8 16", empty: none),
+# GOAL_HIDE (the schedules of the communication table, default all three, empty: none),
+# GOAL_MEMORY=0 and GOAL_SMALL=0 skip those tables; the pairs run last.
 set -uo pipefail
 B=${1:?usage: bench_gpu_pipeline.sh BUILD [STEPS] [LAYERS] [T] [PRECISION] [P]}
 STEPS=${2:-8}
@@ -53,7 +53,7 @@ header() {
         "opt ms" "step/a+o" "out %" "bubble%" "pred%" "|diff|" "ratio/1f1b" "pred ratio"
 }
 header
-for M in ${GOAL_MS:-8 16}; do
+for M in ${GOAL_MS-8 16}; do # empty: no goal rows
     for s in 1f1b zb-h2 zb-v; do
         big "m${M}_$s" --ranks "$P" --schedule "$s" --batch "$M" --microbatches "$M" \
             --partition profile --trace "$OUTDIR/m${M}_$s.json" --gpu-messages device

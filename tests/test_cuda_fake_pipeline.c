@@ -844,6 +844,9 @@ static void offload_same_bits(const char *schedule, int P)
     zb_pipeline_report_t *rep[2];
     same_bits_with(schedule, P, offload_all, "cuda --offload all", rep);
     assert_non_null(strstr(rep[1]->note, "+O"));
+    /* the report says how many moved and what a copy was taken to cost (the FLOP model here) */
+    assert_non_null(strstr(rep[1]->offload_note, " stashes offloaded; a copy costs its stage's F"));
+    assert_string_equal(rep[0]->offload_note, "");
     for (int r = 0; r < P; r++)
         if (rep[1]->mem_predicted[r].stash_alloc != rep[1]->mem_measured[r].stash_alloc)
             fail_msg("%s P=%d rank %d: stash slots predicted %.0f, allocated %.0f", schedule, P, r,

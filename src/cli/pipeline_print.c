@@ -189,6 +189,8 @@ void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_co
         printf("pipeline: %s, transport mpi (%d processes)\n", rep->note, world);
     else
         printf("pipeline: %s\n", rep->note);
+    if (rep->offload_note[0])
+        printf("offload: %s\n", rep->offload_note);
     if (rep->device[0]) /* --device cuda: the ranks' GPUs and SM partitions */
         printf("device: cuda %s, %s\n", zb_cuda_precision_name(pc->opts.cuda->precision),
                rep->device);

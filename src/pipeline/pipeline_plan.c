@@ -529,6 +529,34 @@ static void plan_note(const pl_t *pl, const zb_schedule_t *plain, zb_pipeline_re
                               : "measured (zbpp profile, one core)");
 }
 
+/* A schedule with offload: how many stashes move, and what the simulator took a copy to cost
+ * (the profile's bandwidths, the largest stash), so a span that misses shows why. */
+static void offload_note(const zb_schedule_t *s, const zb_costs_t *c, zb_pipeline_report_t *rep)
+{
+    rep->offload_note[0] = '\0';
+    int n_o = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].len; i++)
+            n_o += s->rank[r].actions[i].type == ZB_ACT_O;
+    if (n_o == 0)
+        return;
+    int big = 0;
+    for (int k = 1; c->stash_bytes && k < s->stages; k++)
+        big = c->stash_bytes[k] > c->stash_bytes[big] ? k : big;
+    if (c->bw_d2h > 0 && c->bw_h2d > 0 && c->stash_bytes)
+        snprintf(rep->offload_note, sizeof rep->offload_note,
+                 "%d of %d stashes offloaded; copies per rank at %.1f GB/s to the host, %.1f back "
+                 "(profiled, the GPU's ranks copying at once); stage %d's stash %.1f MiB: O %.3f, "
+                 "L %.3f ms",
+                 n_o, s->stages * s->microbatches, c->bw_d2h / 1e9, c->bw_h2d / 1e9, big,
+                 c->stash_bytes[big] / MIB, 1e3 * zb_costs_t_copy(c, ZB_ACT_O, big),
+                 1e3 * zb_costs_t_copy(c, ZB_ACT_L, big));
+    else
+        snprintf(rep->offload_note, sizeof rep->offload_note,
+                 "%d of %d stashes offloaded; a copy costs its stage's F (no measured bandwidth)",
+                 n_o, s->stages * s->microbatches);
+}
+
 /* Who updates each norm unit: the embedding's rank, the head's, and each block's stage's. */
 static zb_status_t assign_units(const pl_t *pl, pl_plan_t *plan, zb_err_t *err)
 {
@@ -605,6 +633,7 @@ zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t 
         (st = check_mem_limit(pl, rep, err)) == ZB_OK &&
         (st = assign_units(pl, plan, err)) == ZB_OK) {
         plan_note(pl, c->sched, rep);
+        offload_note(c->sched, &c->costs, rep);
         rep->stages = plan->S;
         memcpy(rep->first, plan->first, (size_t)(plan->S + 1) * sizeof *plan->first);
         plan->costs = c->costs; /* kept for the predicted trace */

@@ -12,7 +12,7 @@ field() {
     # the actions' makespan (first start to last end over every rank), measured and predicted
     makespan_m) sed -n 's/^outside the actions .*, actions \([0-9.]*\) ms.*/\1/p' "$log" ;;
     makespan_p) sed -n 's/^pipeline makespan .*predicted \([0-9.]*\) ms.*/\1/p' "$log" ;;
-    outside_pct) sed -n 's/^outside the actions .*(\([0-9.-]*\)% of the step)/\1/p' "$log" ;;
+    outside_pct) sed -n 's/^outside the actions .*(\([0-9.-]*\)% of the step).*/\1/p' "$log" ;;
     # the step-phase table: the largest device time of a phase over the ranks. A row is
     # "  rank R  dev/ host  dev/ host ...": the pairs joined first, so phase i of the header is
     # field i + 2 of the row

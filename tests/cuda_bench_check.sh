@@ -64,7 +64,7 @@ cat >"$tmp/sample.log" <<'LOG'
 trained steps 1..6: loss 11.1344 -> 6.3923, median step 48.7 ms, 169186 tokens/s
 pipeline span (last step): measured 44.28 ms, predicted 40.90 ms (+8.3%)
 pipeline makespan (last step, first action to last over every rank): measured 45.72 ms, predicted 42.65 ms (+7.2%)
-outside the actions (last step): step 48.27 ms, actions 45.72 ms (makespan), outside 2.55 ms (5.3% of the step)
+outside the actions (last step): step 48.27 ms, actions 45.72 ms (makespan), outside 2.55 ms (5.3% of the step): 0.37 ms before the first action, 2.18 after the last
 step phases after the actions (last step, ms; device events / host wall time):
                     drain        tied-wte       grad-norm       norm-sync       optimizer             sum
   rank 0     0.00/   0.00    0.52/   0.02    0.59/  30.50    1.33/   1.34    0.85/   0.04    3.29/  31.90

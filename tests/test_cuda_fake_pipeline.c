@@ -573,6 +573,9 @@ static void test_trace_times_every_action(void **state)
     assert_true(rep.span_measured > 0 && rep.makespan_measured >= rep.span_measured);
     assert_true(rep.span_predicted > 0 && rep.makespan_predicted >= rep.span_predicted);
     assert_true(rep.step_ms_last >= rep.makespan_measured * 1e3);
+    /* what comes before the first action is a part of that */
+    assert_true(rep.first_action_at >= 0 &&
+                rep.first_action_at * 1e3 <= rep.step_ms_last - rep.makespan_measured * 1e3);
     /* the cost model against the run: every rank ran F, B and W (zb-v splits), no BW or R */
     for (int r = 0; r < 4; r++)
         for (int k = 0; k < ZB_REPORT_KINDS; k++) {

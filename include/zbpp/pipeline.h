@@ -201,6 +201,10 @@ typedef struct {
      * above leaves out the time before a rank's first F: the pipeline's fill); the step's time
      * outside its actions is step_ms_last - makespan_measured */
     double makespan_measured, makespan_predicted;
+    /* when the last step's first action began, seconds after the step's start (the host's
+     * clock; on a GPU the device's, anchored at the rank's step start): the part of the time
+     * outside the actions that comes before them */
+    double first_action_at;
     /* the cost model against the run, per rank and compute action (ZB_REPORT_KINDS: F, B, W,
      * BW, R): the mean time of one action in the last step, measured and predicted (the
      * simulator's, under the costs the bubble's prediction used: seconds when profiled), 0

@@ -103,9 +103,12 @@ void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool pr
      * schedule's time, not overhead */
     if (rep->step_ms_last > 0) {
         double act_ms = rep->makespan_measured * 1e3, out_ms = rep->step_ms_last - act_ms;
+        double before_ms = rep->first_action_at * 1e3;
         printf("outside the actions (last step): step %.2f ms, actions %.2f ms (makespan), "
-               "outside %.2f ms (%.1f%% of the step)\n",
-               rep->step_ms_last, act_ms, out_ms, 100 * out_ms / rep->step_ms_last);
+               "outside %.2f ms (%.1f%% of the step): %.2f ms before the first action, %.2f "
+               "after the last\n",
+               rep->step_ms_last, act_ms, out_ms, 100 * out_ms / rep->step_ms_last, before_ms,
+               out_ms - before_ms);
     }
     if (profiled && rep->action_measured)
         print_action_times(rep);

@@ -134,6 +134,7 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
         rep->bubble_measured = measured.bubble_rate = zb_sim_span_idle(&measured);
         rep->span_measured = measured.span_max;
         rep->makespan_measured = measured.makespan;
+        rep->first_action_at = timeline_origin(tls, pl->P);
         rep->busy_measured = measured.busy_max;
         rep->measured = true;
         st = action_times(pl, &measured, rep, err);

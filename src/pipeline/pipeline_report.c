@@ -103,23 +103,17 @@ const zb_action_type_t zb_report_kinds[ZB_REPORT_KINDS] = {ZB_ACT_F, ZB_ACT_B, Z
 
 /* Each rank's mean action time per kind, measured (the run's timeline) and predicted (the
  * plan's schedule simulated under its costs): where the cost model is wrong, by how much. */
-static zb_status_t action_times(const pl_t *pl, const zb_sim_t *measured,
-                                zb_pipeline_report_t *rep, zb_err_t *err)
+static void action_times(const pl_t *pl, const zb_sim_t *measured, const zb_sim_t *pred,
+                         zb_pipeline_report_t *rep)
 {
-    zb_sim_t pred;
-    zb_status_t st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err);
-    if (st != ZB_OK)
-        return st;
     for (int r = 0; r < pl->P && r < rep->ranks; r++)
         for (int k = 0; k < ZB_REPORT_KINDS; k++) {
             int nm = 0, np = 0;
             double tm = zb_sim_type_time(measured, pl->plan.sched, r, zb_report_kinds[k], &nm);
-            double tp = zb_sim_type_time(&pred, pl->plan.sched, r, zb_report_kinds[k], &np);
+            double tp = zb_sim_type_time(pred, pl->plan.sched, r, zb_report_kinds[k], &np);
             rep->action_measured[(size_t)r * ZB_REPORT_KINDS + (size_t)k] = nm ? tm / nm : 0;
             rep->action_predicted[(size_t)r * ZB_REPORT_KINDS + (size_t)k] = np ? tp / np : 0;
         }
-    zb_sim_free(&pred);
-    return ZB_OK;
 }
 
 zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const double *peaks,
@@ -137,10 +131,17 @@ zb_status_t pl_report_measured(pl_t *pl, const zb_exec_timeline_t *tls, const do
         rep->first_action_at = timeline_origin(tls, pl->P);
         rep->busy_measured = measured.busy_max;
         rep->measured = true;
-        st = action_times(pl, &measured, rep, err);
-        if (st == ZB_OK && (pl->opts->trace_path || pl->opts->trace_svg_path))
-            st = pl_write_traces(pl, &measured, rep->ranks >= pl->P ? rep->phases : NULL,
-                                 timeline_origin(tls, pl->P), err);
+        /* the prediction the costs make for the same schedule: the action table and the traces */
+        zb_sim_t pred;
+        if ((st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err)) == ZB_OK) {
+            pred.bubble_rate = zb_sim_span_idle(&pred); /* the report's bubble, as measured's */
+            action_times(pl, &measured, &pred, rep);
+            if (pl->opts->trace_path || pl->opts->trace_svg_path)
+                st = pl_write_traces(pl, &measured, &pred,
+                                     rep->ranks >= pl->P ? rep->phases : NULL,
+                                     rep->first_action_at, err);
+            zb_sim_free(&pred);
+        }
         zb_exec_sim_free(&measured);
     }
     return st;

@@ -97,19 +97,15 @@ static zb_status_t phase_spans(const pl_t *pl, const zb_step_phases_t *phases, d
     return ZB_OK;
 }
 
-zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, const zb_step_phases_t *phases,
-                            double shift, zb_err_t *err)
+zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, const zb_sim_t *pred,
+                            const zb_step_phases_t *phases, double shift, zb_err_t *err)
 {
     const char *path = pl->opts->trace_path;
     char name[4400], title[200];
-    zb_sim_t pred;
-    memset(&pred, 0, sizeof pred);
     spans_t extra;
     zb_status_t st = phase_spans(pl, phases, shift, &extra, err);
     if (st != ZB_OK)
         return st;
-    st = zb_simulate(pl->plan.sched, &pl->plan.costs, &pred, err);
-    pred.bubble_rate = zb_sim_span_idle(&pred); /* the report's bubble, as the measured one's */
     /* profiled costs are seconds, like the measured timeline; a FLOP-model unit shows as 1 ms */
     double pscale = pl->prof ? 1e6 : 1000;
     for (int k = 0; st == ZB_OK && path && k < ZB_TRACE_FILES; k++) {
@@ -121,13 +117,11 @@ zb_status_t pl_write_traces(pl_t *pl, const zb_sim_t *measured, const zb_step_ph
                          : "measured (s)");
         if ((st = zb_pipeline_trace_path(path, (zb_trace_file_t)k, name, sizeof name, err)) ==
             ZB_OK)
-            st = write_one(name, is_pred ? &pred : measured, svg, is_pred ? pscale : 1e6, title,
+            st = write_one(name, is_pred ? pred : measured, svg, is_pred ? pscale : 1e6, title,
                            is_pred ? NULL : &extra, err);
     }
     if (st == ZB_OK && pl->opts->trace_svg_path)
-        st = write_overlay(pl, measured, &pred, err);
-    if (pred.len)
-        zb_sim_free(&pred);
+        st = write_overlay(pl, measured, pred, err);
     free(extra.at);
     return st;
 }

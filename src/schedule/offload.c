@@ -72,10 +72,10 @@ static void index_backs(const zb_rank_program_t *p, int M, int *back_at, bool se
     }
 }
 
-/* Whether the pair gets offloaded: chosen by `which`, or (NULL) when some compute action of the
- * rank runs between its F and its backward. */
+/* Whether the pair gets offloaded: chosen by `which`, or (NULL) as `dflt` when some compute
+ * action of the rank runs between its F and its backward. */
 static int chosen(const zb_schedule_t *s, const zb_rank_program_t *p, int f, int back,
-                  const unsigned char *which)
+                  const unsigned char *which, int dflt)
 {
     const zb_action_t *a = &p->actions[f];
     if (a->flags & ZB_ACT_NOSAVE)
@@ -84,13 +84,13 @@ static int chosen(const zb_schedule_t *s, const zb_rank_program_t *p, int f, int
         return which[(size_t)a->stage * (size_t)s->microbatches + (size_t)a->mb];
     for (int i = f + 1; i < back; i++)
         if (zb_action_is_compute(p->actions[i].type))
-            return ZB_RELOAD_IN_TIME;
+            return dflt;
     return ZB_RELOAD_NONE;
 }
 
 /* The pairs of rank r, in program order of their F, with the O's end times (the device->host
  * channel takes them one at a time, each when its F has ended). */
-static int collect(const zb_schedule_t *s, int r, const unsigned char *which,
+static int collect(const zb_schedule_t *s, int r, const unsigned char *which, int dflt,
                    const zb_costs_t *c, const zb_sim_t *sim, const int *back_at, pair_t *pairs)
 {
     const zb_rank_program_t *p = &s->rank[r];
@@ -100,7 +100,7 @@ static int collect(const zb_schedule_t *s, int r, const unsigned char *which,
         if (p->actions[i].type != ZB_ACT_F)
             continue;
         int b = find_back(p, s->microbatches, back_at, i);
-        int how = b < 0 ? ZB_RELOAD_NONE : chosen(s, p, i, b, which);
+        int how = b < 0 ? ZB_RELOAD_NONE : chosen(s, p, i, b, which, dflt);
         if (how == ZB_RELOAD_NONE)
             continue;
         double start = zb_later(sim->end[r][i], chan);
@@ -221,26 +221,9 @@ zb_status_t zb_add_offload(const zb_schedule_t *in, const bool *which, const zb_
     return st;
 }
 
-zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *which,
-                               const zb_costs_t *c, zb_schedule_t **out, zb_err_t *err)
-{
-    *out = NULL;
-    if (!in || !c)
-        return zb_err_set(err, ZB_EINVAL, "offload: NULL schedule or cost model");
-    if (zb_schedule_has_offload(in))
-        return zb_err_set(err, ZB_EINVAL, "offload: the schedule already has O/L actions");
-    zb_sim_t sim;
-    zb_status_t st = zb_simulate(in, c, &sim, err);
-    if (st != ZB_OK)
-        return st;
-    st = zb_add_offload_timed(in, &sim, which, c, out, err);
-    zb_sim_free(&sim);
-    return st;
-}
-
-zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeline,
-                                 const unsigned char *which, const zb_costs_t *c,
-                                 zb_schedule_t **out, zb_err_t *err)
+static zb_status_t add_timed(const zb_schedule_t *in, const zb_sim_t *timeline,
+                             const unsigned char *which, int dflt, const zb_costs_t *c,
+                             zb_schedule_t **out, zb_err_t *err)
 {
     *out = NULL;
     zb_status_t st;
@@ -257,7 +240,7 @@ zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeli
         back_at[k] = -1;
     for (int r = 0; r < in->ranks && st == ZB_OK; r++) {
         index_backs(&in->rank[r], in->microbatches, back_at, true);
-        int n = collect(in, r, which, c, timeline, back_at, pairs);
+        int n = collect(in, r, which, dflt, c, timeline, back_at, pairs);
         index_backs(&in->rank[r], in->microbatches, back_at, false);
         sort_pairs(pairs, n, by_back);
         place_reloads(in, r, c, timeline, pairs, n);
@@ -272,4 +255,42 @@ zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeli
     }
     *out = o;
     return ZB_OK;
+}
+
+/* The pass under `in`'s own simulation; which == NULL offloads every pair with compute between
+ * its F and its backward, as `dflt`. */
+static zb_status_t add_simulated(const zb_schedule_t *in, const unsigned char *which, int dflt,
+                                 const zb_costs_t *c, zb_schedule_t **out, zb_err_t *err)
+{
+    *out = NULL;
+    if (!in || !c)
+        return zb_err_set(err, ZB_EINVAL, "offload: NULL schedule or cost model");
+    if (zb_schedule_has_offload(in))
+        return zb_err_set(err, ZB_EINVAL, "offload: the schedule already has O/L actions");
+    zb_sim_t sim;
+    zb_status_t st = zb_simulate(in, c, &sim, err);
+    if (st != ZB_OK)
+        return st;
+    st = add_timed(in, &sim, which, dflt, c, out, err);
+    zb_sim_free(&sim);
+    return st;
+}
+
+zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *which,
+                               const zb_costs_t *c, zb_schedule_t **out, zb_err_t *err)
+{
+    return add_simulated(in, which, ZB_RELOAD_IN_TIME, c, out, err);
+}
+
+zb_status_t zb_add_offload_all(const zb_schedule_t *in, const zb_costs_t *c, zb_schedule_t **out,
+                               zb_err_t *err)
+{
+    return add_simulated(in, NULL, ZB_RELOAD_IN_TIME_OR_LATE, c, out, err);
+}
+
+zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeline,
+                                 const unsigned char *which, const zb_costs_t *c,
+                                 zb_schedule_t **out, zb_err_t *err)
+{
+    return add_timed(in, timeline, which, ZB_RELOAD_IN_TIME, c, out, err);
 }

@@ -16,6 +16,9 @@ enum {
 /* zb_add_offload with which[stage * M + mb] one of the values above; which == NULL as there. */
 zb_status_t zb_add_offload_how(const zb_schedule_t *in, const unsigned char *which,
                                const zb_costs_t *c, zb_schedule_t **out, zb_err_t *err);
+/* --offload all: the pairs zb_add_offload(in, NULL) offloads, each ZB_RELOAD_IN_TIME_OR_LATE. */
+zb_status_t zb_add_offload_all(const zb_schedule_t *in, const zb_costs_t *c, zb_schedule_t **out,
+                               zb_err_t *err);
 /* zb_add_offload_how with `in`'s simulation under c given (the planner's tries share one);
  * `in` is checked by the caller (no O/L, simulated without error). */
 zb_status_t zb_add_offload_timed(const zb_schedule_t *in, const zb_sim_t *timeline,

@@ -372,36 +372,6 @@ zb_status_t zb_plan_offload_from(const zb_schedule_t *in, const unsigned char *s
     return st;
 }
 
-/* --offload all: every pair zb_add_offload(in, NULL) offloads, but a reload that cannot end
- * before its backward wherever it goes comes right before that backward (which waits for it)
- * rather than right after its O: with slow copies the stash would otherwise come straight back
- * and `all` would save no memory at all. */
-static zb_status_t offload_all(const zb_schedule_t *in, const zb_costs_t *c, zb_schedule_t **out,
-                               zb_err_t *err)
-{
-    zb_schedule_t *plain = NULL;
-    zb_status_t st = zb_add_offload(in, NULL, c, &plain, err);
-    if (st != ZB_OK)
-        return st;
-    const size_t n = (size_t)in->stages * (size_t)in->microbatches;
-    unsigned char *how = calloc(n ? n : 1, 1); /* ZB_RELOAD_NONE */
-    if (!how) {
-        zb_schedule_free(plain);
-        return zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
-    }
-    for (int r = 0; r < plain->ranks; r++) /* the pairs the plain pass chose: those with an O */
-        for (int i = 0; i < plain->rank[r].len; i++) {
-            const zb_action_t *a = &plain->rank[r].actions[i];
-            if (a->type == ZB_ACT_O)
-                how[(size_t)a->stage * (size_t)in->microbatches + (size_t)a->mb] =
-                    ZB_RELOAD_IN_TIME_OR_LATE;
-        }
-    zb_schedule_free(plain);
-    st = zb_add_offload_how(in, how, c, out, err);
-    free(how);
-    return st;
-}
-
 zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb_costs_t *c,
                             zb_schedule_t **out, char *note, zb_err_t *err)
 {
@@ -416,7 +386,7 @@ zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb
         return *out ? ZB_OK : zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
     }
     if (mode == ZB_OFFLOAD_ALL)
-        return offload_all(in, c, out, err);
+        return zb_add_offload_all(in, c, out, err); /* stashes off even when copies are late */
     if (mode != ZB_OFFLOAD_AUTO)
         return zb_err_set(err, ZB_EINVAL, "offload: unknown mode %d", (int)mode);
     return zb_plan_offload_from(in, NULL, c, 0, out, note, err);

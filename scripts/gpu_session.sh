@@ -27,7 +27,10 @@
 #                                   pipeline tests, bench_flash, the predicted memory, the fp32/tf32
 #                                   steps at their largest B), offload (bench/bench_gpu_offload.sh),
 #                                   cpu (the CPU bf16 tests on its AMX, zbpp's CPU step fp32 and
-#                                   bf16 vs PyTorch CPU at 1, 2 and all cores)
+#                                   bf16 vs PyTorch CPU at 1, 2 and all cores: CPU_THREADS),
+#                                   wstage (one 4-block rank in 32 SMs: W against its profile),
+#                                   torchtf32 (PyTorch eager tf32 at TF32_B). GOALS_LIMIT and
+#                                   CPU_LIMIT bound those parts (default 200, 300 s)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
 #                                   ratios, communication hidden, memory vs --ranks 1, small model)
@@ -36,7 +39,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,34p' "$0" >&2
+    sed -n '2,37p' "$0" >&2
     exit 2
     ;;
 esac
@@ -173,7 +176,7 @@ all)
             grep -E "tests passed|Failed|\*\*\*|rel err|FAILED" "$logs/ctest_gpu.log" | head -20
             ;;
         goals)
-            step goals 200 env OUT="$logs" bash bench/bench_gpu_pipeline.sh build-gpu 6 16 1024 bf16 4
+            step goals "${GOALS_LIMIT:-200}" env OUT="$logs" bash bench/bench_gpu_pipeline.sh build-gpu 6 16 1024 bf16 4
             tail -45 "$logs/goals.log"
             ;;
         flash)
@@ -217,8 +220,8 @@ all)
                 sort | uniq -c | sort -rn | head -12
             # all cores first: the row only this machine can give (issue 32's 16 threads); at
             # 1 thread a GPT-2 step takes seconds, and 240 s did not reach the table (2026-11-27)
-            step cpu_vs_torch 300 env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \
-                build-gpu/zbpp 2 1 12 "$(nproc) 2 1"
+            step cpu_vs_torch "${CPU_LIMIT:-300}" env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \
+                build-gpu/zbpp 2 1 12 "${CPU_THREADS:-$(nproc) 2 1}"
             tail -12 "$logs/cpu_vs_torch.log"
             ;;
         flash32) # the fp32 flash attention: correctness first (the pipeline test runs fp32 ranks in
@@ -235,6 +238,18 @@ all)
                 step "bench_step_$p" 75 build-gpu/bench_cuda_step "$p" 0 1024 4 12 2
                 grep -vE "^ *$" "$logs/bench_step_$p.log" | sed -n 2,6p
             done
+            ;;
+        wstage) # issue 30: a one-rank pipeline of 4 blocks alone in 32 SMs; its action table
+            # tells whether W's 1.2x over the profile comes from the stage's size or the neighbours
+            step wstage 60 build-gpu/zbpp train --device cuda --ranks 1 --sm-per-rank 32 \
+                --schedule zb-h1 --layers 4 --channels 768 --heads 12 --vocab 50257 --seq 1024 \
+                --batch 8 --microbatches 8 --partition profile --steps 4 --text data/demo_corpus.txt
+            grep -A8 -i "action" "$logs/wstage.log" | head -24
+            ;;
+        torchtf32) # issue 29's tf32 goal: PyTorch eager with TF32 matmuls at zbpp's tf32 B
+            step torch_tf32 90 python3 bench/torch_gpt2.py --device cuda --mode eager \
+                --precision tf32 --B "${TF32_B:-32}" --steps 8
+            grep -v Warning "$logs/torch_tf32.log" | tail -6
             ;;
         fp32) # zbpp's fp32 (TF32 off) and tf32 steps at their largest B
             for p in fp32 tf32; do

@@ -29,7 +29,8 @@
 #                                   cpu (the CPU bf16 tests on its AMX, zbpp's CPU step fp32 and
 #                                   bf16 vs PyTorch CPU at 1, 2 and all cores: CPU_THREADS),
 #                                   wstage (one 4-block rank in 32 SMs: W against its profile),
-#                                   torchtf32 (PyTorch eager tf32 at TF32_B). GOALS_LIMIT and
+#                                   torchtf32 (PyTorch eager tf32 at TF32_B), cputorch (cpu's
+#                                   last step alone: the CPU step against PyTorch's). GOALS_LIMIT and
 #                                   CPU_LIMIT bound those parts (default 200, 300 s)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
@@ -39,7 +40,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,37p' "$0" >&2
+    sed -n '2,38p' "$0" >&2
     exit 2
     ;;
 esac
@@ -218,6 +219,8 @@ all)
                 --heads 12 --seq 128 --batch 8 --steps 1 --text data/demo_corpus.txt --precision bf16
             grep "^onednn_verbose,exec" "$logs/onednn_impls.log" | awk -F, '{print $5, $7}' |
                 sort | uniq -c | sort -rn | head -12
+            ;&
+        cputorch) # (cpu's last step alone) zbpp's CPU step against PyTorch's
             # all cores first: the row only this machine can give (issue 32's 16 threads); at
             # 1 thread a GPT-2 step takes seconds, and 240 s did not reach the table (2026-11-27)
             step cpu_vs_torch "${CPU_LIMIT:-300}" env PYTHON=python3 bash bench/bench_cpu_vs_torch.sh \

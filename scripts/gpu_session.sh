@@ -246,7 +246,8 @@ all)
             # tells whether W's 1.2x over the profile comes from the stage's size or the neighbours
             step wstage 60 build-gpu/zbpp train --device cuda --ranks 1 --sm-per-rank 32 \
                 --schedule zb-h1 --layers 4 --channels 768 --heads 12 --vocab 50257 --seq 1024 \
-                --batch 8 --microbatches 8 --partition profile --steps 4 --text data/demo_corpus.txt
+                --batch 8 --microbatches 8 --partition profile --steps 4 --text data/demo_corpus.txt \
+                --precision "${WSTAGE_PREC:-bf16}"
             grep -A8 -i "action" "$logs/wstage.log" | head -24
             ;;
         torchtf32) # issue 29's tf32 goal: PyTorch eager with TF32 matmuls at zbpp's tf32 B

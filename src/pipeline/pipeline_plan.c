@@ -540,16 +540,19 @@ static void offload_note(const zb_schedule_t *s, const zb_costs_t *c, zb_pipelin
             n_o += s->rank[r].actions[i].type == ZB_ACT_O;
     if (n_o == 0)
         return;
+    /* a stage's stash bytes as the simulator takes them: the profile's per-stage figure, else
+     * the stage's F memory (zb_costs_t_copy) */
     int big = 0;
-    for (int k = 1; c->stash_bytes && k < s->stages; k++)
-        big = c->stash_bytes[k] > c->stash_bytes[big] ? k : big;
-    if (c->bw_d2h > 0 && c->bw_h2d > 0 && c->stash_bytes)
+    for (int k = 1; k < s->stages; k++)
+        big = zb_costs_t_copy(c, ZB_ACT_O, k) > zb_costs_t_copy(c, ZB_ACT_O, big) ? k : big;
+    const double bytes = c->stash_bytes ? c->stash_bytes[big] : fabs(c->m_f[big]);
+    if (c->bw_d2h > 0 && c->bw_h2d > 0)
         snprintf(rep->offload_note, sizeof rep->offload_note,
                  "%d of %d stashes offloaded; copies per rank at %.1f GB/s to the host, %.1f back "
                  "(profiled, the GPU's ranks copying at once); stage %d's stash %.1f MiB: O %.3f, "
                  "L %.3f ms",
                  n_o, s->stages * s->microbatches, c->bw_d2h / 1e9, c->bw_h2d / 1e9, big,
-                 c->stash_bytes[big] / MIB, 1e3 * zb_costs_t_copy(c, ZB_ACT_O, big),
+                 bytes / MIB, 1e3 * zb_costs_t_copy(c, ZB_ACT_O, big),
                  1e3 * zb_costs_t_copy(c, ZB_ACT_L, big));
     else
         snprintf(rep->offload_note, sizeof rep->offload_note,

@@ -8,10 +8,10 @@
  * a phase is timed as ROUND microbatches back to back (one stash each) between two
  * synchronisations with the monotonic clock: launch and synchronisation latency are amortised
  * over the round. Median of `reps` rounds after one warm-up round. For ranks that share the GPU
- * (profile_ranks > 1), the other ranks' partitions run the same phase on copies of the same
- * stages while one is timed: the ranks of a pipeline share the device's memory bandwidth, and
- * a part timed alone runs faster than it will in the pipeline (the CPU profiler times its
- * ranks' threads at once for the same reason). Uses only the public zb_cuda_* API (compiled in
+ * (profile_ranks > 1), the other ranks' partitions run blocks on copies of the block stage
+ * while one part is timed (cp_peers_queue says which phases): the ranks of a pipeline share the
+ * device's memory bandwidth, and a part timed alone runs faster than it will in the pipeline
+ * (the CPU profiler times its ranks' threads at once for the same reason). Uses only the public zb_cuda_* API (compiled in
  * every build; without CUDA the device check fails first). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 #include "zbpp/profile.h"
 #include "zbpp/util.h"
 
-enum { ROUND = 4, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1, PART_HEAD = 2 };
+enum { ROUND = 4, COVER = 2, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1, PART_HEAD = 2 };
 
 typedef struct {
     zb_gpt2_config_t one;        /* the model's config with one layer */
@@ -178,9 +178,33 @@ static zb_status_t cp_phase(cprof_t *p, int k, int ph, float scale, zb_err_t *er
     return st;
 }
 
+/* The peers' work while part k's phase `ph` is timed, on their block stage: a pipeline rank's
+ * neighbours mostly run blocks, whatever part it runs itself (the head and the embedding timed
+ * beside copies of themselves ran ~5 % slower than in the pipeline, 2026-11-27b). An F is
+ * timed beside COVER rounds of forwards, a B beside one round of input backwards (a stash
+ * takes one B per F), as a pipeline's steady state runs them side by side. A W fills the holes
+ * between F's and B's, so it is timed beside COVER cycles of F, B, W (beside W's alone it was
+ * timed 1.15-1.2x faster than it ran in zb-h2 and zb-v, 2026-11-27); the peers' own W of
+ * round ph 1 runs first, untimed, so their stashes take a forward again. Whatever outlasts the
+ * timed round is waited for untimed. */
+static zb_status_t cp_peers_queue(cprof_t *peers, int n_peers, int ph, float scale, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    for (int q = 0; q < n_peers && st == ZB_OK && ph == 2; q++) {
+        st = cp_phase(&peers[q], PART_BLOCK, 2, scale, err);
+        if (st == ZB_OK)
+            st = zb_cuda_sync(peers[q].stage[PART_BLOCK], err);
+    }
+    for (int q = 0; q < n_peers && st == ZB_OK; q++)
+        for (int j = 0; j < (ph == 1 ? 1 : COVER) && st == ZB_OK; j++)
+            for (int c = ph == 2 ? 0 : ph; c <= ph && st == ZB_OK; c++)
+                st = cp_phase(&peers[q], PART_BLOCK, c, scale, err);
+    return st;
+}
+
 /* One round of part k: ROUND forwards, then ROUND input backwards, then ROUND weight
- * backwards, each phase between synchronisations, the n_peers other ranks' contexts running the
- * same phase meanwhile (queued first, waited for after). Seconds per microbatch into t. */
+ * backwards, each phase between synchronisations, the n_peers other ranks' contexts busy
+ * meanwhile (cp_peers_queue: queued first, waited for after). Seconds per microbatch into t. */
 static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, float scale,
                             zb_op_time_t *t, zb_err_t *err)
 {
@@ -188,8 +212,7 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, floa
     zb_status_t st = zb_cuda_sync(s, err);
     double secs[3];
     for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
-        for (int q = 0; q < n_peers && st == ZB_OK; q++)
-            st = cp_phase(&peers[q], k, ph, scale, err);
+        st = cp_peers_queue(peers, n_peers, ph, scale, err);
         double t0 = zb_now();
         if (st == ZB_OK)
             st = cp_phase(p, k, ph, scale, err);
@@ -197,7 +220,7 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, floa
             st = zb_cuda_sync(s, err);
         secs[ph] = zb_now() - t0;
         for (int q = 0; q < n_peers && st == ZB_OK; q++)
-            st = zb_cuda_sync(peers[q].stage[k], err);
+            st = zb_cuda_sync(peers[q].stage[PART_BLOCK], err);
     }
     if (st == ZB_OK)
         *t = (zb_op_time_t){secs[0] / ROUND, secs[1] / ROUND, secs[2] / ROUND};

@@ -29,6 +29,7 @@
 #                                   cpu (the CPU bf16 tests on its AMX, zbpp's CPU step fp32 and
 #                                   bf16 vs PyTorch CPU at 1, 2 and all cores: CPU_THREADS),
 #                                   wstage (one 4-block rank in 32 SMs: W against its profile),
+#                                   tf32 (the TF32 attention: its test, bench_flash, the step),
 #                                   torchtf32 (PyTorch eager tf32 at TF32_B), cputorch (cpu's
 #                                   last step alone: the CPU step against PyTorch's). GOALS_LIMIT and
 #                                   CPU_LIMIT bound those parts (default 200, 300 s)
@@ -40,7 +41,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,38p' "$0" >&2
+    sed -n '2,39p' "$0" >&2
     exit 2
     ;;
 esac
@@ -241,6 +242,15 @@ all)
                 step "bench_step_$p" 75 build-gpu/bench_cuda_step "$p" 0 1024 4 12 2
                 grep -vE "^ *$" "$logs/bench_step_$p.log" | sed -n 2,6p
             done
+            ;;
+        tf32) # issue 29: the TF32 tensor-core attention (flash_attn_tf32.cu): its GPU test, its
+            # speed beside the fp32 and bf16 kernels, then the tf32 step at its largest B
+            step test_cuda_gpu_flash 90 build-gpu/test_cuda_gpu_flash
+            grep -E "FAILED|ERROR|tf32 kernels|rel err|Assert|error|PASSED" "$logs/test_cuda_gpu_flash.log" | head -20
+            step bench_flash_tf32 40 build-gpu/bench_flash 8 1024 12 64 20 tf32
+            tail -9 "$logs/bench_flash_tf32.log"
+            step bench_step_tf32 75 build-gpu/bench_cuda_step tf32 0 1024 4 12 2
+            grep -vE "^ *$" "$logs/bench_step_tf32.log" | sed -n 2,8p
             ;;
         wstage) # issue 30: a one-rank pipeline of 4 blocks alone in 32 SMs; its action table
             # tells whether W's 1.2x over the profile comes from the stage's size or the neighbours

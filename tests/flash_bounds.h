@@ -48,4 +48,17 @@ static inline flash_bounds_t flash32_bounds(int T, bool vs_exact, bool gpu)
     return (flash_bounds_t){b, b, b, b, gpu ? 1e-5 : 2e-6};
 }
 
+/* The TF32 kernel (src/cuda/flash_attn_tf32.cu): every product's operands rounded to TF32
+ * (u = 2^-11 relative, round to nearest), fp32 accumulation, the outputs stored in fp32. The
+ * errors are the bf16 kernel's with a 4x smaller u and no rounding of the stored outputs:
+ * 8u relative to the largest entry against the exact attention; lse from fp32 exponentials of
+ * rounded scores: 8u as well (1e-5 more on a GPU for exp2 / log2). */
+#define FLASH_TF32_U (1.0 / 2048.0)
+
+static inline flash_bounds_t flash_tf32_bounds(bool gpu)
+{
+    double b = 8 * FLASH_TF32_U;
+    return (flash_bounds_t){b, b, b, b, b + (gpu ? 1e-5 : 0.0)};
+}
+
 #endif

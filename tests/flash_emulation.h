@@ -1,10 +1,10 @@
-// A CPU emulation of the CUDA features src/cuda/flash_attn.cu and flash_attn32.cu use,
-// force-included (g++ -include) when such a file is built as plain C++ with -DZB_FLASH_EMULATE
-// for tests/test_flash_emulated.c and tests/test_flash32_emulated.c. Each CUDA thread is a
-// ucontext fiber with its own stack; a launch runs the blocks one after another, the block's
-// fibers round-robin on one OS thread.
-// Warp-wide operations (mma.m16n8k16, ldmatrix.x2.trans, shuffles) and __syncthreads are
-// rendezvous: each lane posts its operands and yields until the last lane of its warp (block)
+// A CPU emulation of the CUDA features src/cuda/flash_attn.cu, flash_attn32.cu and
+// flash_attn_tf32.cu use, force-included (g++ -include) when such a file is built as plain C++
+// with -DZB_FLASH_EMULATE for tests/test_flash_emulated.c, test_flash32_emulated.c and
+// test_flash_tf32_emulated.c. Each CUDA thread is a ucontext fiber with its own stack; a launch
+// runs the blocks one after another, the block's fibers round-robin on one OS thread.
+// Warp-wide operations (mma.m16n8k16, mma.m16n8k8 .tf32, ldmatrix.x2.trans, shuffles) and
+// __syncthreads are rendezvous: each lane posts its operands and yields until the last lane of its warp (block)
 // arrives and computes every lane's result, so a kernel that calls them divergently hangs here
 // as it would on a GPU (the scheduler reports it instead). Fragment layouts are the PTX ISA's.
 // cp.async copies are deferred until a cp.async.wait_group covers their group (the latest a GPU
@@ -47,6 +47,10 @@
 #define zb_cuk_flash32_forward zb_flash32_emu_forward
 #define zb_cuk_flash32_backward_scratch_bytes zb_flash32_emu_backward_scratch_bytes
 #define zb_cuk_flash32_backward zb_flash32_emu_backward
+#define zb_cuk_flash_tf32_supported zb_flash_tf32_emu_supported
+#define zb_cuk_flash_tf32_forward zb_flash_tf32_emu_forward
+#define zb_cuk_flash_tf32_backward_scratch_bytes zb_flash_tf32_emu_backward_scratch_bytes
+#define zb_cuk_flash_tf32_backward zb_flash_tf32_emu_backward
 
 namespace flash_emu {
 
@@ -172,6 +176,46 @@ inline void mma_all(int first)
             int r = g + (i >> 1) * 8, n = 2 * t + (i & 1);
             float acc = C[r][n];
             for (int k = 0; k < 16; k++)
+                acc += A[r][k] * B[k][n];
+            L[l].d[i] = acc;
+        }
+    }
+}
+
+// D = A·B + C for mma.m16n8k8 with TF32 operands (flash_attn_tf32.cu's table): the registers'
+// fp32 bits with the low 13 mantissa bits ignored, as the tensor core reads them; products
+// and sums in fp32.
+inline float tf32_value(uint32_t reg)
+{
+    reg &= 0xffffe000u;
+    float f;
+    memcpy(&f, &reg, sizeof f);
+    return f;
+}
+
+inline void mma_tf32_all(int first)
+{
+    Lane *L = st().lane + first;
+    float A[16][8], B[8][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        A[g][t] = tf32_value(L[l].a[0]);
+        A[g + 8][t] = tf32_value(L[l].a[1]);
+        A[g][t + 4] = tf32_value(L[l].a[2]);
+        A[g + 8][t + 4] = tf32_value(L[l].a[3]);
+        B[t][g] = tf32_value(L[l].b[0]);
+        B[t + 4][g] = tf32_value(L[l].b[1]);
+        for (int i = 0; i < 2; i++) {
+            C[g][2 * t + i] = L[l].c[i];
+            C[g + 8][2 * t + i] = L[l].c[2 + i];
+        }
+    }
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 4; i++) {
+            int r = g + (i >> 1) * 8, n = 2 * t + (i & 1);
+            float acc = C[r][n];
+            for (int k = 0; k < 8; k++)
                 acc += A[r][k] * B[k][n];
             L[l].d[i] = acc;
         }
@@ -351,6 +395,28 @@ inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
     memcpy(L.c, c, sizeof L.c);
     flash_emu::warp_op(flash_emu::mma_all);
     memcpy(c, s.lane[s.cur].d, 4 * sizeof *c);
+}
+
+inline void mma1688(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    flash_emu::State &s = flash_emu::st();
+    flash_emu::Lane &L = s.lane[s.cur];
+    memcpy(L.a, a, sizeof L.a);
+    L.b[0] = b0, L.b[1] = b1;
+    memcpy(L.c, c, sizeof L.c);
+    flash_emu::warp_op(flash_emu::mma_tf32_all);
+    memcpy(c, s.lane[s.cur].d, 4 * sizeof *c);
+}
+
+// cvt.rna.tf32.f32: to 10 mantissa bits, rounded to nearest with ties away from zero (half an
+// ulp added to the magnitude, then truncated); infinities and NaNs pass through
+inline uint32_t to_tf32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u = (u + 0x1000u) & 0xffffe000u;
+    return u;
 }
 
 inline void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const uint16_t *tile, int ld, int lane)

@@ -8,7 +8,9 @@
  * The same shapes for src/cuda/flash_attn32.cu (the fp32 stage's attention) on fp32 inputs:
  * out, dq, dk, dv within flash32_bounds (8·√T·u of the largest entry against the materialised
  * fp32 attention), lse within 1e-5 of the exact one, two runs bit-identical, every output entry
- * written; an unsupported head size refused.
+ * written; an unsupported head size refused. And src/cuda/flash_attn_tf32.cu (the tf32 stage's)
+ * within flash_tf32_bounds plus the reference's own, with an error floor that an fp32-exact
+ * kernel would not reach (the products must round to TF32).
  * Skipped (exit 77) where there is no CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,6 +35,7 @@ int main(void)
 #include "cuda/ctx.h"
 #include "cuda/flash_attn.h"
 #include "cuda/flash_attn32.h"
+#include "cuda/flash_attn_tf32.h"
 #include "flash_bounds.h"
 #include "flash_reference.h"
 
@@ -248,8 +251,35 @@ typedef struct {
     float *out, *dqkv, *lse;
 } flash32_run_t;
 
-static void flash32_run(flash32_run_t *r, void *scratch, const float *qkv, const float *dout,
-                        int T, int hs)
+/* The fp32-storage kernels: fp32 FMAs (flash_attn32.cu) or TF32 tensor cores
+ * (flash_attn_tf32.cu), the same contract. */
+typedef struct {
+    const char *name;
+    void (*forward)(cudaStream_t, float *, float *, const float *, int, int, int, int);
+    size_t (*scratch_bytes)(int, int, int, int);
+    void (*backward)(cudaStream_t, float *, void *, const float *, const float *, const float *,
+                     const float *, int, int, int, int);
+    flash_bounds_t (*bounds)(int T);
+    double floor; /* the least error over out, dq, dk, dv: a TF32 kernel computing in fp32 fails */
+} kernel32_t;
+
+static flash_bounds_t fp32_bounds_on_gpu(int T) { return flash32_bounds(T, false, true); }
+/* TF32 against the materialised fp32 attention: the kernel's 8u plus the reference's own */
+static flash_bounds_t tf32_bounds_on_gpu(int T)
+{
+    flash_bounds_t a = flash_tf32_bounds(true), b = flash32_bounds(T, false, true);
+    return (flash_bounds_t){a.out + b.out, a.dq + b.dq, a.dk + b.dk, a.dv + b.dv, a.lse + b.lse};
+}
+static const kernel32_t FP32 = {"fp32", zb_cuk_flash32_forward,
+                                zb_cuk_flash32_backward_scratch_bytes, zb_cuk_flash32_backward,
+                                fp32_bounds_on_gpu, 0.0};
+static const kernel32_t TF32 = {"tf32", zb_cuk_flash_tf32_forward,
+                                zb_cuk_flash_tf32_backward_scratch_bytes,
+                                zb_cuk_flash_tf32_backward, tf32_bounds_on_gpu,
+                                FLASH_TF32_U / 16};
+
+static void flash32_run(const kernel32_t *k, flash32_run_t *r, void *scratch, const float *qkv,
+                        const float *dout, int T, int hs)
 {
     size_t n1 = (size_t)B * T * NH * hs, nl = (size_t)B * NH * T;
     r->out = dev_alloc(n1 * sizeof(float));
@@ -259,13 +289,12 @@ static void flash32_run(flash32_run_t *r, void *scratch, const float *qkv, const
     assert_int_equal(cudaMemset(r->out, 0xff, n1 * sizeof(float)), cudaSuccess);
     assert_int_equal(cudaMemset(r->dqkv, 0xff, 3 * n1 * sizeof(float)), cudaSuccess);
     assert_int_equal(cudaMemset(r->lse, 0xff, nl * sizeof(float)), cudaSuccess);
-    zb_cuk_flash32_forward(ctx.stream, r->out, r->lse, qkv, B, T, NH, hs);
-    zb_cuk_flash32_backward(ctx.stream, r->dqkv, scratch, dout, qkv, r->out, r->lse, B, T, NH,
-                            hs);
+    k->forward(ctx.stream, r->out, r->lse, qkv, B, T, NH, hs);
+    k->backward(ctx.stream, r->dqkv, scratch, dout, qkv, r->out, r->lse, B, T, NH, hs);
     assert_int_equal(cudaGetLastError(), cudaSuccess);
 }
 
-static void check_shape32(int T, int hs)
+static void check_shape32(const kernel32_t *k, int T, int hs)
 {
     int C = NH * hs;
     size_t n1 = (size_t)B * T * C, n3 = 3 * n1, rows = (size_t)B * T, nl = (size_t)B * NH * T;
@@ -276,25 +305,33 @@ static void check_shape32(int T, int hs)
     materialised(ref_out, ref_dqkv, qkv, dout, T, hs);
 
     float *d_qkv = dev_copy(qkv, n3 * sizeof *qkv), *d_dout = dev_copy(dout, n1 * sizeof *dout);
-    void *scratch = dev_alloc(zb_cuk_flash32_backward_scratch_bytes(B, T, NH, hs));
+    void *scratch = dev_alloc(k->scratch_bytes(B, T, NH, hs));
     flash32_run_t r1, r2;
-    flash32_run(&r1, scratch, d_qkv, d_dout, T, hs);
-    flash32_run(&r2, scratch, d_qkv, d_dout, T, hs);
+    flash32_run(k, &r1, scratch, d_qkv, d_dout, T, hs);
+    flash32_run(k, &r2, scratch, d_qkv, d_dout, T, hs);
     float *out = malloc(n1 * sizeof *out), *dqkv = malloc(n3 * sizeof *dqkv);
     float *lse = malloc(nl * sizeof *lse);
     download(out, r1.out, n1 * sizeof *out);
     download(dqkv, r1.dqkv, n3 * sizeof *dqkv);
     download(lse, r1.lse, nl * sizeof *lse);
 
-    flash_bounds_t bd = flash32_bounds(T, false, true);
-    expect_within("out", T, hs, rel_err(out, ref_out, n1), bd.out);
-    expect_within("dq", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, 0, C), bd.dq);
-    expect_within("dk", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, C, C), bd.dk);
-    expect_within("dv", T, hs, part_err(dqkv, ref_dqkv, rows, 3 * C, 2 * C, C), bd.dv);
+    flash_bounds_t bd = k->bounds(T);
+    const double e[4] = {rel_err(out, ref_out, n1), part_err(dqkv, ref_dqkv, rows, 3 * C, 0, C),
+                         part_err(dqkv, ref_dqkv, rows, 3 * C, C, C),
+                         part_err(dqkv, ref_dqkv, rows, 3 * C, 2 * C, C)};
+    expect_within("out", T, hs, e[0], bd.out);
+    expect_within("dq", T, hs, e[1], bd.dq);
+    expect_within("dk", T, hs, e[2], bd.dk);
+    expect_within("dv", T, hs, e[3], bd.dv);
     expect_within("lse", T, hs, lse_err(lse, qkv, T, hs), bd.lse);
+    double least = fmin(fmin(e[0], e[1]), fmin(e[2], e[3]));
+    if (least < k->floor)
+        fail_msg("%s T %d hs %d: every error under %g (least %g): the products did not round to "
+                 "TF32",
+                 k->name, T, hs, k->floor, least);
     if (!same_bytes(r1.out, r2.out, n1 * 4) || !same_bytes(r1.lse, r2.lse, nl * 4) ||
         !same_bytes(r1.dqkv, r2.dqkv, n3 * 4))
-        fail_msg("fp32 T %d hs %d: two runs on the same inputs differ", T, hs);
+        fail_msg("%s T %d hs %d: two runs on the same inputs differ", k->name, T, hs);
 
     cudaFree(r1.out), cudaFree(r1.dqkv), cudaFree(r1.lse);
     cudaFree(r2.out), cudaFree(r2.dqkv), cudaFree(r2.lse);
@@ -309,10 +346,27 @@ static void test_flash32_vs_materialised(void **state)
     static const int lengths[] = {64, 100, 1024}, head_sizes[] = {64, 32};
     for (size_t i = 0; i < 3; i++)
         for (size_t j = 0; j < 2; j++)
-            check_shape32(lengths[i], head_sizes[j]);
-    check_shape32(100, 16);
-    check_shape32(100, 128);
-    check_shape32(1024, 128);
+            check_shape32(&FP32, lengths[i], head_sizes[j]);
+    check_shape32(&FP32, 100, 16);
+    check_shape32(&FP32, 100, 128);
+    check_shape32(&FP32, 1024, 128);
+}
+
+/* The TF32 kernels (the tf32 stage's attention): within the TF32 bounds, and rounding (an error
+ * floor), on the same shapes; head size 128 has no TF32 kernel (the fp32 one serves it). */
+static void test_flash_tf32_vs_materialised(void **state)
+{
+    (void)state;
+    printf("tf32 kernels:\n");
+    static const int lengths[] = {64, 100, 1024}, head_sizes[] = {64, 32};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 2; j++)
+            check_shape32(&TF32, lengths[i], head_sizes[j]);
+    check_shape32(&TF32, 100, 16);
+    assert_false(zb_cuk_flash_tf32_supported(128));
+    cudaGetLastError();
+    zb_cuk_flash_tf32_forward(ctx.stream, NULL, NULL, NULL, 1, 16, 1, 128);
+    assert_int_not_equal(cudaGetLastError(), cudaSuccess);
 }
 
 static void test_flash32_unsupported_head_size(void **state)
@@ -354,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_head_size),
         cmocka_unit_test(test_flash32_vs_materialised),
         cmocka_unit_test(test_flash32_unsupported_head_size),
+        cmocka_unit_test(test_flash_tf32_vs_materialised),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

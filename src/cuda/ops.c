@@ -8,6 +8,7 @@
 
 #include "cuda/ctx.h"
 #include "cuda/flash_attn32.h"
+#include "cuda/flash_attn_tf32.h"
 #include "cuda/kernels.h"
 #include "cuda/prof.h"
 
@@ -247,6 +248,14 @@ void zb_cu_attention_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch,
     zb_cu_prof_end(c);
 }
 
+/* The tf32 precision's attention runs on the TF32 tensor cores where the head size has that
+ * kernel (flash_attn_tf32.cu), as its matrix products do; fp32 keeps the FMA kernel. Both
+ * keep the same lse and scratch (B·NH·T floats), so a stage's buffers do not depend on it. */
+static bool flash_on_tf32(const zb_cu_ctx_t *c, int hs)
+{
+    return c->prec == ZB_CUDA_TF32 && zb_cuk_flash_tf32_supported(hs);
+}
+
 size_t zb_cu_flash32_scratch_floats(int B, int T, int NH, int hs)
 {
     return (zb_cuk_flash32_backward_scratch_bytes(B, T, NH, hs) + sizeof(float) - 1) /
@@ -258,6 +267,12 @@ void zb_cu_flash32_forward(zb_cu_ctx_t *c, float *out, float *lse, const float *
 {
     if (c->status != ZB_OK)
         return;
+    if (flash_on_tf32(c, C / NH)) {
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash_tf32_forward(c->stream, out, lse, qkv, B, T, NH, C / NH));
+        LAUNCHED(c, "tf32 flash attention forward");
+        return;
+    }
     ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
                zb_cuk_flash32_forward(c->stream, out, lse, qkv, B, T, NH, C / NH));
     LAUNCHED(c, "fp32 flash attention forward");
@@ -269,6 +284,13 @@ void zb_cu_flash32_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch, c
 {
     if (c->status != ZB_OK)
         return;
+    if (flash_on_tf32(c, C / NH)) {
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash_tf32_backward(c->stream, dqkv, scratch, dout, qkv, out, lse, B,
+                                              T, NH, C / NH));
+        LAUNCHED(c, "tf32 flash attention backward");
+        return;
+    }
     ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
                zb_cuk_flash32_backward(c->stream, dqkv, scratch, dout, qkv, out, lse, B, T, NH,
                                        C / NH));

@@ -105,6 +105,8 @@ typedef struct {
     zb_schedule_t *sched;
     zb_costs_t costs;
     int first[1025];
+    bool offload_planned; /* the family planned --offload with its costs (auto): keep, offload
+                           * or recompute per stash already chosen */
 } candidate_t;
 
 static void candidate_free(candidate_t *c)
@@ -221,7 +223,8 @@ static zb_status_t try_chunks(const pl_t *pl, const zb_gen_params_t *base, int v
     zb_sim_t sim;
     c->sched = NULL;
     zb_offload_t off = pl->opts->cuda ? pl->opts->offload : ZB_OFFLOAD_NONE;
-    if (off != ZB_OFFLOAD_NONE && pl->opts->recompute == ZB_RECOMPUTE_NONE)
+    c->offload_planned = off != ZB_OFFLOAD_NONE && pl->opts->recompute == ZB_RECOMPUTE_NONE;
+    if (c->offload_planned)
         st = zb_generate_offload(pl->opts->schedule, &gp, off, &c->sched, err); /* with its copies */
     else
         st = zb_generate(pl->opts->schedule, &gp, &c->sched, err);
@@ -334,7 +337,7 @@ static zb_status_t make_plain(const pl_t *pl, candidate_t *out, zb_err_t *err)
      * (1 or 2 per rank) whose schedule the simulator finds faster under the same costs. */
     double best = INFINITY;
     zb_err_t last_err = first_err;
-    candidate_t *c = malloc(sizeof *c);
+    candidate_t *c = calloc(1, sizeof *c);
     if (!c)
         return zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
     for (int v = o->chunks ? o->chunks : 1; v <= (o->chunks ? o->chunks : 2); v++) {
@@ -418,11 +421,13 @@ static zb_status_t apply_recompute(const pl_t *pl, zb_schedule_t **s, zb_costs_t
 /* --offload on the planned schedule (GPU ranks; docs/offload.md): zb_plan_offload under the
  * costs and the ranks' limits (plan_stages set the copies' costs). A family planned with costs
  * (auto) has planned its offload already (try_chunks). */
-static zb_status_t apply_offload(const pl_t *pl, zb_schedule_t **s, zb_costs_t *costs,
-                                 zb_err_t *err)
+static zb_status_t apply_offload(const pl_t *pl, candidate_t *c, zb_err_t *err)
 {
     const zb_pipeline_opts_t *o = pl->opts;
-    if (o->offload == ZB_OFFLOAD_NONE || zb_schedule_has_offload(*s))
+    zb_schedule_t **s = &c->sched;
+    zb_costs_t *costs = &c->costs;
+    /* auto's own plan may recompute where offloading cannot fit, and offload nothing */
+    if (o->offload == ZB_OFFLOAD_NONE || c->offload_planned || zb_schedule_has_offload(*s))
         return ZB_OK;
     if (o->recompute != ZB_RECOMPUTE_NONE || zb_schedule_has_recompute(*s))
         return zb_err_set(err, ZB_EINVAL, "--offload %s and --recompute exclude each other "
@@ -620,7 +625,7 @@ zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t 
                           zb_err_t *err)
 {
     memset(plan, 0, sizeof *plan);
-    candidate_t *c = malloc(sizeof *c);
+    candidate_t *c = calloc(1, sizeof *c);
     if (!c)
         return zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
     zb_status_t st = make_plain(pl, c, err);
@@ -631,7 +636,7 @@ zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t 
     plan->S = c->sched->stages;
     memcpy(plan->first, c->first, (size_t)(plan->S + 1) * sizeof *plan->first);
     if ((st = apply_recompute(pl, &c->sched, &c->costs, err)) == ZB_OK &&
-        (st = apply_offload(pl, &c->sched, &c->costs, err)) == ZB_OK &&
+        (st = apply_offload(pl, c, err)) == ZB_OK &&
         (st = predict_and_lower(pl, c, plan, rep, err)) == ZB_OK &&
         (st = check_mem_limit(pl, rep, err)) == ZB_OK &&
         (st = assign_units(pl, plan, err)) == ZB_OK) {

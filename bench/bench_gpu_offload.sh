@@ -8,8 +8,10 @@
 #  - zb-h1 (the reference) and zb-h1 --offload all: step time, the activation peak and the
 #    stash slots (largest over the ranks), and the stashes --offload all holds at its peak, in
 #    units of one microbatch's stash (zb-h1's rank 0 holds P at its peak; goal <= 2);
-#  - at half of zb-h1's activation memory (--mem-limit-mb = the largest over zb-h1's ranks of
-#    its total less half its activation peak: every rank keeps at least half): --offload auto
+#  - 1f1b and 1f1b --offload all (a W right after its B): the stashes each rank holds at its
+#    peak, in microbatches (1f1b's rank r holds P - r; goal <= 2);
+#  - at half of zb-h1's activation memory (one --mem-limit-mb per rank: its total less half its
+#    activation peak in zb-h1): --offload auto
 #    with the families the simulator finds best there (interleaved-1f1b and looped-bfs at 2
 #    chunks per rank, zb-h1, auto) and --recompute auto
 #    (auto, zb-h1); the fastest run of each (goals: offload step <= 1.05 x zb-h1's and below
@@ -33,6 +35,12 @@ common=(--ranks "$P" --schedule zb-h1 --batch "$M" --microbatches "$M" --partiti
     --gpu-messages device)
 big ref "${common[@]}"
 big all "${common[@]}" --offload all
+# 1f1b, whose W follows its B: rank r holds P - r stashes at its peak, which --offload all can
+# take off the device (zb-h1's later W keeps a reloaded stash until then)
+one=(--ranks "$P" --schedule 1f1b --batch "$M" --microbatches "$M" --partition profile
+    --gpu-messages device)
+big ref1 "${one[@]}"
+big all1 "${one[@]}" --offload all
 limit=$(field ref half_limit)
 # at half memory: NAME FAMILY CHUNKS (0: the family's own) MODE-FLAGS...
 half() {
@@ -43,7 +51,7 @@ half() {
     big "$name" --ranks "$P" --schedule "$fam" "${chunks[@]}" --batch "$M" --microbatches "$M" \
         --partition profile --gpu-messages device --mem-limit-mb "$limit" "$@"
 }
-runs="ref all"
+runs="ref all ref1 all1"
 if [ -n "$limit" ]; then
     half off_interleaved interleaved-1f1b 2 --offload auto
     half off_looped looped-bfs 2 --offload auto
@@ -73,8 +81,14 @@ done
 echo "--offload all holds $(awk -v a="$(field all peak_measured)" -v r="$(field ref peak_measured)" \
     -v p="$P" 'BEGIN { if (r > 0) printf "%.2f", p * a / r; else print "n/a" }') microbatches'" \
     "stashes at its peak (zb-h1's rank 0: $P; goal <= 2)"
+# per rank, in microbatches' stashes: 1f1b's rank r holds P - r at its peak
+echo "activation peak per rank (MiB): zb-h1 $(field ref peaks), --offload all $(field all peaks);" \
+    "1f1b $(field ref1 peaks), --offload all $(field all1 peaks)"
+echo "1f1b --offload all holds $(awk -v a="$(field all1 peaks)" -v r="$(field ref1 peaks)" -v p="$P" \
+    'BEGIN { n = split(a, x, ","); split(r, y, ",")
+             for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? "," : ""), (y[i] > 0 ? sprintf("%.2f", (p - i + 1) * x[i] / y[i]) : "n/a") }') microbatches' stashes per rank (goal <= 2 each)"
 if [ -n "$best_off" ]; then
-    echo "limit $limit MiB per rank: best offload $best_off / zb-h1: $(ratio "$(field "$best_off" step)" "$(field ref step)")" \
+    echo "limits $limit MiB (per rank): best offload $best_off / zb-h1: $(ratio "$(field "$best_off" step)" "$(field ref step)")" \
         "(goal <= 1.05); / best recompute ${best_rc:-none}: $(ratio "$(field "$best_off" step)" "$(field "${best_rc:-ref}" step)")" \
         "(goal < 1)"
 fi

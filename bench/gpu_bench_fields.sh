@@ -29,11 +29,13 @@ field() {
     # the memory table: the largest total over the ranks (MiB), predicted or measured
     mem_predicted | mem_measured)
         awk -v want="${2#mem_}" '$1 == want && NF >= 10 { if ($9 > m) m = $9 } END { printf "%.1f", m }' "$log" ;;
-    # the memory limit (MiB per rank) at which every rank keeps at least half its activation
-    # peak: the largest over the ranks of its predicted total less half its peak (one rank's
-    # fixed memory and another's peak never mix)
+    # one memory limit per rank (MiB, comma-separated, rank order, for --mem-limit-mb) at which
+    # each rank keeps half its activation peak: its predicted total less half its peak
     half_limit)
-        awk '$1 == "predicted" && NF >= 10 { v = $9 - $7 / 2; if (v > m) m = v } END { if (m > 0) printf "%.1f", m }' "$log" ;;
+        awk '$1 == "predicted" && NF >= 10 { printf "%s%.1f", n++ ? "," : "", $9 - $7 / 2 }' "$log" ;;
+    # the measured activation peak of each rank (MiB, comma-separated, rank order)
+    peaks)
+        awk '$1 == "measured" && NF >= 10 { printf "%s%.1f", n++ ? "," : "", $7 }' "$log" ;;
     # the memory table's activation peak and stash allocation (MiB, the largest over the ranks)
     peak_predicted | peak_measured | alloc_predicted | alloc_measured)
         local col=7

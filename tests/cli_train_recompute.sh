@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zbpp train --recompute: every mode trains to the checkpoint of --ranks 1 (also at --ranks 1,
 # which then runs the pipeline with one rank); the memory report shows the smaller stash; auto
-# recomputes only when --mem-limit-mb needs it; bad values are one-line errors.
+# recomputes only when --mem-limit-mb needs it (one limit for all ranks, or one per rank); bad
+# values are one-line errors.
 # usage: cli_train_recompute.sh <zbpp binary> <source dir>
 set -euo pipefail
 Z=$(readlink -f "$1")
@@ -55,6 +56,25 @@ fi
 grep -q "leaves the activations [0-9.]* MiB, below the [0-9.]* MiB that any schedule needs" \
     "$tmp/o" || fail "auto below the minimum: $(cat "$tmp/o")"
 echo "ok: auto plans recompute under a limit; below any schedule's minimum it says so in MiB"
+
+# one limit per rank: rank 0 at the midpoint (it must recompute), rank 1 with room: the same
+# checkpoint, the report lists both limits; a list of the wrong length or with a bad value is a
+# one-line error
+"$Z" train "${common[@]}" --ranks 2 --schedule gpipe --recompute auto --mem-limit-mb "$mid,100" \
+    --save "$tmp/ranks.ckpt" >"$tmp/ranks.out" || fail "limits $mid,100: $(tail -2 "$tmp/ranks.out")"
+grep -q "^pipeline: gpipe+rc," "$tmp/ranks.out" || fail "limits $mid,100: no recompute"
+grep -q "memory limits (--mem-limit), MiB on the whole-rank total: rank 0 [0-9.]*, rank 1 100.00" \
+    "$tmp/ranks.out" || fail "limits not reported: $(grep -i limit "$tmp/ranks.out")"
+cmp "$tmp/ref.ckpt" "$tmp/ranks.ckpt" || fail "limits $mid,100: checkpoint differs"
+for bad in "1,2,3:3 values for 2 ranks" "1,,2:one per rank separated by commas" \
+    "1,-2:expects a positive number, got '-2'"; do
+    if "$Z" train "${common[@]}" --ranks 2 --mem-limit-mb "${bad%%:*}" >"$tmp/o" 2>&1; then
+        fail "--mem-limit-mb ${bad%%:*} accepted"
+    fi
+    [ "$(wc -l <"$tmp/o")" -eq 1 ] || fail "--mem-limit-mb ${bad%%:*}: not one line: $(cat "$tmp/o")"
+    grep -q -- "${bad#*:}" "$tmp/o" || fail "--mem-limit-mb ${bad%%:*}: $(cat "$tmp/o")"
+done
+echo "ok: one --mem-limit-mb per rank recomputes where that rank needs it; bad lists refused"
 
 for bad in some ALL ""; do
     if "$Z" train "${common[@]}" --ranks 2 --recompute "$bad" >"$tmp/o" 2>&1; then

@@ -174,6 +174,53 @@ static void test_auto_recomputes_when_needed(void **state)
     zb_pipeline_report_free(&rep);
 }
 
+/* One memory limit per rank (mem_limit_ranks): rank 0's between what it needs recomputing
+ * every microbatch and what it needs keeping all, rank 1's what it needs keeping all. auto
+ * then recomputes on rank 0 only: rank 1 keeps its activation peak, rank 0's drops, each rank
+ * within its own limit, the losses and parameters those of the run without. A limit rank 1
+ * cannot meet even recomputing is refused naming rank 1; a list of the wrong length is
+ * refused before anything runs. */
+static void test_per_rank_limits(void **state)
+{
+    (void)state;
+    zb_train_config_t c;
+    tiny_config(&c, 8);
+    zb_pipeline_report_t none = {0}, all = {0}, rep = {0};
+    zb_pipeline_opts_t o;
+    zb_err_t err;
+    float ref_loss[STEPS];
+    zb_gpt2_params_t ref;
+    opts(&o, 2, "gpipe", ZB_RECOMPUTE_NONE);
+    assert_int_equal(pt_run(&c, &o, ref_loss, &ref, &none, &err), ZB_OK);
+    opts(&o, 2, "gpipe", ZB_RECOMPUTE_ALL);
+    assert_int_equal(pt_run(&c, &o, NULL, NULL, &all, &err), ZB_OK);
+    double limits[2] = {(all.mem_predicted[0].total + none.mem_predicted[0].total) / 2,
+                        none.mem_predicted[1].total * 1.001};
+    assert_true(all.mem_predicted[0].total < none.mem_predicted[0].total);
+
+    opts(&o, 2, "gpipe", ZB_RECOMPUTE_AUTO);
+    o.mem_limit_ranks = limits, o.mem_limit_ranks_n = 2;
+    assert_matches(&c, &o, ref_loss, &ref, "gpipe, auto recompute, a limit per rank", &rep);
+    assert_non_null(strstr(rep.note, "+rc"));
+    for (int r = 0; r < 2; r++)
+        if (rep.mem_measured[r].total > limits[r] || rep.mem_predicted[r].total > limits[r])
+            fail_msg("rank %d: %.0f bytes measured, %.0f predicted, over its limit %.0f", r,
+                     rep.mem_measured[r].total, rep.mem_predicted[r].total, limits[r]);
+    assert_true(rep.mem_predicted[0].activations < none.mem_predicted[0].activations);
+    assert_close(rep.mem_predicted[1].activations, none.mem_predicted[1].activations);
+
+    limits[1] = all.mem_predicted[1].total * 0.9;
+    assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_EMEMLIMIT);
+    assert_non_null(strstr(err.msg, "rank 1"));
+    o.mem_limit_ranks_n = 3;
+    assert_int_equal(pt_run(&c, &o, NULL, NULL, &rep, &err), ZB_EINVAL);
+    assert_non_null(strstr(err.msg, "3 values for 2 ranks"));
+    zb_gpt2_params_free(&ref);
+    zb_pipeline_report_free(&none);
+    zb_pipeline_report_free(&all);
+    zb_pipeline_report_free(&rep);
+}
+
 /* A schedule file may recompute some microbatches only: trained as written, same bits. */
 static void test_partial_recompute_from_a_file(void **state)
 {
@@ -247,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_every_family_bit_identical),
         cmocka_unit_test(test_recompute_lowers_the_stash),
         cmocka_unit_test(test_auto_recomputes_when_needed),
+        cmocka_unit_test(test_per_rank_limits),
         cmocka_unit_test(test_partial_recompute_from_a_file),
         cmocka_unit_test(test_selective_keep),
     };

@@ -50,6 +50,13 @@ typedef struct {
     double mem_limit;     /* bytes of a rank's whole footprint (zb_rank_mem_t.total); <= 0 =
                            * none. The schedule's activations get what params, gradients,
                            * optimizer state, backup and message buffers leave. */
+    /* One limit per rank instead of mem_limit (bytes, rank r's at [r], each > 0; exactly
+     * `ranks` values: mem_limit_ranks_n must equal ranks). NULL = mem_limit for every rank.
+     * The caller owns the array. Ranks differ in what they hold besides activations (the
+     * embedding's and the head's ranks, the post-validation backup), so "half of each rank's
+     * activations" needs one limit each. */
+    const double *mem_limit_ranks;
+    int mem_limit_ranks_n;
     const char *trace_path; /* measured timeline of the last step (Chrome trace); NULL = none */
     const char *trace_svg_path; /* measured vs predicted timeline of the last step in one SVG
                                  * chart (zb_svg_write_overlay); NULL = none */

@@ -268,7 +268,7 @@ static void print_rank_memory(const opts_t *o, const zb_profile_t *p, const int 
     } else if (found) {
         printf("\nwhole-rank memory if trained with %s (predicted; zbpp train also measures it):\n",
                rep->note);
-        zb_cli_print_rank_memory(rep, o->ranks, 0);
+        zb_cli_print_rank_memory(rep, o->ranks, 0, NULL);
     } else if (st != ZB_OK) {
         printf("\nwhole-rank memory: not predicted (%s)\n", rep ? err.msg : "out of memory");
     }

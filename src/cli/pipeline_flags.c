@@ -35,6 +35,44 @@ static const char *flag_name(int id)
 static const char offload_refusal[] =
     "a CPU rank has no second memory to offload activations to (GPU ranks: --device cuda)";
 
+/* --mem-limit / --mem-limit-mb: one value for every rank, or one per rank separated by commas
+ * (rank 0 first; the pipeline checks that there are as many as ranks), times `unit` bytes. */
+static zb_status_t mem_limits(zb_cli_pipeline_t *pc, const char *v, const char *a, double unit,
+                              zb_err_t *err)
+{
+    zb_pipeline_opts_t *o = &pc->opts;
+    const int cap = (int)(sizeof pc->mem_limits / sizeof *pc->mem_limits);
+    o->mem_limit_ranks = NULL, o->mem_limit_ranks_n = 0, o->mem_limit = 0;
+    if (!strchr(v, ',')) {
+        zb_status_t st = zb_cli_flag_positive(v, a, &o->mem_limit, err);
+        o->mem_limit *= unit;
+        return st;
+    }
+    int n = 0;
+    for (const char *p = v;; n++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[64];
+        if (n == cap)
+            return zb_err_set(err, ZB_EINVAL, "%s: more than %d values", a, cap);
+        if (len == 0 || len >= sizeof item)
+            return zb_err_set(err, ZB_EINVAL,
+                              "%s expects one positive number, or one per rank separated by "
+                              "commas, got '%s'", a, v);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        zb_status_t st = zb_cli_flag_positive(item, a, &pc->mem_limits[n], err);
+        if (st != ZB_OK)
+            return st;
+        pc->mem_limits[n] *= unit;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    o->mem_limit_ranks = pc->mem_limits, o->mem_limit_ranks_n = n + 1;
+    return ZB_OK;
+}
+
 zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v, zb_err_t *err)
 {
     static const char *const partitions[] = {"flops", "profile", NULL};
@@ -67,11 +105,8 @@ zb_status_t zb_cli_pipeline_option(zb_cli_pipeline_t *pc, int id, const char *v,
     case ZB_OPT_PIPE_SCHEDULE_FILE: o->schedule_file = v; break;
     case ZB_OPT_PIPE_CHUNKS: st = zb_cli_flag_count(v, 64, a, &o->chunks, err); break;
     case ZB_OPT_PIPE_OPTIMIZER_SYNC: st = zb_opt_sync_parse(v, &o->opt_sync, err); break;
-    case ZB_OPT_PIPE_MEM_LIMIT: st = zb_cli_flag_positive(v, a, &o->mem_limit, err); break;
-    case ZB_OPT_PIPE_MEM_LIMIT_MB:
-        if ((st = zb_cli_flag_positive(v, a, &o->mem_limit, err)) == ZB_OK)
-            o->mem_limit *= 1024.0 * 1024.0;
-        break;
+    case ZB_OPT_PIPE_MEM_LIMIT: st = mem_limits(pc, v, a, 1.0, err); break;
+    case ZB_OPT_PIPE_MEM_LIMIT_MB: st = mem_limits(pc, v, a, 1024.0 * 1024.0, err); break;
     case ZB_OPT_PIPE_TRACE: o->trace_path = v; break;
     case ZB_OPT_PIPE_TRACE_SVG: o->trace_svg_path = v; break;
     case ZB_OPT_PIPE_PARTITION:
@@ -128,7 +163,8 @@ void zb_cli_pipeline_usage(FILE *out)
             "  --optimizer-sync post-validation|barrier   (default post-validation)\n"
             "  --mem-limit BYTES | --mem-limit-mb X   a limit on each rank's whole memory\n"
             "                       (parameters, gradients, optimizer state, messages and the\n"
-            "                       activation peak): schedules that would exceed it are refused\n"
+            "                       activation peak): schedules that would exceed it are refused;\n"
+            "                       or one value per rank, comma-separated (rank 0 first)\n"
             "  --trace FILE         timeline of the last step, measured (FILE, Chrome trace JSON)\n"
             "                       and predicted (STEM.predicted.json), and both as SVG\n"
             "                       (STEM.svg, STEM.predicted.svg); STEM = FILE without .json\n"

@@ -23,6 +23,7 @@ typedef struct {
      * --partition, --comm-timeout): a warning when the single-process trainer runs */
     const char *inert;
     bool file_offloads; /* --schedule-file has O/L actions (GPU ranks only: zb_cli_pipeline_offload) */
+    double mem_limits[1024]; /* --mem-limit A,B,...: one per rank (opts.mem_limit_ranks) */
 } zb_cli_pipeline_t;
 
 /* The pipeline flags, all with a value: X(ID, "name"). A flag is added here and in

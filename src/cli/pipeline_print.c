@@ -125,7 +125,8 @@ static void mem_row(const char *what, const zb_rank_mem_t *m)
            m->stash_alloc / MiB);
 }
 
-void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit)
+void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit,
+                              const double *limits)
 {
     if (rep->mem_on_device)
         printf("GPU memory per rank, MiB (device: params + grads + optimizer + backup + messages "
@@ -141,9 +142,14 @@ void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double
         if (rep->mem_measured_ok)
             mem_row("measured", &rep->mem_measured[r]);
     }
-    if (limit > 0)
+    if (limits) {
+        printf("  memory limits (--mem-limit), MiB on the whole-rank total:");
+        for (int r = 0; r < ranks && r < 1024; r++)
+            printf(" rank %d %.2f%s", r, limits[r] / 1048576.0, r + 1 < ranks ? "," : "\n");
+    } else if (limit > 0) {
         printf("  memory limit (--mem-limit): %.2f MiB per rank, on the whole-rank total\n",
                limit / 1048576.0);
+    }
     if (rep->mem_on_device && rep->mem_measured_ok && rep->device_bytes_in_use >= 0) {
         double held = 0;
         for (int r = 0; r < ranks && r < 1024; r++)
@@ -229,7 +235,7 @@ void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_co
             rollbacks += (long)o->rollbacks;
         }
     }
-    zb_cli_print_rank_memory(rep, P, pc->opts.mem_limit);
+    zb_cli_print_rank_memory(rep, P, pc->opts.mem_limit, pc->opts.mem_limit_ranks);
     if (rep->replicas_checked)
         printf("replicas: %d, %s after the run (parameter and AdamW state hashes)\n",
                world / P, rep->replicas_differ ? "DIFFERENT" : "identical");

@@ -15,7 +15,8 @@ void zb_cli_print_pipeline_report(const zb_cli_pipeline_t *pc, const zb_train_co
                                   const zb_pipeline_rank_figures_t *figures, int world);
 /* The whole-rank memory table of a pipeline run: predicted and measured per rank, the limit,
  * peak RSS. */
-void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit);
+void zb_cli_print_rank_memory(const zb_pipeline_report_t *rep, int ranks, double limit,
+                              const double *limits);
 /* The bubble line (measured and predicted) and, when the costs were profiled (seconds), the
  * last step's measured pipeline span against the simulator's. `replicas`: --dp > 1. */
 void zb_cli_print_bubble(const zb_pipeline_report_t *rep, bool replicas, bool profiled);

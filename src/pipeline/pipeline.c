@@ -277,6 +277,15 @@ static zb_status_t hook_stop_agreed(void *ctx, bool local, bool *stop, zb_err_t 
     return st;
 }
 
+/* The first rank whose own memory limit is not a positive finite number of bytes, or -1. */
+static int bad_rank_limit(const zb_pipeline_opts_t *opts)
+{
+    for (int r = 0; opts->mem_limit_ranks && r < opts->mem_limit_ranks_n; r++)
+        if (!(opts->mem_limit_ranks[r] > 0) || !isfinite(opts->mem_limit_ranks[r]))
+            return r;
+    return -1;
+}
+
 /* The run's options, before anything is read or allocated: one line naming the bad one. */
 static zb_status_t check_options(const zb_train_config_t *cfg, const zb_pipeline_opts_t *opts,
                                  const zb_gpt2_params_t *final_params, zb_err_t *err)
@@ -290,6 +299,13 @@ static zb_status_t check_options(const zb_train_config_t *cfg, const zb_pipeline
         st = zb_err_set(err, ZB_EINVAL,
                         "--dp must be in 1..1024 with --dp x --ranks <= 4096 (got --dp %d, "
                         "--ranks %d)", opts->dp, opts->ranks);
+    else if (opts->mem_limit_ranks && opts->mem_limit_ranks_n != opts->ranks)
+        st = zb_err_set(err, ZB_EINVAL, "--mem-limit: %d values for %d ranks (one per rank, or "
+                                        "one for all)", opts->mem_limit_ranks_n, opts->ranks);
+    else if (bad_rank_limit(opts) >= 0)
+        st = zb_err_set(err, ZB_EINVAL, "--mem-limit: rank %d's limit %g is not a positive number "
+                                        "of bytes", bad_rank_limit(opts),
+                        opts->mem_limit_ranks[bad_rank_limit(opts)]);
     else if (cfg->batch % N != 0)
         st = zb_err_set(err, ZB_EINVAL,
                         "--batch %d is not divisible by --dp %d (each replica takes B/N sequences)",

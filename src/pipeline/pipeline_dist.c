@@ -56,7 +56,12 @@ zb_status_t pl_handshake(pl_t *pl, const zb_trainer_t *t, zb_status_t local, zb_
         it[n++] = (zb_hs_item_t){"partition", hv(pl->plan.first, (size_t)(pl->plan.S + 1) * sizeof(int))};
         it[n++] = (zb_hs_item_t){"partition costs", HV(o->profile)};
         it[n++] = (zb_hs_item_t){"optimizer-sync", HV(o->opt_sync)};
-        it[n++] = (zb_hs_item_t){"mem-limit", HV(o->mem_limit)};
+        it[n++] = (zb_hs_item_t){"mem-limit",
+                                 HV(o->mem_limit) ^
+                                     (o->mem_limit_ranks
+                                          ? hv(o->mem_limit_ranks,
+                                               (size_t)o->mem_limit_ranks_n * sizeof(double))
+                                          : 0)};
         it[n++] = (zb_hs_item_t){"model", HV(pl->mcfg)};
         uint64_t init;
         if (c->resume_path && zb_ckpt_is_sharded(c->resume_path)) {

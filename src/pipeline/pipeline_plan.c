@@ -100,6 +100,28 @@ void pl_plan_free(pl_t *pl)
 
 #define MIB 1048576.0
 
+/* Whether the run has a memory limit, and rank r's: --mem-limit for every rank, or one each. */
+static bool has_limit(const pl_t *pl)
+{
+    return pl->opts->mem_limit_ranks || pl->opts->mem_limit > 0;
+}
+
+static double rank_limit(const pl_t *pl, int r)
+{
+    return pl->opts->mem_limit_ranks ? pl->opts->mem_limit_ranks[r] : pl->opts->mem_limit;
+}
+
+/* "the memory limit of X MiB per rank", or with one limit per rank "rank r's memory limit of
+ * X MiB", for the messages that name a limit. */
+static const char *limit_phrase(const pl_t *pl, int r, char *buf, size_t n)
+{
+    if (pl->opts->mem_limit_ranks)
+        snprintf(buf, n, "rank %d's memory limit of %.2f MiB", r, rank_limit(pl, r) / MIB);
+    else
+        snprintf(buf, n, "the memory limit of %.2f MiB per rank", pl->opts->mem_limit / MIB);
+    return buf;
+}
+
 /* A schedule before lowering, with the partition and the per-stage costs it was planned with. */
 typedef struct {
     zb_schedule_t *sched;
@@ -176,17 +198,31 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
         zb_costs_free(costs);
         return st;
     }
-    if (pl->opts->mem_limit > 0) {
-        /* the limit is on the whole rank: the activations get what the rest leaves */
-        double fixed = pl_static_bound(pl, S, first), limit = pl->opts->mem_limit;
-        costs->mem_limit = limit - fixed;
+    if (has_limit(pl)) {
+        /* the limit is on the whole rank: the activations get what the rest leaves, planned
+         * with the tightest rank's share (each rank's own is set on the schedule later:
+         * set_rank_budgets) */
+        int tight = 0;
+        double fixed = 0;
+        costs->mem_limit = INFINITY;
+        for (int r = 0; r < pl->P; r++) {
+            double f = pl_static_bound_rank(pl, S, first, r);
+            if (rank_limit(pl, r) - f < costs->mem_limit)
+                costs->mem_limit = rank_limit(pl, r) - f, tight = r, fixed = f;
+        }
         if (costs->mem_limit <= 0) {
             zb_costs_free(costs);
+            if (pl->opts->mem_limit_ranks)
+                return zb_err_set(err, ZB_EMEMLIMIT,
+                                  "rank %d's memory limit %.2f MiB is below the %.2f MiB that its "
+                                  "parameters, gradients, optimizer state and message buffers "
+                                  "need with %d stages (before any activations)",
+                                  tight, rank_limit(pl, tight) / MIB, fixed / MIB, S);
             return zb_err_set(err, ZB_EMEMLIMIT,
                               "memory limit %.2f MiB per rank is below the %.2f MiB that a "
                               "rank's parameters, gradients, optimizer state and message buffers "
                               "need with %d stages (before any activations)",
-                              limit / MIB, fixed / MIB, S);
+                              pl->opts->mem_limit / MIB, fixed / MIB, S);
         }
     }
     return ZB_OK;
@@ -260,12 +296,14 @@ static zb_status_t below_any_schedule(const pl_t *pl, zb_err_t *err)
     char hint[96] = "";
     if (!rc && need_rc <= c.mem_limit)
         snprintf(hint, sizeof hint, "; with --recompute auto %.2f MiB", need_rc / MIB);
+    char lim[96] = "the memory limits per rank";
+    if (!o->mem_limit_ranks)
+        limit_phrase(pl, 0, lim, sizeof lim);
     st = zb_err_set(err, ZB_EMEMLIMIT,
-                    "schedule %s: the memory limit of %.2f MiB per rank leaves the activations "
-                    "%.2f MiB, below the %.2f MiB that any schedule needs with %d stage%s per rank "
-                    "(one microbatch at a time%s)%s",
-                    o->schedule, o->mem_limit / MIB, c.mem_limit / MIB, need / MIB, v,
-                    v > 1 ? "s" : "", rc ? ", recomputing" : "", hint);
+                    "schedule %s: %s leave%s the activations %.2f MiB, below the %.2f MiB that "
+                    "any schedule needs with %d stage%s per rank (one microbatch at a time%s)%s",
+                    o->schedule, lim, o->mem_limit_ranks ? "" : "s", c.mem_limit / MIB,
+                    need / MIB, v, v > 1 ? "s" : "", rc ? ", recomputing" : "", hint);
     zb_costs_free(&c);
     return st;
 }
@@ -354,7 +392,7 @@ static zb_status_t make_plain(const pl_t *pl, candidate_t *out, zb_err_t *err)
     free(c);
     if (out->sched)
         return ZB_OK;
-    if (last_err.status == ZB_EMEMLIMIT && o->mem_limit > 0)
+    if (last_err.status == ZB_EMEMLIMIT && has_limit(pl))
         return below_any_schedule(pl, err);
     if (err)
         *err = last_err;
@@ -367,14 +405,14 @@ static zb_status_t make_plain(const pl_t *pl, candidate_t *out, zb_err_t *err)
 static zb_status_t set_rank_budgets(const pl_t *pl, const zb_schedule_t *s, zb_costs_t *costs,
                                     zb_err_t *err)
 {
-    if (pl->opts->mem_limit <= 0)
+    if (!has_limit(pl))
         return ZB_OK;
     double *budget = malloc(sizeof(double) * (size_t)s->ranks);
     if (!budget)
         return zb_err_set(err, ZB_ENOMEM, "out of memory planning the schedule");
     zb_status_t st = pl_ranks_fixed_bytes(pl, s, budget, err);
     for (int r = 0; r < s->ranks && st == ZB_OK; r++)
-        budget[r] = pl->opts->mem_limit - budget[r];
+        budget[r] = rank_limit(pl, r) - budget[r];
     if (st == ZB_OK)
         st = zb_costs_set_rank_limits(costs, s->ranks, budget, err);
     free(budget);
@@ -456,17 +494,17 @@ static zb_status_t apply_offload(const pl_t *pl, candidate_t *c, zb_err_t *err)
  * what the heaviest rank leaves; this is the exact check, rank by rank). */
 static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *rep, zb_err_t *err)
 {
-    const double MiB = 1048576.0, limit = pl->opts->mem_limit;
-    for (int r = 0; limit > 0 && r < pl->P && r < rep->ranks; r++) {
+    const double MiB = 1048576.0;
+    char lim[96];
+    for (int r = 0; has_limit(pl) && r < pl->P && r < rep->ranks; r++) {
         const zb_rank_mem_t *m = &rep->mem_predicted[r];
-        if (m->total > limit)
+        if (m->total > rank_limit(pl, r))
             return zb_err_set(err, ZB_EMEMLIMIT,
                               "rank %d needs %.2f MiB (parameters %.2f, gradients %.2f, optimizer "
-                              "%.2f, backup %.2f, messages %.2f, activations %.2f), over the memory "
-                              "limit of %.2f MiB per rank",
+                              "%.2f, backup %.2f, messages %.2f, activations %.2f), over %s",
                               r, m->total / MiB, m->params / MiB, m->grads / MiB,
                               m->optimizer / MiB, m->backup / MiB, m->messages / MiB,
-                              m->activations / MiB, limit / MiB);
+                              m->activations / MiB, limit_phrase(pl, r, lim, sizeof lim));
     }
     return ZB_OK;
 }
@@ -477,7 +515,7 @@ static zb_status_t check_mem_limit(const pl_t *pl, const zb_pipeline_report_t *r
 static zb_status_t activations_over_limit(const pl_t *pl, const zb_schedule_t *s,
                                           const zb_costs_t *costs, zb_err_t *err)
 {
-    const double MiB = 1048576.0, limit = pl->opts->mem_limit;
+    const double MiB = 1048576.0;
     zb_costs_t free_run = *costs; /* same arrays, no limit: only to find the peaks */
     free_run.mem_limit = INFINITY;
     zb_sim_t sim;
@@ -494,16 +532,17 @@ static zb_status_t activations_over_limit(const pl_t *pl, const zb_schedule_t *s
     double fixed = 0, over = -INFINITY;
     for (int r = 0; r < sim.ranks; r++) {
         double f = fixed_of[r];
-        if (f + sim.peak_mem[r] - limit > over)
-            worst = r, fixed = f, over = f + sim.peak_mem[r] - limit;
+        if (f + sim.peak_mem[r] - rank_limit(pl, r) > over)
+            worst = r, fixed = f, over = f + sim.peak_mem[r] - rank_limit(pl, r);
     }
     free(fixed_of);
+    char lim[96];
     st = zb_err_set(err, ZB_EMEMLIMIT,
-                    "schedule %s: rank %d's activations peak at %.2f MiB, but the memory limit of "
-                    "%.2f MiB per rank leaves them %.2f MiB after its parameters, gradients, "
-                    "optimizer state and message buffers%s",
-                    s->name, worst, sim.peak_mem[worst] / MiB, limit / MiB,
-                    (limit - fixed) / MiB,
+                    "schedule %s: rank %d's activations peak at %.2f MiB, but %s leaves them "
+                    "%.2f MiB after its parameters, gradients, optimizer state and message "
+                    "buffers%s",
+                    s->name, worst, sim.peak_mem[worst] / MiB,
+                    limit_phrase(pl, worst, lim, sizeof lim), (rank_limit(pl, worst) - fixed) / MiB,
                     pl->opts->recompute == ZB_RECOMPUTE_NONE ? " (--recompute auto may fit)" : "");
     zb_sim_free(&sim);
     return st;

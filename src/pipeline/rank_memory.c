@@ -128,7 +128,7 @@ static void add_total(zb_rank_mem_t *m)
                m->workspace;
 }
 
-double pl_static_bound(const pl_t *run, int S, const int *first)
+double pl_static_bound_rank(const pl_t *run, int S, const int *first, int r)
 {
     pl_t view = *run; /* the candidate partition (read only) */
     view.plan.S = S;
@@ -139,16 +139,20 @@ double pl_static_bound(const pl_t *run, int S, const int *first)
     double r_out = pl->opts->recompute != ZB_RECOMPUTE_NONE
                        ? (double)stages_per_rank * (double)pl->NC * sizeof(float)
                        : 0;
+    zb_rank_mem_t a = {0}, b = {0};
+    static_part(pl, S, loop_rank, r, &a);
+    if (S == 2 * pl->P)
+        static_part(pl, S, v_rank, r, &b);
+    a.messages += r_out, b.messages += r_out;
+    add_total(&a), add_total(&b);
+    return fmax(a.total, b.total);
+}
+
+double pl_static_bound(const pl_t *run, int S, const int *first)
+{
     double most = 0;
-    for (int r = 0; r < pl->P; r++) {
-        zb_rank_mem_t a = {0}, b = {0};
-        static_part(pl, S, loop_rank, r, &a);
-        if (S == 2 * pl->P)
-            static_part(pl, S, v_rank, r, &b);
-        a.messages += r_out, b.messages += r_out;
-        add_total(&a), add_total(&b);
-        most = fmax(most, fmax(a.total, b.total));
-    }
+    for (int r = 0; r < run->P; r++)
+        most = fmax(most, pl_static_bound_rank(run, S, first, r));
     return most;
 }
 

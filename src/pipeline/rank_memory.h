@@ -11,6 +11,8 @@
  * this. pl_mem_predict: rank's figures from `plan` (its partition and program) with the memory
  * model's activation peak; pl_mem_measure: the device's figures from its allocations. */
 double pl_static_bound(const pl_t *pl, int S, const int *first);
+/* The same bound for rank r alone (either placement of its stages). */
+double pl_static_bound_rank(const pl_t *pl, int S, const int *first, int r);
 void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
                     zb_rank_mem_t *m);
 /* What each rank of schedule s (compute-only or lowered) holds besides its activations, bytes,

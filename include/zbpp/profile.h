@@ -69,8 +69,11 @@ typedef struct {
     double comm;          /* seconds from send to receive of such a message between two rank
                              threads (half a ping-pong round trip, median) */
     double copy_d2h, copy_h2d; /* GPU profiles: bytes per second of such a message copied to
-                                  page-locked host memory and back, each alone (median; what
-                                  an offload's O and L move); 0 = not measured (CPU) */
+                                  page-locked host memory and back, per rank while all
+                                  `threads` ranks of the GPU copy at once (median; what an
+                                  offload's O and L move); 0 = not measured (CPU) */
+    double copy_d2h_alone, copy_h2d_alone; /* the same with one rank copying (0 = not
+                                              measured): with copy_d2h, the host link's model */
     double wall;          /* seconds the measurement took */
 } zb_profile_t;
 

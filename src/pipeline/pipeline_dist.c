@@ -120,7 +120,8 @@ enum {
     SHARE_MSG_BYTES,
     SHARE_COMM,
     SHARE_WALL,
-    SHARE_EMBED,              /* f, b, w */
+    SHARE_COPY,               /* copy_d2h, copy_h2d, copy_d2h_alone, copy_h2d_alone */
+    SHARE_EMBED = SHARE_COPY + 4, /* f, b, w */
     SHARE_HEAD = SHARE_EMBED + 3,
     SHARE_BLOCKS = SHARE_HEAD + 3, /* 3 per block */
     SHARE_MAX_LAYERS = 1024,   /* the model's limit (ZB_GPT2_MAX_LAYERS) */
@@ -142,6 +143,8 @@ static void pack_profile(const zb_profile_t *p, double *msg)
     msg[SHARE_MSG_BYTES] = (double)p->msg_bytes;
     msg[SHARE_COMM] = p->comm;
     msg[SHARE_WALL] = p->wall;
+    msg[SHARE_COPY] = p->copy_d2h, msg[SHARE_COPY + 1] = p->copy_h2d;
+    msg[SHARE_COPY + 2] = p->copy_d2h_alone, msg[SHARE_COPY + 3] = p->copy_h2d_alone;
     put_op(msg + SHARE_EMBED, p->embed);
     put_op(msg + SHARE_HEAD, p->head);
     for (int l = 0; l < p->layers; l++)
@@ -170,6 +173,8 @@ static zb_profile_t *unpack_profile(const pl_t *pl, const double *msg)
     p->msg_bytes = (size_t)msg[SHARE_MSG_BYTES];
     p->comm = msg[SHARE_COMM];
     p->wall = msg[SHARE_WALL];
+    p->copy_d2h = msg[SHARE_COPY], p->copy_h2d = msg[SHARE_COPY + 1];
+    p->copy_d2h_alone = msg[SHARE_COPY + 2], p->copy_h2d_alone = msg[SHARE_COPY + 3];
     p->embed = get_op(msg + SHARE_EMBED);
     p->head = get_op(msg + SHARE_HEAD);
     for (int l = 0; l < L; l++)

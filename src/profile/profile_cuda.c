@@ -319,20 +319,29 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
     /* offload's copies: the same block to page-locked host memory and back on the stash
      * streams, every rank of the GPU copying at once (they share its host link), each
      * direction timed apart (the planner times an O and an L with these bandwidths) */
-    double d2h[PINGPONGS], h2d[PINGPONGS];
+    /* ... and one rank copying alone (what a copy gets while the others' channels are idle:
+     * the planner's link model, docs/offload.md) */
+    double d2h[PINGPONGS], h2d[PINGPONGS], d2h1[PINGPONGS], h2d1[PINGPONGS];
     for (int i = -1; i < PINGPONGS && st == ZB_OK; i++) {
-        double down = 0, up = 0;
+        double down = 0, up = 0, down1 = 0, up1 = 0;
         st = copies_at_once(&p, peers, made, false, nc, &down, err);
         if (st == ZB_OK)
             st = copies_at_once(&p, peers, made, true, nc, &up, err);
+        if (st == ZB_OK)
+            st = copies_at_once(&p, peers, 0, false, nc, &down1, err);
+        if (st == ZB_OK)
+            st = copies_at_once(&p, peers, 0, true, nc, &up1, err);
         if (i >= 0)
-            d2h[i] = down, h2d[i] = up;
+            d2h[i] = down, h2d[i] = up, d2h1[i] = down1, h2d1[i] = up1;
     }
     if (st == ZB_OK) {
         double bytes = (double)nc * sizeof(float), down = cp_median(d2h, PINGPONGS),
-               up = cp_median(h2d, PINGPONGS);
+               up = cp_median(h2d, PINGPONGS), down1 = cp_median(d2h1, PINGPONGS),
+               up1 = cp_median(h2d1, PINGPONGS);
         out->copy_d2h = down > 0 ? bytes / down : 0;
         out->copy_h2d = up > 0 ? bytes / up : 0;
+        out->copy_d2h_alone = down1 > 0 ? bytes / down1 : 0;
+        out->copy_h2d_alone = up1 > 0 ? bytes / up1 : 0;
         out->comm = cp_median(rtt, PINGPONGS);
         out->msg_bytes = nc * sizeof(float);
         out->cfg = *cfg;

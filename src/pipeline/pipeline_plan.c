@@ -600,7 +600,7 @@ static void offload_note(const zb_schedule_t *s, const zb_costs_t *c, zb_pipelin
     if (c->bw_d2h > 0 && c->bw_h2d > 0)
         snprintf(rep->offload_note, sizeof rep->offload_note,
                  "%d of %d stashes offloaded; copies per rank at %.1f GB/s to the host, %.1f back "
-                 "(the profiled host link, split as the plan's copies overlap); stage %d's stash "
+                 "(the profiled host link: docs/offload.md); stage %d's stash "
                  "%.1f MiB: O %.3f, L %.3f ms",
                  n_o, s->stages * s->microbatches, c->bw_d2h / 1e9, c->bw_h2d / 1e9, big,
                  bytes / MIB, 1e3 * zb_costs_t_copy(c, ZB_ACT_O, big),

@@ -35,137 +35,12 @@ int main(void)
 
 #include "flash_bounds.h"
 #include "flash_emu_test.h"
+#include "flash32_emu_check.h"
 
-
-
-/* The materialised causal attention in double: out[B, T, C], lse[B, NH, T], dqkv[B, T, 3C]. */
-static void reference(double *out, double *lse, double *dqkv, const float *qkv, const float *dout,
-                      int B, int T, int NH, int hs)
-{
-    size_t C = (size_t)NH * hs, ld = 3 * C;
-    double scale = 1.0 / sqrt((double)hs);
-    double *p = malloc((size_t)T * sizeof *p);
-    memset(dqkv, 0, (size_t)B * T * ld * sizeof *dqkv);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *base = qkv + (size_t)b * T * ld + (size_t)h * hs;
-            double *dbase = dqkv + (size_t)b * T * ld + (size_t)h * hs;
-            for (int t = 0; t < T; t++) {
-                const float *q = base + t * ld, *dy = dout + ((size_t)b * T + t) * C + h * hs;
-                double mx = -INFINITY, sum = 0.0, D = 0.0;
-                for (int u = 0; u <= t; u++) {
-                    double s = 0.0;
-                    for (int i = 0; i < hs; i++)
-                        s += (double)q[i] * base[u * ld + C + i];
-                    p[u] = s * scale;
-                    mx = fmax(mx, p[u]);
-                }
-                for (int u = 0; u <= t; u++)
-                    sum += exp(p[u] - mx);
-                double l = mx + log(sum);
-                lse[((size_t)b * NH + h) * T + t] = l;
-                double *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++)
-                    o[i] = 0.0;
-                for (int u = 0; u <= t; u++) {
-                    p[u] = exp(p[u] - l);
-                    for (int i = 0; i < hs; i++)
-                        o[i] += p[u] * base[u * ld + 2 * C + i];
-                }
-                for (int i = 0; i < hs; i++)
-                    D += o[i] * dy[i];
-                for (int u = 0; u <= t; u++) {
-                    double dp = 0.0;
-                    for (int i = 0; i < hs; i++) {
-                        dp += (double)dy[i] * base[u * ld + 2 * C + i];
-                        dbase[u * ld + 2 * C + i] += p[u] * dy[i];
-                    }
-                    double ds = p[u] * (dp - D) * scale;
-                    for (int i = 0; i < hs; i++) {
-                        dbase[t * ld + i] += ds * base[u * ld + C + i];
-                        dbase[u * ld + C + i] += ds * q[i];
-                    }
-                }
-            }
-        }
-    free(p);
-}
-
-/* max |a − b| / max |b| over columns off..off+C of rows of `stride` (NaN: infinite) */
-static double err_cols(const float *a, const double *b, size_t rows, size_t stride, size_t off,
-                       size_t C)
-{
-    double err = 0.0, scale = 0.0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < C; c++) {
-            size_t i = r * stride + off + c;
-            double d = fabs((double)a[i] - b[i]);
-            if (isnan(d))
-                return INFINITY;
-            err = d > err ? d : err;
-            scale = fabs(b[i]) > scale ? fabs(b[i]) : scale;
-        }
-    return scale > 0.0 ? err / scale : err;
-}
-
-
-typedef struct {
-    float *out, *dqkv, *lse;
-} run_t;
-
-static void run_kernels(run_t *r, const float *qkv, const float *dout, int B, int T, int NH,
-                        int hs)
-{
-    size_t n1 = (size_t)B * T * NH * hs, nl = (size_t)B * NH * T;
-    r->out = malloc(n1 * sizeof(float));
-    r->dqkv = malloc(3 * n1 * sizeof(float));
-    r->lse = malloc(nl * sizeof(float));
-    void *scratch = malloc(zb_cuk_flash32_backward_scratch_bytes(B, T, NH, hs));
-    /* NaN bytes: every entry must be written */
-    memset(r->out, 0xff, n1 * sizeof(float));
-    memset(r->dqkv, 0xff, 3 * n1 * sizeof(float));
-    memset(r->lse, 0xff, nl * sizeof(float));
-    zb_cuk_flash32_forward(NULL, r->out, r->lse, qkv, B, T, NH, hs);
-    zb_cuk_flash32_backward(NULL, r->dqkv, scratch, dout, qkv, r->out, r->lse, B, T, NH, hs);
-    assert_int_equal(zb_flash_emu_take_error(), 0);
-    free(scratch);
-}
-
-static void check_shape(int B, int T, int NH, int hs)
-{
-    int C = NH * hs;
-    size_t n1 = (size_t)B * T * C, n3 = 3 * n1, rows = (size_t)B * T, nl = (size_t)B * NH * T;
-    float *qkv = malloc(n3 * sizeof *qkv), *dout = malloc(n1 * sizeof *dout);
-    for (size_t i = 0; i < n3; i++)
-        qkv[i] = 1.5f * frand();
-    for (size_t i = 0; i < n1; i++)
-        dout[i] = frand();
-
-    run_t k, k2;
-    run_kernels(&k, qkv, dout, B, T, NH, hs);
-    run_kernels(&k2, qkv, dout, B, T, NH, hs);
-    assert_memory_equal(k.out, k2.out, n1 * sizeof(float));
-    assert_memory_equal(k.dqkv, k2.dqkv, n3 * sizeof(float));
-    assert_memory_equal(k.lse, k2.lse, nl * sizeof(float));
-
-    double *out = malloc(n1 * sizeof *out), *lse = malloc(nl * sizeof *lse),
-           *dqkv = malloc(n3 * sizeof *dqkv);
-    reference(out, lse, dqkv, qkv, dout, B, T, NH, hs);
-    flash_bounds_t bd = flash32_bounds(T, true, false);
-    expect("out", T, hs, err_cols(k.out, out, rows, C, 0, C), bd.out);
-    expect("dq", T, hs, err_cols(k.dqkv, dqkv, rows, 3 * C, 0, C), bd.dq);
-    expect("dk", T, hs, err_cols(k.dqkv, dqkv, rows, 3 * C, C, C), bd.dk);
-    expect("dv", T, hs, err_cols(k.dqkv, dqkv, rows, 3 * C, 2 * C, C), bd.dv);
-    double lse_err = 0.0;
-    for (size_t i = 0; i < nl; i++) {
-        double d = fabs((double)k.lse[i] - lse[i]) / fmax(1.0, fabs(lse[i]));
-        lse_err = isnan(d) || d > lse_err ? d : lse_err;
-    }
-    expect("lse", T, hs, lse_err, bd.lse);
-
-    free(k.out), free(k.dqkv), free(k.lse), free(k2.out), free(k2.dqkv), free(k2.lse);
-    free(qkv), free(dout), free(out), free(lse), free(dqkv);
-}
+static flash_bounds_t bounds(int T) { return flash32_bounds(T, true, false); }
+static const flash32_kernels_t KERNELS = {zb_cuk_flash32_forward,
+                                          zb_cuk_flash32_backward_scratch_bytes,
+                                          zb_cuk_flash32_backward, bounds};
 
 /* One row, a partial tile, exactly one tile, several tiles with a partial last one. */
 static void test_kernels_hs64(void **state)
@@ -173,16 +48,16 @@ static void test_kernels_hs64(void **state)
     (void)state;
     static const int lengths[] = {1, 17, 64, 130};
     for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++)
-        check_shape(2, lengths[i], 2, 64);
+        check_shape(&KERNELS, 2, lengths[i], 2, 64);
 }
 
 static void test_kernels_other_head_sizes(void **state)
 {
     (void)state;
-    check_shape(1, 130, 2, 16);
-    check_shape(2, 17, 2, 32);
-    check_shape(1, 100, 2, 32);
-    check_shape(1, 70, 1, 128); /* its own, smaller tiles */
+    check_shape(&KERNELS, 1, 130, 2, 16);
+    check_shape(&KERNELS, 2, 17, 2, 32);
+    check_shape(&KERNELS, 1, 100, 2, 32);
+    check_shape(&KERNELS, 1, 70, 1, 128); /* its own, smaller tiles */
 }
 
 static void test_refused_shapes(void **state)

@@ -32,6 +32,8 @@
 
 namespace {
 
+#include "cuda/flash_rowdot32.h" // flash32_rowdot_k, this file's own copy
+
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kThreads = 256;
@@ -259,26 +261,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// ---- backward (a): D = rowsum(dO ∘ O) per (sequence, head, row), in the lse's layout ----
-template <int HS>
-__global__ void flash32_rowdot_k(float *dsum, const float *dout, const float *out, int B, int T,
-                                 int NH)
-{
-    const size_t n = (size_t)B * NH * T;
-    const int C = NH * HS;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        // i runs over (b, t, h) so neighbouring threads read neighbouring heads of one row
-        const int h = (int)(i % NH);
-        const size_t bt = i / NH, b = bt / T;
-        const float *dy = dout + bt * C + (size_t)h * HS, *y = out + bt * C + (size_t)h * HS;
-        float acc = 0.0f;
-#pragma unroll
-        for (int c = 0; c < HS; c++)
-            acc = fmaf(dy[c], y[c], acc);
-        dsum[(b * NH + h) * T + bt % T] = acc;
-    }
-}
+// ---- backward (a): D = rowsum(dO ∘ O): flash32_rowdot_k (flash_rowdot32.h) ----
 
 // ---- backward (b): dK, dV; one CTA per (key tile of 64 keys, head, sequence) ----
 // The CTA walks the query tiles of BR rows from the diagonal to the end, recomputing

@@ -37,6 +37,8 @@
 
 namespace {
 
+#include "cuda/flash_rowdot32.h" // flash32_rowdot_k, this file's own copy
+
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kPad = 4;        // floats of padding per shared row
@@ -317,25 +319,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// ---- backward (a): D = rowsum(dO ∘ O) per (sequence, head, row), in the lse's layout ----
-template <int HS>
-__global__ void flash_tf32_rowdot_k(float *dsum, const float *dout, const float *out, int B,
-                                    int T, int NH)
-{
-    const size_t n = (size_t)B * NH * T;
-    const int C = NH * HS;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int h = (int)(i % NH);  // neighbouring threads: neighbouring heads of one row
-        const size_t bt = i / NH, b = bt / T;
-        const float *dy = dout + bt * C + (size_t)h * HS, *y = out + bt * C + (size_t)h * HS;
-        float acc = 0.0f;
-#pragma unroll
-        for (int c = 0; c < HS; c++)
-            acc = fmaf(dy[c], y[c], acc);
-        dsum[(b * NH + h) * T + bt % T] = acc;
-    }
-}
+// ---- backward (a): D = rowsum(dO ∘ O): flash32_rowdot_k (flash_rowdot32.h) ----
 
 // ---- backward (b): dK, dV; one CTA per (key tile of 64 keys, head, sequence) ----
 // Each warp owns 16 keys and walks the query tiles of BR rows from the diagonal to the end,
@@ -572,7 +556,7 @@ void backward_hs(cudaStream_t s, float *dqkv, float *dsum, const float *dout, co
     const float scale = 1.0f / sqrtf((float)HS);
     size_t rows = (size_t)B * T * NH;
     unsigned blocks = (unsigned)((rows + 255) / 256);
-    auto *rowdot = flash_tf32_rowdot_k<HS>;
+    auto *rowdot = flash32_rowdot_k<HS>;
     auto *dkdv = flash_tf32_dkdv_k<HS, kKeys>;
     auto *dq = flash_tf32_dq_k<HS, kKeys>;
     FLASH_LAUNCH_DYN(rowdot, blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, 0, s, dsum, dout,

@@ -292,7 +292,8 @@ static zb_status_t check_options(const zb_train_config_t *cfg, const zb_pipeline
 {
     const zb_transport_t *net = opts->transport;
     zb_status_t st = ZB_OK;
-    const int N = opts->dp > 1 ? opts->dp : 1, bad = bad_rank_limit(opts);
+    const int N = opts->dp > 1 ? opts->dp : 1;
+    int bad; /* read only once the list's length is checked */
     if (opts->ranks < 1 || opts->ranks > 1024)
         st = zb_err_set(err, ZB_EINVAL, "--ranks must be in 1..1024 (got %d)", opts->ranks);
     else if (opts->dp < 0 || opts->dp > 1024 || opts->ranks * N > 4096)
@@ -302,7 +303,7 @@ static zb_status_t check_options(const zb_train_config_t *cfg, const zb_pipeline
     else if (opts->mem_limit_ranks && opts->mem_limit_ranks_n != opts->ranks)
         st = zb_err_set(err, ZB_EINVAL, "--mem-limit: %d values for %d ranks (one per rank, or "
                                         "one for all)", opts->mem_limit_ranks_n, opts->ranks);
-    else if (bad >= 0)
+    else if ((bad = bad_rank_limit(opts)) >= 0)
         st = zb_err_set(err, ZB_EINVAL, "--mem-limit: rank %d's limit %g is not a positive number "
                                         "of bytes", bad, opts->mem_limit_ranks[bad]);
     else if (cfg->batch % N != 0)

@@ -7,7 +7,7 @@
  * W phases of a step measured apart, and the time of a fused step by kernel class (CUDA events
  * around every op: zb_cuda_stage_profile).
  * Usage: bench_cuda_step [precision=fp32|tf32|bf16] [B=0: largest that fits] [T=1024]
- *                        [steps=10] [layers=12] [M=2]
+ *                        [steps=10] [layers=12] [M=2] [fp32 attention=fma|3xtf32]
  * Exit 77 with "skipped: no CUDA device" where there is none. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,12 +50,14 @@ static void rig_free(rig_t *r)
 }
 
 static zb_status_t rig_new(rig_t *r, const zb_gpt2_config_t *cfg, int B, int T,
-                           zb_cuda_precision_t prec, int M, const zb_gpt2_params_t *p,
-                           zb_err_t *e)
+                           zb_cuda_precision_t prec, zb_cuda_fp32_attention_t attn, int M,
+                           const zb_gpt2_params_t *p, zb_err_t *e)
 {
     memset(r, 0, sizeof *r);
     zb_gpt2_span_t span = {0, cfg->layers, true, true};
     zb_status_t s = zb_cuda_stage_new(cfg, &span, B, T, prec, 0, &r->s, e);
+    if (s == ZB_OK)
+        s = zb_cuda_stage_set_fp32_attention(r->s, attn, e);
     for (int m = 0; m < M && s == ZB_OK; m++, r->M++)
         s = zb_cuda_stash_new(r->s, &r->st[m], e);
     if (s == ZB_OK)
@@ -156,6 +158,11 @@ int main(int argc, char **argv)
     int steps = bench_int_arg("bench_cuda_step", argc, argv, 4, 10, 1, 1000, "steps");
     int L = bench_int_arg("bench_cuda_step", argc, argv, 5, 12, 1, 48, "layers");
     int M = bench_int_arg("bench_cuda_step", argc, argv, 6, 2, 1, 8, "M");
+    zb_cuda_fp32_attention_t attn = ZB_CUDA_ATTN_FMA;
+    if (argc > 7 && zb_cuda_fp32_attention_parse(argv[7], &attn, &e) != ZB_OK) {
+        fprintf(stderr, "bench_cuda_step: %s\n", e.msg);
+        return 2;
+    }
     int ndev = 0;
     if (zb_cuda_device_count(&ndev, &e) != ZB_OK)
         die(&e);
@@ -174,14 +181,14 @@ int main(int argc, char **argv)
 
     rig_t r;
     if (B > 0) {
-        if (rig_new(&r, &cfg, B, T, prec, M, &p, &e) != ZB_OK)
+        if (rig_new(&r, &cfg, B, T, prec, attn, M, &p, &e) != ZB_OK)
             die(&e);
     } else { /* the largest B (of a fixed ladder) whose stage and M stashes fit */
         static const int ladder[] = {128, 96, 80, 64, 48, 40, 36, 32, 28, 24, 20, 16, 12, 8, 6, 4, 2, 1};
         zb_status_t s = ZB_ENOMEM;
         for (size_t i = 0; i < sizeof ladder / sizeof ladder[0] && s != ZB_OK; i++) {
             B = ladder[i];
-            s = rig_new(&r, &cfg, B, T, prec, M, &p, &e);
+            s = rig_new(&r, &cfg, B, T, prec, attn, M, &p, &e);
             if (s != ZB_OK && s != ZB_ENOMEM)
                 die(&e);
         }
@@ -231,8 +238,9 @@ int main(int argc, char **argv)
     double flops_tok = 6.0 * params + 12.0 * L * T * cfg.channels;
     double tok = (double)ntok * M;
     printf("device: %s\n", desc);
-    printf("zbpp cuda %s: L=%d B=%d T=%d M=%d (%.0f tokens/step), loss %.4f\n",
-           zb_cuda_precision_name(prec), L, B, T, M, tok, loss);
+    printf("zbpp cuda %s%s: L=%d B=%d T=%d M=%d (%.0f tokens/step), loss %.4f\n",
+           zb_cuda_precision_name(prec), attn == ZB_CUDA_ATTN_3XTF32 ? " (3xtf32 attention)" : "",
+           L, B, T, M, tok, loss);
     printf("  fused    %8.2f ms/step  %9.0f tokens/s  MFU %5.1f%% of bf16 peak\n", mf * 1e3,
            tok / mf, 100.0 * flops_tok * tok / mf / PEAK_BF16);
     printf("  deferred %8.2f ms/step  %9.0f tokens/s  deferred/fused %.4f\n", md * 1e3, tok / md,

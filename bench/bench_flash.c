@@ -1,6 +1,7 @@
 /* Flash attention (src/cuda/flash_attn.cu, bf16 in/out), the fp32 flash attention of the fp32
  * stage (src/cuda/flash_attn32.cu, fp32 in/out, FMA on the CUDA cores), the tf32 stage's
- * (src/cuda/flash_attn_tf32.cu, fp32 in/out, TF32 tensor cores) and the materialised
+ * (src/cuda/flash_attn_tf32.cu, fp32 in/out, TF32 tensor cores), the same file's 3xTF32 kernels
+ * (the fp32 stage's --fp32-attention 3xtf32) and the materialised
  * attention of cuda/ops.c (fp32 storage, the T×T probabilities stored, products in the given
  * precision) on one GPU: forward and backward time (CUDA events, median of `reps` after 3 warm-up runs),
  * TFLOP/s, and the device memory each needs beyond q/k/v and the output.
@@ -148,6 +149,20 @@ static void tf32_bwd(void *p)
                                r->lse32, r->B, r->T, r->NH, r->hs);
 }
 
+static void x3_fwd(void *p)
+{
+    rig_t *r = p;
+    zb_cuk_flash_3xtf32_forward(r->ctx->stream, r->out, r->lse32, r->qkv, r->B, r->T, r->NH,
+                                r->hs);
+}
+
+static void x3_bwd(void *p)
+{
+    rig_t *r = p;
+    zb_cuk_flash_3xtf32_backward(r->ctx->stream, r->dqkv, r->scratch32, r->dout, r->qkv, r->out,
+                                 r->lse32, r->B, r->T, r->NH, r->hs);
+}
+
 static void backward_phases(cudaStream_t s, void *arg, int reps, float med[3])
 {
     rig_t *r = arg;
@@ -236,6 +251,8 @@ int main(int argc, char **argv)
     const bool tf32 = zb_cuk_flash_tf32_supported(hs);
     float t32f = tf32 ? median_ms(ctx.stream, tf32_fwd, &r, reps) : 0.0f;
     float t32b = tf32 ? median_ms(ctx.stream, tf32_bwd, &r, reps) : 0.0f;
+    float x3f = tf32 ? median_ms(ctx.stream, x3_fwd, &r, reps) : 0.0f;
+    float x3b = tf32 ? median_ms(ctx.stream, x3_bwd, &r, reps) : 0.0f;
     float mf = median_ms(ctx.stream, mat_fwd, &r, reps);
     float mb = median_ms(ctx.stream, mat_bwd, &r, reps);
     float phase[3];
@@ -261,6 +278,10 @@ int main(int argc, char **argv)
         printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", "flash (tf32 mma)", t32f,
                fwd_flop / t32f / 1e9, t32b, bwd_flop / t32b / 1e9,
                (2.0 * stats + flash32_scr_bytes) / 1048576.0);
+    if (tf32)
+        printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", "flash (3xtf32 mma)", x3f,
+               fwd_flop / x3f / 1e9, x3b, bwd_flop / x3b / 1e9,
+               (2.0 * stats + flash32_scr_bytes) / 1048576.0);
     char name[40];
     snprintf(name, sizeof name, "materialised (%s)", prec_name);
     printf("%-22s %10.3f %10.1f %10.3f %10.1f %8.1f\n", name, mf, fwd_flop / mf / 1e9, mb,
@@ -270,8 +291,9 @@ int main(int argc, char **argv)
            "the B·NH·T² probabilities (+ an NH·T² scratch)\n",
            mf / ff, mb / fb, mf / f32f, mb / f32b);
     if (tf32)
-        printf("tf32 flash vs fp32 flash: forward %.2fx, backward %.2fx\n", f32f / t32f,
-               f32b / t32b);
+        printf("tf32 flash vs fp32 flash: forward %.2fx, backward %.2fx; 3xtf32 flash vs fp32 "
+               "flash: forward %.2fx, backward %.2fx\n",
+               f32f / t32f, f32b / t32b, f32f / x3f, f32b / x3b);
     zb_cu_ctx_destroy(&ctx);
     return 0;
 }

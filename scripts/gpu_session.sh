@@ -30,7 +30,9 @@
 #                                   bf16 vs PyTorch CPU at 1, 2 and all cores: CPU_THREADS),
 #                                   wstage (one 4-block rank in 32 SMs: W against its profile),
 #                                   tf32 (the TF32 attention: its test, bench_flash, the step),
-#                                   torchtf32 (PyTorch eager tf32 at TF32_B), cputorch (cpu's
+#                                   torchtf32 (PyTorch eager tf32 at TF32_B), x3 (the 3xTF32
+#                                   attention: its tests, bench_flash, the fp32 step at X3_B with
+#                                   each attention, PyTorch eager fp32 there), cputorch (cpu's
 #                                   last step alone: the CPU step against PyTorch's). GOALS_LIMIT and
 #                                   CPU_LIMIT bound those parts (default 200, 300 s)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
@@ -259,6 +261,24 @@ all)
                 --batch 8 --microbatches 8 --partition profile --steps 4 --text data/demo_corpus.txt \
                 --precision "${WSTAGE_PREC:-bf16}"
             grep -A8 -i "action" "$logs/wstage.log" | head -24
+            ;;
+        x3) # issue 29's fp32 goal: the 3xTF32 attention (--fp32-attention 3xtf32): its kernel
+            # test and the fp32 stage test (3xTF32 within the fp32 bounds), bench_flash (FMA,
+            # TF32, 3xTF32 rows), the fp32 step at X3_B with each attention side by side, then
+            # PyTorch eager fp32 at the same B (its attention runs 3xTF32 too)
+            step test_cuda_gpu_flash 90 build-gpu/test_cuda_gpu_flash
+            grep -E "FAILED|ERROR|kernels:|rel err|Assert|error|PASSED" "$logs/test_cuda_gpu_flash.log" | head -24
+            step test_cuda_gpu_stage 90 build-gpu/test_cuda_gpu_stage
+            grep -E "FAILED|ERROR|3xtf32|Assert|PASSED|params after" "$logs/test_cuda_gpu_stage.log" | head -12
+            step bench_flash_x3 40 build-gpu/bench_flash 8 1024 12 64 20 fp32
+            tail -10 "$logs/bench_flash_x3.log"
+            for a in fma 3xtf32; do
+                step "bench_step_fp32_$a" 75 build-gpu/bench_cuda_step fp32 "${X3_B:-32}" 1024 4 12 2 "$a"
+                grep -vE "^ *$" "$logs/bench_step_fp32_$a.log" | sed -n 2,8p
+            done
+            step torch_fp32 90 python3 bench/torch_gpt2.py --device cuda --mode eager \
+                --precision fp32 --B "${X3_B:-32}" --steps 8
+            grep -v Warning "$logs/torch_fp32.log" | tail -6
             ;;
         torchtf32) # issue 29's tf32 goal: PyTorch eager with TF32 matmuls at zbpp's tf32 B
             step torch_tf32 90 python3 bench/torch_gpt2.py --device cuda --mode eager \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# zbpp train|profile --device/--precision/--tf32 on any machine (no GPU needed): bad values and
+# zbpp train|profile --device/--precision/--tf32/--fp32-attention on any machine (no GPU needed): bad values and
 # combinations give one line "zbpp <cmd>: ..." and exit 2; --device cuda where no CUDA device is
 # visible (none here, or hidden with CUDA_VISIBLE_DEVICES=) or in a build without CUDA gives one
 # line and exit 1 before anything is trained or written, pipeline ranks (--ranks P) too;
@@ -43,6 +43,14 @@ for cmd in train profile; do
   expect $cmd 2 "--precision tf32 needs --device cuda" "${A[@]}" --device cpu --precision tf32
   expect $cmd 2 "--tf32 needs --device cuda" "${A[@]}" --tf32
   expect $cmd 2 "--tf32 turns TF32 on in fp32 mode" "${A[@]}" --device cuda --tf32 --precision bf16
+  # --fp32-attention fma|3xtf32: a GPU fp32 choice, refused elsewhere
+  "$ZBPP" $cmd --help | grep -q -- '--fp32-attention fma|3xtf32' || fail "$cmd --help lacks --fp32-attention"
+  expect $cmd 2 "unknown fp32 attention 'fast' (fma or 3xtf32)" "${A[@]}" --device cuda --fp32-attention fast
+  expect $cmd 2 "--fp32-attention is for --device cuda with --precision fp32" "${A[@]}" --fp32-attention 3xtf32
+  expect $cmd 2 "--fp32-attention is for --device cuda with --precision fp32" "${A[@]}" --device cuda \
+    --precision bf16 --fp32-attention 3xtf32
+  expect $cmd 2 "--fp32-attention is for --device cuda with --precision fp32" "${A[@]}" --device cuda \
+    --tf32 --fp32-attention fma
 done
 # --sm-per-rank K (issue 13): a positive integer, only with --device cuda (with one rank: that rank
 # in one K-SM partition); the run needs a device (none visible here); train only
@@ -75,6 +83,7 @@ for prec in fp32 tf32 bf16; do
     --metrics "$TMP/m.jsonl"
 done
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda:1 --tf32
+expect train 1 "$no_dev" "${TINY[@]}" --device cuda --fp32-attention 3xtf32
 # pipeline ranks on cuda (issue 13): the same line before anything is read or written
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --save "$TMP/x.ckpt"
 expect train 1 "$no_dev" "${TINY[@]}" --device cuda --ranks 2 --sm-per-rank 8

@@ -61,4 +61,18 @@ static inline flash_bounds_t flash_tf32_bounds(bool gpu)
     return (flash_bounds_t){b, b, b, b, b + (gpu ? 1e-5 : 0.0)};
 }
 
+/* The 3xTF32 kernels (the same file, Tf32x3): each product keeps ~2^-20 of relative error (the
+ * dropped small·small term and the rounding of each small part, ≤ 2^-22 |a·b| each) where an
+ * fp32 FMA keeps 2^-24, and every sum is fp32 as in the FMA kernel: the FMA kernel's √T·u
+ * shape with a larger constant. Measured in the CPU emulation (T ≤ 130, the same inputs as the
+ * FMA kernel's test): ≤ 1.43·√T·u (dk, T 130, hs 64), 1.0–2.4x the FMA kernel's errors; the
+ * bounds are flash32_bounds' times 2 (8·√T·u against the exact attention). A kernel that
+ * rounded its operands to TF32 once (errors ~2^-11) fails them by two orders of magnitude. */
+static inline flash_bounds_t flash_3xtf32_bounds(int T, bool vs_exact, bool gpu)
+{
+    flash_bounds_t b = flash32_bounds(T, vs_exact, gpu);
+    b.out *= 2, b.dq *= 2, b.dk *= 2, b.dv *= 2;
+    return b;
+}
+
 #endif

@@ -51,6 +51,8 @@
 #define zb_cuk_flash_tf32_forward zb_flash_tf32_emu_forward
 #define zb_cuk_flash_tf32_backward_scratch_bytes zb_flash_tf32_emu_backward_scratch_bytes
 #define zb_cuk_flash_tf32_backward zb_flash_tf32_emu_backward
+#define zb_cuk_flash_3xtf32_forward zb_flash_3xtf32_emu_forward
+#define zb_cuk_flash_3xtf32_backward zb_flash_3xtf32_emu_backward
 
 namespace flash_emu {
 
@@ -384,6 +386,13 @@ inline float __uint_as_float(uint32_t u)
     return f;
 }
 
+inline uint32_t __float_as_uint(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
 inline int min(int a, int b) { return a < b ? a : b; }
 
 inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
@@ -418,6 +427,8 @@ inline uint32_t to_tf32(float x)
         u = (u + 0x1000u) & 0xffffe000u;
     return u;
 }
+
+inline uint32_t to_tf32_here(float x) { return to_tf32(x); }
 
 inline void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const uint16_t *tile, int ld, int lane)
 {

@@ -161,6 +161,41 @@ static void test_attention_stash_by_head_size(void **state)
     }
 }
 
+/* zb_cuda_stage_set_fp32_attention: fma always; 3xtf32 only on an fp32 stage whose head size
+ * has the kernel (16 here, not 8); a refusal leaves the stage's choice as it was. */
+static void test_fp32_attention_checked(void **state)
+{
+    (void)state;
+    zb_err_t e;
+    zb_cuda_stage_t *s = NULL, *tf = NULL, *hs8 = NULL;
+    zb_gpt2_config_t cfg8 = CFG;
+    cfg8.heads = 4;
+    must(zb_cuda_stage_new(&CFG, &TWO[0], BB, TT, ZB_CUDA_FP32, 0, &s, &e), &e);
+    must(zb_cuda_stage_new(&CFG, &TWO[0], BB, TT, ZB_CUDA_TF32, 0, &tf, &e), &e);
+    must(zb_cuda_stage_new(&cfg8, &TWO[0], BB, TT, ZB_CUDA_FP32, 0, &hs8, &e), &e);
+    assert_int_equal(s->ctx.fp32_attn, ZB_CUDA_ATTN_FMA);
+    must(zb_cuda_stage_set_fp32_attention(s, ZB_CUDA_ATTN_3XTF32, &e), &e);
+    assert_int_equal(s->ctx.fp32_attn, ZB_CUDA_ATTN_3XTF32);
+    assert_int_equal(zb_cuda_stage_set_fp32_attention(tf, ZB_CUDA_ATTN_3XTF32, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "this stage runs tf32"));
+    assert_int_equal(zb_cuda_stage_set_fp32_attention(hs8, ZB_CUDA_ATTN_3XTF32, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "head size 8"));
+    assert_int_equal(hs8->ctx.fp32_attn, ZB_CUDA_ATTN_FMA);
+    assert_int_equal(zb_cuda_stage_set_fp32_attention(s, (zb_cuda_fp32_attention_t)5, &e),
+                     ZB_EINVAL);
+    assert_int_equal(s->ctx.fp32_attn, ZB_CUDA_ATTN_3XTF32);
+    must(zb_cuda_stage_set_fp32_attention(tf, ZB_CUDA_ATTN_FMA, &e), &e);
+    must(zb_cuda_stage_set_fp32_attention(hs8, ZB_CUDA_ATTN_FMA, &e), &e);
+    zb_cuda_fp32_attention_t a;
+    must(zb_cuda_fp32_attention_parse("3xtf32", &a, &e), &e);
+    assert_int_equal(a, ZB_CUDA_ATTN_3XTF32);
+    assert_string_equal(zb_cuda_fp32_attention_name(a), "3xtf32");
+    assert_int_equal(zb_cuda_fp32_attention_parse("FMA", &a, &e), ZB_EINVAL);
+    zb_cuda_stage_free(s);
+    zb_cuda_stage_free(tf);
+    zb_cuda_stage_free(hs8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_deferred_losses),
         cmocka_unit_test(test_set_device_checked),
         cmocka_unit_test(test_attention_stash_by_head_size),
+        cmocka_unit_test(test_fp32_attention_checked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

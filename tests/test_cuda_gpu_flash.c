@@ -10,7 +10,9 @@
  * fp32 attention), lse within 1e-5 of the exact one, two runs bit-identical, every output entry
  * written; an unsupported head size refused. And src/cuda/flash_attn_tf32.cu (the tf32 stage's)
  * within flash_tf32_bounds plus the reference's own, with an error floor that an fp32-exact
- * kernel would not reach (the products must round to TF32).
+ * kernel would not reach (the products must round to TF32); its 3xTF32 kernels (the fp32
+ * stage's --fp32-attention 3xtf32) within flash_3xtf32_bounds, fp32-level bounds that a kernel
+ * rounding its operands to TF32 once fails.
  * Skipped (exit 77) where there is no CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,6 +279,10 @@ static const kernel32_t TF32 = {"tf32", zb_cuk_flash_tf32_forward,
                                 zb_cuk_flash_tf32_backward_scratch_bytes,
                                 zb_cuk_flash_tf32_backward, tf32_bounds_on_gpu,
                                 FLASH_TF32_U / 16};
+static flash_bounds_t x3_bounds_on_gpu(int T) { return flash_3xtf32_bounds(T, false, true); }
+static const kernel32_t TF32X3 = {"3xtf32", zb_cuk_flash_3xtf32_forward,
+                                  zb_cuk_flash_tf32_backward_scratch_bytes,
+                                  zb_cuk_flash_3xtf32_backward, x3_bounds_on_gpu, 0.0};
 
 static void flash32_run(const kernel32_t *k, flash32_run_t *r, void *scratch, const float *qkv,
                         const float *dout, int T, int hs)
@@ -369,6 +375,22 @@ static void test_flash_tf32_vs_materialised(void **state)
     assert_int_not_equal(cudaGetLastError(), cudaSuccess);
 }
 
+/* The 3xTF32 kernels (the fp32 stage's tensor-core attention): fp32-level bounds on the same
+ * shapes; head size 128 refused as by the TF32 ones. */
+static void test_flash_3xtf32_vs_materialised(void **state)
+{
+    (void)state;
+    printf("3xtf32 kernels:\n");
+    static const int lengths[] = {64, 100, 1024}, head_sizes[] = {64, 32};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 2; j++)
+            check_shape32(&TF32X3, lengths[i], head_sizes[j]);
+    check_shape32(&TF32X3, 100, 16);
+    cudaGetLastError();
+    zb_cuk_flash_3xtf32_backward(ctx.stream, NULL, NULL, NULL, NULL, NULL, NULL, 1, 16, 1, 128);
+    assert_int_not_equal(cudaGetLastError(), cudaSuccess);
+}
+
 static void test_flash32_unsupported_head_size(void **state)
 {
     (void)state;
@@ -409,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_flash32_vs_materialised),
         cmocka_unit_test(test_flash32_unsupported_head_size),
         cmocka_unit_test(test_flash_tf32_vs_materialised),
+        cmocka_unit_test(test_flash_3xtf32_vs_materialised),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,6 +7,8 @@
  *    second run gives identical bits (losses and parameters), and so does a run saved to the
  *    host after 4 steps and resumed on a new stage (resume is bit-exact);
  *  - bf16 and tf32: losses within 0.05 of fp32 over 10 steps, and the loss falls;
+ *  - fp32 with the 3xTF32 attention: the fp32 bounds above (one step, 10 steps, repeat, resume),
+ *    and other bits than the FMA attention's;
  *  - stash accounting (zb_gpt2_stage_mem) and call-order / input errors.
  * Skipped (exit 77) where there is no CUDA device. */
 #include <setjmp.h>
@@ -32,6 +34,7 @@ int main(void)
         cmocka_unit_test(test_partitions_same_bits),
         cmocka_unit_test(test_training_matches_cpu_and_repeats),
         cmocka_unit_test(test_reduced_precision_close),
+        cmocka_unit_test(test_3xtf32_attention_is_fp32),
         cmocka_unit_test(test_stage_holds_only_its_span),
         cmocka_unit_test(test_stash_and_errors),
         cmocka_unit_test(test_split_stash_same_bits),

@@ -32,6 +32,8 @@ int main(void)
 #define zb_cuk_flash_tf32_forward zb_flash_tf32_emu_forward
 #define zb_cuk_flash_tf32_backward_scratch_bytes zb_flash_tf32_emu_backward_scratch_bytes
 #define zb_cuk_flash_tf32_backward zb_flash_tf32_emu_backward
+#define zb_cuk_flash_3xtf32_forward zb_flash_3xtf32_emu_forward
+#define zb_cuk_flash_3xtf32_backward zb_flash_3xtf32_emu_backward
 #include "cuda/flash_attn_tf32.h"
 
 #include "flash_bounds.h"
@@ -47,21 +49,52 @@ static const flash32_kernels_t KERNELS = {zb_cuk_flash_tf32_forward,
                                           zb_cuk_flash_tf32_backward_scratch_bytes,
                                           zb_cuk_flash_tf32_backward, bounds};
 
+static flash_bounds_t bounds_3x(int T)
+{
+    return flash_3xtf32_bounds(T, true, false);
+}
+static const flash32_kernels_t KERNELS_3X = {zb_cuk_flash_3xtf32_forward,
+                                             zb_cuk_flash_tf32_backward_scratch_bytes,
+                                             zb_cuk_flash_3xtf32_backward, bounds_3x};
+
 /* One row, a partial tile, exactly one tile, several tiles with a partial last one. */
+static void check_hs64(const flash32_kernels_t *k)
+{
+    static const int lengths[] = {1, 17, 64, 130};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++)
+        check_shape(k, 2, lengths[i], 2, 64);
+}
+
+static void check_other_head_sizes(const flash32_kernels_t *k)
+{
+    check_shape(k, 1, 130, 2, 16);
+    check_shape(k, 2, 17, 2, 32);
+    check_shape(k, 1, 100, 2, 32);
+}
+
 static void test_kernels_hs64(void **state)
 {
     (void)state;
-    static const int lengths[] = {1, 17, 64, 130};
-    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++)
-        check_shape(&KERNELS, 2, lengths[i], 2, 64);
+    check_hs64(&KERNELS);
 }
 
 static void test_kernels_other_head_sizes(void **state)
 {
     (void)state;
-    check_shape(&KERNELS, 1, 130, 2, 16);
-    check_shape(&KERNELS, 2, 17, 2, 32);
-    check_shape(&KERNELS, 1, 100, 2, 32);
+    check_other_head_sizes(&KERNELS);
+}
+
+/* 3xTF32 within fp32-level bounds (flash_3xtf32_bounds), ~100x tighter than TF32's. */
+static void test_3xtf32_hs64(void **state)
+{
+    (void)state;
+    check_hs64(&KERNELS_3X);
+}
+
+static void test_3xtf32_other_head_sizes(void **state)
+{
+    (void)state;
+    check_other_head_sizes(&KERNELS_3X);
 }
 
 static void test_refused_shapes(void **state)
@@ -76,6 +109,10 @@ static void test_refused_shapes(void **state)
     assert_int_not_equal(zb_flash_emu_take_error(), 0);
     zb_cuk_flash_tf32_forward(NULL, NULL, NULL, NULL, 1, 0, 1, 64);
     assert_int_not_equal(zb_flash_emu_take_error(), 0);
+    zb_cuk_flash_3xtf32_forward(NULL, NULL, NULL, NULL, 1, 16, 1, 48);
+    assert_int_not_equal(zb_flash_emu_take_error(), 0);
+    zb_cuk_flash_3xtf32_backward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 16, 1, 64);
+    assert_int_not_equal(zb_flash_emu_take_error(), 0);
 }
 
 int main(void)
@@ -83,6 +120,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels_hs64),
         cmocka_unit_test(test_kernels_other_head_sizes),
+        cmocka_unit_test(test_3xtf32_hs64),
+        cmocka_unit_test(test_3xtf32_other_head_sizes),
         cmocka_unit_test(test_refused_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,6 +39,18 @@ typedef enum { ZB_CUDA_FP32, ZB_CUDA_TF32, ZB_CUDA_BF16 } zb_cuda_precision_t;
 zb_status_t zb_cuda_precision_parse(const char *s, zb_cuda_precision_t *out, zb_err_t *err);
 const char *zb_cuda_precision_name(zb_cuda_precision_t p);
 
+/* Where the fp32 precision's attention runs (docs/cuda.md, "fp32 attention"): on the fp32 FMA
+ * units (FMA, the default: every product exact to fp32 rounding) or on the TF32 tensor cores
+ * in 3xTF32 (each operand split into two TF32 parts, three products: ~2^-20 relative per
+ * product where an FMA keeps 2^-24, sums in fp32 — what PyTorch's fp32 attention does). The
+ * other precisions do not read it: tf32 runs its attention in TF32, bf16 in bf16. */
+typedef enum { ZB_CUDA_ATTN_FMA, ZB_CUDA_ATTN_3XTF32 } zb_cuda_fp32_attention_t;
+
+/* "fma" or "3xtf32"; ZB_EINVAL naming the bad value otherwise. */
+zb_status_t zb_cuda_fp32_attention_parse(const char *s, zb_cuda_fp32_attention_t *out,
+                                         zb_err_t *err);
+const char *zb_cuda_fp32_attention_name(zb_cuda_fp32_attention_t a);
+
 /* True when this build contains the CUDA backend (-DZB_CUDA=ON/AUTO with the toolkit found). */
 bool zb_cuda_built(void);
 /* Number of usable CUDA devices. No driver, no device, or a build without CUDA: *n = 0 and ZB_OK
@@ -78,6 +90,11 @@ zb_status_t zb_cuda_stage_new_tied(const zb_gpt2_config_t *cfg, const zb_gpt2_sp
                                    const zb_cuda_stage_t *embed, zb_cuda_stage_t **out,
                                    zb_err_t *err);
 void zb_cuda_stage_free(zb_cuda_stage_t *s);
+/* The stage's fp32 attention (above; FMA when never set). ZB_EINVAL for 3XTF32 on a stage
+ * whose precision is not fp32 or whose head size (channels / heads) has no 3xTF32 kernel
+ * (16, 32 and 64 have one); FMA is always accepted. */
+zb_status_t zb_cuda_stage_set_fp32_attention(zb_cuda_stage_t *s, zb_cuda_fp32_attention_t a,
+                                             zb_err_t *err);
 
 /* Copy parameters / AdamW moments between the host and the stage: the host buffer has the
  * stage's cfg and holds every tensor of its span (a whole model, or a stage-local buffer of
@@ -238,6 +255,7 @@ zb_status_t zb_cuda_state_backup_reserve(zb_cuda_stage_t *s, zb_err_t *err);
 typedef struct zb_cuda_train_opts {
     int device;                    /* CUDA device index (0 = the first visible one) */
     zb_cuda_precision_t precision; /* fp32, tf32 or bf16 (bf16: 16-bit activation storage) */
+    zb_cuda_fp32_attention_t fp32_attention; /* with fp32: FMA (default, zero) or 3xTF32 */
     int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
     /* pipeline ranks: false = messages staged through host buffers; true = device
      * messages (the receiver copies device to device after the sender's event; threads only) */

@@ -164,7 +164,8 @@ static zb_status_t parse(opts_t *o, int argc, char **argv, int *rc, zb_err_t *er
             break;
         case ZB_OPT_DEV_DEVICE:
         case ZB_OPT_DEV_PRECISION:
-        case ZB_OPT_DEV_TF32: zb_cli_device_option(&o->dev, c, optarg); break;
+        case ZB_OPT_DEV_TF32:
+        case ZB_OPT_DEV_FP32_ATTENTION: zb_cli_device_option(&o->dev, c, optarg); break;
         case ZB_OPT_FORMAT:
             if (!strcmp(optarg, "table") || !strcmp(optarg, "json"))
                 o->json = !strcmp(optarg, "json");

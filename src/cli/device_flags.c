@@ -12,6 +12,7 @@ bool zb_cli_device_option(zb_cli_device_t *d, int id, const char *v)
     case ZB_OPT_DEV_DEVICE: d->device = v; return true;
     case ZB_OPT_DEV_PRECISION: d->precision = v; return true;
     case ZB_OPT_DEV_TF32: d->tf32 = true; return true;
+    case ZB_OPT_DEV_FP32_ATTENTION: d->fp32_attention = v; return true;
     case ZB_OPT_DEV_SM_PER_RANK: d->sm_per_rank = v; return true;
     case ZB_OPT_DEV_GPU_MESSAGES: d->gpu_messages = v; return true;
     default: return false;
@@ -60,6 +61,19 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
             return 2;
         }
         d->opts.precision = ZB_CUDA_TF32;
+    }
+    d->opts.fp32_attention = ZB_CUDA_ATTN_FMA;
+    if (d->fp32_attention) {
+        if (zb_cuda_fp32_attention_parse(d->fp32_attention, &d->opts.fp32_attention, &err) !=
+            ZB_OK) {
+            fprintf(stderr, "zbpp %s: --fp32-attention: %s\n", cmd, err.msg);
+            return 2;
+        }
+        if (!d->cuda || d->opts.precision != ZB_CUDA_FP32) {
+            fprintf(stderr, "zbpp %s: --fp32-attention is for --device cuda with --precision "
+                            "fp32 (tf32 and bf16 run their own attention)\n", cmd);
+            return 2;
+        }
     }
     d->opts.sm_per_rank = 0;
     if (d->sm_per_rank) {
@@ -134,6 +148,9 @@ void zb_cli_device_usage(FILE *out)
             "                       of the matrix products only and needs AVX512-BF16 or\n"
             "                       AMX (docs/compute.md)\n"
             "  --tf32               same as --precision tf32\n"
+            "  --fp32-attention fma|3xtf32 where --precision fp32's attention runs: the fp32\n"
+            "                       FMA units (fma, default) or the TF32 tensor cores in\n"
+            "                       3xTF32 (fp32-level error, as PyTorch's; head size 16/32/64)\n"
             "  --sm-per-rank K      (train) SMs of each rank's partition when pipeline ranks\n"
             "                       share a GPU (default: the even split; a multiple of the\n"
             "                       GPU's granularity, 8 on Hopper); the run prints the split;\n"

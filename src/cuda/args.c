@@ -34,6 +34,30 @@ const char *zb_cuda_precision_name(zb_cuda_precision_t p)
     return "unknown";
 }
 
+zb_status_t zb_cuda_fp32_attention_parse(const char *s, zb_cuda_fp32_attention_t *out,
+                                         zb_err_t *err)
+{
+    if (s && !strcmp(s, "fma"))
+        *out = ZB_CUDA_ATTN_FMA;
+    else if (s && !strcmp(s, "3xtf32"))
+        *out = ZB_CUDA_ATTN_3XTF32;
+    else
+        return zb_err_set(err, ZB_EINVAL, "unknown fp32 attention '%s' (fma or 3xtf32)",
+                          s ? s : "(null)");
+    return ZB_OK;
+}
+
+const char *zb_cuda_fp32_attention_name(zb_cuda_fp32_attention_t a)
+{
+    switch (a) {
+    case ZB_CUDA_ATTN_FMA:
+        return "fma";
+    case ZB_CUDA_ATTN_3XTF32:
+        return "3xtf32";
+    }
+    return "unknown";
+}
+
 /* Shapes the bf16 kernels run: rows of C channels in 128-bit pieces (8 bf16), and a head size
  * the flash attention kernel has. */
 static zb_status_t bf16_shape_check(const zb_gpt2_config_t *cfg, zb_err_t *err)

@@ -43,6 +43,7 @@ typedef struct {
     void *ws;
     size_t ws_bytes;
     zb_cuda_precision_t prec;
+    zb_cuda_fp32_attention_t fp32_attn; /* prec fp32: the attention's kernel (FMA / 3xTF32) */
     float *part; /* column-sum partials */
     size_t part_cap;
     int sm_target; /* SMs the stream runs on (a partition), 0 = all: cuBLASLt plans target it */

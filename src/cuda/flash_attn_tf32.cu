@@ -1,6 +1,9 @@
-// Causal flash attention on the tensor cores in TF32 (flash_attn_tf32.h) for the tf32 precision:
-// fp32 q/k/v in and out, products on mma.sync m16n8k8 with TF32 operands (rounded to nearest,
-// cvt.rna) and fp32 accumulation, fp32 softmax statistics; the T×T matrix is never stored. The
+// Causal flash attention on the tensor cores in TF32 (flash_attn_tf32.h): fp32 q/k/v in and out,
+// products on mma.sync m16n8k8 with TF32 operands and fp32 accumulation, fp32 softmax
+// statistics; the T×T matrix is never stored. Two ways to feed the products (the kernels'
+// template parameter Op): Tf32x1 rounds each operand to TF32 once (cvt.rna; the tf32
+// precision), Tf32x3 splits each operand in two TF32 parts and takes three products (3xTF32,
+// fp32-level results; the fp32 precision's tensor-core attention). The
 // algorithm and the kernels' shapes are flash_attn.cu's (one CTA per query tile for the forward
 // and dQ, per key tile for dK/dV, a warp owning 16 rows of every product); docs/cuda.md
 // ("tf32 attention") says why this kernel exists beside the fp32 one.
@@ -63,6 +66,16 @@ __device__ __forceinline__ uint32_t to_tf32(float x)
     return r;
 }
 
+// The same conversion where it stands: volatile, so the compiler neither hoists it out of a loop
+// nor merges it with another (Tf32x3 splits a fragment at each use; kept split across the key
+// tiles, Q's and dO's fragments would double their registers and spill).
+__device__ __forceinline__ uint32_t to_tf32_here(float x)
+{
+    uint32_t r;
+    asm volatile("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
 // One 16-byte copy global → shared (cp.async, asynchronous); zero-fill when !in.
 __device__ __forceinline__ void copy16_async(uint16_t *dst, const uint16_t *src, bool in)
 {
@@ -83,69 +96,128 @@ template <int pending> __device__ __forceinline__ void cp_async_wait()
 }
 #endif
 
+// How a product's fp32 operands meet the TF32 tensor cores. A fragment is held in registers in
+// the form operand() gives (what a load returns); split_a() turns an A fragment into what mma()
+// takes, once per k chunk (an A fragment meets several B tiles); mma() takes B in loaded form.
+//
+// Tf32x1: each operand rounded to TF32 (u = 2^-11) as it is loaded; one mma per product.
+struct Tf32x1 {
+    struct A {
+        uint32_t v[4];
+    };
+    static __device__ __forceinline__ uint32_t operand(float x) { return to_tf32(x); }
+    static __device__ __forceinline__ A split_a(const uint32_t a[4])
+    {
+        return A{{a[0], a[1], a[2], a[3]}};
+    }
+    static __device__ __forceinline__ void mma(float c[4], const A &a, uint32_t b0, uint32_t b1)
+    {
+        mma1688(c, a.v, b0, b1);
+    }
+};
+
+// Tf32x3 ("3xTF32"): operands stay fp32 in registers; at the product each x becomes
+// big = tf32(x) and small = tf32(x − big) (x − big is exact in fp32), and
+//   a·b ≈ small_a·big_b + big_a·small_b + big_a·big_b,
+// the small terms first. What is lost: small_a·small_b (≤ 2^-22 |a·b|) and the rounding of each
+// small part (≤ 2^-11 of it, ≤ 2^-22 |x|): ~2^-20 relative per product, against fp32's 2^-24;
+// the sums are fp32 as in the FMA kernel. Three mmas per product.
+struct Tf32x3 {
+    struct A {
+        uint32_t big[4], small[4];
+    };
+    static __device__ __forceinline__ uint32_t operand(float x) { return __float_as_uint(x); }
+    static __device__ __forceinline__ void split(uint32_t x, uint32_t &big, uint32_t &small)
+    {
+        // the mask: the difference below must see big's TF32 value whatever cvt leaves in the
+        // low bits (the tensor core ignores them)
+        big = to_tf32_here(__uint_as_float(x)) & 0xffffe000u;
+        small = to_tf32_here(__uint_as_float(x) - __uint_as_float(big));
+    }
+    static __device__ __forceinline__ A split_a(const uint32_t a[4])
+    {
+        A r;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            split(a[i], r.big[i], r.small[i]);
+        return r;
+    }
+    static __device__ __forceinline__ void mma(float c[4], const A &a, uint32_t b0, uint32_t b1)
+    {
+        uint32_t b0big, b0small, b1big, b1small;
+        split(b0, b0big, b0small);
+        split(b1, b1big, b1small);
+        mma1688(c, a.small, b0big, b1big);
+        mma1688(c, a.big, b0small, b1small);
+        mma1688(c, a.big, b0big, b1big);
+    }
+};
+
 // A fragment of rows r, r+8 (a row >= T reads as zero), k chunk kc, of an fp32 matrix in global
 // memory with row stride ld (head dims as k).
+template <typename Op>
 __device__ __forceinline__ void load_a_global(uint32_t a[4], const float *m, size_t ld, int r,
                                               int T, int kc, int t)
 {
     const float *p0 = m + (size_t)r * ld + kc * 8 + t, *p1 = p0 + 8 * ld;
     bool in0 = r < T, in1 = r + 8 < T;
-    a[0] = in0 ? to_tf32(p0[0]) : 0u;
-    a[1] = in1 ? to_tf32(p1[0]) : 0u;
-    a[2] = in0 ? to_tf32(p0[4]) : 0u;
-    a[3] = in1 ? to_tf32(p1[4]) : 0u;
+    a[0] = in0 ? Op::operand(p0[0]) : 0u;
+    a[1] = in1 ? Op::operand(p1[0]) : 0u;
+    a[2] = in0 ? Op::operand(p0[4]) : 0u;
+    a[3] = in1 ? Op::operand(p1[4]) : 0u;
 }
 
 // A fragment of rows r0 .. r0+15, k chunk kc, of a shared tile stored [row][k].
-template <int LD>
+template <typename Op, int LD>
 __device__ __forceinline__ void load_a_shared(uint32_t a[4], const float *s, int r0, int kc,
                                               int g, int t)
 {
     const float *p = s + (r0 + g) * LD + kc * 8 + t;
-    a[0] = to_tf32(p[0]);
-    a[1] = to_tf32(p[8 * LD]);
-    a[2] = to_tf32(p[4]);
-    a[3] = to_tf32(p[8 * LD + 4]);
+    a[0] = Op::operand(p[0]);
+    a[1] = Op::operand(p[8 * LD]);
+    a[2] = Op::operand(p[4]);
+    a[3] = Op::operand(p[8 * LD + 4]);
 }
 
 // B fragment of n tile n, k chunk kc, of a shared tile stored [n][k] (keys × dims for q·kᵀ).
-template <int LD>
+template <typename Op, int LD>
 __device__ __forceinline__ void load_b_nk(uint32_t &b0, uint32_t &b1, const float *s, int n,
                                           int kc, int g, int t)
 {
     const float *p = s + (n * 8 + g) * LD + kc * 8 + t;
-    b0 = to_tf32(p[0]);
-    b1 = to_tf32(p[4]);
+    b0 = Op::operand(p[0]);
+    b1 = Op::operand(p[4]);
 }
 
 // B fragment of n tile n, k chunk kc, of a shared tile stored [k][n] (keys × dims for p·v), its
 // k numbered as the score accumulators' (the header): b0 = row 2t, b1 = row 2t+1 of the chunk.
-template <int LD>
+template <typename Op, int LD>
 __device__ __forceinline__ void load_b_kn(uint32_t &b0, uint32_t &b1, const float *s, int n,
                                           int kc, int g, int t)
 {
     const float *p = s + (kc * 8 + 2 * t) * LD + n * 8 + g;
-    b0 = to_tf32(p[0]);
-    b1 = to_tf32(p[LD]);
+    b0 = Op::operand(p[0]);
+    b1 = Op::operand(p[LD]);
 }
 
 // acc += S·X for the warp's 16 rows: S the tile's N columns of scores in registers (each n8
 // tile one k8 chunk), X the tile's N rows [row][dim] in shared memory. The forward's o += P·V,
 // dQ's dQ += dS·K, dK/dV's dV += Pᵀ·dO and dK += dSᵀ·Q.
-template <int HS, int N>
+template <typename Op, int HS, int N>
 __device__ __forceinline__ void mma_scores(float (&acc)[HS / 8][4], const float (&s)[N / 8][4],
                                            const float *x, int g, int t)
 {
     constexpr int kLd = HS + kPad;
 #pragma unroll
     for (int kc = 0; kc < N / 8; kc++) {
-        const uint32_t a[4] = {to_tf32(s[kc][0]), to_tf32(s[kc][2]), to_tf32(s[kc][1]),
-                               to_tf32(s[kc][3])};
+        const uint32_t raw[4] = {Op::operand(s[kc][0]), Op::operand(s[kc][2]),
+                                 Op::operand(s[kc][1]), Op::operand(s[kc][3])};
+        const typename Op::A a = Op::split_a(raw);
 #pragma unroll
         for (int n = 0; n < HS / 8; n++) {
             uint32_t b0, b1;
-            load_b_kn<kLd>(b0, b1, x, n, kc, g, t);
-            mma1688(acc[n], a, b0, b1);
+            load_b_kn<Op, kLd>(b0, b1, x, n, kc, g, t);
+            Op::mma(acc[n], a, b0, b1);
         }
     }
 }
@@ -209,7 +281,7 @@ __device__ __forceinline__ bool tile_needs_mask(int q0, int k0, int bc, int T)
 }
 
 // ---- forward: one CTA per (query tile, head, sequence) ----
-template <int HS, int BC>
+template <typename Op, int HS, int BC>
 __global__ void __launch_bounds__(kThreads)
     flash_tf32_forward_k(float *out, float *lse, const float *qkv, int T, int NH, float scale)
 {
@@ -227,7 +299,7 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t qf[HS / 8][4];
 #pragma unroll
     for (int kc = 0; kc < HS / 8; kc++)
-        load_a_global(qf[kc], q, ld, q0 + g, T, kc, t);
+        load_a_global<Op>(qf[kc], q, ld, q0 + g, T, kc, t);
     float o[HS / 8][4];
 #pragma unroll
     for (int n = 0; n < HS / 8; n++)
@@ -242,13 +314,18 @@ __global__ void __launch_bounds__(kThreads)
             return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4];
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++) {
+        for (int n = 0; n < BC / 8; n++)
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        // k chunks outside: each s[n] still sums its chunks in order (the bits do not depend
+        // on the loops' nesting), and Q's fragment is split once per chunk
 #pragma unroll
-            for (int kc = 0; kc < HS / 8; kc++) {
+        for (int kc = 0; kc < HS / 8; kc++) {
+            const typename Op::A a = Op::split_a(qf[kc]);
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++) {
                 uint32_t b0, b1;
-                load_b_nk<kLd>(b0, b1, kt, n, kc, g, t);
-                mma1688(s[n], qf[kc], b0, b1);
+                load_b_nk<Op, kLd>(b0, b1, kt, n, kc, g, t);
+                Op::mma(s[n], a, b0, b1);
             }
         }
         if (tile_needs_mask(q0, k0, BC, T)) {
@@ -296,7 +373,7 @@ __global__ void __launch_bounds__(kThreads)
             o[n][2] *= alpha[1];
             o[n][3] *= alpha[1];
         }
-        mma_scores<HS, BC>(o, s, vt, g, t);  // o += p · v
+        mma_scores<Op, HS, BC>(o, s, vt, g, t);  // o += p · v
     });
 
     float *orow = out + (size_t)b * T * C + (size_t)h * HS;
@@ -325,7 +402,7 @@ __global__ void __launch_bounds__(kThreads)
 // Each warp owns 16 keys and walks the query tiles of BR rows from the diagonal to the end,
 // recomputing Pᵀ = exp2(K·Qᵀ·scale·log2e − lse·log2e) (keys × queries) and
 //   dV += Pᵀ·dO,  dPᵀ = V·dOᵀ,  dSᵀ = Pᵀ ∘ (dPᵀ − D),  dK += dSᵀ·Q  (× scale at the end).
-template <int HS, int BR>
+template <typename Op, int HS, int BR>
 __global__ void __launch_bounds__(kThreads)
     flash_tf32_dkdv_k(float *dqkv, const float *qkv, const float *dout, const float *lse,
                       const float *dsum, int T, int NH, float scale)
@@ -375,16 +452,17 @@ __global__ void __launch_bounds__(kThreads)
                 st[n][i] = dpt[n][i] = 0.0f;
 #pragma unroll
         for (int kc = 0; kc < HS / 8; kc++) {
-            uint32_t ka[4], va[4];
-            load_a_shared<kLd>(ka, ks, warp * kWarpRows, kc, g, t);
-            load_a_shared<kLd>(va, vs, warp * kWarpRows, kc, g, t);
+            uint32_t kraw[4], vraw[4];
+            load_a_shared<Op, kLd>(kraw, ks, warp * kWarpRows, kc, g, t);
+            load_a_shared<Op, kLd>(vraw, vs, warp * kWarpRows, kc, g, t);
+            const typename Op::A ka = Op::split_a(kraw), va = Op::split_a(vraw);
 #pragma unroll
             for (int n = 0; n < BR / 8; n++) {
                 uint32_t b0, b1;
-                load_b_nk<kLd>(b0, b1, qs, n, kc, g, t);
-                mma1688(st[n], ka, b0, b1);
-                load_b_nk<kLd>(b0, b1, dos, n, kc, g, t);
-                mma1688(dpt[n], va, b0, b1);
+                load_b_nk<Op, kLd>(b0, b1, qs, n, kc, g, t);
+                Op::mma(st[n], ka, b0, b1);
+                load_b_nk<Op, kLd>(b0, b1, dos, n, kc, g, t);
+                Op::mma(dpt[n], va, b0, b1);
             }
         }
         // masked only where a query of the tile precedes a key of the warp or runs past T
@@ -399,8 +477,8 @@ __global__ void __launch_bounds__(kThreads)
                 st[n][i] = p;
                 dpt[n][i] = p * (dpt[n][i] - ds[c]);
             }
-        mma_scores<HS, BR>(dv, st, dos, g, t);  // dV += Pᵀ·dO
-        mma_scores<HS, BR>(dk, dpt, qs, g, t);  // dK += dSᵀ·Q
+        mma_scores<Op, HS, BR>(dv, st, dos, g, t);  // dV += Pᵀ·dO
+        mma_scores<Op, HS, BR>(dk, dpt, qs, g, t);  // dK += dSᵀ·Q
     }
 
     float *dkrow = dqkv + (size_t)b * T * ld + (size_t)h * HS + C, *dvrow = dkrow + C;
@@ -423,7 +501,7 @@ __global__ void __launch_bounds__(kThreads)
 // ---- backward (c): dQ; one CTA per (query tile, head, sequence) ----
 // Each warp owns 16 queries and walks the key tiles 0..the diagonal in order:
 //   P = exp2(Q·Kᵀ·scale·log2e − lse·log2e), dP = dO·Vᵀ, dS = P ∘ (dP − D), dQ += dS·K (× scale).
-template <int HS, int BC>
+template <typename Op, int HS, int BC>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_tf32_dq_k(float *dqkv, const float *qkv, const float *dout, const float *lse,
                     const float *dsum, int T, int NH, float scale)
@@ -444,8 +522,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t qf[HS / 8][4], df[HS / 8][4];
 #pragma unroll
     for (int kc = 0; kc < HS / 8; kc++) {
-        load_a_global(qf[kc], q, ld, q0 + g, T, kc, t);
-        load_a_global(df[kc], dy, (size_t)C, q0 + g, T, kc, t);
+        load_a_global<Op>(qf[kc], q, ld, q0 + g, T, kc, t);
+        load_a_global<Op>(df[kc], dy, (size_t)C, q0 + g, T, kc, t);
     }
     const int r0 = q0 + g, r1 = r0 + 8;
     const float lr0 = r0 < T ? lrow[r0] * kLog2e : 0.0f, lr1 = r1 < T ? lrow[r1] * kLog2e : 0.0f;
@@ -463,17 +541,20 @@ __global__ void __launch_bounds__(kThreads, 1)
             return;  // every key of the tile follows this warp's rows
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++) {
+        for (int n = 0; n < BC / 8; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 s[n][i] = dp[n][i] = 0.0f;
 #pragma unroll
-            for (int kc = 0; kc < HS / 8; kc++) {
+        for (int kc = 0; kc < HS / 8; kc++) {  // k chunks outside, as in the forward
+            const typename Op::A qa = Op::split_a(qf[kc]), da = Op::split_a(df[kc]);
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++) {
                 uint32_t b0, b1;
-                load_b_nk<kLd>(b0, b1, kt, n, kc, g, t);
-                mma1688(s[n], qf[kc], b0, b1);
-                load_b_nk<kLd>(b0, b1, vt, n, kc, g, t);
-                mma1688(dp[n], df[kc], b0, b1);
+                load_b_nk<Op, kLd>(b0, b1, kt, n, kc, g, t);
+                Op::mma(s[n], qa, b0, b1);
+                load_b_nk<Op, kLd>(b0, b1, vt, n, kc, g, t);
+                Op::mma(dp[n], da, b0, b1);
             }
         }
         const bool mask = tile_needs_mask(q0, k0, BC, T);
@@ -488,7 +569,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                               : exp2f(s[n][i] * sl2 - (hi ? lr1 : lr0));
                 s[n][i] = p * (dp[n][i] - (hi ? dr1 : dr0));
             }
-        mma_scores<HS, BC>(dq, s, kt, g, t);  // dQ += dS·K
+        mma_scores<Op, HS, BC>(dq, s, kt, g, t);  // dQ += dS·K
     });
 
     float *dqrow = dqkv + (size_t)b * T * ld + (size_t)h * HS;
@@ -541,15 +622,15 @@ void refuse(cudaStream_t s)
     FLASH_LAUNCH_DYN(flash_tf32_unsupported_k, 0, 1, 0, s);
 }
 
-template <int HS>
+template <typename Op, int HS>
 void forward_hs(cudaStream_t s, float *out, float *lse, const float *qkv, int B, int T, int NH)
 {
-    auto *kernel = flash_tf32_forward_k<HS, kKeys>;
+    auto *kernel = flash_tf32_forward_k<Op, HS, kKeys>;
     FLASH_LAUNCH_DYN(kernel, grid_of(T, NH, B), kThreads, kv_walk_bytes(HS), s, out, lse, qkv, T,
                      NH, 1.0f / sqrtf((float)HS));
 }
 
-template <int HS>
+template <typename Op, int HS>
 void backward_hs(cudaStream_t s, float *dqkv, float *dsum, const float *dout, const float *qkv,
                  const float *out, const float *lse, int B, int T, int NH)
 {
@@ -557,14 +638,35 @@ void backward_hs(cudaStream_t s, float *dqkv, float *dsum, const float *dout, co
     size_t rows = (size_t)B * T * NH;
     unsigned blocks = (unsigned)((rows + 255) / 256);
     auto *rowdot = flash32_rowdot_k<HS>;
-    auto *dkdv = flash_tf32_dkdv_k<HS, kKeys>;
-    auto *dq = flash_tf32_dq_k<HS, kKeys>;
+    auto *dkdv = flash_tf32_dkdv_k<Op, HS, kKeys>;
+    auto *dq = flash_tf32_dq_k<Op, HS, kKeys>;
     FLASH_LAUNCH_DYN(rowdot, blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, 0, s, dsum, dout,
                      out, B, T, NH);  // grid-stride beyond the cap
     FLASH_LAUNCH_DYN(dkdv, grid_of(T, NH, B), kThreads, dkdv_bytes(HS), s, dqkv, qkv, dout, lse,
                      dsum, T, NH, scale);
     FLASH_LAUNCH_DYN(dq, grid_of(T, NH, B), kThreads, kv_walk_bytes(HS), s, dqkv, qkv, dout, lse,
                      dsum, T, NH, scale);
+}
+
+template <typename Op>
+void forward_op(cudaStream_t s, float *out, float *lse, const float *qkv, int B, int T, int NH,
+                int hs)
+{
+    if (B < 1 || T < 1 || NH < 1 || !tf32_dispatch(hs, [&](auto h) {
+            forward_hs<Op, decltype(h)::value>(s, out, lse, qkv, B, T, NH);
+        }))
+        refuse(s);
+}
+
+template <typename Op>
+void backward_op(cudaStream_t s, float *dqkv, void *scratch, const float *dout, const float *qkv,
+                 const float *out, const float *lse, int B, int T, int NH, int hs)
+{
+    float *dsum = static_cast<float *>(scratch);
+    if (B < 1 || T < 1 || NH < 1 || !tf32_dispatch(hs, [&](auto h) {
+            backward_hs<Op, decltype(h)::value>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH);
+        }))
+        refuse(s);
 }
 
 }  // namespace
@@ -577,10 +679,7 @@ extern "C" int zb_cuk_flash_tf32_supported(int hs)
 extern "C" void zb_cuk_flash_tf32_forward(cudaStream_t s, float *out, float *lse,
                                           const float *qkv, int B, int T, int NH, int hs)
 {
-    if (B < 1 || T < 1 || NH < 1 || !tf32_dispatch(hs, [&](auto h) {
-            forward_hs<decltype(h)::value>(s, out, lse, qkv, B, T, NH);
-        }))
-        refuse(s);
+    forward_op<Tf32x1>(s, out, lse, qkv, B, T, NH, hs);
 }
 
 extern "C" size_t zb_cuk_flash_tf32_backward_scratch_bytes(int B, int T, int NH, int hs)
@@ -593,9 +692,19 @@ extern "C" void zb_cuk_flash_tf32_backward(cudaStream_t s, float *dqkv, void *sc
                                            const float *dout, const float *qkv, const float *out,
                                            const float *lse, int B, int T, int NH, int hs)
 {
-    float *dsum = static_cast<float *>(scratch);
-    if (B < 1 || T < 1 || NH < 1 || !tf32_dispatch(hs, [&](auto h) {
-            backward_hs<decltype(h)::value>(s, dqkv, dsum, dout, qkv, out, lse, B, T, NH);
-        }))
-        refuse(s);
+    backward_op<Tf32x1>(s, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
+}
+
+extern "C" void zb_cuk_flash_3xtf32_forward(cudaStream_t s, float *out, float *lse,
+                                            const float *qkv, int B, int T, int NH, int hs)
+{
+    forward_op<Tf32x3>(s, out, lse, qkv, B, T, NH, hs);
+}
+
+extern "C" void zb_cuk_flash_3xtf32_backward(cudaStream_t s, float *dqkv, void *scratch,
+                                             const float *dout, const float *qkv,
+                                             const float *out, const float *lse, int B, int T,
+                                             int NH, int hs)
+{
+    backward_op<Tf32x3>(s, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
 }

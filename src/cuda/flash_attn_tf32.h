@@ -1,7 +1,10 @@
 /* Internal: causal flash attention on the tensor cores in TF32 (src/cuda/flash_attn_tf32.cu) for
- * the fp32-storage stage at precision tf32: fp32 q/k/v in and out, the products on TF32 tensor
- * cores (operands rounded to TF32, fp32 accumulation), fp32 softmax and log-sum-exp statistics;
- * the T×T matrix is never stored. The fp32 precision keeps flash_attn32.cu (fp32 FMAs).
+ * the fp32-storage stage: fp32 q/k/v in and out, the products on TF32 tensor cores with fp32
+ * accumulation, fp32 softmax and log-sum-exp statistics; the T×T matrix is never stored.
+ *   zb_cuk_flash_tf32_*: operands rounded to TF32 (the tf32 precision);
+ *   zb_cuk_flash_3xtf32_*: each operand split into two TF32 parts and three products taken
+ *     (3xTF32): products within ~2^-20 relative, sums in fp32 — the fp32 precision's
+ *     tensor-core attention (--fp32-attention 3xtf32); flash_attn32.cu runs it on fp32 FMAs.
  *
  * Layout and contract as zb_cuk_flash32_* (flash_attn32.h): qkv[B, T, 3C], out[B, T, C],
  * lse[B, NH, T], dqkv written, not accumulated. Head sizes 16, 32 and 64
@@ -33,6 +36,13 @@ size_t zb_cuk_flash_tf32_backward_scratch_bytes(int B, int T, int NH, int hs);
 void zb_cuk_flash_tf32_backward(cudaStream_t s, float *dqkv, void *scratch, const float *dout,
                                 const float *qkv, const float *out, const float *lse, int B,
                                 int T, int NH, int hs);
+
+/* The same contract, scratch and head sizes in 3xTF32. */
+void zb_cuk_flash_3xtf32_forward(cudaStream_t s, float *out, float *lse, const float *qkv, int B,
+                                 int T, int NH, int hs);
+void zb_cuk_flash_3xtf32_backward(cudaStream_t s, float *dqkv, void *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *lse, int B,
+                                  int T, int NH, int hs);
 
 #ifdef __cplusplus
 }

@@ -91,6 +91,7 @@ STUB(zb_cuda_stash_wait, zb_cuda_stage_t *s, bool upload, struct CUevent_st *ev)
 STUB(zb_cuda_stash_copy, zb_cuda_stage_t *s, bool upload, float *dst, const float *src, size_t n,
      struct CUevent_st *done)
 STUB(zb_cuda_stage_plan_sms, zb_cuda_stage_t *s, int sms)
+STUB(zb_cuda_stage_set_fp32_attention, zb_cuda_stage_t *s, zb_cuda_fp32_attention_t a)
 STUB(zb_cuda_grad_wte_add, zb_cuda_stage_t *s, const float *acc_dev, struct CUevent_st *after)
 void zb_cuda_stage_wte_grads(const zb_cuda_stage_t *s, float **grad, const float **acc,
                              size_t *n)

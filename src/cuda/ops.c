@@ -248,12 +248,19 @@ void zb_cu_attention_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch,
     zb_cu_prof_end(c);
 }
 
-/* The tf32 precision's attention runs on the TF32 tensor cores where the head size has that
- * kernel (flash_attn_tf32.cu), as its matrix products do; fp32 keeps the FMA kernel. Both
+/* The fp32-storage attention's kernel. tf32: on the TF32 tensor cores where the head size has
+ * that kernel (flash_attn_tf32.cu), as its matrix products are; fp32: the FMA kernel, or 3xTF32
+ * where the stage asked for it (zb_cuda_stage_set_fp32_attention checked the head size). All
  * keep the same lse and scratch (B·NH·T floats), so a stage's buffers do not depend on it. */
-static bool flash_on_tf32(const zb_cu_ctx_t *c, int hs)
+typedef enum { FLASH32_FMA, FLASH32_TF32, FLASH32_3XTF32 } flash32_kind_t;
+
+static flash32_kind_t flash32_kind(const zb_cu_ctx_t *c, int hs)
 {
-    return c->prec == ZB_CUDA_TF32 && zb_cuk_flash_tf32_supported(hs);
+    if (!zb_cuk_flash_tf32_supported(hs))
+        return FLASH32_FMA;
+    if (c->prec == ZB_CUDA_TF32)
+        return FLASH32_TF32;
+    return c->fp32_attn == ZB_CUDA_ATTN_3XTF32 ? FLASH32_3XTF32 : FLASH32_FMA;
 }
 
 size_t zb_cu_flash32_scratch_floats(int B, int T, int NH, int hs)
@@ -267,15 +274,23 @@ void zb_cu_flash32_forward(zb_cu_ctx_t *c, float *out, float *lse, const float *
 {
     if (c->status != ZB_OK)
         return;
-    if (flash_on_tf32(c, C / NH)) {
+    switch (flash32_kind(c, C / NH)) {
+    case FLASH32_TF32:
         ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
                    zb_cuk_flash_tf32_forward(c->stream, out, lse, qkv, B, T, NH, C / NH));
         LAUNCHED(c, "tf32 flash attention forward");
         return;
+    case FLASH32_3XTF32:
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash_3xtf32_forward(c->stream, out, lse, qkv, B, T, NH, C / NH));
+        LAUNCHED(c, "3xtf32 flash attention forward");
+        return;
+    case FLASH32_FMA:
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash32_forward(c->stream, out, lse, qkv, B, T, NH, C / NH));
+        LAUNCHED(c, "fp32 flash attention forward");
+        return;
     }
-    ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
-               zb_cuk_flash32_forward(c->stream, out, lse, qkv, B, T, NH, C / NH));
-    LAUNCHED(c, "fp32 flash attention forward");
 }
 
 void zb_cu_flash32_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch, const float *dout,
@@ -284,17 +299,26 @@ void zb_cu_flash32_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch, c
 {
     if (c->status != ZB_OK)
         return;
-    if (flash_on_tf32(c, C / NH)) {
+    switch (flash32_kind(c, C / NH)) {
+    case FLASH32_TF32:
         ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
                    zb_cuk_flash_tf32_backward(c->stream, dqkv, scratch, dout, qkv, out, lse, B,
                                               T, NH, C / NH));
         LAUNCHED(c, "tf32 flash attention backward");
         return;
+    case FLASH32_3XTF32:
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash_3xtf32_backward(c->stream, dqkv, scratch, dout, qkv, out, lse, B,
+                                                T, NH, C / NH));
+        LAUNCHED(c, "3xtf32 flash attention backward");
+        return;
+    case FLASH32_FMA:
+        ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
+                   zb_cuk_flash32_backward(c->stream, dqkv, scratch, dout, qkv, out, lse, B, T,
+                                           NH, C / NH));
+        LAUNCHED(c, "fp32 flash attention backward");
+        return;
     }
-    ZB_CU_PROF(c, ZB_CUDA_K_ATTENTION,
-               zb_cuk_flash32_backward(c->stream, dqkv, scratch, dout, qkv, out, lse, B, T, NH,
-                                       C / NH));
-    LAUNCHED(c, "fp32 flash attention backward");
 }
 
 void zb_cu_crossentropy_forward(zb_cu_ctx_t *c, float *losses, float *probs, const int *targets,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/flash_attn_tf32.h"
 #include "cuda/prof.h"
 #include "cuda/stage.h"
 
@@ -730,6 +731,24 @@ zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err)
     if (e != cudaSuccess)
         zb_cu_fail(&s->ctx, ZB_EIO, "CUDA: %s", cudaGetErrorString(e));
     return zb_cu_ctx_check(&s->ctx, "cuda sync", err);
+}
+
+zb_status_t zb_cuda_stage_set_fp32_attention(zb_cuda_stage_t *s, zb_cuda_fp32_attention_t a,
+                                             zb_err_t *err)
+{
+    if (!s || (a != ZB_CUDA_ATTN_FMA && a != ZB_CUDA_ATTN_3XTF32))
+        return zb_err_set(err, ZB_EINVAL, "cuda fp32 attention: a stage and fma or 3xtf32 are "
+                                          "required");
+    int hs = s->cfg.channels / s->cfg.heads;
+    if (a == ZB_CUDA_ATTN_3XTF32 && s->ctx.prec != ZB_CUDA_FP32)
+        return zb_err_set(err, ZB_EINVAL, "cuda fp32 attention: 3xtf32 is the fp32 precision's; "
+                                          "this stage runs %s",
+                          zb_cuda_precision_name(s->ctx.prec));
+    if (a == ZB_CUDA_ATTN_3XTF32 && !zb_cuk_flash_tf32_supported(hs))
+        return zb_err_set(err, ZB_EINVAL, "cuda fp32 attention: 3xtf32 has no kernel for head "
+                                          "size %d (16, 32 or 64); use fma", hs);
+    s->ctx.fp32_attn = a;
+    return ZB_OK;
 }
 
 zb_status_t zb_cuda_stage_profile(zb_cuda_stage_t *s, bool on, zb_err_t *err)

@@ -129,6 +129,8 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     for (int k = 0; k < 3 && st == ZB_OK; k++) {
         st = zb_cuda_stage_new(&p->one, &spans[k], B, T, o->precision, o->device, &p->stage[k],
                                err);
+        if (st == ZB_OK)
+            st = zb_cuda_stage_set_fp32_attention(p->stage[k], o->fp32_attention, err);
         if (st == ZB_OK && shared)
             st = zb_cuda_stage_use_stream(p->stage[k], zb_cuda_partition_stream(shared, slot),
                                           zb_cuda_partition_sms(shared, slot), err);

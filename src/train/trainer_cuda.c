@@ -71,6 +71,8 @@ static zb_status_t ct_init(cuda_trainer_t *ct, const zb_train_config_t *cfg,
         st = zb_cuda_stage_new(&t->params.cfg, &whole, cfg->batch / M, cfg->seq, o->precision,
                                o->device, &ct->stage, err);
     if (st == ZB_OK)
+        st = zb_cuda_stage_set_fp32_attention(ct->stage, o->fp32_attention, err);
+    if (st == ZB_OK)
         st = zb_cuda_stash_new(ct->stage, &ct->stash, err);
     if (st == ZB_OK)
         st = zb_cuda_params_upload(ct->stage, &t->params, err);

@@ -263,11 +263,14 @@ all)
             grep -A8 -i "action" "$logs/wstage.log" | head -24
             ;;
         x3) # issue 29's fp32 goal: the 3xTF32 attention (--fp32-attention 3xtf32): its kernel
-            # test and the fp32 stage test (3xTF32 within the fp32 bounds), bench_flash (FMA,
+            # test, the fp32 epilogues' op test, the fp32 stage test (3xTF32 within the fp32
+            # bounds), bench_flash (FMA,
             # TF32, 3xTF32 rows), the fp32 step at X3_B with each attention side by side, then
             # PyTorch eager fp32 at the same B (its attention runs 3xTF32 too)
             step test_cuda_gpu_flash 90 build-gpu/test_cuda_gpu_flash
             grep -E "FAILED|ERROR|kernels:|rel err|Assert|error|PASSED" "$logs/test_cuda_gpu_flash.log" | head -24
+            step test_cuda_gpu_ops 60 build-gpu/test_cuda_gpu_ops # the fp32 epilogues
+            grep -E "FAILED|ERROR|gelu|Assert|PASSED" "$logs/test_cuda_gpu_ops.log" | head -12
             step test_cuda_gpu_stage 90 build-gpu/test_cuda_gpu_stage
             grep -E "FAILED|ERROR|3xtf32|Assert|PASSED|params after" "$logs/test_cuda_gpu_stage.log" | head -12
             step bench_flash_x3 40 build-gpu/bench_flash 8 1024 12 64 20 fp32

@@ -1,7 +1,8 @@
 /* CUDA ops (label gpu): every op's forward / backward_input / backward_weight on the GPU against
  * the CPU kernels of include/zbpp/nn.h on random inputs, fp32 with TF32 off: error relative to
  * the reference's scale <= 1e-5 (the embedding's W, which walks rows in the CPU's order, must
- * match bit for bit). Backward outputs start non-zero so the += contract is checked too.
+ * match bit for bit). Backward outputs start non-zero so the += contract is checked too (and the
+ * fused MLP ops' "written" one).
  * Skipped (exit 77) where there is no CUDA device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -216,6 +217,47 @@ static void test_gelu_residual(void **state)
     free(x), free(y), free(out), free(dx), free(da), free(db);
 }
 
+/* The fp32 MLP's fused ops (cuda/ops_linear_fused.c) against the CPU's product + GELU: pre and
+ * gelu(pre) forward, (dout·W)∘gelu'(pre) backward (written: the output starts as garbage), at
+ * a width cuBLASLt can take as its aux matrix (OC 96) and one it cannot (OC 25: the separate
+ * epilogue kernel). */
+static void check_matmul_gelu(int oc)
+{
+    size_t nx = (size_t)N * C, nh = (size_t)N * oc;
+    float *x = rnd(nx, 60, 1), *w = rnd((size_t)oc * C, 61, 0.2f), *b = rnd(oc, 62, 1);
+    float *pre = malloc(nh * 4), *g = malloc(nh * 4);
+    zb_matmul_forward(pre, x, w, b, N, C, oc);
+    zb_gelu_forward(g, pre, nh);
+    float *d_x = dev_f(x, nx), *d_w = dev_f(w, (size_t)oc * C), *d_b = dev_f(b, oc);
+    float *d_pre = dev_alloc(nh * 4), *d_g = dev_alloc(nh * 4);
+    zb_cu_matmul_gelu_forward(&ctx, d_pre, d_g, d_x, d_w, d_b, N, C, oc);
+    char what[64];
+    snprintf(what, sizeof what, "matmul + gelu forward pre (OC %d)", oc);
+    expect_close(what, d_pre, pre, nh, TOL);
+    snprintf(what, sizeof what, "matmul + gelu forward out (OC %d)", oc);
+    expect_close(what, d_g, g, nh, TOL);
+
+    /* backward: dinp[N, oc] = (dout[N, C] · w2[C, oc]) ∘ gelu'(pre): the proj's shape */
+    float *dout = rnd(nx, 63, 1), *w2 = rnd((size_t)C * oc, 64, 0.2f);
+    float *prod = calloc(nh, 4), *dinp = calloc(nh, 4);
+    zb_matmul_backward_input(prod, dout, w2, N, oc, C);
+    zb_gelu_backward_input(dinp, pre, prod, nh);
+    float *d_dout = dev_f(dout, nx), *d_w2 = dev_f(w2, (size_t)C * oc);
+    float *junk = rnd(nh, 65, 1e3f), *d_dinp = dev_f(junk, nh);
+    zb_cu_matmul_dgelu_backward_input(&ctx, d_dinp, d_dout, d_w2, d_pre, N, oc, C);
+    snprintf(what, sizeof what, "matmul + gelu backward_input (OC %d)", oc);
+    expect_close(what, d_dinp, dinp, nh, TOL);
+    free(x), free(w), free(b), free(pre), free(g), free(dout), free(w2), free(prod), free(dinp);
+    free(junk);
+}
+
+static void test_matmul_gelu_fused(void **state)
+{
+    (void)state;
+    check_matmul_gelu(OC);
+    check_matmul_gelu(25);
+}
+
 static void test_attention(void **state)
 {
     (void)state;
@@ -301,6 +343,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encoder),      cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_matmul),       cmocka_unit_test(test_gelu_residual),
+        cmocka_unit_test(test_matmul_gelu_fused),
         cmocka_unit_test(test_attention),    cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_precision_modes),
     };

@@ -117,6 +117,14 @@ void zb_cu_matmul_backward_input(zb_cu_ctx_t *c, float *dinp, const float *dout,
 void zb_cu_matmul_backward_weight(zb_cu_ctx_t *c, float *dweight, float *dbias, const float *dout,
                                   const float *inp, int N, int C, int OC);
 void zb_cu_gelu_forward(zb_cu_ctx_t *c, float *out, const float *inp, size_t n);
+/* The fp32 MLP's linear layers with GELU in the product's epilogue (cuda/ops_linear_fused.c):
+ * pre[N,OC] = inp·weightᵀ + bias and out = gelu(pre), both written; and
+ * dinp[N,C] = (dout[N,OC]·weight[OC,C]) ∘ gelu'(pre[N,C]), written (not accumulated). */
+void zb_cu_matmul_gelu_forward(zb_cu_ctx_t *c, float *pre, float *out, const float *inp,
+                               const float *weight, const float *bias, int N, int C, int OC);
+void zb_cu_matmul_dgelu_backward_input(zb_cu_ctx_t *c, float *dinp, const float *dout,
+                                       const float *weight, const float *pre, int N, int C,
+                                       int OC);
 void zb_cu_gelu_backward_input(zb_cu_ctx_t *c, float *dinp, const float *inp, const float *dout,
                                size_t n);
 void zb_cu_residual_forward(zb_cu_ctx_t *c, float *out, const float *a, const float *b, size_t n);

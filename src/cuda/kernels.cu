@@ -209,13 +209,6 @@ __global__ void colsum_finish_k(float *out, const float *part, int chunks, int O
 
 // ---- elementwise ----
 
-__global__ void add_bias_k(float *out, const float *bias, int OC, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        out[i] += bias[i % OC];
-}
-
 __global__ void gelu_forward_k(float *out, const float *inp, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -442,12 +435,6 @@ void zb_cuk_colsum_partials(cudaStream_t s, float *part, const float *a, int N, 
 void zb_cuk_colsum_finish(cudaStream_t s, float *out, const float *part, int chunks, int OC)
 {
     colsum_finish_k<<<(OC + 127) / 128, 128, 0, s>>>(out, part, chunks, OC);
-}
-
-void zb_cuk_add_bias(cudaStream_t s, float *out, const float *bias, int N, int OC)
-{
-    size_t n = (size_t)N * OC;
-    add_bias_k<<<blocks_for(n), kThreads, 0, s>>>(out, bias, OC, n);
 }
 
 void zb_cuk_gelu_forward(cudaStream_t s, float *out, const float *inp, size_t n)

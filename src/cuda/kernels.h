@@ -53,8 +53,6 @@ void zb_cuk_colsum_partials(cudaStream_t s, float *part, const float *a, int N, 
 /* out[j] += sum over chunks c (in order) of part[c, j]. */
 void zb_cuk_colsum_finish(cudaStream_t s, float *out, const float *part, int chunks, int OC);
 
-/* out[N,OC] += bias[OC] per row. */
-void zb_cuk_add_bias(cudaStream_t s, float *out, const float *bias, int N, int OC);
 void zb_cuk_gelu_forward(cudaStream_t s, float *out, const float *inp, size_t n);
 void zb_cuk_gelu_backward_input(cudaStream_t s, float *dinp, const float *inp, const float *dout,
                                 size_t n);

@@ -9,6 +9,7 @@
 #include "cuda/ctx.h"
 #include "cuda/flash_attn32.h"
 #include "cuda/flash_attn_tf32.h"
+#include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "cuda/prof.h"
 
@@ -118,13 +119,16 @@ void zb_cu_layernorm_backward_weight(zb_cu_ctx_t *c, float *dweight, float *dbia
 void zb_cu_matmul_forward(zb_cu_ctx_t *c, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int C, int OC)
 {
-    /* out[N,OC] = inp[N,C] · weight[OC,C]^T (+ bias) */
+    /* out[N,OC] = inp[N,C] · weight[OC,C]^T (+ bias: the product's epilogue, gemm.h) */
     zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
-    zb_cu_gemm(c, 0, 1, N, OC, C, 1.0f, inp, C, 0, weight, C, 0, 0.0f, out, OC, 0, 1);
-    if (bias && c->status == ZB_OK) {
-        zb_cuk_add_bias(c->stream, out, bias, N, OC);
-        LAUNCHED(c, "matmul bias");
-    }
+    if (bias)
+        zb_cu_gemm_ex(c, &(zb_cu_gemm_args_t){
+                             .ta = 0, .tb = 1, .M = N, .N = OC, .K = C, .alpha = 1.0f,
+                             .beta = 0.0f, .A = inp, .lda = C, .B = weight, .ldb = C, .C = out,
+                             .ldc = OC, .ta_type = ZB_CU_F32, .tc_type = ZB_CU_F32,
+                             .epilogue = ZB_CU_EPI_BIAS, .bias = bias, .bias_type = ZB_CU_F32});
+    else
+        zb_cu_gemm(c, 0, 1, N, OC, C, 1.0f, inp, C, 0, weight, C, 0, 0.0f, out, OC, 0, 1);
     zb_cu_prof_end(c);
 }
 

@@ -53,14 +53,15 @@ static size_t att_scratch_floats(const zb_cuda_stage_t *s)
     return zb_cu_attention_scratch_floats(s->T, NH);
 }
 
-/* Bytes of the per-call scratch. fp32 storage: tmp and datty (N·C floats each), dfch_gelu
- * (4·N·C), the attention's scratch, the losses (N); bf16: stage_compute16.c. */
+/* Bytes of the per-call scratch. fp32 storage: tmp and datty (N·C floats each), the attention's
+ * scratch, the losses (N); bf16: stage_compute16.c. (GELU's gradient is the fc projection's
+ * epilogue, written into dfch: no 4·N·C scratch.) */
 size_t zb_cu_scratch_bytes(const zb_cuda_stage_t *s)
 {
     if (is_bf16(s))
         return zb_cu16_scratch_bytes(s);
     size_t N = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
-    return (2 * N * C + 4 * N * C + att_scratch_floats(s) + N) * sizeof(float);
+    return (2 * N * C + att_scratch_floats(s) + N) * sizeof(float);
 }
 
 void zb_cu16_weights_refresh(zb_cuda_stage_t *s, size_t off, size_t n)
@@ -196,8 +197,7 @@ static zb_status_t stage_new(const zb_gpt2_config_t *cfg, const zb_gpt2_span_t *
         float *f = s->scratch_mem;
         s->tmp = f;
         s->datty = f + N * C;
-        s->dfch_gelu = f + 2 * N * C;
-        s->att_scr = f + 6 * N * C;
+        s->att_scr = f + 2 * N * C;
         s->losses = s->att_scr + att_scratch_floats(s);
     }
     *out = s;

@@ -53,7 +53,7 @@ struct zb_cuda_stage {
     float *params, *grads, *wte_head, *m, *v; /* device */
     zb_bf16_t *weights16; /* bf16: the GEMMs' copy of params (count), else NULL */
     void *scratch_mem;    /* device: the per-call scratch below */
-    float *tmp, *datty, *dfch_gelu, *att_scr, *losses;
+    float *tmp, *datty, *att_scr, *losses;
     /* bf16: the per-call scratch (projection outputs, the stage's edge in bf16, flash) */
     zb_bf16_t *tmp16, *datty16, *edge16;
     void *flash_scr;

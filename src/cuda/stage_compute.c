@@ -355,8 +355,7 @@ static void block_forward(zb_cuda_stage_t *s, const block_params_t *w, layer_act
     zb_cu_matmul_forward(c, s->tmp, a->atty, w->attprojw, w->attprojb, N, C, C);
     zb_cu_residual_forward(c, a->res2, x, s->tmp, NC);
     zb_cu_layernorm_forward(c, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
-    zb_cu_matmul_forward(c, a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * C);
-    zb_cu_gelu_forward(c, a->fch_gelu, a->fch, 4 * NC);
+    zb_cu_matmul_gelu_forward(c, a->fch, a->fch_gelu, a->ln2, w->fcw, w->fcb, N, C, 4 * C);
     zb_cu_matmul_forward(c, s->tmp, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * C, C);
     zb_cu_residual_forward(c, y, a->res2, s->tmp, NC);
 }
@@ -544,10 +543,7 @@ static void block_backward_input(zb_cuda_stage_t *s, const block_params_t *w, la
     zb_cu_ctx_t *c = &s->ctx;
     int B = s->B, T = s->T, N = B * T, C = s->cfg.channels, NH = s->cfg.heads;
     size_t NC = (size_t)N * C;
-    memset_f(c, s->dfch_gelu, 4 * NC);
-    zb_cu_matmul_backward_input(c, s->dfch_gelu, a->dres3, w->fcprojw, N, 4 * C, C);
-    memset_f(c, a->dfch, 4 * NC);
-    zb_cu_gelu_backward_input(c, a->dfch, a->fch, s->dfch_gelu, 4 * NC);
+    zb_cu_matmul_dgelu_backward_input(c, a->dfch, a->dres3, w->fcprojw, a->fch, N, 4 * C, C);
     memset_f(c, a->dln2, NC);
     zb_cu_matmul_backward_input(c, a->dln2, a->dfch, w->fcw, N, C, 4 * C);
     copy_f(c, a->dres2, a->dres3, NC);

@@ -263,6 +263,16 @@ static void test_errors(void **state)
     c.resume_path = path_of((char[256]){0}, "missing.ckpt");
     assert_int_not_equal(zb_cuda_train_run(&c, &GPU, NULL, &s, &e), ZB_OK);
     assert_non_null(strstr(e.msg, "missing.ckpt"));
+    /* --fp32-attention 3xtf32: refused at a head size without the kernel (8), a run at 16 */
+    c = tiny(1);
+    c.model.heads = 4;
+    zb_cuda_train_opts_t x3 = GPU;
+    x3.fp32_attention = ZB_CUDA_ATTN_3XTF32;
+    assert_int_equal(zb_cuda_train_run(&c, &x3, NULL, &s, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "head size 8"));
+    c.model.heads = 2;
+    if (zb_cuda_train_run(&c, &x3, NULL, &s, &e) != ZB_OK)
+        fail_msg("3xtf32 attention at head size 16: %s", e.msg);
 }
 
 /* The device profiler fills every part's F/B/W (the fake device's time is the CPU's) and the

@@ -103,6 +103,19 @@ const char *zb_placement_name(zb_placement_t p);
 
 /* ---- Costs and memory: per stage, for the chunking of the schedule they are used with ---- */
 
+/* Ranks that share one device (optional; n = 0: none, every action takes its cost). Pipeline
+ * ranks in SM partitions of one GPU slow each other down (memory bandwidth, L2): an action of
+ * phase p (0: F and R, 1: B, 2: W) takes f[p][k] times its cost while k other ranks compute,
+ * f[p][n - 1] = 1 when the costs were measured with every other rank busy (as zbpp profile on a
+ * GPU measures them). The simulator then advances each running action at its current rate from
+ * event to event; a fused BW runs at the blend of its B and W factors, weighted by their costs.
+ * n must be the schedule's P. docs/cuda.md, "Ranks sharing a GPU in the simulator". */
+#define ZB_SHARE_MAX 16
+typedef struct {
+    int n;                     /* ranks sharing the device; 0 = none */
+    double f[3][ZB_SHARE_MAX]; /* [phase][other ranks computing] duration factor, > 0 */
+} zb_share_t;
+
 typedef struct {
     int stages;
     double *t_f, *t_b, *t_w; /* duration of F, B, W at stage s (BW takes t_b + t_w) */
@@ -125,6 +138,7 @@ typedef struct {
      * back is m_f[s], everything the F kept. */
     double *stash_bytes;
     double bw_d2h, bw_h2d, copy_latency;
+    zb_share_t share; /* ranks slowing each other on one device (above); zeros = none */
 } zb_costs_t;
 
 /* Largest time or |memory delta| a cost model accepts: sums over millions of actions then stay
@@ -137,8 +151,10 @@ typedef struct {
  * Free with zb_costs_free. */
 zb_status_t zb_costs_init_uniform(zb_costs_t *c, int stages, double f, double b, double w,
                                   double comm, double mf, double mb, double mw, zb_err_t *err);
-/* Check an existing cost model (same rules as above, every stage). */
+/* Check an existing cost model (same rules as above, every stage, and its share). */
 zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err);
+/* A device share: 0 <= n <= ZB_SHARE_MAX, every factor of the first n in (0, 1000]. */
+zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err);
 zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err);
 /* Set every stage's recompute time and kept memory (allocating t_r and m_keep if absent).
  * ZB_EINVAL for a time outside [0, ZB_COST_MAX] or a keep outside [0, |m_f|] of some stage. */

@@ -148,6 +148,8 @@ zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err)
     zb_status_t st = zb_costs_check_offload(c, err);
     if (st != ZB_OK)
         return st;
+    if ((st = zb_share_check(&c->share, err)) != ZB_OK)
+        return st;
     if (isnan(c->mem_limit))
         return zb_err_set(err, ZB_EINVAL, "costs: memory limit is NaN");
     if (c->limit_ranks < 0 || (c->limit_ranks > 0 && !c->rank_limit))
@@ -155,6 +157,21 @@ zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err)
     for (int r = 0; r < c->limit_ranks; r++)
         if (isnan(c->rank_limit[r]))
             return zb_err_set(err, ZB_EINVAL, "costs: memory limit of rank %d is NaN", r);
+    return ZB_OK;
+}
+
+zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err)
+{
+    if (sh->n < 0 || sh->n > ZB_SHARE_MAX)
+        return zb_err_set(err, ZB_EINVAL, "costs: %d ranks sharing a device (0..%d)", sh->n,
+                          ZB_SHARE_MAX);
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < sh->n; k++)
+            if (!(sh->f[p][k] > 0) || !(sh->f[p][k] <= 1e3))
+                return zb_err_set(err, ZB_EINVAL,
+                                  "costs: sharing factor of %s with %d others busy is %g (must be "
+                                  "in (0, 1000])",
+                                  p == 0 ? "F" : p == 1 ? "B" : "W", k, sh->f[p][k]);
     return ZB_OK;
 }
 
@@ -225,6 +242,7 @@ zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err
     memcpy(dst->m_b, src->m_b, n);
     memcpy(dst->m_w, src->m_w, n);
     dst->mem_limit = src->mem_limit;
+    dst->share = src->share;
     if (src->rank_limit && (st = zb_costs_set_rank_limits(dst, src->limit_ranks,
                                                           src->rank_limit, err)) != ZB_OK) {
         zb_costs_free(dst);

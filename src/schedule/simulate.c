@@ -16,7 +16,12 @@
  * the stash when it ends, an L takes it back when it starts, and a B/BW of a reloaded pair waits
  * for its L to end. Memory is therefore a timeline, not a program-order sum: each rank's
  * changes are sorted by time (a copy's release before an action starting at the same time,
- * actions in program order) and the peak is read from that. */
+ * actions in program order) and the peak is read from that.
+ *
+ * Ranks sharing one device (costs->share, n > 0): an action's duration is no longer fixed when
+ * it starts, so run_shared advances time from event to event (an action ends, a message
+ * arrives) over every rank at once, each computing rank progressing at 1 / f[phase][k] of its
+ * cost's rate while k other ranks compute. With every factor 1 it gives run()'s timeline. */
 #include "zbpp/schedule.h"
 
 #include <math.h>
@@ -45,6 +50,9 @@ typedef struct {
     int *queue;     /* ring of ranks to advance */
     bool *queued;
     int qhead, qlen;
+    /* run_shared: per rank, the work left of its running compute action (in cost time; the
+     * action is x->pos[r], not yet counted as done), or a negative value when it runs none */
+    double *left;
 } sim_ctx_t;
 
 /* One change of a rank's memory. `order` sorts changes at equal times: a copy's release (-1)
@@ -315,13 +323,17 @@ static void memory_peaks(sim_ctx_t *x, zb_sim_t *o)
     }
 }
 
+static zb_status_t run_shared(sim_ctx_t *x, zb_sim_t *o);
+
 static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
 {
     const zb_schedule_t *s = x->s;
     const int P = s->ranks;
-    for (int r = 0; r < P; r++)
+    if (x->left)
+        run_shared(x, o);
+    for (int r = 0; r < P && !x->left; r++)
         wake(x, r);
-    while (x->qlen > 0) {
+    while (x->qlen > 0 && !x->left) {
         int r = x->queue[x->qhead];
         x->qhead = (x->qhead + 1) % P;
         x->qlen--;
@@ -370,6 +382,111 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
     return ZB_OK;
 }
 
+/* ---- ranks sharing one device ---- */
+
+/* Duration factor of compute action `a` while k other ranks compute (costs->share). */
+static double share_factor(const sim_ctx_t *x, const zb_action_t *a, int k)
+{
+    const zb_share_t *sh = &x->c->share;
+    switch (a->type) {
+    case ZB_ACT_B: return sh->f[1][k];
+    case ZB_ACT_W: return sh->f[2][k];
+    case ZB_ACT_BW: {
+        double tb = x->c->t_b[a->stage], tw = x->c->t_w[a->stage];
+        return tb + tw > 0 ? (tb * sh->f[1][k] + tw * sh->f[2][k]) / (tb + tw) : 1.0;
+    }
+    default: return sh->f[0][k]; /* F, R */
+    }
+}
+
+/* Let rank r (computing nothing) go as far as it can at time `now`: copies and zero-time
+ * actions run, a compute action starts (x->left[r] set). Returns when it next needs the clock:
+ * the time a future input arrives, INFINITY when it waits for another rank or is done or busy.
+ * *moved is set when it did anything. */
+static double shared_advance(sim_ctx_t *x, int r, double now, zb_sim_t *o, bool *moved)
+{
+    const zb_rank_program_t *prog = &x->s->rank[r];
+    while (x->pos[r] < prog->len) {
+        const int i = x->pos[r];
+        const zb_action_t *a = &prog->actions[i];
+        double ready = ready_time(x, r, a);
+        if (ready < 0)
+            return INFINITY; /* another rank's action publishes it, at an event */
+        if (ready > now)
+            return ready;
+        *moved = true;
+        if (zb_sched_is_copy(a->type)) {
+            run_copy(x, r, x->pos[r]++, a, ready, o);
+            continue;
+        }
+        double d = zb_sched_duration(x->c, a->type, a->stage);
+        bool timed = zb_sched_is_compute(a->type) && d > 0;
+        /* a timed action starts now: its inputs and the rank were there by this event (an
+         * earlier one would have started it); a zero-time one when they were */
+        double t0 = timed ? now : zb_later(ready, x->free_t[r]);
+        o->start[r][i] = t0;
+        add_event(x, r, t0, zb_sched_mem_delta(x->c, a->type, a->flags, a->stage), i);
+        if (timed) {
+            x->left[r] = d;
+            return INFINITY;
+        }
+        o->end[r][i] = t0 + d;
+        x->free_t[r] = t0 + d;
+        x->pos[r]++;
+        publish(x, a, t0 + d);
+    }
+    return INFINITY;
+}
+
+static zb_status_t run_shared(sim_ctx_t *x, zb_sim_t *o)
+{
+    const zb_schedule_t *s = x->s;
+    const int P = s->ranks;
+    double now = 0;
+    for (int r = 0; r < P; r++)
+        x->left[r] = -1;
+    for (;;) {
+        double wake_at = INFINITY;
+        bool moved = true;
+        while (moved) { /* a zero-time action may let another rank go at the same time */
+            moved = false;
+            wake_at = INFINITY;
+            for (int r = 0; r < P; r++)
+                if (x->left[r] < 0)
+                    wake_at = fmin(wake_at, shared_advance(x, r, now, o, &moved));
+        }
+        int busy = 0;
+        for (int r = 0; r < P; r++)
+            busy += x->left[r] >= 0;
+        if (busy == 0 && !isfinite(wake_at))
+            return ZB_OK; /* done, or stuck: the caller names who */
+        double next = wake_at, factor[ZB_SHARE_MAX];
+        for (int r = 0; r < P; r++)
+            if (x->left[r] >= 0) {
+                factor[r] = share_factor(x, &s->rank[r].actions[x->pos[r]], busy - 1);
+                next = fmin(next, now + x->left[r] * factor[r]);
+            }
+        for (int r = 0; r < P; r++) {
+            if (x->left[r] < 0)
+                continue;
+            double end = now + x->left[r] * factor[r];
+            if (end > next * (1 + 1e-12) + 1e-300) {
+                x->left[r] -= (next - now) / factor[r];
+                continue;
+            }
+            const int i = x->pos[r];
+            const zb_action_t *a = &s->rank[r].actions[i];
+            o->end[r][i] = next;
+            o->busy[r] += next - o->start[r][i];
+            x->free_t[r] = next;
+            x->left[r] = -1;
+            x->pos[r]++;
+            publish(x, a, next);
+        }
+        now = next;
+    }
+}
+
 static void summarize(const zb_schedule_t *s, zb_sim_t *o)
 {
     double first = INFINITY, last = -INFINITY;
@@ -415,6 +532,11 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
     st = zb_sched_check_actions(s, "simulate", err);
     if (st != ZB_OK)
         return st;
+    if (costs->share.n > 0 && costs->share.n != s->ranks)
+        return zb_err_set(err, ZB_EINVAL,
+                          "simulate: the cost model's device is shared by %d ranks, the schedule "
+                          "has %d",
+                          costs->share.n, s->ranks);
 
     sim_ctx_t x = {.s = s, .c = costs, .S = s->stages, .M = s->microbatches,
                    .lowered = zb_schedule_has_comms(s)};
@@ -435,6 +557,9 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
         x.max_len = s->rank[r].len > x.max_len ? s->rank[r].len : x.max_len;
     x.events = malloc((size_t)P * (size_t)(x.max_len ? x.max_len : 1) * sizeof *x.events);
     x.n_events = calloc((size_t)P, sizeof *x.n_events);
+    const bool shared = costs->share.n > 0;
+    if (shared)
+        x.left = malloc((size_t)P * sizeof *x.left);
     const bool copies = zb_schedule_has_offload(s);
     if (copies) {
         x.end_o = malloc(n * sizeof(double));
@@ -444,7 +569,7 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
         x.h2d_free = calloc((size_t)P, sizeof *x.h2d_free);
     }
     if (!x.end_f || !x.end_b || (x.lowered && (!x.arr_f || !x.arr_b)) || !x.pos || !x.free_t ||
-        !x.queue || !x.queued || !x.owner || !x.events || !x.n_events ||
+        !x.queue || !x.queued || !x.owner || !x.events || !x.n_events || (shared && !x.left) ||
         (copies && (!x.end_o || !x.end_l || !x.reloaded || !x.d2h_free || !x.h2d_free)) ||
         alloc_result(out, s) != ZB_OK) {
         st = zb_err_set(err, ZB_ENOMEM, "simulate: out of memory");
@@ -484,6 +609,7 @@ done:
     free(x.reloaded);
     free(x.d2h_free);
     free(x.h2d_free);
+    free(x.left);
     if (st != ZB_OK)
         zb_sim_free(out);
     return st;

@@ -1,0 +1,231 @@
+/* Simulator with ranks sharing one device (zb_costs_t.share): timelines computed by hand, the
+ * fixed-cost timeline when every factor is 1 (every family, compute-only, lowered, with
+ * copies), a fused BW at its B/W blend, and bad shares refused. */
+#include "schedule_testutil.h"
+
+#include <string.h>
+
+/* Every phase: alone (no other rank computing) `alone` times its cost, beside one other 1. */
+static void set_share(zb_costs_t *c, int n, double alone)
+{
+    c->share.n = n;
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < n; k++)
+            c->share.f[p][k] = k == 0 ? alone : 1.0;
+}
+
+static zb_schedule_t *two_by_two(void)
+{
+    /* 1F1B order, P = 2, M = 2, fused BW */
+    zb_schedule_t *s = zb_schedule_new("hand", 2, 1, ZB_PLACE_LOOP, 2);
+    const zb_action_t r0[] = {tu_act(ZB_ACT_F, 0, 0), tu_act(ZB_ACT_F, 0, 1),
+                              tu_act(ZB_ACT_BW, 0, 0), tu_act(ZB_ACT_BW, 0, 1)};
+    const zb_action_t r1[] = {tu_act(ZB_ACT_F, 1, 0), tu_act(ZB_ACT_BW, 1, 0),
+                              tu_act(ZB_ACT_F, 1, 1), tu_act(ZB_ACT_BW, 1, 1)};
+    for (int i = 0; i < 4; i++) {
+        zb_schedule_push(s, 0, r0[i]);
+        zb_schedule_push(s, 1, r1[i]);
+    }
+    return s;
+}
+
+/* F = 1, BW = 2 (B 2, W 0), comm 0; alone at twice the speed (0.5), beside the other at 1:
+ *   r0 F(0,0)  0 .. 0.5   alone
+ *   r0 F(0,1)  0.5 .. 1.5, r1 F(1,0) 0.5 .. 1.5   both busy
+ *   r1 BW(1,0) 1.5 .. 2.5 alone (r0 waits for its gradient)
+ *   r0 BW(0,0) 2.5 .. 4.5 and r1 F(1,1) 2.5 .. 3.5, both busy
+ *   r1 BW(1,1) from 3.5: 1 of 2 done by 4.5 beside r0, the rest alone: ends 5.0
+ *   r0 BW(0,1) 5.0 .. 6.0 alone */
+static void test_hand_computed(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = two_by_two();
+    zb_costs_t c;
+    tu_costs(&c, 2, 1, 2, 0, 0);
+    set_share(&c, 2, 0.5);
+    zb_sim_t sim;
+    zb_err_t e = {0};
+    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    const double start[2][4] = {{0, 0.5, 2.5, 5.0}, {0.5, 1.5, 2.5, 3.5}};
+    const double end[2][4] = {{0.5, 1.5, 4.5, 6.0}, {1.5, 2.5, 3.5, 5.0}};
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 4; i++) {
+            assert_close(sim.start[r][i], start[r][i]);
+            assert_close(sim.end[r][i], end[r][i]);
+        }
+    assert_close(sim.makespan, 6.0);
+    assert_close(sim.busy[0], 4.5);
+    assert_close(sim.busy[1], 4.5);
+    zb_sim_free(&sim);
+    /* the same schedule without the share: fixed costs, 9 */
+    c.share.n = 0;
+    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    assert_close(sim.makespan, 9.0);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
+/* A fused BW alone runs at its B and W factors blended by their costs: P = 2, M = 1, F 1, B 2,
+ * W 2, alone F and B at 0.5, W at 0.25: BW alone takes 4 · (2·0.5 + 2·0.25) / 4 = 1.5.
+ *   r0 F 0 .. 0.5, r1 F 0.5 .. 1, r1 BW 1 .. 2.5, r0 BW 2.5 .. 4 */
+static void test_bw_blend(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = tu_gen("1f1b", 2, 1, 0);
+    zb_costs_t c;
+    tu_costs(&c, 2, 1, 2, 2, 0);
+    set_share(&c, 2, 0.5);
+    c.share.f[2][0] = 0.25;
+    zb_sim_t sim;
+    zb_err_t e = {0};
+    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    assert_close(sim.makespan, 4.0);
+    assert_close(sim.busy[0], 2.0);
+    assert_close(sim.busy[1], 2.0);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
+/* With every factor 1 the shared simulation is the fixed one, action for action. */
+static void expect_same_timeline(const zb_schedule_t *s, zb_costs_t *c, const char *what)
+{
+    zb_sim_t fixed, shared;
+    zb_err_t e = {0};
+    c->share.n = 0;
+    if (zb_simulate(s, c, &fixed, &e) != ZB_OK)
+        fail_msg("%s: %s", what, e.msg);
+    set_share(c, s->ranks, 1.0);
+    if (zb_simulate(s, c, &shared, &e) != ZB_OK)
+        fail_msg("%s (shared): %s", what, e.msg);
+    for (int r = 0; r < s->ranks; r++) {
+        for (int i = 0; i < s->rank[r].len; i++)
+            if (!tu_close(fixed.start[r][i], shared.start[r][i]) ||
+                !tu_close(fixed.end[r][i], shared.end[r][i]))
+                fail_msg("%s: rank %d action %d: fixed %g..%g, shared %g..%g", what, r, i,
+                         fixed.start[r][i], fixed.end[r][i], shared.start[r][i],
+                         shared.end[r][i]);
+        assert_close(fixed.peak_mem[r], shared.peak_mem[r]);
+        assert_close(fixed.busy[r], shared.busy[r]);
+    }
+    assert_close(fixed.makespan, shared.makespan);
+    zb_sim_free(&fixed);
+    zb_sim_free(&shared);
+    c->share.n = 0;
+}
+
+static void test_unit_factors_are_fixed_costs(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *family;
+        int v;
+    } fams[] = {{"1f1b", 0}, {"gpipe", 0}, {"zb-h1", 0}, {"zb-h2", 0}, {"interleaved-1f1b", 2},
+                {"interleaved-zb", 2}, {"zb-v", 0}, {"v-half", 0}, {"dualpipev", 0}};
+    for (size_t k = 0; k < sizeof fams / sizeof *fams; k++) {
+        zb_schedule_t *s = tu_gen(fams[k].family, 4, 8, fams[k].v);
+        zb_costs_t c;
+        tu_costs(&c, s->stages, 1.0, 1.3, 0.7, 0.05);
+        expect_same_timeline(s, &c, fams[k].family);
+        zb_schedule_t *low = NULL;
+        zb_err_t e = {0};
+        if (zb_insert_comms(s, &low, &e) != ZB_OK)
+            fail_msg("lower %s: %s", fams[k].family, e.msg);
+        expect_same_timeline(low, &c, "lowered");
+        zb_schedule_free(low);
+        zb_costs_free(&c);
+        zb_schedule_free(s);
+    }
+    /* with copies: zb-h1 with every stash offloaded */
+    zb_schedule_t *s = tu_gen("zb-h1", 4, 8, 0), *off = NULL;
+    zb_costs_t c;
+    tu_costs(&c, 4, 1.0, 1.0, 1.0, 0.0);
+    zb_err_t e = {0};
+    if (zb_add_offload(s, NULL, &c, &off, &e) != ZB_OK)
+        fail_msg("offload: %s", e.msg);
+    expect_same_timeline(off, &c, "zb-h1 offload all");
+    zb_schedule_free(off);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
+/* Slower neighbours make a fuller schedule relatively slower: 1f1b's fill and drain run
+ * alone, so with alone at 0.9 it gains more than zb-h2, whose ranks overlap more. */
+static void test_denser_schedule_gains_less(void **state)
+{
+    (void)state;
+    double ratio[2];
+    const char *fam[2] = {"1f1b", "zb-h2"};
+    for (int k = 0; k < 2; k++) {
+        zb_schedule_t *s = tu_gen(fam[k], 4, 8, 0);
+        zb_costs_t c;
+        tu_costs(&c, 4, 1.0, 1.0, 1.0, 0.0);
+        zb_sim_t fixed, shared;
+        zb_err_t e = {0};
+        if (zb_simulate(s, &c, &fixed, &e) != ZB_OK)
+            fail_msg("%s", e.msg);
+        c.share.n = 4;
+        for (int p = 0; p < 3; p++) {
+            const double f[4] = {0.9, 0.94, 0.975, 1.0};
+            memcpy(c.share.f[p], f, sizeof f);
+        }
+        if (zb_simulate(s, &c, &shared, &e) != ZB_OK)
+            fail_msg("%s", e.msg);
+        ratio[k] = shared.makespan / fixed.makespan;
+        assert_true(ratio[k] < 1.0);
+        zb_sim_free(&fixed);
+        zb_sim_free(&shared);
+        zb_costs_free(&c);
+        zb_schedule_free(s);
+    }
+    assert_true(ratio[0] < ratio[1]);
+}
+
+static void test_bad_share(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = tu_gen("1f1b", 2, 2, 0);
+    zb_costs_t c;
+    tu_costs(&c, 2, 1, 1, 1, 0);
+    zb_sim_t sim;
+    zb_err_t e = {0};
+    set_share(&c, 3, 0.5); /* three ranks share it, the schedule has two */
+    assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "shared by 3 ranks"));
+    set_share(&c, 2, 0.5);
+    c.share.f[1][0] = 0;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "B with 0 others"));
+    c.share.f[1][0] = NAN;
+    assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_EINVAL);
+    c.share.f[1][0] = 0.5;
+    c.share.n = ZB_SHARE_MAX + 1;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    c.share.n = -1;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    c.share.n = 2;
+    zb_costs_t copy;
+    if (zb_costs_clone(&copy, &c, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(copy.share.n, 2);
+    assert_close(copy.share.f[0][0], 0.5);
+    zb_costs_free(&copy);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hand_computed),
+        cmocka_unit_test(test_bw_blend),
+        cmocka_unit_test(test_unit_factors_are_fixed_costs),
+        cmocka_unit_test(test_denser_schedule_gains_less),
+        cmocka_unit_test(test_bad_share),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -196,14 +196,16 @@ static void test_every_family_same_bits(void **state)
     pt_assert_same_params(&pg, &pc, "cuda vs cpu pipeline");
     zb_gpt2_params_free(&pg);
     /* --partition profile on cuda: the GPU profiler's costs, timed in the partition a rank
-     * gets (a second split of the device: the profile's, then the run's), plan the partition;
-     * same bits */
+     * gets (a second split of the device: the profile's, then the run's), plan the partition
+     * and predict with the ranks' slowdown of each other; same bits */
     opts(&o, 2, "zb-h1", true);
     o.profile = true;
     int before = partitions_made;
     run_ok(&c, &o, lg, &pg, &rep);
     assert_int_equal(partitions_made, before + 2);
     assert_non_null(strstr(rep.note, "profile"));
+    /* both ranks share the one GPU: the simulator runs them with the profile's factors */
+    assert_non_null(strstr(rep.note, "ranks sharing the GPU as profiled"));
     same_losses(lg, lc, STEPS, "cuda with a GPU profile");
     pt_assert_same_params(&pg, &pc, "cuda with a GPU profile");
     zb_gpt2_params_free(&pc), zb_gpt2_params_free(&pg);

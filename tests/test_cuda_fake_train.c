@@ -295,6 +295,7 @@ static void test_profile(void **state)
     assert_true(p.embed.f > 0 && p.head.f > 0 && p.head.b > 0 && p.comm >= 0);
     assert_true(p.copy_d2h > 0 && p.copy_h2d > 0);
     assert_int_equal(p.threads, 1);
+    assert_int_equal(p.share.n, 0); /* one rank shares with nobody */
     zb_profile_free(&p);
     assert_int_equal(zb_cuda_profile_measure(NULL, &cfg, 2, 17, 2, &GPU, &p, &e), ZB_EINVAL);
     /* for 4 ranks sharing the GPU, the 3 others run the same phases while one is timed: the
@@ -306,6 +307,14 @@ static void test_profile(void **state)
     assert_int_equal(p.threads, 4);
     for (int l = 0; l < 3; l++)
         assert_true(p.block[l].f > 0 && p.block[l].b > 0 && p.block[l].w > 0);
+    /* and how the ranks slow each other: a factor for 0..3 others busy per phase, 1 at 3 */
+    assert_int_equal(p.share.n, 4);
+    for (int ph = 0; ph < 3; ph++) {
+        for (int k = 0; k < 4; k++)
+            assert_true(p.share.f[ph][k] > 0 && p.share.f[ph][k] <= 1e3);
+        assert_true(p.share.f[ph][3] == 1.0);
+    }
+    assert_int_equal(zb_share_check(&p.share, &e), ZB_OK);
     zb_profile_free(&p);
 }
 

@@ -74,6 +74,10 @@ typedef struct {
                                   offload's O and L move); 0 = not measured (CPU) */
     double copy_d2h_alone, copy_h2d_alone; /* the same with one rank copying (0 = not
                                               measured): with copy_d2h, the host link's model */
+    /* GPU profiles of ranks sharing one GPU (threads > 1): a block's F, B and W timed with k
+     * = 0 .. threads-1 of the other ranks busy, over the time with all of them busy (the parts'
+     * figures), so f[p][threads - 1] = 1 (zb_share_t, schedule.h); n = 0: not measured */
+    zb_share_t share;
     double wall;          /* seconds the measurement took */
 } zb_profile_t;
 

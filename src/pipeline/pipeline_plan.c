@@ -190,6 +190,10 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
     if (st != ZB_OK)
         return st;
     pl_stage_memory(pl, S, first, costs); /* an offload moves m_f: the device's own figure */
+    /* ranks in SM partitions of one GPU slow each other: the profile's factors, where every
+     * rank of the run shares that GPU (the simulator's share is over all of the schedule's) */
+    if (pl->prof && pl->prof->share.n == pl->P)
+        costs->share = pl->prof->share;
     /* the copies timed by the GPU profile's measured bandwidths (seconds, as its costs); else
      * as long as the stage's F (the FLOP model has no time unit to set a bandwidth in) */
     if (pl->opts->offload != ZB_OFFLOAD_NONE && pl->prof && pl->prof->copy_d2h > 0 &&
@@ -555,8 +559,10 @@ static zb_status_t activations_over_limit(const pl_t *pl, const zb_schedule_t *s
     return st;
 }
 
-/* The note that heads the run's report: schedule, shape, replicas, recompute, cost source. */
-static void plan_note(const pl_t *pl, const zb_schedule_t *plain, zb_pipeline_report_t *rep)
+/* The note that heads the run's report: schedule, shape, replicas, recompute, cost source (and
+ * the shared GPU's factors the simulator used). */
+static void plan_note(const pl_t *pl, const zb_schedule_t *plain, const zb_costs_t *costs,
+                      zb_pipeline_report_t *rep)
 {
     char dp_note[48] = "", rc_note[64] = "";
     if (pl->N > 1)
@@ -578,6 +584,13 @@ static void plan_note(const pl_t *pl, const zb_schedule_t *plain, zb_pipeline_re
                                      "every rank")
              : pl->opts->cuda ? "measured (zbpp profile on the GPU, on the SMs a rank gets)"
                               : "measured (zbpp profile, one core)");
+    const zb_share_t *sh = &costs->share;
+    size_t len = strlen(rep->note);
+    if (sh->n > 0 && len < sizeof rep->note) /* the simulator's model of the shared GPU */
+        snprintf(rep->note + len, sizeof rep->note - len,
+                 "; ranks sharing the GPU as profiled (a block alone: F %.2f, B %.2f, W %.2f "
+                 "of its time beside %d busy)",
+                 sh->f[0][0], sh->f[1][0], sh->f[2][0], sh->n - 1);
 }
 
 /* A schedule with offload: how many stashes move, and what the simulator took a copy to cost
@@ -686,7 +699,7 @@ zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t 
         (st = predict_and_lower(pl, c, plan, rep, err)) == ZB_OK &&
         (st = check_mem_limit(pl, rep, err)) == ZB_OK &&
         (st = assign_units(pl, plan, err)) == ZB_OK) {
-        plan_note(pl, c->sched, rep);
+        plan_note(pl, c->sched, &c->costs, rep);
         offload_note(c->sched, &c->costs, rep);
         rep->stages = plan->S;
         memcpy(rep->first, plan->first, (size_t)(plan->S + 1) * sizeof *plan->first);

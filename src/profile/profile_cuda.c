@@ -231,6 +231,41 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, floa
 
 static double cp_median(double *v, int n) { return zb_median(v, (size_t)n); }
 
+/* The ranks' slowdown of each other (zb_profile_t.share): the block part timed with k = 0 ..
+ * n_peers of the other ranks busy, reps rounds each, interleaved so that drift hits every k
+ * alike; each factor is the median time over the one with all n_peers busy. */
+static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, float scale,
+                            zb_share_t *out, zb_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n_peers < 1 || n_peers + 1 > ZB_SHARE_MAX)
+        return ZB_OK; /* no sharing, or more ranks than the model takes: fixed costs */
+    const int K = n_peers + 1;
+    double *t = malloc(3 * (size_t)K * (size_t)reps * sizeof *t); /* [phase][k][rep] */
+    if (!t)
+        return zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
+#define T_AT(ph, k, r) t[((size_t)(ph) * (size_t)K + (size_t)(k)) * (size_t)reps + (size_t)(r)]
+    zb_status_t st = ZB_OK;
+    for (int r = 0; r < reps && st == ZB_OK; r++)
+        for (int k = 0; k < K && st == ZB_OK; k++) {
+            zb_op_time_t m = {0, 0, 0};
+            st = cp_round(p, peers, k, PART_BLOCK, scale, &m, err);
+            T_AT(0, k, r) = m.f, T_AT(1, k, r) = m.b, T_AT(2, k, r) = m.w;
+        }
+    for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
+        double all = cp_median(&T_AT(ph, n_peers, 0), reps);
+        for (int k = 0; k < K; k++) {
+            double f = all > 0 ? cp_median(&T_AT(ph, k, 0), reps) / all : 1.0;
+            out->f[ph][k] = f > 0 && f <= 1e3 ? f : 1.0; /* a timer's zero: no information */
+        }
+    }
+#undef T_AT
+    free(t);
+    if (st == ZB_OK)
+        out->n = K;
+    return st;
+}
+
 zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt2_config_t *cfg,
                                     int B, int T, int reps, const zb_cuda_train_opts_t *opts,
                                     zb_profile_t *out, zb_err_t *err)
@@ -299,6 +334,8 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
         else
             out->block[part - 1] = m;
     }
+    if (st == ZB_OK) /* the block of the last part is still uploaded */
+        st = cp_share(&p, peers, made, reps, scale, &out->share, err);
     /* one activation message as the run will move it: with device messages one device-to-device
      * copy, else device -> page-locked host slot -> device (the staged path's two copies) */
     size_t nc = (size_t)B * (size_t)T * (size_t)cfg->channels;

@@ -299,17 +299,6 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
         printf("to page-locked host memory %.1f GB/s, back %.1f GB/s per rank with %d ranks "
                "copying; %.1f and %.1f GB/s alone\n", p->copy_d2h / 1e9, p->copy_h2d / 1e9,
                p->threads, p->copy_d2h_alone / 1e9, p->copy_h2d_alone / 1e9);
-    if (p->share.n > 0) { /* what the simulator runs ranks sharing the GPU with */
-        printf("a block with k other ranks busy, time over all %d busy:\n  k    ", p->share.n - 1);
-        for (int k = 0; k < p->share.n; k++)
-            printf(" %6d", k);
-        for (int ph = 0; ph < 3; ph++) {
-            printf("\n  %c    ", "FBW"[ph]);
-            for (int k = 0; k < p->share.n; k++)
-                printf(" %6.3f", p->share.f[ph][k]);
-        }
-        printf("\n");
-    }
     printf("\n");
     printf("stages for P=%d ranks x V=%d chunks (%s placement), partition balancing F+B+W:\n",
            o->ranks, o->chunks, zb_placement_name(o->placement));
@@ -384,14 +373,6 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
            "\"copy_h2d\": %.6g, \"copy_d2h_alone\": %.6g, \"copy_h2d_alone\": %.6g,\n",
            p->msg_bytes, p->comm, p->copy_d2h, p->copy_h2d, p->copy_d2h_alone,
            p->copy_h2d_alone);
-    printf("  \"share\": [");
-    for (int ph = 0; ph < 3 && p->share.n > 0; ph++) {
-        printf("%s[", ph ? ", " : "");
-        for (int k = 0; k < p->share.n; k++)
-            printf("%s%.6g", k ? ", " : "", p->share.f[ph][k]);
-        printf("]");
-    }
-    printf("],\n");
     printf("  \"ranks\": %d, \"chunks\": %d, \"placement\": \"%s\", \"microbatches\": %d,\n",
            o->ranks, o->chunks, zb_placement_name(o->placement), o->c.microbatches);
     printf("  \"stages\": [");

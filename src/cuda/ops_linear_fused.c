@@ -11,8 +11,24 @@
 #include "cuda/kernels_bf16.h"
 #include "cuda/prof.h"
 
-/* cuBLASLt's aux matrix: its row stride a multiple of 8 elements (gemm.h's check) */
-static int aux_fusable(int ld) { return ld % 8 == 0; }
+/* The product with its epilogue: fused by cuBLASLt (or after it by zb_cu_gemm_ex's fallback
+ * kernel), or, where cuBLASLt cannot take the aux matrix (its row stride not a multiple of 8
+ * elements: gemm.h refuses it), the plain product and then that kernel here. */
+static void gemm_epilogue(zb_cu_ctx_t *c, const zb_cu_gemm_args_t *g, const char *what)
+{
+    if (g->ldaux % 8 == 0) {
+        zb_cu_gemm_ex(c, g);
+        return;
+    }
+    zb_cu_gemm_args_t plain = *g;
+    plain.epilogue = ZB_CU_EPI_NONE;
+    zb_cu_gemm_ex(c, &plain);
+    if (c->status != ZB_OK)
+        return;
+    zb_cuk16_epilogue_apply(c->stream, g->epilogue, g->C, g->ldc, 0, g->aux, g->ldaux, g->bias, 0,
+                            g->M, g->N);
+    zb_cu_launch_check(c, what);
+}
 
 void zb_cu_matmul_gelu_forward(zb_cu_ctx_t *c, float *pre, float *out, const float *inp,
                                const float *weight, const float *bias, int N, int C, int OC)
@@ -20,22 +36,14 @@ void zb_cu_matmul_gelu_forward(zb_cu_ctx_t *c, float *pre, float *out, const flo
     if (c->status != ZB_OK)
         return;
     zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
-    zb_cu_gemm_args_t g = {.ta = 0, .tb = 1, .M = N, .N = OC, .K = C, .alpha = 1.0f,
-                           .beta = 0.0f, .A = inp, .lda = C, .B = weight, .ldb = C, .C = out,
-                           .ldc = OC, .ta_type = ZB_CU_F32, .tc_type = ZB_CU_F32,
-                           .epilogue = ZB_CU_EPI_GELU_AUX_BIAS, .bias = bias,
-                           .bias_type = ZB_CU_F32, .aux = pre, .ldaux = OC};
-    if (aux_fusable(OC)) {
-        zb_cu_gemm_ex(c, &g);
-    } else { /* the product into out, then pre = out + bias, out = gelu(pre) in one kernel */
-        g.epilogue = ZB_CU_EPI_NONE;
-        zb_cu_gemm_ex(c, &g);
-        if (c->status == ZB_OK) {
-            zb_cuk16_epilogue_apply(c->stream, ZB_CU_EPI_GELU_AUX_BIAS, out, OC, 0, pre, OC,
-                                    bias, 0, N, OC);
-            zb_cu_launch_check(c, "matmul bias + gelu");
-        }
-    }
+    gemm_epilogue(c,
+                  &(zb_cu_gemm_args_t){.ta = 0, .tb = 1, .M = N, .N = OC, .K = C, .alpha = 1.0f,
+                                       .beta = 0.0f, .A = inp, .lda = C, .B = weight, .ldb = C,
+                                       .C = out, .ldc = OC, .ta_type = ZB_CU_F32,
+                                       .tc_type = ZB_CU_F32, .epilogue = ZB_CU_EPI_GELU_AUX_BIAS,
+                                       .bias = bias, .bias_type = ZB_CU_F32, .aux = pre,
+                                       .ldaux = OC},
+                  "matmul bias + gelu");
     zb_cu_prof_end(c);
 }
 
@@ -46,20 +54,12 @@ void zb_cu_matmul_dgelu_backward_input(zb_cu_ctx_t *c, float *dinp, const float 
     if (c->status != ZB_OK)
         return;
     zb_cu_prof_begin(c, ZB_CUDA_K_GEMM);
-    zb_cu_gemm_args_t g = {.ta = 0, .tb = 0, .M = N, .N = C, .K = OC, .alpha = 1.0f,
-                           .beta = 0.0f, .A = dout, .lda = OC, .B = weight, .ldb = C, .C = dinp,
-                           .ldc = C, .ta_type = ZB_CU_F32, .tc_type = ZB_CU_F32,
-                           .epilogue = ZB_CU_EPI_DGELU, .aux = (void *)pre, .ldaux = C};
-    if (aux_fusable(C)) {
-        zb_cu_gemm_ex(c, &g);
-    } else { /* the product into dinp, then dinp *= gelu'(pre) in place */
-        g.epilogue = ZB_CU_EPI_NONE;
-        zb_cu_gemm_ex(c, &g);
-        if (c->status == ZB_OK) {
-            zb_cuk16_epilogue_apply(c->stream, ZB_CU_EPI_DGELU, dinp, C, 0, (void *)pre, C, NULL,
-                                    0, N, C);
-            zb_cu_launch_check(c, "matmul gelu gradient");
-        }
-    }
+    gemm_epilogue(c,
+                  &(zb_cu_gemm_args_t){.ta = 0, .tb = 0, .M = N, .N = C, .K = OC, .alpha = 1.0f,
+                                       .beta = 0.0f, .A = dout, .lda = OC, .B = weight, .ldb = C,
+                                       .C = dinp, .ldc = C, .ta_type = ZB_CU_F32,
+                                       .tc_type = ZB_CU_F32, .epilogue = ZB_CU_EPI_DGELU,
+                                       .aux = (void *)pre, .ldaux = C},
+                  "matmul gelu gradient");
     zb_cu_prof_end(c);
 }

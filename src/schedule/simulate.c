@@ -323,17 +323,16 @@ static void memory_peaks(sim_ctx_t *x, zb_sim_t *o)
     }
 }
 
-static zb_status_t run_shared(sim_ctx_t *x, zb_sim_t *o);
+static void run_shared(sim_ctx_t *x, zb_sim_t *o);
 
-static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
+/* Fixed costs: each rank runs until it blocks and is woken when its input is published. */
+static void run_fixed(sim_ctx_t *x, zb_sim_t *o)
 {
     const zb_schedule_t *s = x->s;
     const int P = s->ranks;
-    if (x->left)
-        run_shared(x, o);
-    for (int r = 0; r < P && !x->left; r++)
+    for (int r = 0; r < P; r++)
         wake(x, r);
-    while (x->qlen > 0 && !x->left) {
+    while (x->qlen > 0) {
         int r = x->queue[x->qhead];
         x->qhead = (x->qhead + 1) % P;
         x->qlen--;
@@ -361,6 +360,16 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
             publish(x, a, t1);
         }
     }
+}
+
+static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
+{
+    const zb_schedule_t *s = x->s;
+    const int P = s->ranks;
+    if (x->left)
+        run_shared(x, o);
+    else
+        run_fixed(x, o);
     memory_peaks(x, o);
     /* Any rank left with work is blocked forever; name up to three of them. */
     char msg[400] = "";
@@ -438,7 +447,7 @@ static double shared_advance(sim_ctx_t *x, int r, double now, zb_sim_t *o, bool 
     return INFINITY;
 }
 
-static zb_status_t run_shared(sim_ctx_t *x, zb_sim_t *o)
+static void run_shared(sim_ctx_t *x, zb_sim_t *o)
 {
     const zb_schedule_t *s = x->s;
     const int P = s->ranks;
@@ -459,7 +468,7 @@ static zb_status_t run_shared(sim_ctx_t *x, zb_sim_t *o)
         for (int r = 0; r < P; r++)
             busy += x->left[r] >= 0;
         if (busy == 0 && !isfinite(wake_at))
-            return ZB_OK; /* done, or stuck: the caller names who */
+            return; /* done, or stuck: the caller names who */
         double next = wake_at, factor[ZB_SHARE_MAX];
         for (int r = 0; r < P; r++)
             if (x->left[r] >= 0) {

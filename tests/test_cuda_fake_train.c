@@ -28,6 +28,7 @@ int main(void)
 #else
 
 #include "cuda_fake_device.inc"
+#include "cuda_fake_timer.inc" /* the GPU profile times its rounds with events */
 /* the code under test, on the fake device */
 #include "../src/profile/profile_cuda.c"
 #include "../src/train/trainer_cuda.c"
@@ -314,8 +315,59 @@ static void test_profile(void **state)
             assert_true(p.share.f[ph][k] > 0 && p.share.f[ph][k] <= 1e3);
         assert_true(p.share.f[ph][3] == 1.0);
     }
+    /* ... and by what the others run (all beside F, B, W): measured, every factor positive */
+    assert_true(zb_share_has_mix(&p.share));
+    for (int ph = 0; ph < 3; ph++)
+        for (int q = 0; q < 3; q++)
+            assert_true(p.share.mix[ph][q] > 0 && p.share.mix[ph][q] <= 1e3);
     assert_int_equal(zb_share_check(&p.share, &e), ZB_OK);
     zb_profile_free(&p);
+}
+
+/* A peer of the GPU profile stays busy through a timed round of any length: unit after unit
+ * of one phase (or of F, B, W cycles), each on its next group of stashes, a group that has run
+ * its phase first taking what it needs (W then F before another B, F then B before another W).
+ * Twice around the groups for every kind of neighbour work, the stash state machine never
+ * refusing (it would fail the unit), and the group just used left after the phase run. */
+static void test_profile_peer_units(void **state)
+{
+    (void)state;
+    zb_gpt2_config_t cfg = {.max_seq = 16, .vocab = 67, .padded_vocab = 128, .layers = 1,
+                            .heads = 2, .channels = 16};
+    zb_gpt2_params_t own;
+    const zb_gpt2_params_t *params = NULL;
+    zb_err_t e = {0};
+    if (zb_profile_params(&cfg, NULL, &own, &params, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    cprof_t lead, peer;
+    if (cp_init(&lead, params, 2, 16, &GPU, NULL, 0, &e) != ZB_OK ||
+        cp_init(&peer, params, 2, 16, &GPU, lead.parts, 1, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    assert_null(peer.stage[PART_EMBED]); /* a peer runs blocks only */
+    assert_null(peer.stage[PART_HEAD]);
+    const float scale = 1.0f / 32;
+    for (int beside = 0; beside <= BESIDE_CYCLE; beside++) {
+        if (cp_peers_start(&peer, 1, beside, scale, &e) != ZB_OK)
+            fail_msg("start beside %d: %s", beside, e.msg);
+        const int groups = beside == BESIDE_CYCLE ? CYCLES : COVER;
+        for (int u = 2; u < 2 * groups + 1; u++) {
+            if (peer_unit(&peer, beside, scale, &e) != ZB_OK)
+                fail_msg("beside %d, unit %d: %s", beside, u, e.msg);
+            const int g = u % groups;
+            assert_int_equal(peer.cover_next[g], beside == BESIDE_CYCLE ? 0 : (beside + 1) % 3);
+        }
+        assert_int_equal(peer.units, 2 * groups + 1);
+        if (zb_cuda_sync(peer.stage[PART_BLOCK], &e) != ZB_OK)
+            fail_msg("%s", e.msg);
+    }
+    /* the timed context: one round of each part with the peer beside it as profiled */
+    zb_op_time_t t;
+    for (int k = 0; k < 3; k++)
+        if (cp_round(&lead, &peer, 1, k, beside_ref, scale, &t, &e) != ZB_OK)
+            fail_msg("round of part %d: %s", k, e.msg);
+    cp_free(&peer);
+    cp_free(&lead);
+    zb_gpt2_params_free(&own);
 }
 
 /* The message cost is measured on the path the run will use: device-message runs with one
@@ -382,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_divergence_same_as_cpu),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_profile_peer_units),
         cmocka_unit_test(test_profile_message_path),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -1,6 +1,7 @@
-/* Simulator with ranks sharing one device (zb_costs_t.share): timelines computed by hand, the
- * fixed-cost timeline when every factor is 1 (every family, compute-only, lowered, with
- * copies), a fused BW at its B/W blend, and bad shares refused. */
+/* Simulator with ranks sharing one device (zb_costs_t.share): timelines computed by hand (by
+ * the number of others busy, and by what they run: the mix), the fixed-cost timeline when every
+ * factor is 1 (every family, compute-only, lowered, with copies), a fused BW as its B part then
+ * its W part, and bad shares refused. */
 #include "schedule_testutil.h"
 
 #include <string.h>
@@ -29,6 +30,24 @@ static zb_schedule_t *two_by_two(void)
     return s;
 }
 
+static void sim_ok(const zb_schedule_t *s, const zb_costs_t *c, zb_sim_t *sim)
+{
+    zb_err_t e = {0};
+    if (zb_simulate(s, c, sim, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+}
+
+/* two_by_two's timeline: every action's start and end */
+static void expect_two_by_two(const zb_sim_t *sim, const double start[2][4],
+                              const double end[2][4])
+{
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 4; i++) {
+            assert_close(sim->start[r][i], start[r][i]);
+            assert_close(sim->end[r][i], end[r][i]);
+        }
+}
+
 /* F = 1, BW = 2 (B 2, W 0), comm 0; alone at twice the speed (0.5), beside the other at 1:
  *   r0 F(0,0)  0 .. 0.5   alone
  *   r0 F(0,1)  0.5 .. 1.5, r1 F(1,0) 0.5 .. 1.5   both busy
@@ -44,34 +63,27 @@ static void test_hand_computed(void **state)
     tu_costs(&c, 2, 1, 2, 0, 0);
     set_share(&c, 2, 0.5);
     zb_sim_t sim;
-    zb_err_t e = {0};
-    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
-        fail_msg("%s", e.msg);
+    sim_ok(s, &c, &sim);
     const double start[2][4] = {{0, 0.5, 2.5, 5.0}, {0.5, 1.5, 2.5, 3.5}};
     const double end[2][4] = {{0.5, 1.5, 4.5, 6.0}, {1.5, 2.5, 3.5, 5.0}};
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < 4; i++) {
-            assert_close(sim.start[r][i], start[r][i]);
-            assert_close(sim.end[r][i], end[r][i]);
-        }
+    expect_two_by_two(&sim, start, end);
     assert_close(sim.makespan, 6.0);
     assert_close(sim.busy[0], 4.5);
     assert_close(sim.busy[1], 4.5);
     zb_sim_free(&sim);
     /* the same schedule without the share: fixed costs, 9 */
     c.share.n = 0;
-    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
-        fail_msg("%s", e.msg);
+    sim_ok(s, &c, &sim);
     assert_close(sim.makespan, 9.0);
     zb_sim_free(&sim);
     zb_costs_free(&c);
     zb_schedule_free(s);
 }
 
-/* A fused BW alone runs at its B and W factors blended by their costs: P = 2, M = 1, F 1, B 2,
- * W 2, alone F and B at 0.5, W at 0.25: BW alone takes 4 · (2·0.5 + 2·0.25) / 4 = 1.5.
+/* A fused BW alone runs its B part at B's factor, then its W part at W's: P = 2, M = 1, F 1,
+ * B 2, W 2, alone F and B at 0.5, W at 0.25: BW alone takes 2·0.5 + 2·0.25 = 1.5.
  *   r0 F 0 .. 0.5, r1 F 0.5 .. 1, r1 BW 1 .. 2.5, r0 BW 2.5 .. 4 */
-static void test_bw_blend(void **state)
+static void test_bw_parts(void **state)
 {
     (void)state;
     zb_schedule_t *s = tu_gen("1f1b", 2, 1, 0);
@@ -80,12 +92,47 @@ static void test_bw_blend(void **state)
     set_share(&c, 2, 0.5);
     c.share.f[2][0] = 0.25;
     zb_sim_t sim;
-    zb_err_t e = {0};
-    if (zb_simulate(s, &c, &sim, &e) != ZB_OK)
-        fail_msg("%s", e.msg);
+    sim_ok(s, &c, &sim);
     assert_close(sim.makespan, 4.0);
     assert_close(sim.busy[0], 2.0);
     assert_close(sim.busy[1], 2.0);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
+/* What the others run (the mix), by hand: two_by_two with F 1, B 1, W 1 (BW 2), comm 0, every
+ * count factor 1; an F beside a B takes twice its time (mix F|B = 2), a W beside an F half
+ * (mix W|F = 0.5), every other pair 1:
+ *   r0 F(0,0) 0 .. 1 alone; r0 F(0,1) and r1 F(1,0) 1 .. 2 (F beside F: 1)
+ *   r1 BW(1,0) 2 .. 4 alone
+ *   from 4, r0 BW(0,0) beside r1 F(1,1): r0's B part 4 .. 5 (B beside F: 1) while r1's F does
+ *   half its work (F beside B: 2); then r0's W part beside an F takes 0.5 and r1's F beside a W
+ *   the other half in 0.5: both end at 5.5
+ *   r1 BW(1,1) 5.5 .. 7.5 alone; r0 BW(0,1) 7.5 .. 9.5 alone (fixed costs: 9) */
+static void test_mix_hand_computed(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = two_by_two();
+    zb_costs_t c;
+    tu_costs(&c, 2, 1, 1, 1, 0);
+    set_share(&c, 2, 1.0);
+    for (int p = 0; p < 3; p++)
+        for (int q = 0; q < 3; q++)
+            c.share.mix[p][q] = 1.0;
+    c.share.mix[0][1] = 2.0;
+    c.share.mix[2][0] = 0.5;
+    zb_sim_t sim;
+    sim_ok(s, &c, &sim);
+    const double start[2][4] = {{0, 1, 4, 7.5}, {1, 2, 4, 5.5}};
+    const double end[2][4] = {{1, 2, 5.5, 9.5}, {2, 4, 5.5, 7.5}};
+    expect_two_by_two(&sim, start, end);
+    assert_close(sim.makespan, 9.5);
+    zb_sim_free(&sim);
+    /* without the mix every factor is 1: the fixed timeline's 9 */
+    memset(c.share.mix, 0, sizeof c.share.mix);
+    sim_ok(s, &c, &sim);
+    assert_close(sim.makespan, 9.0);
     zb_sim_free(&sim);
     zb_costs_free(&c);
     zb_schedule_free(s);
@@ -100,6 +147,9 @@ static void expect_same_timeline(const zb_schedule_t *s, zb_costs_t *c, const ch
     if (zb_simulate(s, c, &fixed, &e) != ZB_OK)
         fail_msg("%s: %s", what, e.msg);
     set_share(c, s->ranks, 1.0);
+    for (int p = 0; p < 3; p++) /* a mix of ones: the same */
+        for (int q = 0; q < 3; q++)
+            c->share.mix[p][q] = 1.0;
     if (zb_simulate(s, c, &shared, &e) != ZB_OK)
         fail_msg("%s (shared): %s", what, e.msg);
     for (int r = 0; r < s->ranks; r++) {
@@ -115,7 +165,7 @@ static void expect_same_timeline(const zb_schedule_t *s, zb_costs_t *c, const ch
     assert_close(fixed.makespan, shared.makespan);
     zb_sim_free(&fixed);
     zb_sim_free(&shared);
-    c->share.n = 0;
+    memset(&c->share, 0, sizeof c->share);
 }
 
 static void test_unit_factors_are_fixed_costs(void **state)
@@ -208,11 +258,23 @@ static void test_bad_share(void **state)
     c.share.n = -1;
     assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
     c.share.n = 2;
+    c.share.mix[1][2] = 1.5; /* a mix is all there or all 0 */
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "mix of F beside F's is 0"));
+    for (int p = 0; p < 3; p++)
+        for (int q = 0; q < 3; q++)
+            c.share.mix[p][q] = p == 1 && q == 2 ? 1.5 : 1.0;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_OK);
+    c.share.mix[2][2] = INFINITY;
+    assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "mix of W beside W's"));
+    c.share.mix[2][2] = 1.0;
     zb_costs_t copy;
     if (zb_costs_clone(&copy, &c, &e) != ZB_OK)
         fail_msg("%s", e.msg);
     assert_int_equal(copy.share.n, 2);
     assert_close(copy.share.f[0][0], 0.5);
+    assert_close(copy.share.mix[1][2], 1.5);
     zb_costs_free(&copy);
     zb_costs_free(&c);
     zb_schedule_free(s);
@@ -222,7 +284,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_computed),
-        cmocka_unit_test(test_bw_blend),
+        cmocka_unit_test(test_bw_parts),
+        cmocka_unit_test(test_mix_hand_computed),
         cmocka_unit_test(test_unit_factors_are_fixed_costs),
         cmocka_unit_test(test_denser_schedule_gains_less),
         cmocka_unit_test(test_bad_share),

@@ -107,13 +107,18 @@ const char *zb_placement_name(zb_placement_t p);
  * ranks in SM partitions of one GPU slow each other down (memory bandwidth, L2): an action of
  * phase p (0: F and R, 1: B, 2: W) takes f[p][k] times its cost while k other ranks compute,
  * f[p][n - 1] = 1 when the costs were measured with every other rank busy (as zbpp profile on a
- * GPU measures them). The simulator then advances each running action at its current rate from
- * event to event; a fused BW runs at the blend of its B and W factors, weighted by their costs.
- * n must be the schedule's P. docs/cuda.md, "Ranks sharing a GPU in the simulator". */
+ * GPU measures them). What the others compute matters too (optional mix, all zeros = none):
+ * mix[p][q] is the factor of a phase-p action while every other rank runs phase q, over its
+ * time beside the profile's own neighbours; with k > 0 others busy a phase-p action takes
+ * f[p][k] times the mean of mix[p][q] over the phases q the k others run. The simulator
+ * advances each running action at its current rate from event to event; a fused BW runs its B
+ * part, then its W part, each with its own phase's factors (and counts as that phase beside the
+ * others). n must be the schedule's P. docs/cuda.md, "Ranks sharing a GPU in the simulator". */
 #define ZB_SHARE_MAX 16
 typedef struct {
     int n;                     /* ranks sharing the device; 0 = none */
     double f[3][ZB_SHARE_MAX]; /* [phase][other ranks computing] duration factor, > 0 */
+    double mix[3][3];          /* [phase][the others' phase] factor, > 0; all 0 = none */
 } zb_share_t;
 
 typedef struct {
@@ -153,8 +158,11 @@ zb_status_t zb_costs_init_uniform(zb_costs_t *c, int stages, double f, double b,
                                   double comm, double mf, double mb, double mw, zb_err_t *err);
 /* Check an existing cost model (same rules as above, every stage, and its share). */
 zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err);
-/* A device share: 0 <= n <= ZB_SHARE_MAX, every factor of the first n in (0, 1000]. */
+/* A device share: 0 <= n <= ZB_SHARE_MAX, every factor of the first n in (0, 1000], the mix
+ * all 0 or all in (0, 1000]. */
 zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err);
+/* Whether the share has its mix (any factor of it non-zero). */
+bool zb_share_has_mix(const zb_share_t *sh);
 zb_status_t zb_costs_clone(zb_costs_t *dst, const zb_costs_t *src, zb_err_t *err);
 /* Set every stage's recompute time and kept memory (allocating t_r and m_keep if absent).
  * ZB_EINVAL for a time outside [0, ZB_COST_MAX] or a keep outside [0, |m_f|] of some stage. */

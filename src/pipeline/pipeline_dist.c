@@ -122,13 +122,14 @@ enum {
     SHARE_WALL,
     SHARE_COPY,               /* copy_d2h, copy_h2d, copy_d2h_alone, copy_h2d_alone */
     SHARE_DEVICE = SHARE_COPY + 4, /* share.n, then share.f[3][ZB_SHARE_MAX] */
-    SHARE_EMBED = SHARE_DEVICE + 1 + 3 * ZB_SHARE_MAX, /* f, b, w */
+    SHARE_MIX = SHARE_DEVICE + 1 + 3 * ZB_SHARE_MAX, /* share.mix[3][3] */
+    SHARE_EMBED = SHARE_MIX + 9,                    /* f, b, w */
     SHARE_HEAD = SHARE_EMBED + 3,
     SHARE_BLOCKS = SHARE_HEAD + 3, /* 3 per block */
     SHARE_MAX_LAYERS = 1024,   /* the model's limit (ZB_GPT2_MAX_LAYERS) */
     SHARE_LEN = SHARE_BLOCKS + 3 * SHARE_MAX_LAYERS
 };
-#define SHARE_MAGIC_VALUE 20261127.0
+#define SHARE_MAGIC_VALUE 20261128.0
 
 static void put_op(double *d, zb_op_time_t t) { d[0] = t.f, d[1] = t.b, d[2] = t.w; }
 static zb_op_time_t get_op(const double *d) { return (zb_op_time_t){d[0], d[1], d[2]}; }
@@ -150,6 +151,9 @@ static void pack_profile(const zb_profile_t *p, double *msg)
     for (int ph = 0; ph < 3; ph++)
         for (int k = 0; k < ZB_SHARE_MAX; k++)
             msg[SHARE_DEVICE + 1 + ph * ZB_SHARE_MAX + k] = p->share.f[ph][k];
+    for (int ph = 0; ph < 3; ph++)
+        for (int q = 0; q < 3; q++)
+            msg[SHARE_MIX + 3 * ph + q] = p->share.mix[ph][q];
     put_op(msg + SHARE_EMBED, p->embed);
     put_op(msg + SHARE_HEAD, p->head);
     for (int l = 0; l < p->layers; l++)
@@ -184,6 +188,9 @@ static zb_profile_t *unpack_profile(const pl_t *pl, const double *msg)
     for (int ph = 0; ph < 3; ph++)
         for (int k = 0; k < ZB_SHARE_MAX; k++)
             p->share.f[ph][k] = msg[SHARE_DEVICE + 1 + ph * ZB_SHARE_MAX + k];
+    for (int ph = 0; ph < 3; ph++)
+        for (int q = 0; q < 3; q++)
+            p->share.mix[ph][q] = msg[SHARE_MIX + 3 * ph + q];
     p->embed = get_op(msg + SHARE_EMBED);
     p->head = get_op(msg + SHARE_HEAD);
     for (int l = 0; l < L; l++)

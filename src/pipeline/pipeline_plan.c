@@ -591,6 +591,13 @@ static void plan_note(const pl_t *pl, const zb_schedule_t *plain, const zb_costs
                  "; ranks sharing the GPU as profiled (a block alone: F %.2f, B %.2f, W %.2f "
                  "of its time beside %d busy)",
                  sh->f[0][0], sh->f[1][0], sh->f[2][0], sh->n - 1);
+    len = strlen(rep->note);
+    if (sh->n > 0 && zb_share_has_mix(sh) && len < sizeof rep->note)
+        snprintf(rep->note + len, sizeof rep->note - len,
+                 " and what they run (beside all F / B / W: F %.2f/%.2f/%.2f, B %.2f/%.2f/%.2f, "
+                 "W %.2f/%.2f/%.2f)",
+                 sh->mix[0][0], sh->mix[0][1], sh->mix[0][2], sh->mix[1][0], sh->mix[1][1],
+                 sh->mix[1][2], sh->mix[2][0], sh->mix[2][1], sh->mix[2][2]);
 }
 
 /* A schedule with offload: how many stashes move, and what the simulator took a copy to cost

@@ -4,14 +4,17 @@
  *
  * Three one-block stages (a model config with one layer: the embedding alone, one block, the
  * head alone) keep the device memory at one block's parameters whatever the depth; block l is
- * timed with block l's parameters uploaded into the block stage. Device work is asynchronous, so
- * a phase is timed as ROUND microbatches back to back (one stash each) between two
- * synchronisations with the monotonic clock: launch and synchronisation latency are amortised
- * over the round. Median of `reps` rounds after one warm-up round. For ranks that share the GPU
- * (profile_ranks > 1), the other ranks' partitions run blocks on copies of the block stage
- * while one part is timed (cp_peers_queue says which phases): the ranks of a pipeline share the
- * device's memory bandwidth, and a part timed alone runs faster than it will in the pipeline
- * (the CPU profiler times its ranks' threads at once for the same reason). Uses only the public zb_cuda_* API (compiled in
+ * timed with block l's parameters uploaded into the block stage. A phase is timed as ROUND
+ * microbatches back to back (one stash each), by events on its stream around them: the device
+ * time, as a pipeline rank's host queues ahead of its stream (a round the host cannot launch
+ * fast enough still shows it). Median of `reps` rounds after one warm-up round. For ranks that
+ * share the GPU (profile_ranks > 1), the other ranks' partitions run blocks on copies of the
+ * block stage while one part is timed (beside_ref says which phases), for the whole of the
+ * timed round (cp_peers_top_up): the ranks of a pipeline share the device's memory bandwidth,
+ * and a part timed alone runs faster than it will in the pipeline (the CPU profiler times its
+ * ranks' threads at once for the same reason). cp_share then measures how that speed depends
+ * on how many others are busy and on what they run (zb_share_t, for the simulator). Uses the
+ * public zb_cuda_* API and the CUDA layer's streams and timers (src/cuda/stream.h; compiled in
  * every build; without CUDA the device check fails first). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,7 +25,11 @@
 #include "zbpp/profile.h"
 #include "zbpp/util.h"
 
-enum { ROUND = 4, COVER = 2, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1, PART_HEAD = 2 };
+/* ROUND microbatches per timed phase; a peer keeps COVER rounds' worth of block stashes, so
+ * that the phase it runs beside a timed round lasts longer than the round (the peers are queued
+ * first and start up to their launches' time earlier); CYCLES of its F, B, W beside a timed W. */
+enum { ROUND = 4, COVER = 3, CYCLES = 2, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1,
+       PART_HEAD = 2 };
 
 typedef struct {
     zb_gpt2_config_t one;        /* the model's config with one layer */
@@ -30,7 +37,15 @@ typedef struct {
     zb_cuda_stage_t *stage[3];   /* embedding, block, head */
     zb_cuda_partitions_t *parts; /* the ranks' partitions, owned by the timed context (NULL:
                                   * the whole GPU, or a peer's) */
-    zb_cuda_stash_t *stash[3][ROUND];
+    zb_cuda_stash_t *stash[3][ROUND]; /* the timed context's, per part */
+    zb_cuda_stash_t *cover[COVER][ROUND]; /* a peer's (block part only), in groups of a round */
+    int cover_next[COVER];         /* the phase each group runs next (0 F, 1 B, 2 W) */
+    /* a peer's work beside one timed round, in units (a phase on a group, or a cycle): units
+     * queued, and events at the end of the last two (unit u records unit_done[u % 2]) */
+    int units;
+    struct CUevent_st *unit_done[2];
+    zb_cuda_timer_t *timer[3];     /* the timed context's, per part: a round's device time */
+    struct CUevent_st *round_done; /* the timed context's: the end of its round */
     float *x_in, *x_out, *dx_out, *dx_in; /* device, B·T·C each */
     float *msg;                  /* host, B·T·C, page-locked as the staged messages' slots */
     int *tokens;                 /* host, 2·B·T: tokens then targets */
@@ -86,6 +101,14 @@ static void cp_free(cprof_t *p)
             zb_cuda_stash_free(p->stash[k][r]);
         zb_cuda_stage_free(p->stage[k]);
     }
+    for (int g = 0; g < COVER; g++)
+        for (int r = 0; r < ROUND; r++)
+            zb_cuda_stash_free(p->cover[g][r]);
+    for (int k = 0; k < 3; k++)
+        zb_cuda_timer_free(p->timer[k]);
+    zb_cuda_event_free(p->unit_done[0]);
+    zb_cuda_event_free(p->unit_done[1]);
+    zb_cuda_event_free(p->round_done);
     zb_cuda_partitions_free(p->parts); /* after the stages that queued on its stream */
     zb_cuda_buffer_free(p->x_in);
     zb_cuda_buffer_free(p->x_out);
@@ -98,7 +121,8 @@ static void cp_free(cprof_t *p)
 }
 
 /* The context timed in partition `slot` of `shared` (NULL: the first context makes the ranks'
- * partitions itself and owns them). */
+ * partitions itself and owns them); slot > 0: a peer, which runs the block part only (its
+ * COVER groups of stashes) and holds no embedding or head. */
 static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int T,
                            const zb_cuda_train_opts_t *o, zb_cuda_partitions_t *shared, int slot,
                            zb_err_t *err)
@@ -126,7 +150,8 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
             st = ZB_OK, p->parts = NULL; /* no green contexts: the ranks share the whole GPU */
         shared = p->parts;
     }
-    for (int k = 0; k < 3 && st == ZB_OK; k++) {
+    const bool peer = slot > 0;
+    for (int k = peer ? PART_BLOCK : 0; k < (peer ? PART_BLOCK + 1 : 3) && st == ZB_OK; k++) {
         st = zb_cuda_stage_new(&p->one, &spans[k], B, T, o->precision, o->device, &p->stage[k],
                                err);
         if (st == ZB_OK)
@@ -134,9 +159,20 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
         if (st == ZB_OK && shared)
             st = zb_cuda_stage_use_stream(p->stage[k], zb_cuda_partition_stream(shared, slot),
                                           zb_cuda_partition_sms(shared, slot), err);
-        for (int r = 0; r < ROUND && st == ZB_OK; r++)
+        for (int r = 0; r < ROUND && st == ZB_OK && !peer; r++)
             st = zb_cuda_stash_new(p->stage[k], &p->stash[k][r], err);
+        for (int g = 0; g < COVER && peer; g++)
+            for (int r = 0; r < ROUND && st == ZB_OK; r++)
+                st = zb_cuda_stash_new(p->stage[k], &p->cover[g][r], err);
+        if (st == ZB_OK && !peer && k == PART_HEAD)
+            st = zb_cuda_stage_loss_slots(p->stage[k], ROUND, err);
+        if (st == ZB_OK && !peer)
+            st = zb_cuda_timer_new(zb_cuda_stage_stream(p->stage[k]), 1, &p->timer[k], err);
     }
+    for (int e = 0; e < 2 && st == ZB_OK && peer; e++)
+        st = zb_cuda_event_new(p->stage[PART_BLOCK], &p->unit_done[e], err);
+    if (st == ZB_OK && !peer)
+        st = zb_cuda_event_new(p->stage[PART_BLOCK], &p->round_done, err);
     float **bufs[4] = {&p->x_in, &p->x_out, &p->dx_out, &p->dx_in};
     for (int b = 0; b < 4 && st == ZB_OK; b++)
         st = zb_cuda_buffer_alloc(p->stage[PART_BLOCK], nc, bufs[b], err);
@@ -152,75 +188,169 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     }
     cp_take_block(&p->host, full, 0);
     for (int k = 0; k < 3 && st == ZB_OK; k++)
-        st = zb_cuda_params_upload(p->stage[k], &p->host, err);
+        if (p->stage[k])
+            st = zb_cuda_params_upload(p->stage[k], &p->host, err);
     if (st != ZB_OK)
         cp_free(p);
     return st;
 }
 
-/* Queue ROUND microbatches of phase `ph` (0 F, 1 B, 2 W) of part k on its stream. */
-static zb_status_t cp_phase(cprof_t *p, int k, int ph, float scale, zb_err_t *err)
+/* Queue ROUND microbatches of phase `ph` (0 F, 1 B, 2 W) of part k on its stream, one on each
+ * of the ROUND stashes. */
+static zb_status_t cp_queue(cprof_t *p, int k, zb_cuda_stash_t *const *stash, int ph, float scale,
+                            zb_err_t *err)
 {
     zb_cuda_stage_t *s = p->stage[k];
     const int *targets = p->tokens + p->ntok;
     bool embed = k == PART_EMBED, head = k == PART_HEAD;
     zb_status_t st = ZB_OK;
     for (int r = 0; r < ROUND && st == ZB_OK; r++) {
-        float loss;
-        if (ph == 0)
-            st = zb_cuda_forward(s, p->stash[k][r], embed ? p->tokens : NULL,
-                                 embed ? NULL : p->x_in, head ? targets : NULL,
-                                 head ? NULL : p->x_out, head ? &loss : NULL, err);
+        if (ph == 0) /* the head's losses into slots, as the pipeline's ranks take them: no
+                      * host wait inside the round */
+            st = zb_cuda_forward_deferred(s, stash[r], embed ? p->tokens : NULL,
+                                          embed ? NULL : p->x_in, head ? targets : NULL,
+                                          head ? NULL : p->x_out, r, err);
         else if (ph == 1)
-            st = zb_cuda_backward_input(s, p->stash[k][r], head ? NULL : p->dx_out, scale,
+            st = zb_cuda_backward_input(s, stash[r], head ? NULL : p->dx_out, scale,
                                         embed ? NULL : p->dx_in, err);
         else
-            st = zb_cuda_backward_weight(s, p->stash[k][r], err);
+            st = zb_cuda_backward_weight(s, stash[r], err);
     }
     return st;
 }
 
-/* The peers' work while part k's phase `ph` is timed, on their block stage: a pipeline rank's
- * neighbours mostly run blocks, whatever part it runs itself (the head and the embedding timed
- * beside copies of themselves ran ~5 % slower than in the pipeline, 2026-11-27b). An F is
- * timed beside COVER rounds of forwards, a B beside one round of input backwards (a stash
- * takes one B per F), as a pipeline's steady state runs them side by side. A W fills the holes
- * between F's and B's, so it is timed beside COVER cycles of F, B, W (beside W's alone it was
- * timed 1.15-1.2x faster than it ran in zb-h2 and zb-v, 2026-11-27); the peers' own W of
- * round ph 1 runs first, untimed, so their stashes take a forward again. Whatever outlasts the
- * timed round is waited for untimed. */
-static zb_status_t cp_peers_queue(cprof_t *peers, int n_peers, int ph, float scale, zb_err_t *err)
+static zb_status_t cp_phase(cprof_t *p, int k, int ph, float scale, zb_err_t *err)
+{
+    return cp_queue(p, k, p->stash[k], ph, scale, err);
+}
+
+/* ---- the other ranks' work while one part is timed ---- */
+
+/* Phase ph on peer q's stash group g; each stash then takes the next phase (F may also repeat). */
+static zb_status_t peer_phase(cprof_t *q, int g, int ph, float scale, zb_err_t *err)
+{
+    q->cover_next[g] = (ph + 1) % 3;
+    return cp_queue(q, PART_BLOCK, q->cover[g], ph, scale, err);
+}
+
+/* Queue, untimed, what group g needs before it can run phase ph (a B needs an F, a W a B, an F
+ * anything but a pending B); *queued is set when anything was. */
+static zb_status_t peer_ready(cprof_t *q, int g, int ph, float scale, bool *queued, zb_err_t *err)
 {
     zb_status_t st = ZB_OK;
-    for (int q = 0; q < n_peers && st == ZB_OK && ph == 2; q++) {
-        st = cp_phase(&peers[q], PART_BLOCK, 2, scale, err);
-        if (st == ZB_OK)
-            st = zb_cuda_sync(peers[q].stage[PART_BLOCK], err);
+    while (st == ZB_OK && q->cover_next[g] != ph && !(ph == 0 && q->cover_next[g] == 1)) {
+        st = peer_phase(q, g, q->cover_next[g], scale, err);
+        *queued = true;
     }
-    for (int q = 0; q < n_peers && st == ZB_OK; q++)
-        for (int j = 0; j < (ph == 1 ? 1 : COVER) && st == ZB_OK; j++)
-            for (int c = ph == 2 ? 0 : ph; c <= ph && st == ZB_OK; c++)
-                st = cp_phase(&peers[q], PART_BLOCK, c, scale, err);
     return st;
+}
+
+/* What the peers run beside a timed phase: one phase throughout (0 F, 1 B, 2 W: every group of
+ * stashes in turn), or BESIDE_CYCLE, F, B, W in turn on CYCLES groups. */
+enum { BESIDE_CYCLE = 3 };
+
+/* The profile's own neighbours, beside a timed F, B, W: a pipeline rank's neighbours mostly run
+ * blocks, whatever part it runs itself (the head and the embedding timed beside copies of
+ * themselves ran ~5 % slower than in the pipeline, 2026-11-27b). An F is timed beside
+ * forwards, a B beside input backwards, as a pipeline's steady state runs them side by side. A
+ * W fills the holes between F's and B's, so it is timed beside cycles of F, B, W (beside W's
+ * alone it was timed 1.15-1.2x faster than it ran in zb-h2 and zb-v, 2026-11-27). */
+static const int beside_ref[3] = {0, 1, BESIDE_CYCLE};
+
+/* Peer q's next unit of work beside a timed phase: the phase on its next group of stashes
+ * (after what that group needs first: only a round longer than COVER of the peer's ever
+ * needs it), or F, B, W on it. Records unit_done after it. */
+static zb_status_t peer_unit(cprof_t *q, int beside, float scale, zb_err_t *err)
+{
+    const int cycle = beside == BESIDE_CYCLE;
+    const int g = q->units % (cycle ? CYCLES : COVER), first = cycle ? 0 : beside;
+    bool queued = false;
+    zb_status_t st = peer_ready(q, g, first, scale, &queued, err);
+    for (int c = first; c <= (cycle ? 2 : first) && st == ZB_OK; c++)
+        st = peer_phase(q, g, c, scale, err);
+    if (st == ZB_OK)
+        st = zb_cuda_event_record(q->stage[PART_BLOCK], q->unit_done[q->units % 2], err);
+    q->units++;
+    return st;
+}
+
+/* Start the peers' work beside a timed phase: first, untimed and waited for, what their stashes
+ * need before it; then two units each, queued before the timed round so that they run from its
+ * start. cp_peers_top_up keeps them busy until it ends. */
+static zb_status_t cp_peers_start(cprof_t *peers, int n_peers, int beside, float scale,
+                                  zb_err_t *err)
+{
+    const int first = beside == BESIDE_CYCLE ? 0 : beside;
+    const int groups = beside == BESIDE_CYCLE ? CYCLES : COVER;
+    zb_status_t st = ZB_OK;
+    for (int q = 0; q < n_peers && st == ZB_OK; q++) {
+        bool queued = false;
+        for (int g = 0; g < groups && st == ZB_OK; g++)
+            st = peer_ready(&peers[q], g, first, scale, &queued, err);
+        if (st == ZB_OK && queued)
+            st = zb_cuda_sync(peers[q].stage[PART_BLOCK], err);
+        peers[q].units = 0;
+    }
+    for (int u = 0; u < 2; u++)
+        for (int q = 0; q < n_peers && st == ZB_OK; q++)
+            st = peer_unit(&peers[q], beside, scale, err);
+    return st;
+}
+
+/* Until `done` (the timed round's end) has happened: a peer whose second-last unit has ended
+ * (one left) gets another, so every peer computes for the whole round, however long the
+ * timed part is. */
+static zb_status_t cp_peers_top_up(cprof_t *peers, int n_peers, int beside, float scale,
+                                   struct CUevent_st *done, zb_err_t *err)
+{
+    for (;;) {
+        bool finished = false;
+        zb_status_t st = zb_cuda_event_query(done, &finished, err);
+        if (st != ZB_OK || finished)
+            return st;
+        for (int q = 0; q < n_peers && st == ZB_OK; q++) {
+            bool older_done = false;
+            st = zb_cuda_event_query(peers[q].unit_done[peers[q].units % 2], &older_done, err);
+            if (st == ZB_OK && older_done)
+                st = peer_unit(&peers[q], beside, scale, err);
+        }
+        if (st != ZB_OK)
+            return st;
+    }
 }
 
 /* One round of part k: ROUND forwards, then ROUND input backwards, then ROUND weight
- * backwards, each phase between synchronisations, the n_peers other ranks' contexts busy
- * meanwhile (cp_peers_queue: queued first, waited for after). Seconds per microbatch into t. */
-static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, float scale,
-                            zb_op_time_t *t, zb_err_t *err)
+ * backwards, each phase between synchronisations, its device time from events around it
+ * (launch and synchronisation latency left out, as a pipeline's ranks queue ahead of their
+ * streams), the n_peers other ranks' contexts busy throughout with beside[phase]. Seconds per
+ * microbatch into t. */
+static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, const int beside[3],
+                            float scale, zb_op_time_t *t, zb_err_t *err)
 {
     zb_cuda_stage_t *s = p->stage[k];
+    zb_cuda_timer_t *tm = p->timer[k];
     zb_status_t st = zb_cuda_sync(s, err);
     double secs[3];
     for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
-        st = cp_peers_queue(peers, n_peers, ph, scale, err);
-        double t0 = zb_now();
+        st = cp_peers_start(peers, n_peers, beside[ph], scale, err);
+        if (st == ZB_OK)
+            st = zb_cuda_timer_step_begin(tm, err);
+        if (st == ZB_OK)
+            st = zb_cuda_timer_begin(tm, 0, err);
         if (st == ZB_OK)
             st = cp_phase(p, k, ph, scale, err);
         if (st == ZB_OK)
+            st = zb_cuda_timer_end(tm, 0, err);
+        if (st == ZB_OK)
+            st = zb_cuda_event_record(s, p->round_done, err);
+        if (st == ZB_OK)
+            st = cp_peers_top_up(peers, n_peers, beside[ph], scale, p->round_done, err);
+        double t0 = 0, t1 = 0;
+        if (st == ZB_OK)
+            st = zb_cuda_timer_resolve(tm, tm, 0, &t0, &t1, 1, err);
+        secs[ph] = t1 - t0;
+        if (st == ZB_OK)
             st = zb_cuda_sync(s, err);
-        secs[ph] = zb_now() - t0;
         for (int q = 0; q < n_peers && st == ZB_OK; q++)
             st = zb_cuda_sync(peers[q].stage[PART_BLOCK], err);
     }
@@ -232,31 +362,39 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, floa
 static double cp_median(double *v, int n) { return zb_median(v, (size_t)n); }
 
 /* The ranks' slowdown of each other (zb_profile_t.share): the block part timed with k = 0 ..
- * n_peers of the other ranks busy, reps rounds each, interleaved so that drift hits every k
- * alike; each factor is the median time over the one with all n_peers busy. */
+ * n_peers of the other ranks busy as the profile's parts are (beside_ref), and with all of them
+ * running one phase throughout (F, B or W: the mix), reps rounds each, interleaved so that
+ * drift hits every case alike. Each factor is a median time over the one with all n_peers busy
+ * as the parts were timed. */
 static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, float scale,
                             zb_share_t *out, zb_err_t *err)
 {
     memset(out, 0, sizeof *out);
     if (n_peers < 1 || n_peers + 1 > ZB_SHARE_MAX)
         return ZB_OK; /* no sharing, or more ranks than the model takes: fixed costs */
-    const int K = n_peers + 1;
-    double *t = malloc(3 * (size_t)K * (size_t)reps * sizeof *t); /* [phase][k][rep] */
+    const int K = n_peers + 1, C = K + 3; /* cases: k = 0 .. n_peers, then all beside F, B, W */
+    double *t = malloc(3 * (size_t)C * (size_t)reps * sizeof *t); /* [phase][case][rep] */
     if (!t)
         return zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
-#define T_AT(ph, k, r) t[((size_t)(ph) * (size_t)K + (size_t)(k)) * (size_t)reps + (size_t)(r)]
+#define T_AT(ph, c, r) t[((size_t)(ph) * (size_t)C + (size_t)(c)) * (size_t)reps + (size_t)(r)]
     zb_status_t st = ZB_OK;
     for (int r = 0; r < reps && st == ZB_OK; r++)
-        for (int k = 0; k < K && st == ZB_OK; k++) {
+        for (int c = 0; c < C && st == ZB_OK; c++) {
             zb_op_time_t m = {0, 0, 0};
-            st = cp_round(p, peers, k, PART_BLOCK, scale, &m, err);
-            T_AT(0, k, r) = m.f, T_AT(1, k, r) = m.b, T_AT(2, k, r) = m.w;
+            const int all[3] = {c - K, c - K, c - K};
+            st = cp_round(p, peers, c < K ? c : n_peers, PART_BLOCK, c < K ? beside_ref : all,
+                          scale, &m, err);
+            T_AT(0, c, r) = m.f, T_AT(1, c, r) = m.b, T_AT(2, c, r) = m.w;
         }
     for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
-        double all = cp_median(&T_AT(ph, n_peers, 0), reps);
-        for (int k = 0; k < K; k++) {
-            double f = all > 0 ? cp_median(&T_AT(ph, k, 0), reps) / all : 1.0;
-            out->f[ph][k] = f > 0 && f <= 1e3 ? f : 1.0; /* a timer's zero: no information */
+        double ref = cp_median(&T_AT(ph, n_peers, 0), reps);
+        for (int c = 0; c < C; c++) {
+            double f = ref > 0 ? cp_median(&T_AT(ph, c, 0), reps) / ref : 1.0;
+            f = f > 0 && f <= 1e3 ? f : 1.0; /* a timer's zero: no information */
+            if (c < K)
+                out->f[ph][c] = f;
+            else
+                out->mix[ph][c - K] = f;
         }
     }
 #undef T_AT
@@ -315,7 +453,7 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
             }
             zb_op_time_t t;
             if (st == ZB_OK)
-                st = cp_round(&p, peers, n_peers, k, scale, &t, err);
+                st = cp_round(&p, peers, n_peers, k, beside_ref, scale, &t, err);
             if (st == ZB_OK && r >= 0) {
                 double *d = times + ((size_t)r * (size_t)parts + (size_t)part) * 3;
                 d[0] = t.f, d[1] = t.b, d[2] = t.w;

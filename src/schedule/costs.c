@@ -160,6 +160,17 @@ zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err)
     return ZB_OK;
 }
 
+static const char *share_phase(int p) { return p == 0 ? "F" : p == 1 ? "B" : "W"; }
+
+bool zb_share_has_mix(const zb_share_t *sh)
+{
+    for (int p = 0; p < 3; p++)
+        for (int q = 0; q < 3; q++)
+            if (sh->mix[p][q] != 0)
+                return true;
+    return false;
+}
+
 zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err)
 {
     if (sh->n < 0 || sh->n > ZB_SHARE_MAX)
@@ -171,7 +182,14 @@ zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err)
                 return zb_err_set(err, ZB_EINVAL,
                                   "costs: sharing factor of %s with %d others busy is %g (must be "
                                   "in (0, 1000])",
-                                  p == 0 ? "F" : p == 1 ? "B" : "W", k, sh->f[p][k]);
+                                  share_phase(p), k, sh->f[p][k]);
+    for (int p = 0; p < 3 && zb_share_has_mix(sh); p++)
+        for (int q = 0; q < 3; q++)
+            if (!(sh->mix[p][q] > 0) || !(sh->mix[p][q] <= 1e3))
+                return zb_err_set(err, ZB_EINVAL,
+                                  "costs: sharing mix of %s beside %s's is %g (all 0, or all in "
+                                  "(0, 1000])",
+                                  share_phase(p), share_phase(q), sh->mix[p][q]);
     return ZB_OK;
 }
 

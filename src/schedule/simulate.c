@@ -20,8 +20,9 @@
  *
  * Ranks sharing one device (costs->share, n > 0): an action's duration is no longer fixed when
  * it starts, so run_shared advances time from event to event (an action ends, a message
- * arrives) over every rank at once, each computing rank progressing at 1 / f[phase][k] of its
- * cost's rate while k other ranks compute. With every factor 1 it gives run()'s timeline. */
+ * arrives, a fused BW's B part ends) over every rank at once, each computing rank progressing
+ * at 1 / f[phase][k] of its cost's rate while k other ranks compute (times the mix of what
+ * they compute, where the share has one). With every factor 1 it gives run()'s timeline. */
 #include "zbpp/schedule.h"
 
 #include <math.h>
@@ -393,19 +394,39 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
 
 /* ---- ranks sharing one device ---- */
 
-/* Duration factor of compute action `a` while k other ranks compute (costs->share). */
-static double share_factor(const sim_ctx_t *x, const zb_action_t *a, int k)
+/* The part of rank r's running action that runs at one rate, and its phase (0: F and R, 1: B,
+ * 2: W): a fused BW is its B part (while more than its W's cost is left), then its W part. */
+static double running_part(const sim_ctx_t *x, int r, int *phase)
+{
+    const zb_action_t *a = &x->s->rank[r].actions[x->pos[r]];
+    const double left = x->left[r];
+    switch (a->type) {
+    case ZB_ACT_B: *phase = 1; return left;
+    case ZB_ACT_W: *phase = 2; return left;
+    case ZB_ACT_BW: {
+        const double tw = x->c->t_w[a->stage];
+        *phase = left > tw ? 1 : 2;
+        return left > tw ? left - tw : left;
+    }
+    default: *phase = 0; return left; /* F, R */
+    }
+}
+
+/* Duration factor of rank r's running part (phase[r]) beside the other busy ranks (costs->share):
+ * f[phase][others], times the mean of the mix over the others' phases when the share has one. */
+static double share_factor(const sim_ctx_t *x, int r, const int *phase, int busy)
 {
     const zb_share_t *sh = &x->c->share;
-    switch (a->type) {
-    case ZB_ACT_B: return sh->f[1][k];
-    case ZB_ACT_W: return sh->f[2][k];
-    case ZB_ACT_BW: {
-        double tb = x->c->t_b[a->stage], tw = x->c->t_w[a->stage];
-        return tb + tw > 0 ? (tb * sh->f[1][k] + tw * sh->f[2][k]) / (tb + tw) : 1.0;
+    const int p = phase[r];
+    double f = sh->f[p][busy - 1];
+    if (busy > 1 && zb_share_has_mix(sh)) {
+        double sum = 0;
+        for (int j = 0; j < x->s->ranks; j++)
+            if (j != r && x->left[j] >= 0)
+                sum += sh->mix[p][phase[j]];
+        f *= sum / (busy - 1);
     }
-    default: return sh->f[0][k]; /* F, R */
-    }
+    return f;
 }
 
 /* Let rank r (computing nothing) go as far as it can at time `now`: copies and zero-time
@@ -469,22 +490,30 @@ static void run_shared(sim_ctx_t *x, zb_sim_t *o)
             busy += x->left[r] >= 0;
         if (busy == 0 && !isfinite(wake_at))
             return; /* done, or stuck: the caller names who */
-        double next = wake_at, factor[ZB_SHARE_MAX];
+        double next = wake_at, factor[ZB_SHARE_MAX], part[ZB_SHARE_MAX];
+        int phase[ZB_SHARE_MAX];
+        for (int r = 0; r < P; r++)
+            if (x->left[r] >= 0)
+                part[r] = running_part(x, r, &phase[r]);
         for (int r = 0; r < P; r++)
             if (x->left[r] >= 0) {
-                factor[r] = share_factor(x, &s->rank[r].actions[x->pos[r]], busy - 1);
-                next = fmin(next, now + x->left[r] * factor[r]);
+                factor[r] = share_factor(x, r, phase, busy);
+                next = fmin(next, now + part[r] * factor[r]);
             }
         for (int r = 0; r < P; r++) {
             if (x->left[r] < 0)
                 continue;
-            double end = now + x->left[r] * factor[r];
+            double end = now + part[r] * factor[r];
             if (end > next * (1 + 1e-12) + 1e-300) {
                 x->left[r] -= (next - now) / factor[r];
                 continue;
             }
             const int i = x->pos[r];
             const zb_action_t *a = &s->rank[r].actions[i];
+            if (part[r] < x->left[r]) { /* a BW's B part ends: its W part runs on */
+                x->left[r] = x->c->t_w[a->stage];
+                continue;
+            }
             o->end[r][i] = next;
             o->busy[r] += next - o->start[r][i];
             x->free_t[r] = next;

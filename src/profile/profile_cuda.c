@@ -166,6 +166,8 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
                 st = zb_cuda_stash_new(p->stage[k], &p->cover[g][r], err);
         if (st == ZB_OK && !peer && k == PART_HEAD)
             st = zb_cuda_stage_loss_slots(p->stage[k], ROUND, err);
+        if (st == ZB_OK && !peer) /* its events on the stage's device */
+            st = zb_cuda_stage_bind(p->stage[k], err);
         if (st == ZB_OK && !peer)
             st = zb_cuda_timer_new(zb_cuda_stage_stream(p->stage[k]), 1, &p->timer[k], err);
     }

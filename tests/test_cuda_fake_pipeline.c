@@ -207,6 +207,7 @@ static void test_every_family_same_bits(void **state)
     /* both ranks share the one GPU: the simulator runs them with the profile's factors */
     assert_non_null(strstr(rep.note, "ranks sharing the GPU as profiled"));
     assert_non_null(strstr(rep.note, "and what they run (beside all F / B / W"));
+    assert_non_null(strstr(rep.note, "; a fused BW "));
     same_losses(lg, lc, STEPS, "cuda with a GPU profile");
     pt_assert_same_params(&pg, &pc, "cuda with a GPU profile");
     zb_gpt2_params_free(&pc), zb_gpt2_params_free(&pg);

@@ -320,6 +320,7 @@ static void test_profile(void **state)
     for (int ph = 0; ph < 3; ph++)
         for (int q = 0; q < 3; q++)
             assert_true(p.share.mix[ph][q] > 0 && p.share.mix[ph][q] <= 1e3);
+    assert_true(p.share.bw > 0 && p.share.bw <= 1e3); /* and a fused BW against B + W */
     assert_int_equal(zb_share_check(&p.share, &e), ZB_OK);
     zb_profile_free(&p);
 }
@@ -363,7 +364,7 @@ static void test_profile_peer_units(void **state)
     /* the timed context: one round of each part with the peer beside it as profiled */
     zb_op_time_t t;
     for (int k = 0; k < 3; k++)
-        if (cp_round(&lead, &peer, 1, k, beside_ref, scale, &t, &e) != ZB_OK)
+        if (cp_round(&lead, &peer, 1, k, beside_ref, k == PART_BLOCK, scale, &t, &e) != ZB_OK)
             fail_msg("round of part %d: %s", k, e.msg);
     cp_free(&peer);
     cp_free(&lead);

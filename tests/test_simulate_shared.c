@@ -97,6 +97,12 @@ static void test_bw_parts(void **state)
     assert_close(sim.busy[0], 2.0);
     assert_close(sim.busy[1], 2.0);
     zb_sim_free(&sim);
+    /* a fused BW at half its B and W apart (share.bw): 0.75 each, ends 1.75 and 2.5 */
+    c.share.bw = 0.5;
+    sim_ok(s, &c, &sim);
+    assert_close(sim.end[1][1], 1.75);
+    assert_close(sim.makespan, 2.5);
+    zb_sim_free(&sim);
     zb_costs_free(&c);
     zb_schedule_free(s);
 }
@@ -269,12 +275,17 @@ static void test_bad_share(void **state)
     assert_int_equal(zb_simulate(s, &c, &sim, &e), ZB_EINVAL);
     assert_non_null(strstr(e.msg, "mix of W beside W's"));
     c.share.mix[2][2] = 1.0;
+    c.share.bw = -1;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "fused BW is -1"));
+    c.share.bw = 0.9;
     zb_costs_t copy;
     if (zb_costs_clone(&copy, &c, &e) != ZB_OK)
         fail_msg("%s", e.msg);
     assert_int_equal(copy.share.n, 2);
     assert_close(copy.share.f[0][0], 0.5);
     assert_close(copy.share.mix[1][2], 1.5);
+    assert_close(copy.share.bw, 0.9);
     zb_costs_free(&copy);
     zb_costs_free(&c);
     zb_schedule_free(s);

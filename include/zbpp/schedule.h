@@ -110,7 +110,8 @@ const char *zb_placement_name(zb_placement_t p);
  * GPU measures them). What the others compute matters too (optional mix, all zeros = none):
  * mix[p][q] is the factor of a phase-p action while every other rank runs phase q, over its
  * time beside the profile's own neighbours; with k > 0 others busy a phase-p action takes
- * f[p][k] times the mean of mix[p][q] over the phases q the k others run. The simulator
+ * f[p][k] times the mean of mix[p][q] over the phases q the k others run. A fused BW may run
+ * faster or slower than its B and W apart (bw, measured beside the same neighbours). The simulator
  * advances each running action at its current rate from event to event; a fused BW runs its B
  * part, then its W part, each with its own phase's factors (and counts as that phase beside the
  * others). n must be the schedule's P. docs/cuda.md, "Ranks sharing a GPU in the simulator". */
@@ -119,6 +120,8 @@ typedef struct {
     int n;                     /* ranks sharing the device; 0 = none */
     double f[3][ZB_SHARE_MAX]; /* [phase][other ranks computing] duration factor, > 0 */
     double mix[3][3];          /* [phase][the others' phase] factor, > 0; all 0 = none */
+    double bw;                 /* a fused BW's time over its B's and W's timed apart (both
+                                * parts scaled by it); 0 = 1 */
 } zb_share_t;
 
 typedef struct {
@@ -159,7 +162,7 @@ zb_status_t zb_costs_init_uniform(zb_costs_t *c, int stages, double f, double b,
 /* Check an existing cost model (same rules as above, every stage, and its share). */
 zb_status_t zb_costs_check(const zb_costs_t *c, zb_err_t *err);
 /* A device share: 0 <= n <= ZB_SHARE_MAX, every factor of the first n in (0, 1000], the mix
- * all 0 or all in (0, 1000]. */
+ * all 0 or all in (0, 1000], bw 0 or in (0, 1000]. */
 zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err);
 /* Whether the share has its mix (any factor of it non-zero). */
 bool zb_share_has_mix(const zb_share_t *sh);

@@ -122,8 +122,8 @@ enum {
     SHARE_WALL,
     SHARE_COPY,               /* copy_d2h, copy_h2d, copy_d2h_alone, copy_h2d_alone */
     SHARE_DEVICE = SHARE_COPY + 4, /* share.n, then share.f[3][ZB_SHARE_MAX] */
-    SHARE_MIX = SHARE_DEVICE + 1 + 3 * ZB_SHARE_MAX, /* share.mix[3][3] */
-    SHARE_EMBED = SHARE_MIX + 9,                    /* f, b, w */
+    SHARE_MIX = SHARE_DEVICE + 1 + 3 * ZB_SHARE_MAX, /* share.mix[3][3], then share.bw */
+    SHARE_EMBED = SHARE_MIX + 10,                   /* f, b, w */
     SHARE_HEAD = SHARE_EMBED + 3,
     SHARE_BLOCKS = SHARE_HEAD + 3, /* 3 per block */
     SHARE_MAX_LAYERS = 1024,   /* the model's limit (ZB_GPT2_MAX_LAYERS) */
@@ -154,6 +154,7 @@ static void pack_profile(const zb_profile_t *p, double *msg)
     for (int ph = 0; ph < 3; ph++)
         for (int q = 0; q < 3; q++)
             msg[SHARE_MIX + 3 * ph + q] = p->share.mix[ph][q];
+    msg[SHARE_MIX + 9] = p->share.bw;
     put_op(msg + SHARE_EMBED, p->embed);
     put_op(msg + SHARE_HEAD, p->head);
     for (int l = 0; l < p->layers; l++)
@@ -191,6 +192,7 @@ static zb_profile_t *unpack_profile(const pl_t *pl, const double *msg)
     for (int ph = 0; ph < 3; ph++)
         for (int q = 0; q < 3; q++)
             p->share.mix[ph][q] = msg[SHARE_MIX + 3 * ph + q];
+    p->share.bw = msg[SHARE_MIX + 9];
     p->embed = get_op(msg + SHARE_EMBED);
     p->head = get_op(msg + SHARE_HEAD);
     for (int l = 0; l < L; l++)

@@ -598,6 +598,10 @@ static void plan_note(const pl_t *pl, const zb_schedule_t *plain, const zb_costs
                  "W %.2f/%.2f/%.2f)",
                  sh->mix[0][0], sh->mix[0][1], sh->mix[0][2], sh->mix[1][0], sh->mix[1][1],
                  sh->mix[1][2], sh->mix[2][0], sh->mix[2][1], sh->mix[2][2]);
+    len = strlen(rep->note);
+    if (sh->n > 0 && sh->bw > 0 && len < sizeof rep->note)
+        snprintf(rep->note + len, sizeof rep->note - len, "; a fused BW %.2f of its B + W",
+                 sh->bw);
 }
 
 /* A schedule with offload: how many stashes move, and what the simulator took a copy to cost

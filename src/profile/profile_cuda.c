@@ -197,8 +197,10 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     return st;
 }
 
-/* Queue ROUND microbatches of phase `ph` (0 F, 1 B, 2 W) of part k on its stream, one on each
- * of the ROUND stashes. */
+/* Queue ROUND microbatches of phase `ph` (0 F, 1 B, 2 W, FUSED_BW: each microbatch's B then
+ * its W, as a pipeline's BW runs them) of part k on its stream, one on each of the ROUND
+ * stashes. */
+enum { FUSED_BW = 3 };
 static zb_status_t cp_queue(cprof_t *p, int k, zb_cuda_stash_t *const *stash, int ph, float scale,
                             zb_err_t *err)
 {
@@ -212,10 +214,10 @@ static zb_status_t cp_queue(cprof_t *p, int k, zb_cuda_stash_t *const *stash, in
             st = zb_cuda_forward_deferred(s, stash[r], embed ? p->tokens : NULL,
                                           embed ? NULL : p->x_in, head ? targets : NULL,
                                           head ? NULL : p->x_out, r, err);
-        else if (ph == 1)
+        if (st == ZB_OK && (ph == 1 || ph == FUSED_BW))
             st = zb_cuda_backward_input(s, stash[r], head ? NULL : p->dx_out, scale,
                                         embed ? NULL : p->dx_in, err);
-        else
+        if (st == ZB_OK && (ph == 2 || ph == FUSED_BW))
             st = zb_cuda_backward_weight(s, stash[r], err);
     }
     return st;
@@ -251,13 +253,14 @@ static zb_status_t peer_ready(cprof_t *q, int g, int ph, float scale, bool *queu
  * stashes in turn), or BESIDE_CYCLE, F, B, W in turn on CYCLES groups. */
 enum { BESIDE_CYCLE = 3 };
 
-/* The profile's own neighbours, beside a timed F, B, W: a pipeline rank's neighbours mostly run
+/* The profile's own neighbours, beside a timed F, B, W (and fused BW): a pipeline rank's
+ * neighbours mostly run
  * blocks, whatever part it runs itself (the head and the embedding timed beside copies of
  * themselves ran ~5 % slower than in the pipeline, 2026-11-27b). An F is timed beside
  * forwards, a B beside input backwards, as a pipeline's steady state runs them side by side. A
  * W fills the holes between F's and B's, so it is timed beside cycles of F, B, W (beside W's
  * alone it was timed 1.15-1.2x faster than it ran in zb-h2 and zb-v, 2026-11-27). */
-static const int beside_ref[3] = {0, 1, BESIDE_CYCLE};
+static const int beside_ref[4] = {0, 1, BESIDE_CYCLE, BESIDE_CYCLE};
 
 /* Peer q's next unit of work beside a timed phase: the phase on its next group of stashes
  * (after what that group needs first: only a round longer than COVER of the peer's ever
@@ -322,18 +325,20 @@ static zb_status_t cp_peers_top_up(cprof_t *peers, int n_peers, int beside, floa
 }
 
 /* One round of part k: ROUND forwards, then ROUND input backwards, then ROUND weight
- * backwards, each phase between synchronisations, its device time from events around it
- * (launch and synchronisation latency left out, as a pipeline's ranks queue ahead of their
- * streams), the n_peers other ranks' contexts busy throughout with beside[phase]. Seconds per
- * microbatch into t. */
-static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, const int beside[3],
-                            float scale, zb_op_time_t *t, zb_err_t *err)
+ * backwards (fused: ROUND forwards, then ROUND fused BW's, into t.f and t.b), each phase
+ * between synchronisations, its device time from events around it (launch and
+ * synchronisation latency left out, as a pipeline's ranks queue ahead of their streams), the
+ * n_peers other ranks' contexts busy throughout with beside[phase]. Seconds per microbatch
+ * into t. */
+static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, const int beside[4],
+                            bool fused, float scale, zb_op_time_t *t, zb_err_t *err)
 {
     zb_cuda_stage_t *s = p->stage[k];
     zb_cuda_timer_t *tm = p->timer[k];
     zb_status_t st = zb_cuda_sync(s, err);
-    double secs[3];
-    for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
+    double secs[3] = {0, 0, 0};
+    for (int i = 0; i < (fused ? 2 : 3) && st == ZB_OK; i++) {
+        const int ph = fused && i == 1 ? FUSED_BW : i;
         st = cp_peers_start(peers, n_peers, beside[ph], scale, err);
         if (st == ZB_OK)
             st = zb_cuda_timer_step_begin(tm, err);
@@ -350,7 +355,7 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, cons
         double t0 = 0, t1 = 0;
         if (st == ZB_OK)
             st = zb_cuda_timer_resolve(tm, tm, 0, &t0, &t1, 1, err);
-        secs[ph] = t1 - t0;
+        secs[i] = t1 - t0;
         if (st == ZB_OK)
             st = zb_cuda_sync(s, err);
         for (int q = 0; q < n_peers && st == ZB_OK; q++)
@@ -364,17 +369,19 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, cons
 static double cp_median(double *v, int n) { return zb_median(v, (size_t)n); }
 
 /* The ranks' slowdown of each other (zb_profile_t.share): the block part timed with k = 0 ..
- * n_peers of the other ranks busy as the profile's parts are (beside_ref), and with all of them
- * running one phase throughout (F, B or W: the mix), reps rounds each, interleaved so that
- * drift hits every case alike. Each factor is a median time over the one with all n_peers busy
- * as the parts were timed. */
+ * n_peers of the other ranks busy as the profile's parts are (beside_ref), with all of them
+ * running one phase throughout (F, B or W: the mix), and as a fused BW beside all of them as
+ * profiled, reps rounds each, interleaved so that drift hits every case alike. Each factor is
+ * a median time over the one with all n_peers busy as the parts were timed; the fused BW's is
+ * over that B's and W's sum. */
 static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, float scale,
                             zb_share_t *out, zb_err_t *err)
 {
     memset(out, 0, sizeof *out);
     if (n_peers < 1 || n_peers + 1 > ZB_SHARE_MAX)
         return ZB_OK; /* no sharing, or more ranks than the model takes: fixed costs */
-    const int K = n_peers + 1, C = K + 3; /* cases: k = 0 .. n_peers, then all beside F, B, W */
+    /* cases: k = 0 .. n_peers, then all beside F, B, W, then the fused BW */
+    const int K = n_peers + 1, C = K + 4, FUSED = K + 3;
     double *t = malloc(3 * (size_t)C * (size_t)reps * sizeof *t); /* [phase][case][rep] */
     if (!t)
         return zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
@@ -383,14 +390,15 @@ static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, f
     for (int r = 0; r < reps && st == ZB_OK; r++)
         for (int c = 0; c < C && st == ZB_OK; c++) {
             zb_op_time_t m = {0, 0, 0};
-            const int all[3] = {c - K, c - K, c - K};
-            st = cp_round(p, peers, c < K ? c : n_peers, PART_BLOCK, c < K ? beside_ref : all,
-                          scale, &m, err);
+            const int all[4] = {c - K, c - K, c - K, c - K};
+            const bool mix = c >= K && c < FUSED;
+            st = cp_round(p, peers, c < K ? c : n_peers, PART_BLOCK, mix ? all : beside_ref,
+                          c == FUSED, scale, &m, err);
             T_AT(0, c, r) = m.f, T_AT(1, c, r) = m.b, T_AT(2, c, r) = m.w;
         }
     for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
         double ref = cp_median(&T_AT(ph, n_peers, 0), reps);
-        for (int c = 0; c < C; c++) {
+        for (int c = 0; c < FUSED; c++) {
             double f = ref > 0 ? cp_median(&T_AT(ph, c, 0), reps) / ref : 1.0;
             f = f > 0 && f <= 1e3 ? f : 1.0; /* a timer's zero: no information */
             if (c < K)
@@ -398,6 +406,11 @@ static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, f
             else
                 out->mix[ph][c - K] = f;
         }
+    }
+    if (st == ZB_OK) {
+        double split = cp_median(&T_AT(1, n_peers, 0), reps) + cp_median(&T_AT(2, n_peers, 0), reps);
+        double f = split > 0 ? cp_median(&T_AT(1, FUSED, 0), reps) / split : 1.0;
+        out->bw = f > 0 && f <= 1e3 ? f : 1.0;
     }
 #undef T_AT
     free(t);
@@ -455,7 +468,7 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
             }
             zb_op_time_t t;
             if (st == ZB_OK)
-                st = cp_round(&p, peers, n_peers, k, beside_ref, scale, &t, err);
+                st = cp_round(&p, peers, n_peers, k, beside_ref, false, scale, &t, err);
             if (st == ZB_OK && r >= 0) {
                 double *d = times + ((size_t)r * (size_t)parts + (size_t)part) * 3;
                 d[0] = t.f, d[1] = t.b, d[2] = t.w;

@@ -183,6 +183,10 @@ zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err)
                                   "costs: sharing factor of %s with %d others busy is %g (must be "
                                   "in (0, 1000])",
                                   share_phase(p), k, sh->f[p][k]);
+    if (sh->bw != 0 && !(sh->bw > 0 && sh->bw <= 1e3))
+        return zb_err_set(err, ZB_EINVAL,
+                          "costs: sharing factor of a fused BW is %g (0, or in (0, 1000])",
+                          sh->bw);
     for (int p = 0; p < 3 && zb_share_has_mix(sh); p++)
         for (int q = 0; q < 3; q++)
             if (!(sh->mix[p][q] > 0) || !(sh->mix[p][q] <= 1e3))

@@ -394,6 +394,12 @@ static zb_status_t run(sim_ctx_t *x, zb_sim_t *o, zb_err_t *err)
 
 /* ---- ranks sharing one device ---- */
 
+/* A fused BW's cost over its B's and W's (costs->share.bw; 0 = 1): both parts scale by it. */
+static double bw_scale(const sim_ctx_t *x)
+{
+    return x->c->share.bw > 0 ? x->c->share.bw : 1.0;
+}
+
 /* The part of rank r's running action that runs at one rate, and its phase (0: F and R, 1: B,
  * 2: W): a fused BW is its B part (while more than its W's cost is left), then its W part. */
 static double running_part(const sim_ctx_t *x, int r, int *phase)
@@ -404,7 +410,7 @@ static double running_part(const sim_ctx_t *x, int r, int *phase)
     case ZB_ACT_B: *phase = 1; return left;
     case ZB_ACT_W: *phase = 2; return left;
     case ZB_ACT_BW: {
-        const double tw = x->c->t_w[a->stage];
+        const double tw = x->c->t_w[a->stage] * bw_scale(x);
         *phase = left > tw ? 1 : 2;
         return left > tw ? left - tw : left;
     }
@@ -457,7 +463,7 @@ static double shared_advance(sim_ctx_t *x, int r, double now, zb_sim_t *o, bool 
         o->start[r][i] = t0;
         add_event(x, r, t0, zb_sched_mem_delta(x->c, a->type, a->flags, a->stage), i);
         if (timed) {
-            x->left[r] = d;
+            x->left[r] = a->type == ZB_ACT_BW ? d * bw_scale(x) : d;
             return INFINITY;
         }
         o->end[r][i] = t0 + d;
@@ -511,7 +517,7 @@ static void run_shared(sim_ctx_t *x, zb_sim_t *o)
             const int i = x->pos[r];
             const zb_action_t *a = &s->rank[r].actions[i];
             if (part[r] < x->left[r]) { /* a BW's B part ends: its W part runs on */
-                x->left[r] = x->c->t_w[a->stage];
+                x->left[r] = x->c->t_w[a->stage] * bw_scale(x);
                 continue;
             }
             o->end[r][i] = next;

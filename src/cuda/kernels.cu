@@ -295,6 +295,10 @@ __global__ void causal_softmax_backward_k(float *datt, const float *att, size_t 
 
 // ---- softmax cross-entropy: one block per row ----
 
+// Two passes over the row (it was three: the max, the exponentials, the normalisation): the
+// first reads it once for each thread's running max and its sum of exp(x - that max), rescaled
+// when the max grows, combined over the block at the row's max; the second writes the
+// probabilities. The sum stays a double of float exponentials, as before.
 __global__ void crossentropy_forward_k(float *losses, float *probs, const int *targets, int V,
                                        int Vp)
 {
@@ -303,20 +307,22 @@ __global__ void crossentropy_forward_k(float *losses, float *probs, const int *t
     size_t n = blockIdx.x;
     float *row = probs + n * Vp;
     float target_logit = row[targets[n]];
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x)
-        mx = fmaxf(mx, row[i]);
-    mx = block_max(mx, shf);
-    double s = 0.0;
+    float mt = -INFINITY; // this thread's max so far, and its sum of exp(x - mt)
+    double st = 0.0;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        float e = expf(row[i] - mx);
-        row[i] = e;
-        s += e;
+        float x = row[i];
+        if (x > mt) {
+            st = st * (double)expf(mt - x) + 1.0; // expf(-inf) = 0 on the first element
+            mt = x;
+        } else {
+            st += (double)expf(x - mt);
+        }
     }
-    double sum = block_sum(s, shd);
+    float mx = block_max(mt, shf);
+    double sum = block_sum(st > 0.0 ? st * (double)expf(mt - mx) : 0.0, shd);
     float inv = (float)(1.0 / sum);
     for (int i = threadIdx.x; i < Vp; i += blockDim.x)
-        row[i] = i < V ? row[i] * inv : 0.0f;
+        row[i] = i < V ? expf(row[i] - mx) * inv : 0.0f;
     if (threadIdx.x == 0)
         losses[n] = (float)((double)mx + log(sum) - (double)target_logit);
 }

@@ -254,12 +254,12 @@ static zb_status_t peer_ready(cprof_t *q, int g, int ph, float scale, bool *queu
 enum { BESIDE_CYCLE = 3 };
 
 /* The profile's own neighbours, beside a timed F, B, W (and fused BW): a pipeline rank's
- * neighbours mostly run
- * blocks, whatever part it runs itself (the head and the embedding timed beside copies of
- * themselves ran ~5 % slower than in the pipeline, 2026-11-27b). An F is timed beside
- * forwards, a B beside input backwards, as a pipeline's steady state runs them side by side. A
- * W fills the holes between F's and B's, so it is timed beside cycles of F, B, W (beside W's
- * alone it was timed 1.15-1.2x faster than it ran in zb-h2 and zb-v, 2026-11-27). */
+ * neighbours mostly run blocks, whatever part it runs itself (the head and the embedding timed
+ * beside copies of themselves ran ~5 % slower than in the pipeline, 2026-11-27b). An F is
+ * timed beside forwards, a B beside input backwards, as a pipeline's steady state runs them
+ * side by side. A W (and a BW) fills the holes between F's and B's, so it is timed beside
+ * cycles of F, B, W (beside W's alone it was timed 1.15-1.2x faster than it ran in zb-h2 and
+ * zb-v, 2026-11-27). */
 static const int beside_ref[4] = {0, 1, BESIDE_CYCLE, BESIDE_CYCLE};
 
 /* Peer q's next unit of work beside a timed phase: the phase on its next group of stashes

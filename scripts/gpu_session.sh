@@ -182,6 +182,13 @@ all)
         goals)
             step goals "${GOALS_LIMIT:-200}" env OUT="$logs" bash bench/bench_gpu_pipeline.sh build-gpu 6 16 1024 bf16 4
             tail -45 "$logs/goals.log"
+            # the profile's sharing factors (count, mix, fused BW) and the per-phase ratios
+            for f in "$logs"/bench_gpu_pipeline/m8_*.log; do
+                [ -f "$f" ] || continue
+                echo "== $(basename "$f")"
+                grep -h "^pipeline:" "$f" | cut -c1-700
+                grep -h -A5 "^action times" "$f"
+            done
             ;;
         flash)
             step bench_flash 40 build-gpu/bench_flash

@@ -350,7 +350,7 @@ static void test_profile_peer_units(void **state)
     for (int beside = 0; beside <= BESIDE_CYCLE; beside++) {
         if (cp_peers_start(&peer, 1, beside, scale, &e) != ZB_OK)
             fail_msg("start beside %d: %s", beside, e.msg);
-        const int groups = beside == BESIDE_CYCLE ? CYCLES : COVER;
+        const int groups = beside == BESIDE_CYCLE ? CYCLES : peer.groups;
         for (int u = 2; u < 2 * groups + 1; u++) {
             if (peer_unit(&peer, beside, scale, &e) != ZB_OK)
                 fail_msg("beside %d, unit %d: %s", beside, u, e.msg);
@@ -366,7 +366,32 @@ static void test_profile_peer_units(void **state)
     for (int k = 0; k < 3; k++)
         if (cp_round(&lead, &peer, 1, k, beside_ref, k == PART_BLOCK, scale, &t, &e) != ZB_OK)
             fail_msg("round of part %d: %s", k, e.msg);
+    assert_int_equal(peer.groups, COVER);
+    /* a device without room for a peer's third group of stashes: two do (the units wrap
+     * around them), one does not */
+    size_t before = fake_bytes_live;
     cp_free(&peer);
+    size_t peer_bytes = before - fake_bytes_live;
+    zb_cuda_stash_t *one = NULL;
+    if (zb_cuda_stash_new(lead.stage[PART_BLOCK], &one, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    size_t stash = fake_bytes_live - before + peer_bytes;
+    zb_cuda_stash_free(one);
+    fake_bytes_limit = fake_bytes_live + peer_bytes - ROUND * stash / 2;
+    if (cp_init(&peer, params, 2, 16, &GPU, lead.parts, 1, &e) != ZB_OK)
+        fail_msg("a peer with two groups: %s", e.msg);
+    assert_int_equal(peer.groups, 2);
+    if (cp_round(&lead, &peer, 1, PART_BLOCK, beside_ref, false, scale, &t, &e) != ZB_OK)
+        fail_msg("round beside a peer of two groups: %s", e.msg);
+    for (int u = 0; u < 5; u++)
+        if (peer_unit(&peer, 1, scale, &e) != ZB_OK) /* B's, wrapping around two groups */
+            fail_msg("unit %d: %s", u, e.msg);
+    if (zb_cuda_sync(peer.stage[PART_BLOCK], &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    cp_free(&peer);
+    fake_bytes_limit = fake_bytes_live + peer_bytes - 3 * ROUND * stash / 2;
+    assert_int_equal(cp_init(&peer, params, 2, 16, &GPU, lead.parts, 1, &e), ZB_ENOMEM);
+    fake_bytes_limit = 0;
     cp_free(&lead);
     zb_gpt2_params_free(&own);
 }

@@ -25,9 +25,9 @@
 #include "zbpp/profile.h"
 #include "zbpp/util.h"
 
-/* ROUND microbatches per timed phase; a peer keeps COVER rounds' worth of block stashes, so
- * that the phase it runs beside a timed round lasts longer than the round (the peers are queued
- * first and start up to their launches' time earlier); CYCLES of its F, B, W beside a timed W. */
+/* ROUND microbatches per timed phase; a peer keeps up to COVER groups of ROUND block stashes
+ * (two at least, the third where the device has room for it), so that its work beside a timed
+ * round runs on stashes ready for it (cp_peers_top_up); a cycle of F, B, W uses CYCLES groups. */
 enum { ROUND = 4, COVER = 3, CYCLES = 2, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1,
        PART_HEAD = 2 };
 
@@ -39,6 +39,7 @@ typedef struct {
                                   * the whole GPU, or a peer's) */
     zb_cuda_stash_t *stash[3][ROUND]; /* the timed context's, per part */
     zb_cuda_stash_t *cover[COVER][ROUND]; /* a peer's (block part only), in groups of a round */
+    int groups;                    /* a peer's groups of stashes (CYCLES .. COVER) */
     int cover_next[COVER];         /* the phase each group runs next (0 F, 1 B, 2 W) */
     /* a peer's work beside one timed round, in units (a phase on a group, or a cycle): units
      * queued, and events at the end of the last two (unit u records unit_done[u % 2]) */
@@ -121,8 +122,8 @@ static void cp_free(cprof_t *p)
 }
 
 /* The context timed in partition `slot` of `shared` (NULL: the first context makes the ranks'
- * partitions itself and owns them); slot > 0: a peer, which runs the block part only (its
- * COVER groups of stashes) and holds no embedding or head. */
+ * partitions itself and owns them); slot > 0: a peer, which runs the block part only (on its
+ * groups of stashes) and holds no embedding or head. */
 static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int T,
                            const zb_cuda_train_opts_t *o, zb_cuda_partitions_t *shared, int slot,
                            zb_err_t *err)
@@ -161,9 +162,18 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
                                           zb_cuda_partition_sms(shared, slot), err);
         for (int r = 0; r < ROUND && st == ZB_OK && !peer; r++)
             st = zb_cuda_stash_new(p->stage[k], &p->stash[k][r], err);
-        for (int g = 0; g < COVER && peer; g++)
+        for (int g = 0; g < COVER && peer && st == ZB_OK; g++) {
             for (int r = 0; r < ROUND && st == ZB_OK; r++)
                 st = zb_cuda_stash_new(p->stage[k], &p->cover[g][r], err);
+            if (st == ZB_ENOMEM && g >= CYCLES) { /* enough without this group: give it back */
+                for (int r = 0; r < ROUND; r++)
+                    zb_cuda_stash_free(p->cover[g][r]), p->cover[g][r] = NULL;
+                st = ZB_OK;
+                break;
+            }
+            if (st == ZB_OK)
+                p->groups = g + 1;
+        }
         if (st == ZB_OK && !peer && k == PART_HEAD)
             st = zb_cuda_stage_loss_slots(p->stage[k], ROUND, err);
         if (st == ZB_OK && !peer) /* its events on the stage's device */
@@ -263,12 +273,12 @@ enum { BESIDE_CYCLE = 3 };
 static const int beside_ref[4] = {0, 1, BESIDE_CYCLE, BESIDE_CYCLE};
 
 /* Peer q's next unit of work beside a timed phase: the phase on its next group of stashes
- * (after what that group needs first: only a round longer than COVER of the peer's ever
- * needs it), or F, B, W on it. Records unit_done after it. */
+ * (after what that group needs first: only a round longer than as many of the peer's units as
+ * it has groups needs that), or F, B, W on it. Records unit_done after it. */
 static zb_status_t peer_unit(cprof_t *q, int beside, float scale, zb_err_t *err)
 {
     const int cycle = beside == BESIDE_CYCLE;
-    const int g = q->units % (cycle ? CYCLES : COVER), first = cycle ? 0 : beside;
+    const int g = q->units % (cycle ? CYCLES : q->groups), first = cycle ? 0 : beside;
     bool queued = false;
     zb_status_t st = peer_ready(q, g, first, scale, &queued, err);
     for (int c = first; c <= (cycle ? 2 : first) && st == ZB_OK; c++)
@@ -286,9 +296,9 @@ static zb_status_t cp_peers_start(cprof_t *peers, int n_peers, int beside, float
                                   zb_err_t *err)
 {
     const int first = beside == BESIDE_CYCLE ? 0 : beside;
-    const int groups = beside == BESIDE_CYCLE ? CYCLES : COVER;
     zb_status_t st = ZB_OK;
     for (int q = 0; q < n_peers && st == ZB_OK; q++) {
+        const int groups = beside == BESIDE_CYCLE ? CYCLES : peers[q].groups;
         bool queued = false;
         for (int g = 0; g < groups && st == ZB_OK; g++)
             st = peer_ready(&peers[q], g, first, scale, &queued, err);

@@ -350,7 +350,7 @@ static void test_profile_peer_units(void **state)
     for (int beside = 0; beside <= BESIDE_CYCLE; beside++) {
         if (cp_peers_start(&peer, 1, beside, scale, &e) != ZB_OK)
             fail_msg("start beside %d: %s", beside, e.msg);
-        const int groups = beside == BESIDE_CYCLE ? CYCLES : peer.groups;
+        const int groups = beside_groups(&peer, beside);
         for (int u = 2; u < 2 * groups + 1; u++) {
             if (peer_unit(&peer, beside, scale, &e) != ZB_OK)
                 fail_msg("beside %d, unit %d: %s", beside, u, e.msg);

@@ -272,16 +272,23 @@ enum { BESIDE_CYCLE = 3 };
  * zb-v, 2026-11-27). */
 static const int beside_ref[4] = {0, 1, BESIDE_CYCLE, BESIDE_CYCLE};
 
+/* The phase a peer's unit of `beside` work starts with, and the groups of stashes its units
+ * take in turn. */
+static int beside_first(int beside) { return beside == BESIDE_CYCLE ? 0 : beside; }
+static int beside_groups(const cprof_t *q, int beside)
+{
+    return beside == BESIDE_CYCLE ? CYCLES : q->groups;
+}
+
 /* Peer q's next unit of work beside a timed phase: the phase on its next group of stashes
  * (after what that group needs first: only a round longer than as many of the peer's units as
  * it has groups needs that), or F, B, W on it. Records unit_done after it. */
 static zb_status_t peer_unit(cprof_t *q, int beside, float scale, zb_err_t *err)
 {
-    const int cycle = beside == BESIDE_CYCLE;
-    const int g = q->units % (cycle ? CYCLES : q->groups), first = cycle ? 0 : beside;
+    const int g = q->units % beside_groups(q, beside), first = beside_first(beside);
     bool queued = false;
     zb_status_t st = peer_ready(q, g, first, scale, &queued, err);
-    for (int c = first; c <= (cycle ? 2 : first) && st == ZB_OK; c++)
+    for (int c = first; c <= (beside == BESIDE_CYCLE ? 2 : first) && st == ZB_OK; c++)
         st = peer_phase(q, g, c, scale, err);
     if (st == ZB_OK)
         st = zb_cuda_event_record(q->stage[PART_BLOCK], q->unit_done[q->units % 2], err);
@@ -295,13 +302,11 @@ static zb_status_t peer_unit(cprof_t *q, int beside, float scale, zb_err_t *err)
 static zb_status_t cp_peers_start(cprof_t *peers, int n_peers, int beside, float scale,
                                   zb_err_t *err)
 {
-    const int first = beside == BESIDE_CYCLE ? 0 : beside;
     zb_status_t st = ZB_OK;
     for (int q = 0; q < n_peers && st == ZB_OK; q++) {
-        const int groups = beside == BESIDE_CYCLE ? CYCLES : peers[q].groups;
         bool queued = false;
-        for (int g = 0; g < groups && st == ZB_OK; g++)
-            st = peer_ready(&peers[q], g, first, scale, &queued, err);
+        for (int g = 0; g < beside_groups(&peers[q], beside) && st == ZB_OK; g++)
+            st = peer_ready(&peers[q], g, beside_first(beside), scale, &queued, err);
         if (st == ZB_OK && queued)
             st = zb_cuda_sync(peers[q].stage[PART_BLOCK], err);
         peers[q].units = 0;

@@ -43,9 +43,9 @@ for cmd in train profile; do
   expect $cmd 2 "--precision tf32 needs --device cuda" "${A[@]}" --device cpu --precision tf32
   expect $cmd 2 "--tf32 needs --device cuda" "${A[@]}" --tf32
   expect $cmd 2 "--tf32 turns TF32 on in fp32 mode" "${A[@]}" --device cuda --tf32 --precision bf16
-  # --fp32-attention fma|3xtf32: a GPU fp32 choice, refused elsewhere
-  "$ZBPP" $cmd --help | grep -q -- '--fp32-attention fma|3xtf32' || fail "$cmd --help lacks --fp32-attention"
-  expect $cmd 2 "unknown fp32 attention 'fast' (fma or 3xtf32)" "${A[@]}" --device cuda --fp32-attention fast
+  # --fp32-attention auto|fma|3xtf32: a GPU fp32 choice, refused elsewhere
+  "$ZBPP" $cmd --help | grep -q -- '--fp32-attention auto|fma|3xtf32' || fail "$cmd --help lacks --fp32-attention"
+  expect $cmd 2 "unknown fp32 attention 'fast' (auto, fma or 3xtf32)" "${A[@]}" --device cuda --fp32-attention fast
   expect $cmd 2 "--fp32-attention is for --device cuda with --precision fp32" "${A[@]}" --fp32-attention 3xtf32
   expect $cmd 2 "--fp32-attention is for --device cuda with --precision fp32" "${A[@]}" --device cuda \
     --precision bf16 --fp32-attention 3xtf32

@@ -162,7 +162,8 @@ static void test_attention_stash_by_head_size(void **state)
 }
 
 /* zb_cuda_stage_set_fp32_attention: fma always; 3xtf32 only on an fp32 stage whose head size
- * has the kernel (16 here, not 8); a refusal leaves the stage's choice as it was. */
+ * has the kernel (16 here, not 8); a refusal leaves the stage's choice as it was; auto takes
+ * 3xtf32 where it is allowed and fma elsewhere. A bare stage starts with fma. */
 static void test_fp32_attention_checked(void **state)
 {
     (void)state;
@@ -186,10 +187,21 @@ static void test_fp32_attention_checked(void **state)
     assert_int_equal(s->ctx.fp32_attn, ZB_CUDA_ATTN_3XTF32);
     must(zb_cuda_stage_set_fp32_attention(tf, ZB_CUDA_ATTN_FMA, &e), &e);
     must(zb_cuda_stage_set_fp32_attention(hs8, ZB_CUDA_ATTN_FMA, &e), &e);
+    /* auto: 3xtf32 where it can run, fma where the head size (8) or the precision cannot */
+    must(zb_cuda_stage_set_fp32_attention(s, ZB_CUDA_ATTN_FMA, &e), &e);
+    must(zb_cuda_stage_set_fp32_attention(s, ZB_CUDA_ATTN_AUTO, &e), &e);
+    assert_int_equal(s->ctx.fp32_attn, ZB_CUDA_ATTN_3XTF32);
+    must(zb_cuda_stage_set_fp32_attention(hs8, ZB_CUDA_ATTN_AUTO, &e), &e);
+    assert_int_equal(hs8->ctx.fp32_attn, ZB_CUDA_ATTN_FMA);
+    must(zb_cuda_stage_set_fp32_attention(tf, ZB_CUDA_ATTN_AUTO, &e), &e);
+    assert_int_equal(tf->ctx.fp32_attn, ZB_CUDA_ATTN_FMA);
     zb_cuda_fp32_attention_t a;
     must(zb_cuda_fp32_attention_parse("3xtf32", &a, &e), &e);
     assert_int_equal(a, ZB_CUDA_ATTN_3XTF32);
     assert_string_equal(zb_cuda_fp32_attention_name(a), "3xtf32");
+    must(zb_cuda_fp32_attention_parse("auto", &a, &e), &e);
+    assert_int_equal(a, ZB_CUDA_ATTN_AUTO);
+    assert_string_equal(zb_cuda_fp32_attention_name(a), "auto");
     assert_int_equal(zb_cuda_fp32_attention_parse("FMA", &a, &e), ZB_EINVAL);
     zb_cuda_stage_free(s);
     zb_cuda_stage_free(tf);

@@ -95,12 +95,20 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
+/* Each test's device buffers are freed when it ends, so the table bounds one test's buffers,
+ * not the whole group's. */
+static int free_allocs(void **state)
 {
     (void)state;
     for (int i = 0; i < nallocs; i++)
         cudaFree(allocs[i]);
     nallocs = 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    free_allocs(state);
     zb_cu_ctx_destroy(&ctx);
     return 0;
 }
@@ -341,11 +349,14 @@ int main(void)
 {
     cuda_test_require_device();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_encoder),      cmocka_unit_test(test_layernorm),
-        cmocka_unit_test(test_matmul),       cmocka_unit_test(test_gelu_residual),
-        cmocka_unit_test(test_matmul_gelu_fused),
-        cmocka_unit_test(test_attention),    cmocka_unit_test(test_crossentropy),
-        cmocka_unit_test(test_precision_modes),
+        cmocka_unit_test_teardown(test_encoder, free_allocs),
+        cmocka_unit_test_teardown(test_layernorm, free_allocs),
+        cmocka_unit_test_teardown(test_matmul, free_allocs),
+        cmocka_unit_test_teardown(test_gelu_residual, free_allocs),
+        cmocka_unit_test_teardown(test_matmul_gelu_fused, free_allocs),
+        cmocka_unit_test_teardown(test_attention, free_allocs),
+        cmocka_unit_test_teardown(test_crossentropy, free_allocs),
+        cmocka_unit_test_teardown(test_precision_modes, free_allocs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

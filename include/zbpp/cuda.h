@@ -40,13 +40,15 @@ zb_status_t zb_cuda_precision_parse(const char *s, zb_cuda_precision_t *out, zb_
 const char *zb_cuda_precision_name(zb_cuda_precision_t p);
 
 /* Where the fp32 precision's attention runs (docs/cuda.md, "fp32 attention"): on the fp32 FMA
- * units (FMA, the default: every product exact to fp32 rounding) or on the TF32 tensor cores
- * in 3xTF32 (each operand split into two TF32 parts, three products: ~2^-20 relative per
- * product where an FMA keeps 2^-24, sums in fp32 — what PyTorch's fp32 attention does). The
- * other precisions do not read it: tf32 runs its attention in TF32, bf16 in bf16. */
-typedef enum { ZB_CUDA_ATTN_FMA, ZB_CUDA_ATTN_3XTF32 } zb_cuda_fp32_attention_t;
+ * units (FMA: every product exact to fp32 rounding) or on the TF32 tensor cores in 3xTF32 (each
+ * operand split into two TF32 parts, three products: ~2^-20 relative per product where an FMA
+ * keeps 2^-24, sums in fp32 — what PyTorch's fp32 attention does). AUTO (the default, zero):
+ * 3xTF32 where the head size has its kernel (16, 32, 64), FMA otherwise — 3xTF32 was the
+ * faster on the H100 (docs/cuda.md). The other precisions do not read it: tf32 runs its
+ * attention in TF32, bf16 in bf16. */
+typedef enum { ZB_CUDA_ATTN_AUTO, ZB_CUDA_ATTN_FMA, ZB_CUDA_ATTN_3XTF32 } zb_cuda_fp32_attention_t;
 
-/* "fma" or "3xtf32"; ZB_EINVAL naming the bad value otherwise. */
+/* "auto", "fma" or "3xtf32"; ZB_EINVAL naming the bad value otherwise. */
 zb_status_t zb_cuda_fp32_attention_parse(const char *s, zb_cuda_fp32_attention_t *out,
                                          zb_err_t *err);
 const char *zb_cuda_fp32_attention_name(zb_cuda_fp32_attention_t a);
@@ -255,7 +257,7 @@ zb_status_t zb_cuda_state_backup_reserve(zb_cuda_stage_t *s, zb_err_t *err);
 typedef struct zb_cuda_train_opts {
     int device;                    /* CUDA device index (0 = the first visible one) */
     zb_cuda_precision_t precision; /* fp32, tf32 or bf16 (bf16: 16-bit activation storage) */
-    zb_cuda_fp32_attention_t fp32_attention; /* with fp32: FMA (default, zero) or 3xTF32 */
+    zb_cuda_fp32_attention_t fp32_attention; /* with fp32: AUTO (default, zero), FMA, 3xTF32 */
     int sm_per_rank; /* SMs of each rank's partition when ranks share a GPU; 0 = even split */
     /* pipeline ranks: false = messages staged through host buffers; true = device
      * messages (the receiver copies device to device after the sender's event; threads only) */

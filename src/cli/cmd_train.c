@@ -438,7 +438,11 @@ int zb_cmd_train(int argc, char **argv)
         if (zb_cuda_device_describe(dev.opts.device, desc, sizeof desc, &err) == ZB_OK)
             fprintf(stderr, "zbpp train: device cuda:%d: %s, precision %s%s\n", dev.opts.device,
                     desc, zb_cuda_precision_name(dev.opts.precision),
-                    dev.opts.fp32_attention == ZB_CUDA_ATTN_3XTF32 ? " (3xtf32 attention)" : "");
+                    dev.opts.precision != ZB_CUDA_FP32 ? ""
+                    : dev.opts.fp32_attention == ZB_CUDA_ATTN_AUTO
+                        ? " (attention: 3xtf32 where the head size has it, else fma)"
+                        : dev.opts.fp32_attention == ZB_CUDA_ATTN_3XTF32 ? " (3xtf32 attention)"
+                                                                          : " (fma attention)");
     }
     st = dev.cuda ? zb_cuda_train_run(&c, &dev.opts, stderr, &sum, &err)
                   : zb_train_run(&c, stderr, &sum, &err);

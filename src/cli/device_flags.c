@@ -62,7 +62,7 @@ int zb_cli_device_resolve(zb_cli_device_t *d, const char *cmd)
         }
         d->opts.precision = ZB_CUDA_TF32;
     }
-    d->opts.fp32_attention = ZB_CUDA_ATTN_FMA;
+    d->opts.fp32_attention = ZB_CUDA_ATTN_AUTO;
     if (d->fp32_attention) {
         if (zb_cuda_fp32_attention_parse(d->fp32_attention, &d->opts.fp32_attention, &err) !=
             ZB_OK) {
@@ -148,9 +148,10 @@ void zb_cli_device_usage(FILE *out)
             "                       of the matrix products only and needs AVX512-BF16 or\n"
             "                       AMX (docs/compute.md)\n"
             "  --tf32               same as --precision tf32\n"
-            "  --fp32-attention fma|3xtf32 where --precision fp32's attention runs: the fp32\n"
-            "                       FMA units (fma, default) or the TF32 tensor cores in\n"
-            "                       3xTF32 (fp32-level error, as PyTorch's; head size 16/32/64)\n"
+            "  --fp32-attention auto|fma|3xtf32 where --precision fp32's attention runs: the\n"
+            "                       TF32 tensor cores in 3xTF32 (fp32-level error, as PyTorch's;\n"
+            "                       head size 16/32/64), the fp32 FMA units (fma), or auto\n"
+            "                       (default): 3xtf32 where the head size has it, else fma\n"
             "  --sm-per-rank K      (train) SMs of each rank's partition when pipeline ranks\n"
             "                       share a GPU (default: the even split; a multiple of the\n"
             "                       GPU's granularity, 8 on Hopper); the run prints the split;\n"

@@ -2,7 +2,7 @@
  *   --device cpu|cuda|cuda:N   where the compute runs (default cpu; cuda = cuda:0)
  *   --precision fp32|tf32|bf16 matrix-product precision on the GPU (default fp32; the CPU is fp32)
  *   --tf32                     the issue's spelling of --precision tf32 (TF32 is off otherwise)
- *   --fp32-attention fma|3xtf32 where fp32's attention runs (default fma: the FMA units)
+ *   --fp32-attention auto|fma|3xtf32 where fp32's attention runs (default auto: 3xtf32 where the head size has it)
  *   --sm-per-rank K            (train) SMs of each rank's partition when pipeline ranks share a
  *                              GPU (default: the even split)
  *   --gpu-messages host|device|none (train) how pipeline ranks on GPUs pass activations

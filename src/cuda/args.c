@@ -37,12 +37,14 @@ const char *zb_cuda_precision_name(zb_cuda_precision_t p)
 zb_status_t zb_cuda_fp32_attention_parse(const char *s, zb_cuda_fp32_attention_t *out,
                                          zb_err_t *err)
 {
-    if (s && !strcmp(s, "fma"))
+    if (s && !strcmp(s, "auto"))
+        *out = ZB_CUDA_ATTN_AUTO;
+    else if (s && !strcmp(s, "fma"))
         *out = ZB_CUDA_ATTN_FMA;
     else if (s && !strcmp(s, "3xtf32"))
         *out = ZB_CUDA_ATTN_3XTF32;
     else
-        return zb_err_set(err, ZB_EINVAL, "unknown fp32 attention '%s' (fma or 3xtf32)",
+        return zb_err_set(err, ZB_EINVAL, "unknown fp32 attention '%s' (auto, fma or 3xtf32)",
                           s ? s : "(null)");
     return ZB_OK;
 }
@@ -50,6 +52,8 @@ zb_status_t zb_cuda_fp32_attention_parse(const char *s, zb_cuda_fp32_attention_t
 const char *zb_cuda_fp32_attention_name(zb_cuda_fp32_attention_t a)
 {
     switch (a) {
+    case ZB_CUDA_ATTN_AUTO:
+        return "auto";
     case ZB_CUDA_ATTN_FMA:
         return "fma";
     case ZB_CUDA_ATTN_3XTF32:

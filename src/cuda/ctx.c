@@ -66,6 +66,7 @@ zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec,
     memset(c, 0, sizeof *c);
     c->device = device;
     c->prec = prec;
+    c->fp32_attn = ZB_CUDA_ATTN_FMA; /* a bare stage's; the trainers ask for auto */
     cudaError_t e = cudaSetDevice(device);
     if (e == cudaSuccess)
         e = cudaStreamCreate(&c->stream);

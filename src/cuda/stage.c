@@ -736,10 +736,13 @@ zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err)
 zb_status_t zb_cuda_stage_set_fp32_attention(zb_cuda_stage_t *s, zb_cuda_fp32_attention_t a,
                                              zb_err_t *err)
 {
-    if (!s || (a != ZB_CUDA_ATTN_FMA && a != ZB_CUDA_ATTN_3XTF32))
-        return zb_err_set(err, ZB_EINVAL, "cuda fp32 attention: a stage and fma or 3xtf32 are "
-                                          "required");
+    if (!s || (a != ZB_CUDA_ATTN_AUTO && a != ZB_CUDA_ATTN_FMA && a != ZB_CUDA_ATTN_3XTF32))
+        return zb_err_set(err, ZB_EINVAL, "cuda fp32 attention: a stage and auto, fma or 3xtf32 "
+                                          "are required");
     int hs = s->cfg.channels / s->cfg.heads;
+    if (a == ZB_CUDA_ATTN_AUTO) /* the faster where it can run (docs/cuda.md) */
+        a = s->ctx.prec == ZB_CUDA_FP32 && zb_cuk_flash_tf32_supported(hs) ? ZB_CUDA_ATTN_3XTF32
+                                                                           : ZB_CUDA_ATTN_FMA;
     if (a == ZB_CUDA_ATTN_3XTF32 && s->ctx.prec != ZB_CUDA_FP32)
         return zb_err_set(err, ZB_EINVAL, "cuda fp32 attention: 3xtf32 is the fp32 precision's; "
                                           "this stage runs %s",

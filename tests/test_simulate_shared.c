@@ -1,7 +1,7 @@
 /* Simulator with ranks sharing one device (zb_costs_t.share): timelines computed by hand (by
  * the number of others busy, and by what they run: the mix), the fixed-cost timeline when every
  * factor is 1 (every family, compute-only, lowered, with copies), a fused BW as its B part then
- * its W part, and bad shares refused. */
+ * its W part, copies sharing a host link, and bad shares refused. */
 #include "schedule_testutil.h"
 
 #include <string.h>
@@ -241,6 +241,95 @@ static void test_denser_schedule_gains_less(void **state)
     assert_true(ratio[0] < ratio[1]);
 }
 
+/* Two ranks, one stage each, M = 1: F, O, L, BW on each (F 1, BW 1, W 0, comm 0); a copy moves
+ * 1 byte at 0.5 a time unit (2 alone); every compute factor 1. With a host link of 0.5 (one
+ * copy's bandwidth), two copies in flight in one direction run at half speed each:
+ *   r0 F 0..1, r1 F 1..2
+ *   r0 O from 1: alone to 2 (half done), beside r1's O to 4 (done)
+ *   r1 O from 2: beside to 4 (half done), alone to 5
+ *   r0 L from 4 (its O ended): alone to 5 (half), beside r1's L to 7
+ *   r1 L from 5: beside to 7 (half), alone to 8
+ *   r1 BW 8..9 (waits for its L), r0 BW 9..10 (waits for r1's gradient)
+ * Each channel its own (no link): O's 1..3 and 2..4, L's 3..5 and 4..6, BW's 6..7 and 7..8. */
+static void test_link_hand_computed(void **state)
+{
+    (void)state;
+    zb_schedule_t *s = zb_schedule_new("hand", 2, 1, ZB_PLACE_LOOP, 1);
+    for (int r = 0; r < 2; r++) {
+        const zb_action_type_t t[] = {ZB_ACT_F, ZB_ACT_O, ZB_ACT_L, ZB_ACT_BW};
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(zb_schedule_push(s, r, tu_act(t[i], r, 0)), ZB_OK);
+    }
+    zb_costs_t c;
+    tu_costs(&c, 2, 1, 1, 0, 0);
+    zb_err_t e = {0};
+    assert_int_equal(zb_costs_set_offload(&c, 1, 0.5, 0.5, 0, &e), ZB_OK);
+    set_share(&c, 2, 1.0);
+    zb_sim_t sim;
+    sim_ok(s, &c, &sim);
+    const double own_start[2][4] = {{0, 1, 3, 7}, {1, 2, 4, 6}},
+                 own_end[2][4] = {{1, 3, 5, 8}, {2, 4, 6, 7}};
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 4; i++) {
+            assert_close(sim.start[r][i], own_start[r][i]);
+            assert_close(sim.end[r][i], own_end[r][i]);
+        }
+    zb_sim_free(&sim);
+    c.share.link[0] = c.share.link[1] = 0.5;
+    sim_ok(s, &c, &sim);
+    const double start[2][4] = {{0, 1, 4, 9}, {1, 2, 5, 8}}, end[2][4] = {{1, 4, 7, 10}, {2, 5, 8, 9}};
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 4; i++) {
+            assert_close(sim.start[r][i], start[r][i]);
+            assert_close(sim.end[r][i], end[r][i]);
+        }
+    assert_close(sim.makespan, 10);
+    assert_close(sim.peak_mem[0], 1); /* the O's release comes before the L's take at 4 */
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
+/* A link no set of copies can fill (all four ranks' copies at their own bandwidth at once) gives
+ * the timeline of channels of their own, for 1f1b and zb-h1 with every stash offloaded. */
+static void test_link_that_never_binds(void **state)
+{
+    (void)state;
+    const char *fam[] = {"1f1b", "zb-h1"};
+    for (int f = 0; f < 2; f++) {
+        zb_schedule_t *plain = tu_gen(fam[f], 4, 8, 0), *s = NULL;
+        zb_costs_t c;
+        tu_costs(&c, 4, 1, 1, 1, 0.1);
+        zb_err_t e = {0};
+        assert_int_equal(zb_costs_set_offload(&c, 1, 0.7, 0.9, 0.05, &e), ZB_OK);
+        char note[96];
+        if (zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &s, note, &e) != ZB_OK)
+            fail_msg("%s", e.msg);
+        assert_true(zb_schedule_has_offload(s));
+        set_share(&c, 4, 0.8);
+        zb_sim_t own, linked;
+        sim_ok(s, &c, &own);
+        c.share.link[0] = 4 * 0.7, c.share.link[1] = 4 * 0.9;
+        sim_ok(s, &c, &linked);
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < s->rank[r].len; i++) {
+                assert_close(linked.start[r][i], own.start[r][i]);
+                assert_close(linked.end[r][i], own.end[r][i]);
+            }
+        assert_close(linked.peak_mem[0], own.peak_mem[0]);
+        /* and a link of one copy's bandwidth makes it longer */
+        zb_sim_free(&linked);
+        c.share.link[0] = 0.7, c.share.link[1] = 0.9;
+        sim_ok(s, &c, &linked);
+        assert_true(linked.makespan > own.makespan * 1.01);
+        zb_sim_free(&own);
+        zb_sim_free(&linked);
+        zb_costs_free(&c);
+        zb_schedule_free(s);
+        zb_schedule_free(plain);
+    }
+}
+
 static void test_bad_share(void **state)
 {
     (void)state;
@@ -279,6 +368,12 @@ static void test_bad_share(void **state)
     assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
     assert_non_null(strstr(e.msg, "fused BW is -1"));
     c.share.bw = 0.9;
+    c.share.link[1] = -2;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "host link bandwidth host to device is -2"));
+    c.share.link[1] = NAN;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    c.share.link[1] = 3;
     zb_costs_t copy;
     if (zb_costs_clone(&copy, &c, &e) != ZB_OK)
         fail_msg("%s", e.msg);
@@ -286,6 +381,7 @@ static void test_bad_share(void **state)
     assert_close(copy.share.f[0][0], 0.5);
     assert_close(copy.share.mix[1][2], 1.5);
     assert_close(copy.share.bw, 0.9);
+    assert_close(copy.share.link[1], 3);
     zb_costs_free(&copy);
     zb_costs_free(&c);
     zb_schedule_free(s);
@@ -299,6 +395,8 @@ int main(void)
         cmocka_unit_test(test_mix_hand_computed),
         cmocka_unit_test(test_unit_factors_are_fixed_costs),
         cmocka_unit_test(test_denser_schedule_gains_less),
+        cmocka_unit_test(test_link_hand_computed),
+        cmocka_unit_test(test_link_that_never_binds),
         cmocka_unit_test(test_bad_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

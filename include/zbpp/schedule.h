@@ -122,6 +122,11 @@ typedef struct {
     double mix[3][3];          /* [phase][the others' phase] factor, > 0; all 0 = none */
     double bw;                 /* a fused BW's time over its B's and W's timed apart (both
                                 * parts scaled by it); 0 = 1 */
+    /* The device's host link, per direction (0: device to host, O; 1: host to device, L): the
+     * bandwidth (bytes per time unit, as the costs' bw_d2h / bw_h2d) that the n ranks' copies
+     * share. A copy runs at the costs' bandwidth alone, and k copies in flight in one direction
+     * each at link / k where that is less. 0 = none: each rank's channel is its own. */
+    double link[2];
 } zb_share_t;
 
 typedef struct {

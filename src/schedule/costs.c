@@ -187,6 +187,11 @@ zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err)
         return zb_err_set(err, ZB_EINVAL,
                           "costs: sharing factor of a fused BW is %g (0, or in (0, 1000])",
                           sh->bw);
+    for (int d = 0; d < 2; d++)
+        if (sh->link[d] != 0 && !(sh->link[d] > 0 && sh->link[d] <= ZB_COST_MAX))
+            return zb_err_set(err, ZB_EINVAL,
+                              "costs: host link bandwidth %s is %g (0, or in (0, %g])",
+                              d ? "host to device" : "device to host", sh->link[d], ZB_COST_MAX);
     for (int p = 0; p < 3 && zb_share_has_mix(sh); p++)
         for (int q = 0; q < 3; q++)
             if (!(sh->mix[p][q] > 0) || !(sh->mix[p][q] <= 1e3))

@@ -22,7 +22,10 @@
  * it starts, so run_shared advances time from event to event (an action ends, a message
  * arrives, a fused BW's B part ends) over every rank at once, each computing rank progressing
  * at 1 / f[phase][k] of its cost's rate while k other ranks compute (times the mix of what
- * they compute, where the share has one). With every factor 1 it gives run()'s timeline. */
+ * they compute, where the share has one). With every factor 1 it gives run()'s timeline.
+ * Where the share has a host link (share.link), the ranks' copies share it too: a copy's end is
+ * then an event as well, each of the k copies in flight in one direction running at the link's
+ * bandwidth / k where that is below a copy's own (the costs' bw_d2h / bw_h2d). */
 #include "zbpp/schedule.h"
 
 #include <math.h>
@@ -54,6 +57,12 @@ typedef struct {
     /* run_shared: per rank, the work left of its running compute action (in cost time; the
      * action is x->pos[r], not yet counted as done), or a negative value when it runs none */
     double *left;
+    /* run_shared on a shared host link: per channel q = 2·rank + (L ? 1 : 0), the copies issued
+     * and not yet ended, in program order (a ring of action indices, max_len each), and the
+     * work left of the first once it started (cost time at the copy's own bandwidth; -1 before).
+     * NULL without a link. */
+    int *cq, *cq_head, *cq_len;
+    double *cleft;
 } sim_ctx_t;
 
 /* One change of a rank's memory. `order` sorts changes at equal times: a copy's release (-1)
@@ -435,6 +444,98 @@ static double share_factor(const sim_ctx_t *x, int r, const int *phase, int busy
     return f;
 }
 
+/* ---- the host link the ranks' copies share (share.link) ---- */
+
+static int link_channel(int rank, const zb_action_t *a) { return 2 * rank + (a->type == ZB_ACT_L); }
+
+/* Copy i of `rank` joins its channel's queue; it starts once the copies before it ended and its
+ * input exists (link_start). */
+static void link_issue(sim_ctx_t *x, int rank, int i, const zb_action_t *a)
+{
+    const int q = link_channel(rank, a);
+    x->cq[(size_t)q * x->max_len + (size_t)((x->cq_head[q] + x->cq_len[q]) % x->max_len)] = i;
+    x->cq_len[q]++;
+}
+
+static int link_first(const sim_ctx_t *x, int q)
+{
+    return x->cq[(size_t)q * x->max_len + (size_t)x->cq_head[q]];
+}
+
+/* Start the first copy of every idle channel whose input exists at `now` (O: its F ended; L: its
+ * O ended). An L takes its memory back when it starts. */
+static void link_start(sim_ctx_t *x, double now, zb_sim_t *o)
+{
+    for (int q = 0; q < 2 * x->s->ranks; q++) {
+        if (x->cq_len[q] == 0 || x->cleft[q] >= 0)
+            continue;
+        const int r = q / 2, i = link_first(x, q);
+        const zb_action_t *a = &x->s->rank[r].actions[i];
+        const size_t k = (size_t)a->stage * x->M + a->mb;
+        const double in = a->type == ZB_ACT_O ? x->end_f[k] : x->end_o[k];
+        if (in < 0 || in > now)
+            continue;
+        o->start[r][i] = now;
+        x->cleft[q] = zb_sched_copy_time(x->c, a->type, a->stage);
+        if (a->type == ZB_ACT_L)
+            add_event(x, r, now, x->c->m_f[a->stage], i);
+    }
+}
+
+/* Duration factor of each copy in direction d (0: O, 1: L) while k are in flight in it. */
+static double link_factor(const sim_ctx_t *x, int d, int k)
+{
+    const double link = x->c->share.link[d], own = d ? x->c->bw_h2d : x->c->bw_d2h;
+    const double f = link > 0 ? k * own / link : 1;
+    return f > 1 ? f : 1;
+}
+
+static void link_count(const sim_ctx_t *x, int active[2])
+{
+    active[0] = active[1] = 0;
+    for (int q = 0; x->cq && q < 2 * x->s->ranks; q++)
+        active[q % 2] += x->cleft[q] >= 0;
+}
+
+/* The earliest end of a copy in flight, from `now`. */
+static double link_next(const sim_ctx_t *x, double now, const int active[2])
+{
+    double next = INFINITY;
+    for (int q = 0; x->cq && q < 2 * x->s->ranks; q++)
+        if (x->cleft[q] >= 0)
+            next = fmin(next, now + x->cleft[q] * link_factor(x, q % 2, active[q % 2]));
+    return next;
+}
+
+/* Run the copies in flight from `now` to `next`: those that end by then end (an O gives its
+ * memory back), the others go on. */
+static void link_advance(sim_ctx_t *x, double now, double next, const int active[2],
+                         zb_sim_t *o)
+{
+    for (int q = 0; x->cq && q < 2 * x->s->ranks; q++) {
+        if (x->cleft[q] < 0)
+            continue;
+        const double f = link_factor(x, q % 2, active[q % 2]);
+        if (now + x->cleft[q] * f > next * (1 + 1e-12) + 1e-300) {
+            x->cleft[q] -= (next - now) / f;
+            continue;
+        }
+        const int r = q / 2, i = link_first(x, q);
+        const zb_action_t *a = &x->s->rank[r].actions[i];
+        const size_t k = (size_t)a->stage * x->M + a->mb;
+        o->end[r][i] = next;
+        if (a->type == ZB_ACT_O) {
+            x->end_o[k] = next;
+            add_event(x, r, next, -x->c->m_f[a->stage], -1);
+        } else {
+            x->end_l[k] = next;
+        }
+        x->cq_head[q] = (x->cq_head[q] + 1) % x->max_len;
+        x->cq_len[q]--;
+        x->cleft[q] = -1;
+    }
+}
+
 /* Let rank r (computing nothing) go as far as it can at time `now`: copies and zero-time
  * actions run, a compute action starts (x->left[r] set). Returns when it next needs the clock:
  * the time a future input arrives, INFINITY when it waits for another rank or is done or busy.
@@ -445,16 +546,22 @@ static double shared_advance(sim_ctx_t *x, int r, double now, zb_sim_t *o, bool 
     while (x->pos[r] < prog->len) {
         const int i = x->pos[r];
         const zb_action_t *a = &prog->actions[i];
+        if (x->cq && zb_sched_is_copy(a->type)) { /* issued now; it starts on its channel */
+            link_issue(x, r, x->pos[r]++, a);
+            *moved = true;
+            continue;
+        }
         double ready = ready_time(x, r, a);
         if (ready < 0)
             return INFINITY; /* another rank's action publishes it, at an event */
-        if (ready > now)
-            return ready;
-        *moved = true;
-        if (zb_sched_is_copy(a->type)) {
+        if (zb_sched_is_copy(a->type)) { /* issued; it waits for its input on its channel */
+            *moved = true;
             run_copy(x, r, x->pos[r]++, a, ready, o);
             continue;
         }
+        if (ready > now)
+            return ready;
+        *moved = true;
         double d = zb_sched_duration(x->c, a->type, a->stage);
         bool timed = zb_sched_is_compute(a->type) && d > 0;
         /* a timed action starts now: its inputs and the rank were there by this event (an
@@ -491,12 +598,16 @@ static void run_shared(sim_ctx_t *x, zb_sim_t *o)
                 if (x->left[r] < 0)
                     wake_at = fmin(wake_at, shared_advance(x, r, now, o, &moved));
         }
-        int busy = 0;
+        if (x->cq)
+            link_start(x, now, o);
+        int busy = 0, copying[2];
         for (int r = 0; r < P; r++)
             busy += x->left[r] >= 0;
-        if (busy == 0 && !isfinite(wake_at))
+        link_count(x, copying);
+        if (busy == 0 && copying[0] + copying[1] == 0 && !isfinite(wake_at))
             return; /* done, or stuck: the caller names who */
-        double next = wake_at, factor[ZB_SHARE_MAX], part[ZB_SHARE_MAX];
+        double next = fmin(wake_at, link_next(x, now, copying));
+        double factor[ZB_SHARE_MAX], part[ZB_SHARE_MAX];
         int phase[ZB_SHARE_MAX];
         for (int r = 0; r < P; r++)
             if (x->left[r] >= 0)
@@ -527,6 +638,7 @@ static void run_shared(sim_ctx_t *x, zb_sim_t *o)
             x->pos[r]++;
             publish(x, a, next);
         }
+        link_advance(x, now, next, copying, o);
         now = next;
     }
 }
@@ -605,6 +717,15 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
     if (shared)
         x.left = malloc((size_t)P * sizeof *x.left);
     const bool copies = zb_schedule_has_offload(s);
+    const bool link = shared && copies && (costs->share.link[0] > 0 || costs->share.link[1] > 0);
+    if (link) {
+        x.cq = malloc((size_t)2 * P * (size_t)(x.max_len ? x.max_len : 1) * sizeof *x.cq);
+        x.cq_head = calloc((size_t)2 * P, sizeof *x.cq_head);
+        x.cq_len = calloc((size_t)2 * P, sizeof *x.cq_len);
+        x.cleft = malloc((size_t)2 * P * sizeof *x.cleft);
+        for (int q = 0; x.cleft && q < 2 * P; q++)
+            x.cleft[q] = -1;
+    }
     if (copies) {
         x.end_o = malloc(n * sizeof(double));
         x.end_l = malloc(n * sizeof(double));
@@ -615,6 +736,7 @@ zb_status_t zb_simulate(const zb_schedule_t *s, const zb_costs_t *costs, zb_sim_
     if (!x.end_f || !x.end_b || (x.lowered && (!x.arr_f || !x.arr_b)) || !x.pos || !x.free_t ||
         !x.queue || !x.queued || !x.owner || !x.events || !x.n_events || (shared && !x.left) ||
         (copies && (!x.end_o || !x.end_l || !x.reloaded || !x.d2h_free || !x.h2d_free)) ||
+        (link && (!x.cq || !x.cq_head || !x.cq_len || !x.cleft)) ||
         alloc_result(out, s) != ZB_OK) {
         st = zb_err_set(err, ZB_ENOMEM, "simulate: out of memory");
         goto done;
@@ -654,6 +776,10 @@ done:
     free(x.d2h_free);
     free(x.h2d_free);
     free(x.left);
+    free(x.cq);
+    free(x.cq_head);
+    free(x.cq_len);
+    free(x.cleft);
     if (st != ZB_OK)
         zb_sim_free(out);
     return st;

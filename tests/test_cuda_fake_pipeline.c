@@ -210,6 +210,17 @@ static void test_every_family_same_bits(void **state)
     assert_non_null(strstr(rep.note, "; a fused BW "));
     same_losses(lg, lc, STEPS, "cuda with a GPU profile");
     pt_assert_same_params(&pg, &pc, "cuda with a GPU profile");
+    zb_gpt2_params_free(&pg);
+    zb_pipeline_report_free(&rep);
+    /* and --offload all: the copies predicted on the host link the profile timed, which the
+     * ranks' copies share in the simulator; same bits */
+    o.offload = ZB_OFFLOAD_ALL;
+    memset(&rep, 0, sizeof rep);
+    run_ok(&c, &o, lg, &pg, &rep);
+    if (!strstr(rep.offload_note, "the ranks' copies sharing a host link of"))
+        fail_msg("offload note '%s'", rep.offload_note);
+    same_losses(lg, lc, STEPS, "cuda --offload all with a GPU profile");
+    pt_assert_same_params(&pg, &pc, "cuda --offload all with a GPU profile");
     zb_gpt2_params_free(&pc), zb_gpt2_params_free(&pg);
     zb_pipeline_report_free(&rep);
 }

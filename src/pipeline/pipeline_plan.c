@@ -179,6 +179,20 @@ static zb_status_t flop_partition(const pl_t *pl, int S, int *first, zb_costs_t 
 
 /* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
  * (owned by the caller on success). */
+/* The host link the GPU's ranks share, in the simulator (zb_share_t.link), where the profile
+ * timed a copy alone and with every rank copying: each copy's own bandwidth is the one alone,
+ * and the link carries `threads` times the share each rank got with all copying. */
+static void share_host_link(const zb_profile_t *p, zb_costs_t *costs)
+{
+    if (!p || p->threads < 2 || !(p->copy_d2h_alone > 0) || !(p->copy_h2d_alone > 0) ||
+        !(p->copy_d2h > 0) || !(p->copy_h2d > 0))
+        return;
+    costs->share.link[0] = p->threads * p->copy_d2h;
+    costs->share.link[1] = p->threads * p->copy_h2d;
+    costs->bw_d2h = p->copy_d2h_alone;
+    costs->bw_h2d = p->copy_h2d_alone;
+}
+
 static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *costs,
                                zb_err_t *err)
 {
@@ -203,6 +217,8 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
         zb_costs_free(costs);
         return st;
     }
+    if (pl->opts->offload != ZB_OFFLOAD_NONE && costs->share.n > 0)
+        share_host_link(pl->prof, costs);
     if (has_limit(pl)) {
         /* the limit is on the whole rank: the activations get what the rest leaves, planned
          * with the tightest rank's share (each rank's own is set on the schedule later:
@@ -490,8 +506,20 @@ static zb_status_t apply_offload(const pl_t *pl, candidate_t *c, zb_err_t *err)
     if (p)
         link = (pl_link_t){p->copy_d2h_alone, p->copy_h2d_alone, p->copy_d2h, p->copy_h2d,
                            p->threads, p->threads > 0 ? (pl->P + p->threads - 1) / p->threads : 1};
+    /* planned as before the simulator had the link (each copy at the link's share for the
+     * plan's own overlap); predicted on the simulated link (share_host_link) */
+    const zb_share_t shared = costs->share;
+    const double own[2] = {costs->bw_d2h, costs->bw_h2d};
+    if (shared.link[0] > 0) {
+        costs->share.link[0] = costs->share.link[1] = 0;
+        costs->bw_d2h = p->copy_d2h, costs->bw_h2d = p->copy_h2d;
+    }
     if (st == ZB_OK)
         st = pl_plan_offload_on_link(*s, o->offload, costs, &link, &out, note, err);
+    if (shared.link[0] > 0) {
+        costs->share = shared;
+        costs->bw_d2h = own[0], costs->bw_h2d = own[1];
+    }
     if (st != ZB_OK)
         return st;
     if (zb_schedule_has_offload(out) && strlen(out->name) + 3 < sizeof out->name)
@@ -621,7 +649,15 @@ static void offload_note(const zb_schedule_t *s, const zb_costs_t *c, zb_pipelin
     for (int k = 1; k < s->stages; k++)
         big = zb_costs_t_copy(c, ZB_ACT_O, k) > zb_costs_t_copy(c, ZB_ACT_O, big) ? k : big;
     const double bytes = c->stash_bytes ? c->stash_bytes[big] : fabs(c->m_f[big]);
-    if (c->bw_d2h > 0 && c->bw_h2d > 0)
+    if (c->bw_d2h > 0 && c->bw_h2d > 0 && c->share.link[0] > 0)
+        snprintf(rep->offload_note, sizeof rep->offload_note,
+                 "%d of %d stashes offloaded; a copy at %.1f GB/s to the host, %.1f back, the "
+                 "ranks' copies sharing a host link of %.1f / %.1f GB/s (the profiled host link: "
+                 "docs/offload.md); stage %d's stash %.1f MiB: O %.3f, L %.3f ms alone",
+                 n_o, s->stages * s->microbatches, c->bw_d2h / 1e9, c->bw_h2d / 1e9,
+                 c->share.link[0] / 1e9, c->share.link[1] / 1e9, big, bytes / MIB,
+                 1e3 * zb_costs_t_copy(c, ZB_ACT_O, big), 1e3 * zb_costs_t_copy(c, ZB_ACT_L, big));
+    else if (c->bw_d2h > 0 && c->bw_h2d > 0)
         snprintf(rep->offload_note, sizeof rep->offload_note,
                  "%d of %d stashes offloaded; copies per rank at %.1f GB/s to the host, %.1f back "
                  "(the profiled host link: docs/offload.md); stage %d's stash "

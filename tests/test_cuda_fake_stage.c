@@ -208,6 +208,47 @@ static void test_fp32_attention_checked(void **state)
     zb_cuda_stage_free(hs8);
 }
 
+/* Small transfers (cuda/small_copy.h): uploads through the ring of page-locked slots land where
+ * they were sent after the ring wrapped (the host waits for a slot's last reader) and after it
+ * grew; a download lands in page-locked memory; a size not a multiple of 4 fails the context. */
+static void test_small_transfers(void **state)
+{
+    (void)state;
+    zb_cu_ctx_t c;
+    zb_err_t e;
+    must(zb_cu_ctx_init(&c, 0, ZB_CUDA_FP32, &e), &e);
+    enum { SENDS = 40, BIG = 3000 };
+    int *dev = NULL, *host = NULL;
+    assert_int_equal(cudaMalloc((void **)&dev, (SENDS * 4 + BIG) * sizeof(int)), cudaSuccess);
+    for (int k = 0; k < SENDS; k++) {
+        int v[4] = {k, k + 1, k + 2, k + 3};
+        zb_cu_upload_small(&c, dev + 4 * k, v, sizeof v);
+        v[0] = -1; /* the ring took a copy */
+    }
+    int *big = malloc(BIG * sizeof *big);
+    for (int i = 0; i < BIG; i++)
+        big[i] = 7 * i;
+    zb_cu_upload_small(&c, dev + 4 * SENDS, big, BIG * sizeof *big); /* grows the slots */
+    assert_int_equal(c.status, ZB_OK);
+    assert_int_equal(cudaHostAlloc((void **)&host, (SENDS * 4 + BIG) * sizeof(int), 0),
+                     cudaSuccess);
+    zb_cu_download_small(&c, host, dev, (SENDS * 4 + BIG) * sizeof(int));
+    assert_int_equal(cudaStreamSynchronize(c.stream), cudaSuccess);
+    for (int k = 0; k < SENDS; k++)
+        for (int j = 0; j < 4; j++)
+            assert_int_equal(host[4 * k + j], k + j);
+    for (int i = 0; i < BIG; i++)
+        assert_int_equal(host[4 * SENDS + i], 7 * i);
+    zb_cu_upload_small(&c, dev, big, 6);
+    assert_int_equal(c.status, ZB_EINVAL);
+    assert_non_null(strstr(c.msg, "a multiple of 4"));
+    free(big);
+    cudaFreeHost(host);
+    cudaFree(dev);
+    zb_cu_ctx_destroy(&c);
+    assert_null(c.ring);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_set_device_checked),
         cmocka_unit_test(test_attention_stash_by_head_size),
         cmocka_unit_test(test_fp32_attention_checked),
+        cmocka_unit_test(test_small_transfers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

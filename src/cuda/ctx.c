@@ -89,6 +89,7 @@ zb_status_t zb_cu_ctx_init(zb_cu_ctx_t *c, int device, zb_cuda_precision_t prec,
 
 void zb_cu_ctx_destroy(zb_cu_ctx_t *c)
 {
+    zb_cu_small_free(c);
     for (int i = 0; i < c->nplans; i++) {
         if (c->plans[i].desc) /* a cached "no algorithm" entry holds nothing */
             plan_release(&c->plans[i]);

@@ -48,6 +48,7 @@ typedef struct {
     size_t part_cap;
     int sm_target; /* SMs the stream runs on (a partition), 0 = all: cuBLASLt plans target it */
     struct zb_cu_prof *prof; /* the kernel-class time breakdown (cuda/prof.h), NULL = off */
+    struct zb_cu_ring *ring; /* small transfers' page-locked slots (cuda/small_copy.h) */
     zb_cu_gemm_plan_t plans[ZB_CU_GEMM_CACHE];
     int nplans;
     /* zb_cu_gemm_ex (gemm.h): products whose epilogue ran as a separate kernel because cuBLASLt
@@ -71,6 +72,8 @@ void zb_cu_fail(zb_cu_ctx_t *c, zb_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Record cudaGetLastError() if it is an error; returns 1 when the context is failed. */
 int zb_cu_launch_check(zb_cu_ctx_t *c, const char *what);
+/* The small transfers' ring (cuda/small_copy.c), freed by zb_cu_ctx_destroy. */
+void zb_cu_small_free(zb_cu_ctx_t *c);
 /* Make ctx->part hold at least n floats (cudaMalloc outside the timed path: it grows once). */
 int zb_cu_part_reserve(zb_cu_ctx_t *c, size_t n);
 

@@ -465,6 +465,23 @@ void zb_cuk_residual_backward_input(cudaStream_t s, float *da, float *db, const 
     residual_backward_k<<<blocks_for(n), kThreads, 0, s>>>(da, db, dout, n);
 }
 
+__global__ void copy_words_k(uint32_t *__restrict__ dst, const uint32_t *__restrict__ src,
+                             size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+void zb_cuk_copy_words(cudaStream_t s, void *dst, const void *src, size_t n)
+{
+    if (n == 0)
+        return;
+    size_t blocks = (n + kThreads - 1) / kThreads;
+    copy_words_k<<<(unsigned)(blocks < 1024 ? blocks : 1024), kThreads, 0, s>>>(
+        (uint32_t *)dst, (const uint32_t *)src, n);
+}
+
 void zb_cuk_add_inplace(cudaStream_t s, float *y, const float *x, size_t n)
 {
     residual_backward_k<<<blocks_for(n), kThreads, 0, s>>>(y, nullptr, x, n);

@@ -63,6 +63,9 @@ void zb_cuk_residual_backward_input(cudaStream_t s, float *da, float *db, const 
                                     size_t n);
 /* y += x. */
 void zb_cuk_add_inplace(cudaStream_t s, float *y, const float *x, size_t n);
+/* dst[i] = src[i] for n 4-byte words, by the SMs: either side may be page-locked host memory
+ * (unified addressing), so a small transfer never queues on a copy engine (cuda/small_copy.h). */
+void zb_cuk_copy_words(cudaStream_t s, void *dst, const void *src, size_t n);
 
 /* In place on rows of att[rows, T] (row r is query t = r % T): causal softmax, upper part 0. */
 void zb_cuk_causal_softmax_forward(cudaStream_t s, float *att, size_t rows, int T);

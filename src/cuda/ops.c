@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuda/ctx.h"
+#include "cuda/small_copy.h"
 #include "cuda/flash_attn32.h"
 #include "cuda/flash_attn_tf32.h"
 #include "cuda/gemm.h"
@@ -62,16 +63,12 @@ void zb_cu_encoder_backward_weight(zb_cu_ctx_t *c, float *dwte, float *dwpe, con
     for (int n = 0; n < N; n++)
         rows[count[tokens_host[n]]++] = n;
     /* device layout mirrors the host one: uniq at 0, start at N, rows at 2N+1 */
-    cudaError_t e = cudaMemcpyAsync(bucket_dev, host, zb_cu_encoder_bucket_ints(B, T) * sizeof(int),
-                                    cudaMemcpyHostToDevice, c->stream);
-    /* pageable source: the copy is staged before cudaMemcpyAsync returns, so freeing is safe */
+    /* by the SMs through a page-locked slot, which holds a copy by now: freeing is safe */
+    zb_cu_upload_small(c, bucket_dev, host, zb_cu_encoder_bucket_ints(B, T) * sizeof(int));
     free(count);
     free(host);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        zb_cu_fail(c, ZB_EIO, "CUDA copy of token buckets: %s", cudaGetErrorString(e));
+    if (c->status != ZB_OK)
         return;
-    }
     zb_cu_prof_begin(c, ZB_CUDA_K_ELEMENTWISE);
     zb_cuk_encoder_backward_wte(c->stream, dwte, dout, bucket_dev, bucket_dev + N,
                                 bucket_dev + 2 * N + 1, U, C);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/small_copy.h"
 #include "cuda/stage.h"
 
 /* ---- stash: the buffer walk of src/model/gpt2_stage.c without its scratch ---- */
@@ -372,11 +373,9 @@ static void forward_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x
     if (span->embed) {
         float *dst = (nl == 0 && !span->head) ? x_out : x0;
         zb_cu_encoder_forward(c, dst, st->tokens, P(s, ZB_WTE), P(s, ZB_WPE), s->B, s->T, C);
-    } else if (c->status == ZB_OK) {
-        cudaError_t e = cudaMemcpyAsync(x0, x_in, NC * sizeof(float), cudaMemcpyDeviceToDevice,
-                                        c->stream);
-        if (e != cudaSuccess)
-            zb_cu_fail(c, ZB_EIO, "CUDA forward input copy: %s", cudaGetErrorString(e));
+    } else if (c->status == ZB_OK) { /* by the SMs: no copy engine inside an action */
+        zb_cuk_copy_words(c->stream, x0, x_in, NC);
+        zb_cu_launch_check(c, "forward input copy");
     }
     for (int l = 0; l < nl; l++) {
         block_params_t w = block_params(s, l);
@@ -432,25 +431,25 @@ static zb_status_t forward(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *t
         return r;
     zb_cu_ctx_t *c = &s->ctx;
     cudaError_t e = cudaSuccess;
-    if (span->embed) {
+    if (span->embed) { /* by the SMs, not a copy engine a stash may be filling (small_copy.h) */
         memcpy(st->tokens_host, tokens, (size_t)N * sizeof(int));
-        e = cudaMemcpyAsync(st->tokens, tokens, (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
-                            c->stream);
+        zb_cu_upload_small(c, st->tokens, tokens, (size_t)N * sizeof(int));
     }
-    if (e == cudaSuccess && span->head)
-        e = cudaMemcpyAsync(st->targets, targets, (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
-                            c->stream);
-    if (e != cudaSuccess)
-        zb_cu_fail(c, ZB_EIO, "CUDA forward token copy: %s", cudaGetErrorString(e));
+    if (span->head)
+        zb_cu_upload_small(c, st->targets, targets, (size_t)N * sizeof(int));
     if (is_bf16(s))
         zb_cu16_forward(s, st, x_in, x_out);
     else
         forward_fp32(s, st, x_in, x_out);
     const bool defer = span->head && slot >= 0;
     if (span->head && c->status == ZB_OK) {
-        float *host = defer ? s->loss_slots + (size_t)slot * (size_t)N : s->losses_host;
-        e = cudaMemcpyAsync(host, s->losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost,
-                            c->stream);
+        /* a deferred loss lands in its page-locked slot by the SMs (small_copy.h) */
+        if (defer)
+            zb_cu_download_small(c, s->loss_slots + (size_t)slot * (size_t)N, s->losses,
+                                 (size_t)N * sizeof(float));
+        else
+            e = cudaMemcpyAsync(s->losses_host, s->losses, (size_t)N * sizeof(float),
+                                cudaMemcpyDeviceToHost, c->stream);
         if (e == cudaSuccess)
             e = defer ? cudaEventRecord(s->loss_ev, c->stream) : cudaStreamSynchronize(c->stream);
         if (e != cudaSuccess)
@@ -527,14 +526,13 @@ static zb_status_t memset_f(zb_cu_ctx_t *c, float *p, size_t n)
     return c->status;
 }
 
+/* By the SMs: a device-to-device cudaMemcpyAsync may queue on a copy engine behind a stash. */
 static void copy_f(zb_cu_ctx_t *c, float *dst, const float *src, size_t n)
 {
     if (c->status != ZB_OK)
         return;
-    cudaError_t e = cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                                    c->stream);
-    if (e != cudaSuccess)
-        zb_cu_fail(c, ZB_EIO, "CUDA copy: %s", cudaGetErrorString(e));
+    zb_cuk_copy_words(c->stream, dst, src, n);
+    zb_cu_launch_check(c, "copy");
 }
 
 static void block_backward_input(zb_cuda_stage_t *s, const block_params_t *w, layer_acts_t *a,

@@ -85,7 +85,8 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.V), targets.reshape(-1))
 
 
-def run(prec, mode, B, T, M, steps, L, probe=False, device="cuda", times_out=False):
+def run(prec, mode, B, T, M, steps, L, probe=False, device="cuda", times_out=False,
+        kernels=False):
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
     torch.backends.cudnn.allow_tf32 = prec == "tf32"
     torch.manual_seed(0)
@@ -132,6 +133,46 @@ def run(prec, mode, B, T, M, steps, L, probe=False, device="cuda", times_out=Fal
     mfu = f"MFU {100 * flops / med / PEAK_BF16:5.1f}%  " if device == "cuda" else ""
     print(f"torch {mode:7s} {prec}: B={B} T={T} M={M} {med * 1e3:8.2f} ms/step "
           f"{tok / med:9.0f} tokens/s  {mfu}loss {loss:.4f}", flush=True)
+    if kernels and device == "cuda":
+        kernel_classes(step)
+
+
+# zbpp's kernel classes (bench_cuda_step's breakdown), from a kernel's name: first match wins
+KERNEL_CLASSES = [
+    ("attention", ("fmha", "attention", "flash", "efficient")),
+    ("classifier", ("softmax", "nll", "cross_entropy", "log_softmax")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("norm", ("layer_norm", "layernorm")),
+    ("gemm", ("gemm", "xmma", "cutlass", "sm90", "sm80", "cublas", "splitk", "gemv")),
+]
+
+
+def kernel_classes(step):
+    """One more step under torch.profiler: its GPU kernels' time by zbpp's kernel classes (a
+    kernel's class from its name; the rest is elementwise) and the ten longest kernels."""
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    by_class, by_name = {}, {}
+    for ev in prof.key_averages():  # only CUDA activity: the entries are the kernels
+        dt = getattr(ev, "self_device_time_total", None)
+        if dt is None:  # torch before 2.4
+            dt = getattr(ev, "self_cuda_time_total", 0)
+        if not dt:
+            continue
+        name = ev.key.lower()
+        cls = next((c for c, keys in KERNEL_CLASSES if any(k in name for k in keys)),
+                   "elementwise")
+        by_class[cls] = by_class.get(cls, 0.0) + dt / 1e3
+        by_name[ev.key] = by_name.get(ev.key, 0.0) + dt / 1e3
+    total = sum(by_class.values())
+    print("  by kernel class (ms per step, share): " + ", ".join(
+        f"{c} {t:.2f} ({100 * t / total:.0f}%)"
+        for c, t in sorted(by_class.items(), key=lambda kv: -kv[1])) + f"; total {total:.2f}",
+        flush=True)
+    for name, t in sorted(by_name.items(), key=lambda kv: -kv[1])[:10]:
+        print(f"    {t:9.2f} ms  {name[:110]}", flush=True)
 
 
 def cpu_blas():
@@ -166,6 +207,8 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     ap.add_argument("--times", action="store_true", help="also print every timed step")
+    ap.add_argument("--kernels", action="store_true",
+                    help="GPU: one more step under torch.profiler, its kernel time by class")
     a = ap.parse_args()
     if a.device == "cpu":
         if a.threads:
@@ -195,7 +238,7 @@ def main():
         if not B:
             raise SystemExit(f"torch_gpt2: no batch size fits for {prec}")
         for mode in a.mode.split(","):
-            run(prec, mode, B, a.T, a.M, a.steps, a.layers)
+            run(prec, mode, B, a.T, a.M, a.steps, a.layers, kernels=a.kernels)
             torch._dynamo.reset()
             gc.collect()
             torch.cuda.empty_cache()

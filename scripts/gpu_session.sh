@@ -34,7 +34,9 @@
 #                                   attention: its tests, bench_flash, the fp32 step at X3_B with
 #                                   each attention, PyTorch eager fp32 there), cputorch (cpu's
 #                                   last step alone: the CPU step against PyTorch's). GOALS_LIMIT and
-#                                   CPU_LIMIT bound those parts (default 200, 300 s)
+#                                   CPU_LIMIT bound those parts (default 200, 300 s); torchprof
+#                                   (PyTorch eager fp32 at X3_B with one step's kernel time by
+#                                   zbpp's kernel classes)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
 #                                   step vs span + optimizer, bubble vs simulator, ZB/1F1B
 #                                   ratios, communication hidden, memory vs --ranks 1, small model)
@@ -43,7 +45,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,39p' "$0" >&2
+    sed -n '2,42p' "$0" >&2
     exit 2
     ;;
 esac
@@ -289,6 +291,11 @@ all)
             step torch_fp32 90 python3 bench/torch_gpt2.py --device cuda --mode eager \
                 --precision fp32 --B "${X3_B:-32}" --steps 8
             grep -v Warning "$logs/torch_fp32.log" | tail -6
+            ;;
+        torchprof) # issue 29: where PyTorch eager fp32's step goes, by zbpp's kernel classes
+            step torch_fp32_kernels 90 python3 bench/torch_gpt2.py --device cuda --mode eager \
+                --precision fp32 --B "${X3_B:-32}" --steps 3 --kernels
+            grep -v Warning "$logs/torch_fp32_kernels.log" | tail -14
             ;;
         torchtf32) # issue 29's tf32 goal: PyTorch eager with TF32 matmuls at zbpp's tf32 B
             step torch_tf32 90 python3 bench/torch_gpt2.py --device cuda --mode eager \

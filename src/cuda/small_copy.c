@@ -59,7 +59,10 @@ static struct zb_cu_ring *ring_for(zb_cu_ctx_t *c, size_t bytes)
         release_slots(r);
         size_t slot = (bytes + 255) / 256 * 256;
         void *p = NULL;
-        cudaError_t e = cudaHostAlloc(&p, RING_SLOTS * slot, cudaHostAllocDefault);
+        /* read by kernels of any of the device's contexts (SM partitions are green contexts):
+         * with unified addressing the host pointer is the device's too */
+        cudaError_t e = cudaHostAlloc(&p, RING_SLOTS * slot,
+                                      cudaHostAllocPortable | cudaHostAllocMapped);
         if (e != cudaSuccess) {
             ring_fail(c, e, "small-transfer ring");
             return NULL;

@@ -494,10 +494,10 @@ zb_status_t zb_cuda_stage_loss_slots(zb_cuda_stage_t *s, int slots, zb_err_t *er
         s->loss_slots = NULL;
         s->n_loss_slots = 0;
     }
-    if (e == cudaSuccess)
+    if (e == cudaSuccess) /* written by a kernel of the head's stream (small_copy.h) */
         e = cudaHostAlloc((void **)&s->loss_slots,
                           (size_t)slots * (size_t)s->B * (size_t)s->T * sizeof(float),
-                          cudaHostAllocDefault);
+                          cudaHostAllocPortable | cudaHostAllocMapped);
     if (e != cudaSuccess)
         return zb_err_set(err, ZB_ENOMEM, "cuda loss slots: %s", cudaGetErrorString(e));
     s->n_loss_slots = slots;

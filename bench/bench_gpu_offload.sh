@@ -42,24 +42,36 @@ one=(--ranks "$P" --schedule 1f1b --batch "$M" --microbatches "$M" --partition p
 big ref1 "${one[@]}"
 big all1 "${one[@]}" --offload all
 limit=$(field ref half_limit)
-# at half memory: NAME FAMILY CHUNKS (0: the family's own) MODE-FLAGS...
+# A two-chunk layout (8 stages, stage s on rank s mod P) holds more besides its activations on
+# some ranks than zb-h1's (the last rank: two stages' state, the head's among them), so zb-h1's
+# totals less half its activations would not even hold its parameters there. Its limits keep the
+# same activation budget: each rank's static memory in that layout (a one-step probe without a
+# limit) plus half of zb-h1's activation peak on that rank.
+run probe2 --ranks "$P" --schedule interleaved-1f1b --chunks 2 --batch "$M" --microbatches "$M" \
+    --partition profile --gpu-messages device --layers "$L" --channels 768 --heads 12 \
+    --vocab 50257 --seq "$T" --steps 1
+limit2=$(awk -v s="$(field probe2 static)" -v h="$(field ref half_act)" 'BEGIN {
+    n = split(s, a, ","); if (split(h, b, ",") != n || n == 0) exit
+    for (i = 1; i <= n; i++) printf "%s%.1f", i > 1 ? "," : "", a[i] + b[i] }')
+# at half memory: NAME FAMILY CHUNKS (0: the family's own) LIMITS MODE-FLAGS...
 half() {
-    local name=$1 fam=$2 v=$3
-    shift 3
+    local name=$1 fam=$2 v=$3 lim=$4
+    shift 4
     local chunks=()
     [ "$v" -gt 0 ] && chunks=(--chunks "$v")
     big "$name" --ranks "$P" --schedule "$fam" "${chunks[@]}" --batch "$M" --microbatches "$M" \
-        --partition profile --gpu-messages device --mem-limit-mb "$limit" "$@"
+        --partition profile --gpu-messages device --mem-limit-mb "$lim" "$@"
 }
 runs="ref all ref1 all1"
 if [ -n "$limit" ]; then
-    half off_interleaved interleaved-1f1b 2 --offload auto
-    half off_looped looped-bfs 2 --offload auto
-    half off_zbh1 zb-h1 0 --offload auto
-    half off_auto auto 0 --offload auto
-    half rc_auto auto 0 --recompute auto
-    half rc_zbh1 zb-h1 0 --recompute auto
-    runs="$runs off_interleaved off_looped off_zbh1 off_auto rc_auto rc_zbh1"
+    half off_interleaved interleaved-1f1b 2 "${limit2:-$limit}" --offload auto
+    half off_looped looped-bfs 2 "${limit2:-$limit}" --offload auto
+    half rc_interleaved interleaved-1f1b 2 "${limit2:-$limit}" --recompute auto
+    half off_zbh1 zb-h1 0 "$limit" --offload auto
+    half off_auto auto 0 "$limit" --offload auto
+    half rc_auto auto 0 "$limit" --recompute auto
+    half rc_zbh1 zb-h1 0 "$limit" --recompute auto
+    runs="$runs off_interleaved off_looped rc_interleaved off_zbh1 off_auto rc_auto rc_zbh1"
 else
     echo "no memory table in the reference run: the half-memory runs are skipped"
 fi
@@ -88,6 +100,7 @@ echo "1f1b --offload all holds $(awk -v a="$(field all1 peaks)" -v r="$(field re
     'BEGIN { n = split(a, x, ","); split(r, y, ",")
              for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? "," : ""), (y[i] > 0 ? sprintf("%.2f", (p - i + 1) * x[i] / y[i]) : "n/a") }') microbatches' stashes per rank (goal <= 2 each)"
 if [ -n "$best_off" ]; then
+    echo "two-chunk layouts' limits ${limit2:-(no probe: as for zb-h1)} MiB (per rank: its static memory + half zb-h1's activations)"
     echo "limits $limit MiB (per rank): best offload $best_off / zb-h1: $(ratio "$(field "$best_off" step)" "$(field ref step)")" \
         "(goal <= 1.05); / best recompute ${best_rc:-none}: $(ratio "$(field "$best_off" step)" "$(field "${best_rc:-ref}" step)")" \
         "(goal < 1)"

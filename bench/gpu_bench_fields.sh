@@ -33,6 +33,13 @@ field() {
     # each rank keeps half its activation peak: its predicted total less half its peak
     half_limit)
         awk '$1 == "predicted" && NF >= 10 { printf "%s%.1f", n++ ? "," : "", $9 - $7 / 2 }' "$log" ;;
+    # what each rank holds besides its activations, predicted (MiB, comma-separated, rank
+    # order): parameters, gradients, optimizer state, backup, messages and workspace
+    static)
+        awk '$1 == "predicted" && NF >= 10 { printf "%s%.1f", n++ ? "," : "", $9 - $7 }' "$log" ;;
+    # half of each rank's predicted activation peak (MiB, comma-separated, rank order)
+    half_act)
+        awk '$1 == "predicted" && NF >= 10 { printf "%s%.1f", n++ ? "," : "", $7 / 2 }' "$log" ;;
     # the measured activation peak of each rank (MiB, comma-separated, rank order)
     peaks)
         awk '$1 == "measured" && NF >= 10 { printf "%s%.1f", n++ ? "," : "", $7 }' "$log" ;;

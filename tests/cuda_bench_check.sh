@@ -81,9 +81,12 @@ LOG
 got=$(OUTDIR=$tmp bash -c 'source "$1/bench/gpu_bench_fields.sh"; echo "$(field sample step) \
 $(field sample span_m) $(field sample makespan_m) $(field sample makespan_p) $(field sample outside_pct) $(field sample optimizer) $(field sample grad-norm) \
 $(field sample norm-sync) $(field sample drain) $(field sample mem_predicted) \
-$(field sample peak_measured) $(field sample half_limit) $(field sample peaks)"' _ "$SRC")
-# half_limit: each rank's total less half its peak (2410.33 - 411.84 / 2, 1263.62 - 651.16 / 2)
-[ "$got" = "48.7 44.28 45.72 42.65 5.3 1.67 0.59 1.33 0.00 2410.3 651.2 2204.4,938.0 411.8,651.2" ] \
+$(field sample peak_measured) $(field sample half_limit) $(field sample peaks) \
+$(field sample static) $(field sample half_act)"' _ "$SRC")
+# half_limit: each rank's total less half its peak (2410.33 - 411.84 / 2, 1263.62 - 651.16 / 2);
+# static: total less peak (2410.33 - 411.84, 1263.62 - 651.16); half_act: half the peak
+[ "$got" = "48.7 44.28 45.72 42.65 5.3 1.67 0.59 1.33 0.00 2410.3 651.2 2204.4,938.0 411.8,651.2 \
+1998.5,612.5 205.9,325.6" ] \
   || { echo "FAIL: gpu_bench_fields.sh read '$got' from the sample log"; exit 1; }
 # the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them, and
 # each precision's largest B

@@ -169,7 +169,7 @@ static void bench_classifier(int N)
     float ms16, ms32;
     /* in place: later runs see earlier gradients as logits, which costs the same */
     MEDIAN_MS(ms16, zb_cuk16_crossentropy_fused(ctx.stream, losses, l16, tgt, 0.01f, N, V, VP));
-    MEDIAN_MS(ms32, (zb_cuk_crossentropy_forward(ctx.stream, losses, l, tgt, N, V, VP),
+    MEDIAN_MS(ms32, (zb_cuk_crossentropy_forward(ctx.stream, losses, l, tgt, N, V, VP, 0.0f),
                      zb_cuk_crossentropy_backward(ctx.stream, l, tgt, 0.01f, N, V, VP)));
     report_bytes("softmax + cross-entropy + dlogits", ms16, 6.0 * n, ms32, 24.0 * n);
     cudaFree(l), cudaFree(l16), cudaFree(losses), cudaFree(tgt);

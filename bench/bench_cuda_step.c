@@ -60,6 +60,8 @@ static zb_status_t rig_new(rig_t *r, const zb_gpt2_config_t *cfg, int B, int T,
         s = zb_cuda_stage_set_fp32_attention(r->s, attn, e);
     for (int m = 0; m < M && s == ZB_OK; m++, r->M++)
         s = zb_cuda_stash_new(r->s, &r->st[m], e);
+    if (s == ZB_OK) /* the head's F leaves the gradient at the backward's scale (phased, step) */
+        s = zb_cuda_stage_fold_loss_grad(r->s, 1.0f / ((float)(B * T) * r->M), e);
     if (s == ZB_OK)
         s = zb_cuda_params_upload(r->s, p, e);
     if (s != ZB_OK)

@@ -299,9 +299,20 @@ static void test_crossentropy(void **state)
     float *d_probs = dev_f(logits, n), *d_losses = dev_alloc(N * 4);
     int *d_tgt = dev_i(tgt, N);
     zb_crossentropy_forward(losses, logits, tgt, N, V, VP);
-    zb_cu_crossentropy_forward(&ctx, d_losses, d_probs, d_tgt, N, V, VP);
+    float *logits_in = rnd(n, 50, 6);
+    zb_cu_crossentropy_forward(&ctx, d_losses, d_probs, d_tgt, N, V, VP, 0.0f);
     expect_close("crossentropy forward probs", d_probs, logits, n, TOL);
     expect_close("crossentropy forward losses", d_losses, losses, N, TOL);
+    /* the forward that leaves the gradient: the GPU's own forward then backward, bit for bit */
+    float *g2 = malloc(n * 4), *l2 = malloc(N * 4);
+    zb_cu_crossentropy_backward(&ctx, d_probs, d_tgt, 0.37f, N, V, VP);
+    assert_int_equal(cudaMemcpy(g2, d_probs, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_int_equal(cudaMemcpy(l2, d_losses, N * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_int_equal(cudaMemcpy(d_probs, logits_in, n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    zb_cu_crossentropy_forward(&ctx, d_losses, d_probs, d_tgt, N, V, VP, 0.37f);
+    expect_close("crossentropy forward with gradient", d_probs, g2, n, -1);
+    expect_close("crossentropy forward with gradient loss", d_losses, l2, N, -1);
+    free(logits_in), free(g2), free(l2);
     /* backward from the CPU's probabilities */
     assert_int_equal(cudaMemcpy(d_probs, logits, n * 4, cudaMemcpyHostToDevice), cudaSuccess);
     zb_crossentropy_backward(logits, tgt, 0.37f, N, V, VP);

@@ -31,6 +31,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_cpu),
         cmocka_unit_test(test_deferred_w_same_bits),
+        cmocka_unit_test(test_fold_loss_grad_same_bits),
         cmocka_unit_test(test_partitions_same_bits),
         cmocka_unit_test(test_training_matches_cpu_and_repeats),
         cmocka_unit_test(test_reduced_precision_close),

@@ -27,6 +27,7 @@ int main(void)
         cmocka_unit_test(test_matches_cpu),
         cmocka_unit_test(test_bf16_is_not_fp32),
         cmocka_unit_test(test_deferred_w_same_bits),
+        cmocka_unit_test(test_fold_loss_grad_same_bits),
         cmocka_unit_test(test_partitions_same_bits),
         cmocka_unit_test(test_training_matches_cpu_and_repeats),
         cmocka_unit_test(test_stage_holds_only_its_span),

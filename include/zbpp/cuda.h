@@ -191,6 +191,12 @@ zb_status_t zb_cuda_stage_loss_slots(zb_cuda_stage_t *s, int slots, zb_err_t *er
 zb_status_t zb_cuda_loss_take(zb_cuda_stage_t *s, int slot, float *loss, zb_err_t *err);
 zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
                                    float grad_scale, float *dx_in, zb_err_t *err);
+/* A head stage in fp32 or tf32: its forward also turns the probabilities into the logits'
+ * gradient at `grad_scale` ((p − onehot)·grad_scale, the bits its backward would write), so the
+ * backward skips that pass over the B·T·V logits; every backward must then pass the same scale
+ * (ZB_EINVAL otherwise). 0 turns it off (the default). bf16 folds always (its scale goes into
+ * the products); on other stages it does nothing. ZB_EINVAL for a negative or non-finite scale. */
+zb_status_t zb_cuda_stage_fold_loss_grad(zb_cuda_stage_t *s, float grad_scale, zb_err_t *err);
 zb_status_t zb_cuda_backward_weight(zb_cuda_stage_t *s, zb_cuda_stash_t *st, zb_err_t *err);
 /* Wait for the stage's queued work; reports any error it hit. */
 zb_status_t zb_cuda_sync(zb_cuda_stage_t *s, zb_err_t *err);

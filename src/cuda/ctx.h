@@ -149,8 +149,9 @@ void zb_cu_flash32_forward(zb_cu_ctx_t *c, float *out, float *lse, const float *
 void zb_cu_flash32_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *out, const float *lse, int B,
                                   int T, int C, int NH);
+/* dloss != 0: probs ends as the logits' gradient, as zb_cu_crossentropy_backward would leave it */
 void zb_cu_crossentropy_forward(zb_cu_ctx_t *c, float *losses, float *probs, const int *targets,
-                                int N, int V, int Vp);
+                                int N, int V, int Vp, float dloss);
 void zb_cu_crossentropy_backward(zb_cu_ctx_t *c, float *probs, const int *targets, float dloss,
                                  int N, int V, int Vp);
 

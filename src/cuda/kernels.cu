@@ -413,7 +413,7 @@ __global__ void causal_softmax_backward_k(float *datt, const float *att, size_t 
 // when the max grows, combined over the block at the row's max; the second writes the
 // probabilities. The sum stays a double of float exponentials, as before.
 __global__ void crossentropy_forward_k(float *losses, float *probs, const int *targets, int V,
-                                       int Vp)
+                                       int Vp, float dloss)
 {
     __shared__ float shf[32];
     __shared__ double shd[32];
@@ -434,8 +434,18 @@ __global__ void crossentropy_forward_k(float *losses, float *probs, const int *t
     float mx = block_max(mt, shf);
     double sum = block_sum(st > 0.0 ? st * (double)expf(mt - mx) : 0.0, shd);
     float inv = (float)(1.0 / sum);
-    for (int i = threadIdx.x; i < Vp; i += blockDim.x)
-        row[i] = i < V ? expf(row[i] - mx) * inv : 0.0f;
+    if (dloss == 0.0f) {
+        for (int i = threadIdx.x; i < Vp; i += blockDim.x)
+            row[i] = i < V ? expf(row[i] - mx) * inv : 0.0f;
+    } else {  // crossentropy_backward_k's arithmetic on the probability just computed
+        const int t = targets[n];
+        for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
+            float p = i < V ? expf(row[i] - mx) * inv : 0.0f;
+            if (i == t)
+                p -= 1.0f;
+            row[i] = i < V ? p * dloss : 0.0f;
+        }
+    }
     if (threadIdx.x == 0)
         losses[n] = (float)((double)mx + log(sum) - (double)target_logit);
 }
@@ -650,9 +660,9 @@ void zb_cuk_causal_softmax_backward(cudaStream_t s, float *datt, const float *at
 }
 
 void zb_cuk_crossentropy_forward(cudaStream_t s, float *losses, float *probs, const int *targets,
-                                 int N, int V, int Vp)
+                                 int N, int V, int Vp, float dloss)
 {
-    crossentropy_forward_k<<<N, 1024, 0, s>>>(losses, probs, targets, V, Vp);
+    crossentropy_forward_k<<<N, 1024, 0, s>>>(losses, probs, targets, V, Vp, dloss);
 }
 
 void zb_cuk_crossentropy_backward(cudaStream_t s, float *probs, const int *targets, float dloss,

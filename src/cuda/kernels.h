@@ -73,9 +73,10 @@ void zb_cuk_causal_softmax_forward(cudaStream_t s, float *att, size_t rows, int 
 void zb_cuk_causal_softmax_backward(cudaStream_t s, float *datt, const float *att, size_t rows,
                                     int T, float scale);
 
-/* probs[N,Vp]: logits in, softmax over the first V columns out (rest 0); losses[N]. */
+/* probs[N,Vp]: logits in, softmax over the first V columns out (rest 0); losses[N]. dloss != 0:
+ * the gradient (p − onehot)·dloss out instead, the bits of the backward below after it. */
 void zb_cuk_crossentropy_forward(cudaStream_t s, float *losses, float *probs, const int *targets,
-                                 int N, int V, int Vp);
+                                 int N, int V, int Vp, float dloss);
 /* probs -> (p − onehot)·dloss in place, padded columns 0. */
 void zb_cuk_crossentropy_backward(cudaStream_t s, float *probs, const int *targets, float dloss,
                                   int N, int V, int Vp);

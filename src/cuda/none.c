@@ -64,6 +64,7 @@ STUB(zb_cuda_forward, zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens
 STUB(zb_cuda_forward_deferred, zb_cuda_stage_t *s, zb_cuda_stash_t *st, const int *tokens,
      const float *x_in, const int *targets, float *x_out, int loss_slot)
 STUB(zb_cuda_stage_loss_slots, zb_cuda_stage_t *s, int slots)
+STUB(zb_cuda_stage_fold_loss_grad, zb_cuda_stage_t *s, float grad_scale)
 STUB(zb_cuda_loss_take, zb_cuda_stage_t *s, int slot, float *loss)
 STUB(zb_cuda_backward_input, zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *dx_out,
      float grad_scale, float *dx_in)

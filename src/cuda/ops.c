@@ -323,11 +323,11 @@ void zb_cu_flash32_backward_input(zb_cu_ctx_t *c, float *dqkv, float *scratch, c
 }
 
 void zb_cu_crossentropy_forward(zb_cu_ctx_t *c, float *losses, float *probs, const int *targets,
-                                int N, int V, int Vp)
+                                int N, int V, int Vp, float dloss)
 {
     if (c->status != ZB_OK)
         return;
-    ZB_CU_PROF(c, ZB_CUDA_K_CLASSIFIER, zb_cuk_crossentropy_forward(c->stream, losses, probs, targets, N, V, Vp));
+    ZB_CU_PROF(c, ZB_CUDA_K_CLASSIFIER, zb_cuk_crossentropy_forward(c->stream, losses, probs, targets, N, V, Vp, dloss));
     LAUNCHED(c, "crossentropy forward");
 }
 

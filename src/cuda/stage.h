@@ -62,6 +62,7 @@ struct zb_cuda_stage {
      * of each F's token losses queued there, loss_ev recorded after the last one */
     float *loss_slots;
     int n_loss_slots;
+    float fold_scale; /* fp32/tf32 head: its F writes the logits' gradient at this scale (0: off) */
     cudaEvent_t loss_ev;
     float *backup;        /* device: params, m, v saved by zb_cuda_state_backup (3 x count) */
     /* the optimizer's tables (stage.c, room for all the stage's units made when it opens):

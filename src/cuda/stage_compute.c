@@ -387,7 +387,8 @@ static void forward_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x
         zb_cu_layernorm_forward(c, st->lnf, st->lnf_mean, st->lnf_rstd, st->xs[nl],
                                 P(s, ZB_LNFW), P(s, ZB_LNFB), N, C);
         zb_cu_matmul_forward(c, st->probs, st->lnf, WTE(s), NULL, N, C, Vp);
-        zb_cu_crossentropy_forward(c, s->losses, st->probs, st->targets, N, s->cfg.vocab, Vp);
+        zb_cu_crossentropy_forward(c, s->losses, st->probs, st->targets, N, s->cfg.vocab, Vp,
+                                   s->fold_scale);
     }
 }
 
@@ -478,6 +479,17 @@ zb_status_t zb_cuda_forward_deferred(zb_cuda_stage_t *s, zb_cuda_stash_t *st, co
         return zb_err_set(err, ZB_EINVAL, "cuda forward: a head stage needs a loss slot");
     return forward(s, st, tokens, x_in, targets, x_out, NULL, s && s->span.head ? loss_slot : -1,
                    err);
+}
+
+zb_status_t zb_cuda_stage_fold_loss_grad(zb_cuda_stage_t *s, float grad_scale, zb_err_t *err)
+{
+    if (!s)
+        return zb_err_set(err, ZB_EINVAL, "cuda fold loss gradient: stage is NULL");
+    if (!(grad_scale >= 0.0f) || !isfinite(grad_scale))
+        return zb_err_set(err, ZB_EINVAL, "cuda fold loss gradient: scale %g (>= 0, finite)",
+                          (double)grad_scale);
+    s->fold_scale = grad_scale;
+    return ZB_OK;
 }
 
 zb_status_t zb_cuda_stage_loss_slots(zb_cuda_stage_t *s, int slots, zb_err_t *err)
@@ -573,8 +585,9 @@ static void backward_input_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const f
     float *dx0 = span->embed ? st->dencoded : dx_in;
     float *dtop = nl > 0 ? st->layers[nl - 1].dres3 : dx0;
     if (span->head) {
-        zb_cu_crossentropy_backward(c, st->probs, st->targets, grad_scale, N, s->cfg.vocab,
-                                    s->cfg.padded_vocab);
+        if (s->fold_scale == 0.0f) /* else the F left the gradient already */
+            zb_cu_crossentropy_backward(c, st->probs, st->targets, grad_scale, N, s->cfg.vocab,
+                                        s->cfg.padded_vocab);
         memset_f(c, st->dlnf, NC);
         zb_cu_matmul_backward_input(c, st->dlnf, st->probs, WTE(s), N, C,
                                     s->cfg.padded_vocab);
@@ -606,6 +619,11 @@ zb_status_t zb_cuda_backward_input(zb_cuda_stage_t *s, zb_cuda_stash_t *st, cons
         return zb_err_set(err, ZB_EINVAL, "cuda backward_input: missing dx_in");
     if ((r = zb_cu_ctx_check(&s->ctx, "cuda backward_input", err)) != ZB_OK)
         return r;
+    if (span->head && !is_bf16(s) && s->fold_scale != 0.0f && grad_scale != s->fold_scale)
+        return zb_err_set(err, ZB_EINVAL,
+                          "cuda backward_input: the head's forward wrote the logits' gradient at "
+                          "scale %g, the backward asks %g",
+                          (double)s->fold_scale, (double)grad_scale);
     if (is_bf16(s))
         zb_cu16_backward_input(s, st, dx_out, grad_scale, dx_in);
     else

@@ -376,6 +376,8 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
         if (st == ZB_OK)
             st = zb_cuda_stage_set_fp32_attention(cs->stage, pl->opts->cuda->fp32_attention,
                                                   err);
+        if (st == ZB_OK) /* a head's F leaves the logits' gradient at the B's scale */
+            st = zb_cuda_stage_fold_loss_grad(cs->stage, pl->grad_scale, err);
         /* one stream for all the rank's stages: a stage reads its neighbour's device output
          * (x_in / dx_out) in stream order. The partition's, else the first stage's own. */
         int part = pl->opts->transport ? 0 : R->global / run->ndev;

@@ -157,6 +157,8 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
                                err);
         if (st == ZB_OK)
             st = zb_cuda_stage_set_fp32_attention(p->stage[k], o->fp32_attention, err);
+        if (st == ZB_OK) /* as the pipeline's heads: the F leaves the gradient (cp_run's scale) */
+            st = zb_cuda_stage_fold_loss_grad(p->stage[k], 1.0f / ((float)B * (float)T), err);
         if (st == ZB_OK && shared)
             st = zb_cuda_stage_use_stream(p->stage[k], zb_cuda_partition_stream(shared, slot),
                                           zb_cuda_partition_sms(shared, slot), err);

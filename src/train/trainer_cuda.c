@@ -72,6 +72,9 @@ static zb_status_t ct_init(cuda_trainer_t *ct, const zb_train_config_t *cfg,
                                o->device, &ct->stage, err);
     if (st == ZB_OK)
         st = zb_cuda_stage_set_fp32_attention(ct->stage, o->fp32_attention, err);
+    if (st == ZB_OK) /* the step's backward scale (cuda_step): the head's F leaves the gradient */
+        st = zb_cuda_stage_fold_loss_grad(ct->stage, 1.0f / ((float)cfg->batch * (float)cfg->seq),
+                                          err);
     if (st == ZB_OK)
         st = zb_cuda_stash_new(ct->stage, &ct->stash, err);
     if (st == ZB_OK)

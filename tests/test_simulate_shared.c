@@ -3,6 +3,7 @@
  * factor is 1 (every family, compute-only, lowered, with copies), a fused BW as its B part then
  * its W part, copies sharing a host link, and bad shares refused. */
 #include "schedule_testutil.h"
+#include "zbpp/plan.h"
 
 #include <string.h>
 
@@ -330,6 +331,28 @@ static void test_link_that_never_binds(void **state)
     }
 }
 
+/* Splitting each rank's costs over chunks (zb_costs_rechunk) keeps the share: the chunks of a
+ * rank are still on the device the ranks share, and copy over its link. */
+static void test_rechunk_keeps_share(void **state)
+{
+    (void)state;
+    zb_costs_t c, split;
+    tu_costs(&c, 4, 1, 1, 1, 0);
+    set_share(&c, 4, 0.7);
+    c.share.link[0] = 2, c.share.link[1] = 3;
+    zb_err_t e = {0};
+    assert_int_equal(zb_costs_rechunk(&c, 4, 2, ZB_PLACE_LOOP, &split, &e), ZB_OK);
+    assert_int_equal(split.stages, 8);
+    assert_memory_equal(&split.share, &c.share, sizeof c.share);
+    zb_schedule_t *s = tu_gen("interleaved-1f1b", 4, 8, 2);
+    zb_sim_t sim;
+    sim_ok(s, &split, &sim); /* 4 ranks sharing, the schedule's 4 ranks */
+    zb_sim_free(&sim);
+    zb_schedule_free(s);
+    zb_costs_free(&split);
+    zb_costs_free(&c);
+}
+
 static void test_bad_share(void **state)
 {
     (void)state;
@@ -397,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_denser_schedule_gains_less),
         cmocka_unit_test(test_link_hand_computed),
         cmocka_unit_test(test_link_that_never_binds),
+        cmocka_unit_test(test_rechunk_keeps_share),
         cmocka_unit_test(test_bad_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

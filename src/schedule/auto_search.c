@@ -40,6 +40,7 @@ zb_status_t zb_costs_rechunk(const zb_costs_t *src, int P, int v, zb_placement_t
         dst->m_w[s] = src->m_w[r] / v;
     }
     dst->mem_limit = src->mem_limit;
+    dst->share = src->share; /* per rank: its chunks still share the device (and its link) */
     if (src->rank_limit &&
         (st = zb_costs_set_rank_limits(dst, src->limit_ranks, src->rank_limit, err)) != ZB_OK) {
         zb_costs_free(dst);

@@ -10,8 +10,9 @@
  * attention (18 C values per token and layer: ln1, qkv, attention out, its projection, residual,
  * ln2, fc, gelu, fc projection, residual; B frees the same share as in (a)). A recomputed F
  * keeps its input (B*T*C fp32), its R takes T_F.
- * Copies: PCIe Gen5 about 50 GB/s per direction, 10 us a copy; second column: the four ranks
- * share one GPU's link, 12.5 GB/s each.
+ * Copies: PCIe Gen5 about 50 GB/s per direction, 10 us a copy; first column: each rank has a
+ * link of its own (one GPU each); second column: the four ranks share one GPU's 50 GB/s link
+ * (zb_share_t.link: k copies in flight in a direction get 50 / k each; compute factors 1).
  * Rows: zb-h1 (no limit), then at limit = half zb-h1's peak: zb-h1 with --offload auto, auto
  * with --recompute auto (the project's recompute search), zb-h1 with every F recomputed, auto
  * (unlimited) with --offload auto; and zb-h1 --offload all (no limit). Then what `zbpp plan
@@ -39,8 +40,12 @@ typedef struct {
 
 static int stash_model; /* 0: zbpp's fp32 stash, 1: bf16 with flash attention */
 
-static void costs_init(zb_costs_t *c, double bw, double limit)
+enum { OWN_LINKS, SHARED_LINK }; /* the columns: a link per rank, or one the ranks share */
+static const double LINK = 50e9 / 1e3; /* bytes per ms, per direction */
+
+static void costs_init(zb_costs_t *c, int links, double limit)
 {
+    const double bw = LINK;
     const zb_gpt2_config_t cfg = {.max_seq = T, .vocab = 50257, .padded_vocab = 50304,
                                   .layers = LAYERS, .heads = 12, .channels = C};
     const zb_gpt2_span_t mid = {.layer_begin = 4, .layer_end = 8};
@@ -62,6 +67,13 @@ static void costs_init(zb_costs_t *c, double bw, double limit)
         exit(1);
     }
     c->mem_limit = limit;
+    if (links == SHARED_LINK) { /* the ranks share the device: only its link slows them */
+        c->share.n = P;
+        for (int ph = 0; ph < 3; ph++)
+            for (int k = 0; k < P; k++)
+                c->share.f[ph][k] = 1.0;
+        c->share.link[0] = c->share.link[1] = LINK;
+    }
 }
 
 /* `family` with recompute mode rc, or through zb_generate_offload with `off`; span = the
@@ -121,12 +133,11 @@ static zb_plan_row_t best_row(const zb_plan_t *plan, bool with_o)
 
 static void plan_rows(int M, double limit, result_t h1)
 {
-    const double bws[2] = {50e9 / 1e3, 12.5e9 / 1e3};
     zb_plan_row_t rows[2][2];
     double h1_make[2];
     for (int k = 0; k < 2; k++) {
         zb_costs_t c;
-        costs_init(&c, bws[k], INFINITY);
+        costs_init(&c, k, INFINITY);
         zb_gen_params_t q = {.ranks = P, .microbatches = M, .chunks = 1, .costs = &c};
         zb_schedule_t *s = NULL;
         zb_sim_t sim;
@@ -168,18 +179,17 @@ static void plan_rows(int M, double limit, result_t h1)
 
 static void table(int M)
 {
-    const double bws[2] = {50e9 / 1e3, 12.5e9 / 1e3}; /* bytes per ms */
     zb_costs_t c;
-    costs_init(&c, bws[0], INFINITY);
+    costs_init(&c, OWN_LINKS, INFINITY);
     result_t h1 = run("zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_NONE, M, &c, 1);
     const double limit = h1.peak / 2;
     printf("\n(%c) %s\n", 'a' + stash_model,
            stash_model ? "bf16 stash, flash attention (no T x T probabilities)"
                        : "zbpp's stash today: fp32 with the T x T attention probabilities");
     printf("stage ms: F %.3f  B %.3f  W %.3f; stash %.1f MiB per (stage, mb), B frees %.1f; "
-           "a copy takes %.3f ms at 50 GB/s, %.3f at 12.5\n",
+           "a copy takes %.3f ms at 50 GB/s, %.3f with four at once on one 50 GB/s link\n",
            c.t_f[0], c.t_b[0], c.t_w[0], c.m_f[0] / MiB, -c.m_b[0] / MiB,
-           zb_costs_t_copy(&c, ZB_ACT_O, 0), 0.01 + c.m_f[0] / bws[1]);
+           zb_costs_t_copy(&c, ZB_ACT_O, 0), 0.01 + 4 * c.m_f[0] / LINK);
     printf("zb-h1 peak %.1f MiB per rank; limit = half: %.1f MiB\n", h1.peak / MiB, limit / MiB);
     zb_costs_free(&c);
     static const struct {
@@ -198,12 +208,12 @@ static void table(int M)
         {"zb-h1 --offload all", "zb-h1", ZB_RECOMPUTE_NONE, ZB_OFFLOAD_ALL, false, 1},
     };
     printf("%-22s | %8s %6s %8s | %8s %6s %8s | %s\n", "schedule", "span ms", "ratio",
-           "peak MiB", "span ms", "ratio", "peak MiB", "copies at 50 GB/s | 12.5 GB/s");
+           "peak MiB", "span ms", "ratio", "peak MiB", "a link per rank | one link shared");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         printf("%-22s", rows[i].name);
         char note[2][96];
         for (int k = 0; k < 2; k++) {
-            costs_init(&c, bws[k], rows[i].limited ? limit : INFINITY);
+            costs_init(&c, k, rows[i].limited ? limit : INFINITY);
             result_t x = run(rows[i].family, rows[i].rc, rows[i].off, M, &c, rows[i].chunks);
             zb_costs_free(&c);
             if (isfinite(x.span))

@@ -33,8 +33,9 @@
 #                                   torchtf32 (PyTorch eager tf32 at TF32_B), x3 (the 3xTF32
 #                                   attention: its tests, bench_flash, the fp32 step at X3_B with
 #                                   each attention, PyTorch eager fp32 there), cputorch (cpu's
-#                                   last step alone: the CPU step against PyTorch's). GOALS_LIMIT and
-#                                   CPU_LIMIT bound those parts (default 200, 300 s); torchprof
+#                                   last step alone: the CPU step against PyTorch's). GOALS_LIMIT,
+#                                   CPU_LIMIT and OFFLOAD_LIMIT bound those parts (default 200,
+#                                   300, 260 s); torchprof
 #                                   (PyTorch eager fp32 at X3_B with one step's kernel time by
 #                                   zbpp's kernel classes)
 #   scripts/gpu_session.sh goals    build, then the pipeline goals (bench/bench_gpu_pipeline.sh:
@@ -45,7 +46,7 @@ set -uo pipefail
 case "${1:-}" in
 test | bench | compile | sanitize | partitions | pipeline | goals | kernels | all) ;;
 *)
-    sed -n '2,42p' "$0" >&2
+    sed -n '2,43p' "$0" >&2
     exit 2
     ;;
 esac
@@ -207,7 +208,7 @@ all)
             done
             ;;
         offload) # issue 35: offload's goals (zb-h1 with --offload all / auto vs recompute)
-            step offload 200 env OUT="$logs" bash bench/bench_gpu_offload.sh build-gpu 6 16 1024 bf16 4 8
+            step offload "${OFFLOAD_LIMIT:-260}" env OUT="$logs" bash bench/bench_gpu_offload.sh build-gpu 6 16 1024 bf16 4 8
             tail -12 "$logs/offload.log"
             ;;
         cpu) # issue 32: bf16 on this machine's AMX CPU (oneDNN) for real, then the CPU step next

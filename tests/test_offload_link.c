@@ -174,12 +174,97 @@ static void test_planned_rounds(void **state)
     zb_costs_free(&f), zb_costs_free(&d), zb_costs_free(&c);
 }
 
+static void expect_same_programs(const zb_schedule_t *a, const zb_schedule_t *b, const char *what)
+{
+    assert_int_equal(a->ranks, b->ranks);
+    for (int r = 0; r < a->ranks; r++) {
+        if (a->rank[r].len != b->rank[r].len)
+            fail_msg("%s: rank %d has %d actions, not %d", what, r, b->rank[r].len,
+                     a->rank[r].len);
+        for (int i = 0; i < a->rank[r].len; i++) {
+            const zb_action_t *x = &a->rank[r].actions[i], *y = &b->rank[r].actions[i];
+            if (x->type != y->type || x->stage != y->stage || x->mb != y->mb ||
+                x->flags != y->flags)
+                fail_msg("%s: rank %d action %d differs", what, r, i);
+        }
+    }
+}
+
+/* With the link in the costs' simulation (share.link, each copy at the alone bandwidth): ALL is
+ * placed by the rounds on the busy share with the link out, and the costs get their link and
+ * alone bandwidths back; AUTO is planned on the simulated link directly, and under these limits
+ * chooses better than the rounds at the share (27 against 32 on the link). */
+static void test_planned_on_a_simulated_link(void **state)
+{
+    (void)state;
+    zb_costs_t c, d, r;
+    zb_err_t e;
+    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 1, 1, 0, 1, 0, -1, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_offload(&c, 1, 1.0, 1.0, 0, &e), ZB_OK);
+    c.share.n = 4;
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < 4; k++)
+            c.share.f[p][k] = 1.0;
+    c.share.link[0] = c.share.link[1] = 4 * 0.25;
+    const pl_link_t link = {1.0, 1.0, 0.25, 0.25, 4, 1};
+    zb_schedule_t *plain = zbh1(&c), *got = NULL, *want = NULL;
+    char note[96];
+    /* ALL: what the rounds give without the link, at the share */
+    assert_int_equal(zb_costs_clone(&d, &c, &e), ZB_OK);
+    assert_int_equal(pl_plan_offload_on_link(plain, ZB_OFFLOAD_ALL, &d, &link, &got, note, &e),
+                     ZB_OK);
+    assert_int_equal(zb_costs_clone(&r, &c, &e), ZB_OK);
+    r.share.link[0] = r.share.link[1] = 0;
+    r.bw_d2h = r.bw_h2d = 0.25;
+    assert_int_equal(pl_plan_offload_on_link(plain, ZB_OFFLOAD_ALL, &r, &link, &want, note, &e),
+                     ZB_OK);
+    expect_same_programs(want, got, "ALL on a simulated link");
+    assert_true(d.share.link[0] == 1.0 && d.share.link[1] == 1.0);
+    assert_true(d.bw_d2h == 1.0 && d.bw_h2d == 1.0);
+    print_message("    zb-h1 --offload all on one link of 1 B/s: makespan %.2f (channels of their "
+                  "own at the rounds' bandwidth: %.2f)\n",
+                  makespan(got, &d), makespan(want, &r));
+    assert_true(makespan(got, &d) > makespan(plain, &c)); /* the link holds the copies back */
+    zb_schedule_free(got), zb_schedule_free(want);
+    zb_costs_free(&r), zb_costs_free(&d);
+    /* AUTO under a limit: zb_plan_offload on the costs as they are, the link in them */
+    zb_sim_t sim;
+    assert_int_equal(zb_simulate(plain, &c, &sim, &e), ZB_OK);
+    double lim[4]; /* rank 0 two stashes under its peak, rank 1 one, the others at theirs */
+    for (int k = 0; k < 4; k++)
+        lim[k] = sim.peak_mem[k] - (k == 0 ? 2 : k == 1 ? 1 : 0);
+    zb_sim_free(&sim);
+    assert_int_equal(zb_costs_set_rank_limits(&c, 4, lim, &e), ZB_OK);
+    assert_int_equal(zb_costs_clone(&d, &c, &e), ZB_OK);
+    if (pl_plan_offload_on_link(plain, ZB_OFFLOAD_AUTO, &d, &link, &got, note, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_AUTO, &c, &want, note, &e), ZB_OK);
+    assert_true(zb_schedule_has_offload(got) || zb_schedule_has_recompute(got));
+    expect_same_programs(want, got, "AUTO on a simulated link");
+    assert_true(d.bw_d2h == 1.0 && d.share.link[0] == 1.0);
+    /* ... which chooses better here than the rounds at the share with the link out */
+    zb_schedule_t *rounds = NULL;
+    assert_int_equal(zb_costs_clone(&r, &c, &e), ZB_OK);
+    r.share.link[0] = r.share.link[1] = 0;
+    r.bw_d2h = r.bw_h2d = 0.25;
+    assert_int_equal(pl_plan_offload_on_link(plain, ZB_OFFLOAD_AUTO, &r, &link, &rounds, note, &e),
+                     ZB_OK);
+    const double mk_link = makespan(got, &c), mk_rounds = makespan(rounds, &c);
+    print_message("    zb-h1 --offload auto under the limits, on the link: planned on it %.2f, "
+                  "planned at the share %.2f\n", mk_link, mk_rounds);
+    assert_true(mk_link < mk_rounds);
+    zb_schedule_free(rounds), zb_costs_free(&r);
+    zb_schedule_free(got), zb_schedule_free(want), zb_schedule_free(plain);
+    zb_costs_free(&d), zb_costs_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_by_hand),
         cmocka_unit_test(test_link_bandwidth),
         cmocka_unit_test(test_planned_rounds),
+        cmocka_unit_test(test_planned_on_a_simulated_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,9 +63,10 @@ double pl_link_bandwidth(double alone, double shared, int sharers, double k)
     return bw < alone ? bw : alone;
 }
 
-zb_status_t pl_plan_offload_on_link(const zb_schedule_t *plain, zb_offload_t mode,
-                                    zb_costs_t *costs, const pl_link_t *link, zb_schedule_t **out,
-                                    char *note, zb_err_t *err)
+/* The rounds above, with the costs as they are. */
+static zb_status_t plan_in_rounds(const zb_schedule_t *plain, zb_offload_t mode,
+                                  zb_costs_t *costs, const pl_link_t *link, zb_schedule_t **out,
+                                  char *note, zb_err_t *err)
 {
     zb_status_t st = zb_plan_offload(plain, mode, costs, out, note, err);
     if (st != ZB_OK || link->sharers < 2 || !(link->alone_d2h > 0) || !(link->alone_h2d > 0) ||
@@ -98,4 +99,24 @@ zb_status_t pl_plan_offload_on_link(const zb_schedule_t *plain, zb_offload_t mod
         *out = next;
     }
     return ZB_OK;
+}
+
+zb_status_t pl_plan_offload_on_link(const zb_schedule_t *plain, zb_offload_t mode,
+                                    zb_costs_t *costs, const pl_link_t *link, zb_schedule_t **out,
+                                    char *note, zb_err_t *err)
+{
+    const zb_share_t shared = costs->share;
+    if (!(shared.link[0] > 0) && !(shared.link[1] > 0))
+        return plan_in_rounds(plain, mode, costs, link, out, note, err);
+    if (mode == ZB_OFFLOAD_AUTO) /* its choices are simulated makespans: on the link itself */
+        return zb_plan_offload(plain, mode, costs, out, note, err);
+    /* ALL places each reload by a copy's time: the rounds, with the link out of the simulation
+     * and the busy share as the bandwidths; then the link and the alone bandwidths back */
+    const double own[2] = {costs->bw_d2h, costs->bw_h2d};
+    costs->share.link[0] = costs->share.link[1] = 0;
+    costs->bw_d2h = link->shared_d2h, costs->bw_h2d = link->shared_h2d;
+    zb_status_t st = plan_in_rounds(plain, mode, costs, link, out, note, err);
+    costs->share = shared;
+    costs->bw_d2h = own[0], costs->bw_h2d = own[1];
+    return st;
 }

@@ -28,7 +28,12 @@ typedef struct {
  * copies overlap on average (the most over the GPUs, per direction), plan again; at most four
  * rounds, until the bandwidths move by less than 2 %. costs->bw_d2h / bw_h2d end as the last
  * plan's. Without the alone figures, or with one rank per GPU, one plan with the costs as they
- * are. A later round that fails keeps the plan before it. */
+ * are. A later round that fails keeps the plan before it.
+ * Where the costs' simulation carries the link itself (costs->share.link: each copy at the alone
+ * bandwidth, the copies in flight sharing the link): AUTO, whose choices are simulated
+ * makespans, is planned on it directly; ALL, whose reloads are placed by a copy's time, by the
+ * rounds with the link out and the busy share as the bandwidths, after which costs gets its
+ * link and alone bandwidths back (the prediction is on the link). */
 zb_status_t pl_plan_offload_on_link(const zb_schedule_t *plain, zb_offload_t mode,
                                     zb_costs_t *costs, const pl_link_t *link, zb_schedule_t **out,
                                     char *note, zb_err_t *err);

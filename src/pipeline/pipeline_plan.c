@@ -506,20 +506,8 @@ static zb_status_t apply_offload(const pl_t *pl, candidate_t *c, zb_err_t *err)
     if (p)
         link = (pl_link_t){p->copy_d2h_alone, p->copy_h2d_alone, p->copy_d2h, p->copy_h2d,
                            p->threads, p->threads > 0 ? (pl->P + p->threads - 1) / p->threads : 1};
-    /* planned as before the simulator had the link (each copy at the link's share for the
-     * plan's own overlap); predicted on the simulated link (share_host_link) */
-    const zb_share_t shared = costs->share;
-    const double own[2] = {costs->bw_d2h, costs->bw_h2d};
-    if (shared.link[0] > 0) {
-        costs->share.link[0] = costs->share.link[1] = 0;
-        costs->bw_d2h = p->copy_d2h, costs->bw_h2d = p->copy_h2d;
-    }
-    if (st == ZB_OK)
+    if (st == ZB_OK) /* predicted on the simulated link where share_host_link set it */
         st = pl_plan_offload_on_link(*s, o->offload, costs, &link, &out, note, err);
-    if (shared.link[0] > 0) {
-        costs->share = shared;
-        costs->bw_d2h = own[0], costs->bw_h2d = own[1];
-    }
     if (st != ZB_OK)
         return st;
     if (zb_schedule_has_offload(out) && strlen(out->name) + 3 < sizeof out->name)

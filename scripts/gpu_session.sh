@@ -209,7 +209,7 @@ all)
             ;;
         offload) # issue 35: offload's goals (zb-h1 with --offload all / auto vs recompute)
             step offload "${OFFLOAD_LIMIT:-260}" env OUT="$logs" bash bench/bench_gpu_offload.sh build-gpu 6 16 1024 bf16 4 8
-            tail -12 "$logs/offload.log"
+            tail -18 "$logs/offload.log"
             ;;
         cpu) # issue 32: bf16 on this machine's AMX CPU (oneDNN) for real, then the CPU step next
             # to PyTorch on its cores (1, 2, all), with zbpp's bf16 column

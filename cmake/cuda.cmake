@@ -79,7 +79,8 @@ else()
   # The flash-attention kernels built as plain C++ for the CPU (tests/flash_emulation.h supplies
   # threads, barriers and the warp-wide operations), each linked into its test
   # (flash_attn.cu: test_flash_emulated, flash_attn32.cu: test_flash32_emulated,
-  # flash_attn_tf32.cu: test_flash_tf32_emulated): the kernels'
+  # flash_attn_tf32.cu: test_flash_tf32_emulated; layernorm_rows.cu:
+  # test_layernorm_rows_emulated): the kernels'
   # indexing runs in CI without a GPU. The C compiler driver compiles it (-x c++): the object
   # needs no C++ runtime (no exceptions, RTTI or thread-safe statics).
   if(ZB_TESTS)
@@ -90,7 +91,8 @@ else()
       list(APPEND ZB_FLASH_EMU_FLAGS -Werror)
     endif()
     foreach(pair "flash_attn:test_flash_emulated" "flash_attn32:test_flash32_emulated"
-                 "flash_attn_tf32:test_flash_tf32_emulated")
+                 "flash_attn_tf32:test_flash_tf32_emulated"
+                 "layernorm_rows:test_layernorm_rows_emulated")
       string(REPLACE ":" ";" pair ${pair})
       list(GET pair 0 cu)
       list(GET pair 1 test)
@@ -141,7 +143,8 @@ if(ZB_TESTS)
   cmake_language(DEFER CALL set_tests_properties test_cuda_gemm_fake PROPERTIES SKIP_RETURN_CODE 77)
   # the flash-attention kernels on the CPU emulation: skipped without the CUDA headers
   cmake_language(DEFER CALL set_tests_properties test_flash_emulated test_flash32_emulated
-                 test_flash_tf32_emulated PROPERTIES SKIP_RETURN_CODE 77)
+                 test_flash_tf32_emulated test_layernorm_rows_emulated
+                 PROPERTIES SKIP_RETURN_CODE 77)
   # the stage on a fake CPU device needs only the toolkit's headers: skipped without CUDA
   cmake_language(DEFER CALL set_tests_properties test_cuda_fake_stage test_cuda_fake_stage16
                  PROPERTIES SKIP_RETURN_CODE 77)

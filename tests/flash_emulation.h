@@ -1,7 +1,7 @@
-// A CPU emulation of the CUDA features src/cuda/flash_attn.cu, flash_attn32.cu and
-// flash_attn_tf32.cu use, force-included (g++ -include) when such a file is built as plain C++
-// with -DZB_FLASH_EMULATE for tests/test_flash_emulated.c, test_flash32_emulated.c and
-// test_flash_tf32_emulated.c. Each CUDA thread is a ucontext fiber with its own stack; a launch
+// A CPU emulation of the CUDA features src/cuda/flash_attn.cu, flash_attn32.cu,
+// flash_attn_tf32.cu and layernorm_rows.cu use, force-included (g++ -include) when such a file
+// is built as plain C++ with -DZB_FLASH_EMULATE for tests/test_flash_emulated.c,
+// test_flash32_emulated.c, test_flash_tf32_emulated.c and test_layernorm_rows_emulated.c. Each CUDA thread is a ucontext fiber with its own stack; a launch
 // runs the blocks one after another, the block's fibers round-robin on one OS thread.
 // Warp-wide operations (mma.m16n8k16, mma.m16n8k8 .tf32, ldmatrix.x2.trans, shuffles) and
 // __syncthreads are rendezvous: each lane posts its operands and yields until the last lane of its warp (block)
@@ -53,6 +53,8 @@
 #define zb_cuk_flash_tf32_backward zb_flash_tf32_emu_backward
 #define zb_cuk_flash_3xtf32_forward zb_flash_3xtf32_emu_forward
 #define zb_cuk_flash_3xtf32_backward zb_flash_3xtf32_emu_backward
+#define zb_cuk_layernorm_rows_forward zb_layernorm_rows_emu_forward
+#define zb_cuk_layernorm_rows_backward_input zb_layernorm_rows_emu_backward_input
 
 namespace flash_emu {
 
@@ -65,6 +67,7 @@ struct Lane {  // one lane's operands and results of the current warp-wide opera
     float c[4], d[4];
     const uint16_t *row;  // ldmatrix: this lane's row address
     float f, g;           // shuffle in / out
+    double df, dg;        // a double's shuffle in / out
 };
 
 struct Copy {  // one pending 16-byte cp.async
@@ -377,6 +380,19 @@ inline float __shfl_xor_sync(unsigned mask, float v, int o)
             L[l].g = L[l ^ o].f;
     });
     return s.lane[s.cur].g;
+}
+
+inline double __shfl_xor_sync(unsigned mask, double v, int o)
+{
+    (void)mask;
+    flash_emu::State &s = flash_emu::st();
+    s.lane[s.cur].df = v;
+    flash_emu::warp_op([o](int first) {
+        flash_emu::Lane *L = flash_emu::st().lane + first;
+        for (int l = 0; l < 32; l++)
+            L[l].dg = L[l ^ o].df;
+    });
+    return s.lane[s.cur].dg;
 }
 
 inline float __uint_as_float(uint32_t u)

@@ -3,6 +3,7 @@
 // Formulas follow src/nn/*.c; reductions are atomic-free and in a fixed order (kernels.h).
 #include "cuda/kernels.h"
 #include "cuda/adamw_elem.h"
+#include "cuda/layernorm_rows.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -160,119 +161,6 @@ __global__ void layernorm_backward_input_k(float *dinp, const float *dout, const
         float dnorm = weight[c] * d[c];
         dx[c] += (dnorm - dnorm_mean - xhat * dnorm_xhat_mean) * r;
     }
-}
-
-// ---- the same two LayerNorm kernels, one warp per row, the row in registers ----
-//
-// For rows of C = 4·32·NV' channels or fewer (NV float4's a lane, NV <= kRowVecs) with 16-byte
-// aligned rows: one read of x (and dout), no block barriers. Same formulas as above (forward
-// statistics in double); only the order of the sums differs (each lane's, then a warp tree).
-
-constexpr int kRowWarps = 4;  // rows per block
-constexpr int kRowVecs = 8;   // float4's a lane at most: C <= 1024
-
-template <int NV>
-__global__ void __launch_bounds__(kRowWarps * 32)
-    layernorm_forward_rows_k(float *out, float *mean, float *rstd, const float *inp,
-                             const float *weight, const float *bias, int N, int C)
-{
-    int lane = threadIdx.x & 31;
-    int row = blockIdx.x * kRowWarps + (threadIdx.x >> 5);
-    if (row >= N)
-        return;  // the whole warp leaves: the shuffles below see full warps
-    int nv = C / 4;
-    const float4 *x4 = reinterpret_cast<const float4 *>(inp + (size_t)row * C);
-    float4 x[NV];
-    double s = 0.0;
-#pragma unroll
-    for (int i = 0; i < NV; i++)
-        if (lane + 32 * i < nv) {
-            x[i] = x4[lane + 32 * i];
-            s += (double)x[i].x + x[i].y + x[i].z + x[i].w;
-        }
-    double m = warp_sum(s) / C, v = 0.0;
-#pragma unroll
-    for (int i = 0; i < NV; i++)
-        if (lane + 32 * i < nv) {
-            double a = x[i].x - m, b = x[i].y - m, c = x[i].z - m, d = x[i].w - m;
-            v += a * a + b * b + c * c + d * d;
-        }
-    v = warp_sum(v);
-    float mf = (float)m, rf = (float)(1.0 / sqrt(v / C + 1e-5));
-    float4 *o4 = reinterpret_cast<float4 *>(out + (size_t)row * C);
-    const float4 *w4 = reinterpret_cast<const float4 *>(weight),
-                 *b4 = reinterpret_cast<const float4 *>(bias);
-#pragma unroll
-    for (int i = 0; i < NV; i++) {
-        int k = lane + 32 * i;
-        if (k < nv) {
-            float4 w = w4[k], b = b4[k], y;
-            y.x = (x[i].x - mf) * rf * w.x + b.x;
-            y.y = (x[i].y - mf) * rf * w.y + b.y;
-            y.z = (x[i].z - mf) * rf * w.z + b.z;
-            y.w = (x[i].w - mf) * rf * w.w + b.w;
-            o4[k] = y;
-        }
-    }
-    if (lane == 0) {
-        mean[row] = mf;
-        rstd[row] = rf;
-    }
-}
-
-template <int NV>
-__global__ void __launch_bounds__(kRowWarps * 32)
-    layernorm_backward_input_rows_k(float *dinp, const float *dout, const float *inp,
-                                    const float *mean, const float *rstd, const float *weight,
-                                    int N, int C)
-{
-    int lane = threadIdx.x & 31;
-    int row = blockIdx.x * kRowWarps + (threadIdx.x >> 5);
-    if (row >= N)
-        return;
-    int nv = C / 4;
-    const float4 *x4 = reinterpret_cast<const float4 *>(inp + (size_t)row * C),
-                 *d4 = reinterpret_cast<const float4 *>(dout + (size_t)row * C),
-                 *w4 = reinterpret_cast<const float4 *>(weight);
-    float m = mean[row], r = rstd[row];
-    float4 xhat[NV], dnorm[NV];
-    float a = 0.0f, b = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NV; i++) {
-        int k = lane + 32 * i;
-        if (k < nv) {
-            float4 x = x4[k], d = d4[k], w = w4[k];
-            xhat[i] = make_float4((x.x - m) * r, (x.y - m) * r, (x.z - m) * r, (x.w - m) * r);
-            dnorm[i] = make_float4(w.x * d.x, w.y * d.y, w.z * d.z, w.w * d.w);
-            a += dnorm[i].x + dnorm[i].y + dnorm[i].z + dnorm[i].w;
-            b += dnorm[i].x * xhat[i].x + dnorm[i].y * xhat[i].y + dnorm[i].z * xhat[i].z +
-                 dnorm[i].w * xhat[i].w;
-        }
-    }
-    float dm = warp_sum(a) / (float)C, dxm = warp_sum(b) / (float)C;
-    float4 *dx4 = reinterpret_cast<float4 *>(dinp + (size_t)row * C);
-#pragma unroll
-    for (int i = 0; i < NV; i++) {
-        int k = lane + 32 * i;
-        if (k < nv) {
-            float4 g = dx4[k];
-            g.x += (dnorm[i].x - dm - xhat[i].x * dxm) * r;
-            g.y += (dnorm[i].y - dm - xhat[i].y * dxm) * r;
-            g.z += (dnorm[i].z - dm - xhat[i].z * dxm) * r;
-            g.w += (dnorm[i].w - dm - xhat[i].w * dxm) * r;
-            dx4[k] = g;
-        }
-    }
-}
-
-// NV (float4's a lane) for rows the warp kernels take, 0 for the block kernels' rows
-int ln_row_vecs(int C, const void *p0, const void *p1, const void *p2)
-{
-    auto al = [](const void *p) { return ((uintptr_t)p & 15) == 0; };
-    if (C % 4 || !al(p0) || !al(p1) || !al(p2))
-        return 0;
-    int nv = (C / 4 + 31) / 32;
-    return nv <= kRowVecs ? nv : 0;
 }
 
 __global__ void layernorm_weight_partials_k(float *part_w, float *part_b, const float *dout,
@@ -537,51 +425,17 @@ void zb_cuk_layernorm_forward(cudaStream_t s, float *out, float *mean, float *rs
                               const float *inp, const float *weight, const float *bias, int N,
                               int C)
 {
-    if (N <= 0)
-        return;
-    int blocks = (N + kRowWarps - 1) / kRowWarps, threads = kRowWarps * 32;
-    bool al = ((uintptr_t)weight & 15) == 0 && ((uintptr_t)bias & 15) == 0;
-#define LN_FWD(NV)                                                                                \
-    layernorm_forward_rows_k<NV><<<blocks, threads, 0, s>>>(out, mean, rstd, inp, weight, bias, N, \
-                                                            C)
-    switch (al ? ln_row_vecs(C, out, inp, weight) : 0) {
-    case 1: LN_FWD(1); break;
-    case 2: LN_FWD(2); break;
-    case 3: LN_FWD(3); break;
-    case 4: LN_FWD(4); break;
-    case 5: LN_FWD(5); break;
-    case 6: LN_FWD(6); break;
-    case 7: LN_FWD(7); break;
-    case 8: LN_FWD(8); break;
-    default: layernorm_forward_k<<<N, kThreads, 0, s>>>(out, mean, rstd, inp, weight, bias, C);
-    }
-#undef LN_FWD
+    if (N > 0 && !zb_cuk_layernorm_rows_forward(s, out, mean, rstd, inp, weight, bias, N, C))
+        layernorm_forward_k<<<N, kThreads, 0, s>>>(out, mean, rstd, inp, weight, bias, C);
 }
 
 void zb_cuk_layernorm_backward_input(cudaStream_t s, float *dinp, const float *dout,
                                      const float *inp, const float *mean, const float *rstd,
                                      const float *weight, int N, int C)
 {
-    if (N <= 0)
-        return;
-    int blocks = (N + kRowWarps - 1) / kRowWarps, threads = kRowWarps * 32;
-    bool al = ((uintptr_t)dinp & 15) == 0;
-#define LN_BWD(NV)                                                                                \
-    layernorm_backward_input_rows_k<NV><<<blocks, threads, 0, s>>>(dinp, dout, inp, mean, rstd,   \
-                                                                   weight, N, C)
-    switch (al ? ln_row_vecs(C, dout, inp, weight) : 0) {
-    case 1: LN_BWD(1); break;
-    case 2: LN_BWD(2); break;
-    case 3: LN_BWD(3); break;
-    case 4: LN_BWD(4); break;
-    case 5: LN_BWD(5); break;
-    case 6: LN_BWD(6); break;
-    case 7: LN_BWD(7); break;
-    case 8: LN_BWD(8); break;
-    default:
+    if (N > 0 &&
+        !zb_cuk_layernorm_rows_backward_input(s, dinp, dout, inp, mean, rstd, weight, N, C))
         layernorm_backward_input_k<<<N, kThreads, 0, s>>>(dinp, dout, inp, mean, rstd, weight, C);
-    }
-#undef LN_BWD
 }
 
 void zb_cuk_layernorm_weight_partials(cudaStream_t s, float *part_w, float *part_b,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pipeline/offload_link.h"
+#include "schedule/offload_internal.h"
 
 /* A two-rank program of actions of the given types, simulated by hand: start/end per action. */
 typedef struct {
@@ -258,6 +259,66 @@ static void test_planned_on_a_simulated_link(void **state)
     zb_costs_free(&d), zb_costs_free(&c);
 }
 
+/* On a shared link zb_plan_offload pulls a reload whose backward waited for it earlier
+ * (offload_pull.c): --offload all on zb-h1 with copies as long as a stage and a link one copy
+ * fills ends sooner than zb_add_offload's placement; on zb-h2, where pulling raises a peak, it
+ * keeps within limits set at the placed plan's peaks; without a link the plan is
+ * zb_add_offload's. */
+static void test_reloads_pulled_on_a_shared_link(void **state)
+{
+    (void)state;
+    zb_costs_t c;
+    zb_err_t e;
+    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 1, 1, 0, 1, 0, -1, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_offload(&c, 1, 1.0, 1.0, 0, &e), ZB_OK);
+    zb_schedule_t *plain = zbh1(&c), *placed = NULL, *pulled = NULL;
+    char note[96];
+    /* no link: the planner's plan is the placement itself */
+    assert_int_equal(zb_add_offload_all(plain, &c, &placed, &e), ZB_OK);
+    assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &pulled, note, &e), ZB_OK);
+    expect_same_programs(placed, pulled, "ALL without a link");
+    zb_schedule_free(placed), zb_schedule_free(pulled);
+    c.share.n = 4;
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < 4; k++)
+            c.share.f[p][k] = 1.0;
+    c.share.link[0] = c.share.link[1] = 1.0;
+    assert_int_equal(zb_add_offload_all(plain, &c, &placed, &e), ZB_OK);
+    assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &pulled, note, &e), ZB_OK);
+    const double before = makespan(placed, &c), after = makespan(pulled, &c);
+    print_message("    zb-h1 --offload all on one link a copy fills: makespan %.2f placed, %.2f "
+                  "with reloads pulled\n", before, after);
+    assert_true(after < before);
+    assert_int_equal(zb_validate(pulled, &c, &e), ZB_OK);
+    zb_schedule_free(placed), zb_schedule_free(pulled), zb_schedule_free(plain);
+    /* zb-h2 with B 1.5: pulling raises some rank's peak; under limits at the placed plan's
+     * peaks the pulled plan keeps within them and is no longer than the placed one */
+    c.t_b[0] = c.t_b[1] = c.t_b[2] = c.t_b[3] = 1.5;
+    zb_gen_params_t q = {.ranks = 4, .microbatches = 8, .costs = &c};
+    assert_int_equal(zb_generate("zb-h2", &q, &plain, &e), ZB_OK);
+    assert_int_equal(zb_add_offload_all(plain, &c, &placed, &e), ZB_OK);
+    assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &pulled, note, &e), ZB_OK);
+    zb_sim_t a, b;
+    assert_int_equal(zb_simulate(placed, &c, &a, &e), ZB_OK);
+    assert_int_equal(zb_simulate(pulled, &c, &b, &e), ZB_OK);
+    bool rises = false;
+    double lim[4];
+    for (int r = 0; r < 4; r++) {
+        lim[r] = a.peak_mem[r];
+        rises |= b.peak_mem[r] > a.peak_mem[r];
+    }
+    assert_true(rises);
+    zb_sim_free(&a), zb_sim_free(&b);
+    zb_schedule_free(pulled);
+    assert_int_equal(zb_costs_set_rank_limits(&c, 4, lim, &e), ZB_OK);
+    assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &pulled, note, &e), ZB_OK);
+    if (zb_validate(pulled, &c, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    assert_true(makespan(pulled, &c) <= makespan(placed, &c));
+    zb_schedule_free(placed), zb_schedule_free(pulled), zb_schedule_free(plain);
+    zb_costs_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_link_bandwidth),
         cmocka_unit_test(test_planned_rounds),
         cmocka_unit_test(test_planned_on_a_simulated_link),
+        cmocka_unit_test(test_reloads_pulled_on_a_shared_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -385,9 +385,12 @@ zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb
         *out = zb_schedule_clone(in);
         return *out ? ZB_OK : zb_err_set(err, ZB_ENOMEM, "offload: out of memory");
     }
-    if (mode == ZB_OFFLOAD_ALL)
-        return zb_add_offload_all(in, c, out, err); /* stashes off even when copies are late */
-    if (mode != ZB_OFFLOAD_AUTO)
+    if (mode != ZB_OFFLOAD_ALL && mode != ZB_OFFLOAD_AUTO)
         return zb_err_set(err, ZB_EINVAL, "offload: unknown mode %d", (int)mode);
-    return zb_plan_offload_from(in, NULL, c, 0, out, note, err);
+    st = mode == ZB_OFFLOAD_ALL ? zb_add_offload_all(in, c, out, err) /* stashes off even when
+                                                                       * copies are late */
+                                : zb_plan_offload_from(in, NULL, c, 0, out, note, err);
+    if (st == ZB_OK) /* a shared host link: reloads whose backward waited pulled earlier */
+        zb_offload_pull_reloads(*out, c);
+    return st;
 }

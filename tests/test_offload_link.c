@@ -119,14 +119,31 @@ static double makespan(const zb_schedule_t *s, const zb_costs_t *c)
     return mk;
 }
 
+/* Four stages of time 1 (F, B, W), a stash of 1 byte per stage, copies at bw bytes a unit. */
+static void unit_costs(zb_costs_t *c, double bw)
+{
+    zb_err_t e;
+    assert_int_equal(zb_costs_init_uniform(c, 4, 1, 1, 1, 0, 1, 0, -1, &e), ZB_OK);
+    assert_int_equal(zb_costs_set_offload(c, 1, bw, bw, 0, &e), ZB_OK);
+}
+
+/* The four ranks share the device with every compute factor 1 and a host link of `link`. */
+static void share_link(zb_costs_t *c, double link)
+{
+    c->share.n = 4;
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < 4; k++)
+            c->share.f[p][k] = 1.0;
+    c->share.link[0] = c->share.link[1] = link;
+}
+
 static void test_planned_rounds(void **state)
 {
     (void)state;
     zb_costs_t c;
     zb_err_t e;
     /* stages of time 1, a stash of 1 byte per stage; the share: 0.25 B/s (a copy 4 units) */
-    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 1, 1, 0, 1, 0, -1, &e), ZB_OK);
-    assert_int_equal(zb_costs_set_offload(&c, 1, 0.25, 0.25, 0, &e), ZB_OK);
+    unit_costs(&c, 0.25);
     zb_schedule_t *plain = zbh1(&c), *shared = NULL, *linked = NULL;
     char note[96];
     assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &shared, note, &e), ZB_OK);
@@ -200,13 +217,8 @@ static void test_planned_on_a_simulated_link(void **state)
     (void)state;
     zb_costs_t c, d, r;
     zb_err_t e;
-    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 1, 1, 0, 1, 0, -1, &e), ZB_OK);
-    assert_int_equal(zb_costs_set_offload(&c, 1, 1.0, 1.0, 0, &e), ZB_OK);
-    c.share.n = 4;
-    for (int p = 0; p < 3; p++)
-        for (int k = 0; k < 4; k++)
-            c.share.f[p][k] = 1.0;
-    c.share.link[0] = c.share.link[1] = 4 * 0.25;
+    unit_costs(&c, 1.0);
+    share_link(&c, 4 * 0.25);
     const pl_link_t link = {1.0, 1.0, 0.25, 0.25, 4, 1};
     zb_schedule_t *plain = zbh1(&c), *got = NULL, *want = NULL;
     char note[96];
@@ -269,8 +281,7 @@ static void test_reloads_pulled_on_a_shared_link(void **state)
     (void)state;
     zb_costs_t c;
     zb_err_t e;
-    assert_int_equal(zb_costs_init_uniform(&c, 4, 1, 1, 1, 0, 1, 0, -1, &e), ZB_OK);
-    assert_int_equal(zb_costs_set_offload(&c, 1, 1.0, 1.0, 0, &e), ZB_OK);
+    unit_costs(&c, 1.0);
     zb_schedule_t *plain = zbh1(&c), *placed = NULL, *pulled = NULL;
     char note[96];
     /* no link: the planner's plan is the placement itself */
@@ -278,11 +289,7 @@ static void test_reloads_pulled_on_a_shared_link(void **state)
     assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &pulled, note, &e), ZB_OK);
     expect_same_programs(placed, pulled, "ALL without a link");
     zb_schedule_free(placed), zb_schedule_free(pulled);
-    c.share.n = 4;
-    for (int p = 0; p < 3; p++)
-        for (int k = 0; k < 4; k++)
-            c.share.f[p][k] = 1.0;
-    c.share.link[0] = c.share.link[1] = 1.0;
+    share_link(&c, 1.0);
     assert_int_equal(zb_add_offload_all(plain, &c, &placed, &e), ZB_OK);
     assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &pulled, note, &e), ZB_OK);
     const double before = makespan(placed, &c), after = makespan(pulled, &c);

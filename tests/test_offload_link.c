@@ -273,8 +273,8 @@ static void test_planned_on_a_simulated_link(void **state)
 
 /* On a shared link zb_plan_offload pulls a reload whose backward waited for it earlier
  * (offload_pull.c): --offload all on zb-h1 with copies as long as a stage and a link one copy
- * fills ends sooner than zb_add_offload's placement; on zb-h2, where pulling raises a peak, it
- * keeps within limits set at the placed plan's peaks; without a link the plan is
+ * fills ends sooner than zb_add_offload's placement; on zb-h2, where pulling freely raises a
+ * peak, --offload all keeps every rank within the placement's peak; without a link the plan is
  * zb_add_offload's. */
 static void test_reloads_pulled_on_a_shared_link(void **state)
 {
@@ -298,8 +298,8 @@ static void test_reloads_pulled_on_a_shared_link(void **state)
     assert_true(after < before);
     assert_int_equal(zb_validate(pulled, &c, &e), ZB_OK);
     zb_schedule_free(placed), zb_schedule_free(pulled), zb_schedule_free(plain);
-    /* zb-h2 with B 1.5: pulling raises some rank's peak; under limits at the placed plan's
-     * peaks the pulled plan keeps within them and is no longer than the placed one */
+    /* zb-h2 with B 1.5, where pulling freely would raise a rank's peak (1 stash): --offload all
+     * keeps every rank within the peak the placement left it, and is no longer */
     c.t_b[0] = c.t_b[1] = c.t_b[2] = c.t_b[3] = 1.5;
     zb_gen_params_t q = {.ranks = 4, .microbatches = 8, .costs = &c};
     assert_int_equal(zb_generate("zb-h2", &q, &plain, &e), ZB_OK);
@@ -308,20 +308,13 @@ static void test_reloads_pulled_on_a_shared_link(void **state)
     zb_sim_t a, b;
     assert_int_equal(zb_simulate(placed, &c, &a, &e), ZB_OK);
     assert_int_equal(zb_simulate(pulled, &c, &b, &e), ZB_OK);
-    bool rises = false;
-    double lim[4];
-    for (int r = 0; r < 4; r++) {
-        lim[r] = a.peak_mem[r];
-        rises |= b.peak_mem[r] > a.peak_mem[r];
-    }
-    assert_true(rises);
+    for (int r = 0; r < 4; r++)
+        if (b.peak_mem[r] > a.peak_mem[r])
+            fail_msg("rank %d: peak %g after pulling, %g placed", r, b.peak_mem[r], a.peak_mem[r]);
+    print_message("    zb-h2 --offload all: makespan %.2f placed, %.2f pulled within its peaks\n",
+                  a.makespan, b.makespan);
+    assert_true(b.makespan <= a.makespan);
     zb_sim_free(&a), zb_sim_free(&b);
-    zb_schedule_free(pulled);
-    assert_int_equal(zb_costs_set_rank_limits(&c, 4, lim, &e), ZB_OK);
-    assert_int_equal(zb_plan_offload(plain, ZB_OFFLOAD_ALL, &c, &pulled, note, &e), ZB_OK);
-    if (zb_validate(pulled, &c, &e) != ZB_OK)
-        fail_msg("%s", e.msg);
-    assert_true(makespan(pulled, &c) <= makespan(placed, &c));
     zb_schedule_free(placed), zb_schedule_free(pulled), zb_schedule_free(plain);
     zb_costs_free(&c);
 }

@@ -35,7 +35,8 @@ zb_status_t zb_plan_offload_from(const zb_schedule_t *in, const unsigned char *s
 
 /* Where the ranks share a host link in c (share.link): each L whose backward waited for it
  * moved earlier in its rank's program while that shortens the simulated makespan within every
- * rank's memory limit (offload_pull.c). Otherwise, or when nothing helps, s is left as it is. */
-void zb_offload_pull_reloads(zb_schedule_t *s, const zb_costs_t *c);
+ * rank's memory limit and, with keep_peaks, within the peak each rank had (offload_pull.c).
+ * Otherwise, or when nothing helps (or s starts over a limit), s is left as it is. */
+void zb_offload_pull_reloads(zb_schedule_t *s, const zb_costs_t *c, bool keep_peaks);
 
 #endif

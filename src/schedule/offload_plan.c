@@ -390,7 +390,8 @@ zb_status_t zb_plan_offload(const zb_schedule_t *in, zb_offload_t mode, const zb
     st = mode == ZB_OFFLOAD_ALL ? zb_add_offload_all(in, c, out, err) /* stashes off even when
                                                                        * copies are late */
                                 : zb_plan_offload_from(in, NULL, c, 0, out, note, err);
-    if (st == ZB_OK) /* a shared host link: reloads whose backward waited pulled earlier */
-        zb_offload_pull_reloads(*out, c);
+    if (st == ZB_OK) /* a shared host link: reloads whose backward waited pulled earlier (all:
+                      * never above the memory the placement left each rank) */
+        zb_offload_pull_reloads(*out, c, mode == ZB_OFFLOAD_ALL);
     return st;
 }

@@ -5,8 +5,9 @@
  * can wait for its L. This pass simulates the plan on the link and tries each L whose B started
  * the moment the L ended 1, 2, 4, 8 or 16 actions earlier in its rank's program (never before
  * its O), keeping a move only when the makespan drops and every rank stays within its memory
- * limit (an L takes its stash back when it starts); it repeats until no move helps or its
- * budget of simulations is spent. */
+ * limit (an L takes its stash back when it starts) and, for --offload all, within the peak it
+ * had (taking stashes off the device is that mode's point); it repeats until no move helps or
+ * its budget of simulations is spent. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,26 +17,30 @@
 enum { PULL_SIMS = 4000 }; /* simulations the pass may spend */
 
 typedef struct {
-    double makespan; /* INFINITY: over a limit, or the simulation failed */
-} trial_t;
+    const zb_costs_t *c;
+    double *cap; /* [ranks] each rank's memory bound: its limit, or its starting peak if lower */
+    int sims;    /* simulations spent */
+} pull_t;
 
-static trial_t evaluate(const zb_schedule_t *s, const zb_costs_t *c, int *sims)
+/* The simulated makespan of s, INFINITY when a rank goes over its bound or the simulation
+ * fails; peaks (may be NULL) gets each rank's peak. */
+static double evaluate(const zb_schedule_t *s, pull_t *q, double *peaks)
 {
-    trial_t t = {INFINITY};
     zb_sim_t sim;
     zb_err_t e;
-    (*sims)++;
-    if (zb_simulate(s, c, &sim, &e) != ZB_OK)
-        return t;
+    q->sims++;
+    if (zb_simulate(s, q->c, &sim, &e) != ZB_OK)
+        return INFINITY;
     bool fits = true;
-    for (int r = 0; r < s->ranks && fits; r++) {
-        const double lim = zb_costs_limit(c, r);
-        fits = !isfinite(lim) || sim.peak_mem[r] <= lim + 1e-9 * fmax(1.0, fabs(lim));
+    for (int r = 0; r < s->ranks; r++) {
+        const double cap = q->cap[r];
+        fits &= !isfinite(cap) || sim.peak_mem[r] <= cap + 1e-9 * fmax(1.0, fabs(cap));
+        if (peaks)
+            peaks[r] = sim.peak_mem[r];
     }
-    if (fits)
-        t.makespan = sim.makespan;
+    const double m = fits ? sim.makespan : INFINITY;
     zb_sim_free(&sim);
-    return t;
+    return m;
 }
 
 /* The action at `from` moves to `to` (to < from), the ones between one place later. */
@@ -68,17 +73,17 @@ static int find(const zb_rank_program_t *p, int type, int stage, int mb)
 }
 
 /* One scan: the first move that helps, applied (true), or none (false). */
-static bool pull_one(zb_schedule_t *s, const zb_costs_t *c, double *best, int *sims)
+static bool pull_one(zb_schedule_t *s, pull_t *q, double *best)
 {
     zb_sim_t sim;
     zb_err_t e;
-    if (zb_simulate(s, c, &sim, &e) != ZB_OK)
+    if (zb_simulate(s, q->c, &sim, &e) != ZB_OK)
         return false;
-    (*sims)++;
+    q->sims++;
     bool moved = false;
     for (int r = 0; r < s->ranks && !moved; r++) {
         zb_rank_program_t *p = &s->rank[r];
-        for (int i = 0; i < p->len && !moved && *sims < PULL_SIMS; i++) {
+        for (int i = 0; i < p->len && !moved && q->sims < PULL_SIMS; i++) {
             const zb_action_t *l = &p->actions[i];
             if (l->type != ZB_ACT_L)
                 continue;
@@ -86,14 +91,14 @@ static bool pull_one(zb_schedule_t *s, const zb_costs_t *c, double *best, int *s
             const double end = sim.end[r][i];
             if (b < 0 || o < 0 || fabs(sim.start[r][b] - end) > 1e-9 * fmax(1.0, fabs(end)))
                 continue; /* its backward did not wait for it */
-            for (int d = 1; d <= 16 && !moved && *sims < PULL_SIMS; d *= 2) {
+            for (int d = 1; d <= 16 && !moved && q->sims < PULL_SIMS; d *= 2) {
                 const int to = i - d > o + 1 ? i - d : o + 1;
                 if (to >= i)
                     break;
                 move_earlier(p, i, to);
-                const trial_t t = evaluate(s, c, sims);
-                if (t.makespan < *best * (1 - 1e-9)) {
-                    *best = t.makespan;
+                const double m = evaluate(s, q, NULL);
+                if (m < *best * (1 - 1e-9)) {
+                    *best = m;
                     moved = true;
                 } else {
                     move_later(p, to, i);
@@ -107,14 +112,22 @@ static bool pull_one(zb_schedule_t *s, const zb_costs_t *c, double *best, int *s
     return moved;
 }
 
-void zb_offload_pull_reloads(zb_schedule_t *s, const zb_costs_t *c)
+void zb_offload_pull_reloads(zb_schedule_t *s, const zb_costs_t *c, bool keep_peaks)
 {
     if (!(c->share.n > 0) || !(c->share.link[0] > 0 || c->share.link[1] > 0))
         return;
-    int sims = 0;
-    double best = evaluate(s, c, &sims).makespan;
-    if (!isfinite(best))
-        return;
-    while (sims < PULL_SIMS && pull_one(s, c, &best, &sims)) {
+    pull_t q = {.c = c, .cap = malloc((size_t)s->ranks * sizeof(double))};
+    double *peaks = malloc((size_t)s->ranks * sizeof(double));
+    if (q.cap && peaks) {
+        for (int r = 0; r < s->ranks; r++)
+            q.cap[r] = INFINITY;
+        double best = evaluate(s, &q, peaks); /* the start: its own peaks are within reach */
+        for (int r = 0; r < s->ranks; r++)
+            q.cap[r] = keep_peaks ? fmin(zb_costs_limit(c, r), peaks[r]) : zb_costs_limit(c, r);
+        if (isfinite(best) && isfinite(evaluate(s, &q, NULL))) /* a start over a limit stays */
+            while (q.sims < PULL_SIMS && pull_one(s, &q, &best)) {
+            }
     }
+    free(q.cap);
+    free(peaks);
 }

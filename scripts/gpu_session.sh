@@ -208,6 +208,10 @@ all)
             done
             ;;
         offload) # issue 35: offload's goals (zb-h1 with --offload all / auto vs recompute)
+            # the host link itself first: its bandwidth with 1..4 streams, small transfers
+            # beside a stash copy, compute beside copies
+            step host_link 60 build-gpu/bench_host_link 96 5
+            cat "$logs/host_link.log"
             step offload "${OFFLOAD_LIMIT:-260}" env OUT="$logs" bash bench/bench_gpu_offload.sh build-gpu 6 16 1024 bf16 4 8
             tail -18 "$logs/offload.log"
             ;;

@@ -38,7 +38,7 @@ static void sim_ok(const zb_schedule_t *s, const zb_costs_t *c, zb_sim_t *sim)
         fail_msg("%s", e.msg);
 }
 
-/* two_by_two's timeline: every action's start and end */
+/* A timeline of two ranks of four actions (two_by_two's, or any such): every start and end */
 static void expect_two_by_two(const zb_sim_t *sim, const double start[2][4],
                               const double end[2][4])
 {
@@ -270,20 +270,12 @@ static void test_link_hand_computed(void **state)
     sim_ok(s, &c, &sim);
     const double own_start[2][4] = {{0, 1, 3, 7}, {1, 2, 4, 6}},
                  own_end[2][4] = {{1, 3, 5, 8}, {2, 4, 6, 7}};
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < 4; i++) {
-            assert_close(sim.start[r][i], own_start[r][i]);
-            assert_close(sim.end[r][i], own_end[r][i]);
-        }
+    expect_two_by_two(&sim, own_start, own_end);
     zb_sim_free(&sim);
     c.share.link[0] = c.share.link[1] = 0.5;
     sim_ok(s, &c, &sim);
     const double start[2][4] = {{0, 1, 4, 9}, {1, 2, 5, 8}}, end[2][4] = {{1, 4, 7, 10}, {2, 5, 8, 9}};
-    for (int r = 0; r < 2; r++)
-        for (int i = 0; i < 4; i++) {
-            assert_close(sim.start[r][i], start[r][i]);
-            assert_close(sim.end[r][i], end[r][i]);
-        }
+    expect_two_by_two(&sim, start, end);
     assert_close(sim.makespan, 10);
     assert_close(sim.peak_mem[0], 1); /* the O's release comes before the L's take at 4 */
     zb_sim_free(&sim);

@@ -73,14 +73,22 @@ static struct zb_cu_ring *ring_for(zb_cu_ctx_t *c, size_t bytes)
     return r;
 }
 
-void zb_cu_upload_small(zb_cu_ctx_t *c, void *dst, const void *src, size_t bytes)
+/* A transfer to do: the context is well and bytes > 0, a multiple of 4 (else it fails). */
+static bool transfer_due(zb_cu_ctx_t *c, size_t bytes, const char *what)
 {
     if (c->status != ZB_OK || bytes == 0)
-        return;
+        return false;
     if (bytes % 4) {
-        zb_cu_fail(c, ZB_EINVAL, "small upload of %zu bytes (a multiple of 4)", bytes);
-        return;
+        zb_cu_fail(c, ZB_EINVAL, "%s of %zu bytes (a multiple of 4)", what, bytes);
+        return false;
     }
+    return true;
+}
+
+void zb_cu_upload_small(zb_cu_ctx_t *c, void *dst, const void *src, size_t bytes)
+{
+    if (!transfer_due(c, bytes, "small upload"))
+        return;
     struct zb_cu_ring *r = ring_for(c, bytes);
     if (!r)
         return;
@@ -102,12 +110,8 @@ void zb_cu_upload_small(zb_cu_ctx_t *c, void *dst, const void *src, size_t bytes
 
 void zb_cu_download_small(zb_cu_ctx_t *c, void *dst, const void *src, size_t bytes)
 {
-    if (c->status != ZB_OK || bytes == 0)
+    if (!transfer_due(c, bytes, "small download"))
         return;
-    if (bytes % 4) {
-        zb_cu_fail(c, ZB_EINVAL, "small download of %zu bytes (a multiple of 4)", bytes);
-        return;
-    }
     zb_cuk_copy_words(c->stream, dst, src, bytes / 4);
     zb_cu_launch_check(c, "small download");
 }

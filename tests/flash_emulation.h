@@ -433,19 +433,6 @@ inline void mma1688(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
     memcpy(c, s.lane[s.cur].d, 4 * sizeof *c);
 }
 
-// cvt.rna.tf32.f32: to 10 mantissa bits, rounded to nearest with ties away from zero (half an
-// ulp added to the magnitude, then truncated); infinities and NaNs pass through
-inline uint32_t to_tf32(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u = (u + 0x1000u) & 0xffffe000u;
-    return u;
-}
-
-inline uint32_t to_tf32_here(float x) { return to_tf32(x); }
-
 inline void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, const uint16_t *tile, int ld, int lane)
 {
     flash_emu::State &s = flash_emu::st();

@@ -391,6 +391,23 @@ static void test_flash_3xtf32_vs_materialised(void **state)
     assert_int_not_equal(cudaGetLastError(), cudaSuccess);
 }
 
+/* The kernels' TF32 rounding (two integer instructions) is the hardware's cvt.rna.tf32.f32 for
+ * every finite fp32, and keeps every non-finite one non-finite: the tf32 and 3xtf32 kernels'
+ * bits do not depend on which of the two they use. */
+static void test_tf32_rounding_is_cvt_rna(void **state)
+{
+    (void)state;
+    unsigned long long *bad_dev = NULL, bad = 1;
+    assert_int_equal(cudaMalloc((void **)&bad_dev, sizeof bad), cudaSuccess);
+    assert_int_equal(cudaMemsetAsync(bad_dev, 0, sizeof bad, ctx.stream), cudaSuccess);
+    assert_int_equal(zb_cuk_tf32_rounding_check(ctx.stream, bad_dev), cudaSuccess);
+    assert_int_equal(cudaMemcpyAsync(&bad, bad_dev, sizeof bad, cudaMemcpyDeviceToHost, ctx.stream),
+                     cudaSuccess);
+    assert_int_equal(cudaStreamSynchronize(ctx.stream), cudaSuccess);
+    cudaFree(bad_dev);
+    assert_int_equal(bad, 0);
+}
+
 static void test_flash32_unsupported_head_size(void **state)
 {
     (void)state;
@@ -432,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_flash32_unsupported_head_size),
         cmocka_unit_test(test_flash_tf32_vs_materialised),
         cmocka_unit_test(test_flash_3xtf32_vs_materialised),
+        cmocka_unit_test(test_tf32_rounding_is_cvt_rna),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
 /* The TF32 attention kernels themselves (src/cuda/flash_attn_tf32.cu, built as C++ for the CPU
  * with -DZB_FLASH_EMULATE and tests/flash_emulation.h: fibers for threads, shuffles, barriers,
- * cp.async, dynamic shared memory, the m16n8k8 TF32 mma and cvt.rna.tf32) on fp32 inputs,
+ * cp.async, dynamic shared memory, the m16n8k8 TF32 mma) on fp32 inputs,
  * against the materialised attention computed in double on the host: out, dq, dk, dv within
  * tests/flash_bounds.h's flash_tf32_bounds (8 u_tf32 relative to the largest entry), lse within
  * its bound; every output written (NaN-filled first), two runs bit-identical, and an

@@ -49,6 +49,33 @@ constexpr int kWarpRows = 16;  // rows of a product per warp
 constexpr int kRows = 64;      // query rows per forward / dQ CTA, keys per dK/dV CTA (4 warps)
 constexpr int kThreads = 128;
 
+// fp32 → TF32 (10 mantissa bits), rounded to nearest, ties away from zero: half a TF32 ulp added
+// to the bits, the 13 low bits cleared. For a finite x this is cvt.rna.tf32.f32's result bit for
+// bit, in two integer instructions where ptxas expands cvt to four on sm_90 (a finiteness test
+// and a select besides), and the split below takes two conversions per operand per product: the
+// 3xTF32 kernels were issue-bound on them (docs/cuda.md, "The 3xTF32 split"). A NaN whose payload
+// lies only in those low bits becomes an infinity; non-finite in is non-finite out either way.
+__device__ __forceinline__ uint32_t to_tf32(float x)
+{
+    return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+}
+
+#ifndef ZB_FLASH_EMULATE
+// The same rounding where it stands: volatile, so the compiler neither hoists it out of a loop
+// nor merges it with another (Tf32x3 splits a fragment at each use; kept split across the key
+// tiles, Q's and dO's fragments would double their registers and spill).
+__device__ __forceinline__ uint32_t to_tf32_here(float x)
+{
+    uint32_t r;
+    asm volatile("{\n\tadd.u32 %0, %1, 4096;\n\tand.b32 %0, %0, 0xffffe000;\n}\n"
+                 : "=r"(r)
+                 : "r"(__float_as_uint(x)));
+    return r;
+}
+#else
+__device__ __forceinline__ uint32_t to_tf32_here(float x) { return to_tf32(x); }
+#endif
+
 #ifndef ZB_FLASH_EMULATE
 __device__ __forceinline__ void mma1688(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
@@ -56,24 +83,6 @@ __device__ __forceinline__ void mma1688(float c[4], const uint32_t a[4], uint32_
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// fp32 → TF32 (10 mantissa bits), rounded to nearest, ties away from zero
-__device__ __forceinline__ uint32_t to_tf32(float x)
-{
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-
-// The same conversion where it stands: volatile, so the compiler neither hoists it out of a loop
-// nor merges it with another (Tf32x3 splits a fragment at each use; kept split across the key
-// tiles, Q's and dO's fragments would double their registers and spill).
-__device__ __forceinline__ uint32_t to_tf32_here(float x)
-{
-    uint32_t r;
-    asm volatile("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
 }
 
 // One 16-byte copy global → shared (cp.async, asynchronous); zero-fill when !in.
@@ -129,9 +138,7 @@ struct Tf32x3 {
     static __device__ __forceinline__ uint32_t operand(float x) { return __float_as_uint(x); }
     static __device__ __forceinline__ void split(uint32_t x, uint32_t &big, uint32_t &small)
     {
-        // the mask: the difference below must see big's TF32 value whatever cvt leaves in the
-        // low bits (the tensor core ignores them)
-        big = to_tf32_here(__uint_as_float(x)) & 0xffffe000u;
+        big = to_tf32_here(__uint_as_float(x));  // low bits clear: the difference is exact
         small = to_tf32_here(__uint_as_float(x) - __uint_as_float(big));
     }
     static __device__ __forceinline__ A split_a(const uint32_t a[4])
@@ -669,7 +676,38 @@ void backward_op(cudaStream_t s, float *dqkv, void *scratch, const float *dout, 
         refuse(s);
 }
 
+#ifndef ZB_FLASH_EMULATE
+// Every fp32 bit pattern once (grid-stride over 2^32), both forms of the rounding against cvt.
+__global__ void tf32_rounding_check_k(unsigned long long *mismatches)
+{
+    unsigned long long bad = 0;
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < (1ull << 32); i += stride) {
+        const float x = __uint_as_float((uint32_t)i);
+        uint32_t hw;
+        asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hw) : "f"(x));
+        const uint32_t mine = to_tf32(x), here = to_tf32_here(x);
+        if (isfinite(x))
+            bad += (mine != hw) + (here != hw);
+        else
+            bad += isfinite(__uint_as_float(mine)) + isfinite(__uint_as_float(here));
+    }
+    if (bad)
+        atomicAdd(mismatches, bad);
+}
+#endif
+
 }  // namespace
+
+#ifndef ZB_FLASH_EMULATE
+extern "C" cudaError_t zb_cuk_tf32_rounding_check(cudaStream_t s,
+                                                  unsigned long long *mismatches_dev)
+{
+    tf32_rounding_check_k<<<1024, 256, 0, s>>>(mismatches_dev);
+    return cudaGetLastError();
+}
+#endif
 
 extern "C" int zb_cuk_flash_tf32_supported(int hs)
 {

@@ -44,6 +44,12 @@ void zb_cuk_flash_3xtf32_backward(cudaStream_t s, float *dqkv, void *scratch, co
                                   const float *qkv, const float *out, const float *lse, int B,
                                   int T, int NH, int hs);
 
+/* Test hook: the kernels' TF32 rounding (an integer add and mask, flash_attn_tf32.cu) against
+ * the hardware's cvt.rna.tf32.f32 over all 2^32 fp32 bit patterns. Adds to *mismatches_dev the
+ * finite inputs where the two differ and the non-finite inputs the rounding makes finite.
+ * Returns the launch's error. */
+cudaError_t zb_cuk_tf32_rounding_check(cudaStream_t s, unsigned long long *mismatches_dev);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,7 +19,8 @@
 // (b0 = row 2t, b1 = row 2t+1 of the chunk). A sum over k does not depend on how k is
 // numbered, only on the tensor core's order within the chunk.
 // Shared tiles are fp32 rows padded by 4 floats: every fragment load above reads 32 distinct
-// banks (row stride ≡ 4 mod 32 words).
+// banks (row stride ≡ 4 mod 32 words). The B tiles of dQ and dK/dV (and TF32's forward) are
+// split once for the CTA when they arrive (split_tile, SplitTile), not by each warp at each load.
 //
 // ZB_FLASH_EMULATE builds this file as plain C++ for the CPU (tests/flash_emulation.h supplies
 // threads, barriers, shuffles, cp.async, the m16n8k8 mma and the TF32 rounding), so that the
@@ -111,17 +112,32 @@ template <int pending> __device__ __forceinline__ void cp_async_wait()
 //
 // Tf32x1: each operand rounded to TF32 (u = 2^-11) as it is loaded; one mma per product.
 struct Tf32x1 {
+    static constexpr bool kSmall = false;  // no second part: split_tile rounds in place
     struct A {
         uint32_t v[4];
+    };
+    struct B {
+        uint32_t v[2];
     };
     static __device__ __forceinline__ uint32_t operand(float x) { return to_tf32(x); }
     static __device__ __forceinline__ A split_a(const uint32_t a[4])
     {
         return A{{a[0], a[1], a[2], a[3]}};
     }
-    static __device__ __forceinline__ void mma(float c[4], const A &a, uint32_t b0, uint32_t b1)
+    // (no split_b: every TF32 kernel rounds its B tiles for the CTA, split_tile)
+    // what split_tile stores for x (the small part unused)
+    static __device__ __forceinline__ float tile_value(float x, float &)
     {
-        mma1688(c, a.v, b0, b1);
+        return __uint_as_float(to_tf32(x));
+    }
+    // a B fragment of a split tile: the values at i0, i1 as stored
+    static __device__ __forceinline__ B stored_b(const float *x, const float *, int i0, int i1)
+    {
+        return B{{__float_as_uint(x[i0]), __float_as_uint(x[i1])}};
+    }
+    static __device__ __forceinline__ void mma(float c[4], const A &a, const B &b)
+    {
+        mma1688(c, a.v, b.v[0], b.v[1]);
     }
 };
 
@@ -132,8 +148,12 @@ struct Tf32x1 {
 // small part (≤ 2^-11 of it, ≤ 2^-22 |x|): ~2^-20 relative per product, against fp32's 2^-24;
 // the sums are fp32 as in the FMA kernel. Three mmas per product.
 struct Tf32x3 {
+    static constexpr bool kSmall = true;  // split_tile keeps big in place, small beside it
     struct A {
         uint32_t big[4], small[4];
+    };
+    struct B {
+        uint32_t big[2], small[2];
     };
     static __device__ __forceinline__ uint32_t operand(float x) { return __float_as_uint(x); }
     static __device__ __forceinline__ void split(uint32_t x, uint32_t &big, uint32_t &small)
@@ -149,16 +169,65 @@ struct Tf32x3 {
             split(a[i], r.big[i], r.small[i]);
         return r;
     }
-    static __device__ __forceinline__ void mma(float c[4], const A &a, uint32_t b0, uint32_t b1)
+    static __device__ __forceinline__ B split_b(uint32_t b0, uint32_t b1)
     {
-        uint32_t b0big, b0small, b1big, b1small;
-        split(b0, b0big, b0small);
-        split(b1, b1big, b1small);
-        mma1688(c, a.small, b0big, b1big);
-        mma1688(c, a.big, b0small, b1small);
-        mma1688(c, a.big, b0big, b1big);
+        B r;
+        split(b0, r.big[0], r.small[0]);
+        split(b1, r.big[1], r.small[1]);
+        return r;
+    }
+    // the same split, once for the CTA (split_tile): big returned, small through the reference
+    static __device__ __forceinline__ float tile_value(float x, float &small)
+    {
+        const float big = __uint_as_float(to_tf32(x));
+        small = __uint_as_float(to_tf32(x - big));
+        return big;
+    }
+    static __device__ __forceinline__ B stored_b(const float *x, const float *lo, int i0, int i1)
+    {
+        return B{{__float_as_uint(x[i0]), __float_as_uint(x[i1])},
+                 {__float_as_uint(lo[i0]), __float_as_uint(lo[i1])}};
+    }
+    static __device__ __forceinline__ void mma(float c[4], const A &a, const B &b)
+    {
+        mma1688(c, a.small, b.big[0], b.big[1]);
+        mma1688(c, a.big, b.small[0], b.small[1]);
+        mma1688(c, a.big, b.big[0], b.big[1]);
     }
 };
+
+// A B-operand tile in shared memory, as copied (RawTile: each warp splits what it loads, at
+// every use) or split once for the CTA by split_tile (SplitTile: x holds what the products take,
+// Tf32x3's big, and lo Tf32x3's small parts, same layout; Tf32x1 has no lo). The products'
+// operands, and so the bits, are the same either way; a split tile saves each warp the split of
+// every value it loads (each B value is loaded by all 4 warps, in dK/dV twice by each) for one
+// pass over the tile and, in 3xTF32, a second shared load.
+struct RawTile {
+    const float *x;
+};
+struct SplitTile {
+    const float *x, *lo;
+};
+
+template <bool kSplit> __device__ __forceinline__ auto tile_of(const float *x, const float *lo)
+{
+    if constexpr (kSplit)
+        return SplitTile{x, lo};
+    else
+        return RawTile{x};
+}
+
+template <typename Op>
+__device__ __forceinline__ typename Op::B b_at(const RawTile &tile, int i0, int i1)
+{
+    return Op::split_b(Op::operand(tile.x[i0]), Op::operand(tile.x[i1]));
+}
+
+template <typename Op>
+__device__ __forceinline__ typename Op::B b_at(const SplitTile &tile, int i0, int i1)
+{
+    return Op::stored_b(tile.x, tile.lo, i0, i1);
+}
 
 // A fragment of rows r, r+8 (a row >= T reads as zero), k chunk kc, of an fp32 matrix in global
 // memory with row stride ld (head dims as k).
@@ -187,32 +256,28 @@ __device__ __forceinline__ void load_a_shared(uint32_t a[4], const float *s, int
 }
 
 // B fragment of n tile n, k chunk kc, of a shared tile stored [n][k] (keys × dims for q·kᵀ).
-template <typename Op, int LD>
-__device__ __forceinline__ void load_b_nk(uint32_t &b0, uint32_t &b1, const float *s, int n,
-                                          int kc, int g, int t)
+template <typename Op, int LD, typename Tile>
+__device__ __forceinline__ typename Op::B load_b_nk(const Tile &tile, int n, int kc, int g, int t)
 {
-    const float *p = s + (n * 8 + g) * LD + kc * 8 + t;
-    b0 = Op::operand(p[0]);
-    b1 = Op::operand(p[4]);
+    const int i = (n * 8 + g) * LD + kc * 8 + t;
+    return b_at<Op>(tile, i, i + 4);
 }
 
 // B fragment of n tile n, k chunk kc, of a shared tile stored [k][n] (keys × dims for p·v), its
 // k numbered as the score accumulators' (the header): b0 = row 2t, b1 = row 2t+1 of the chunk.
-template <typename Op, int LD>
-__device__ __forceinline__ void load_b_kn(uint32_t &b0, uint32_t &b1, const float *s, int n,
-                                          int kc, int g, int t)
+template <typename Op, int LD, typename Tile>
+__device__ __forceinline__ typename Op::B load_b_kn(const Tile &tile, int n, int kc, int g, int t)
 {
-    const float *p = s + (kc * 8 + 2 * t) * LD + n * 8 + g;
-    b0 = Op::operand(p[0]);
-    b1 = Op::operand(p[LD]);
+    const int i = (kc * 8 + 2 * t) * LD + n * 8 + g;
+    return b_at<Op>(tile, i, i + LD);
 }
 
 // acc += S·X for the warp's 16 rows: S the tile's N columns of scores in registers (each n8
 // tile one k8 chunk), X the tile's N rows [row][dim] in shared memory. The forward's o += P·V,
 // dQ's dQ += dS·K, dK/dV's dV += Pᵀ·dO and dK += dSᵀ·Q.
-template <typename Op, int HS, int N>
+template <typename Op, int HS, int N, typename Tile>
 __device__ __forceinline__ void mma_scores(float (&acc)[HS / 8][4], const float (&s)[N / 8][4],
-                                           const float *x, int g, int t)
+                                           const Tile &x, int g, int t)
 {
     constexpr int kLd = HS + kPad;
 #pragma unroll
@@ -221,11 +286,8 @@ __device__ __forceinline__ void mma_scores(float (&acc)[HS / 8][4], const float 
                                  Op::operand(s[kc][1]), Op::operand(s[kc][3])};
         const typename Op::A a = Op::split_a(raw);
 #pragma unroll
-        for (int n = 0; n < HS / 8; n++) {
-            uint32_t b0, b1;
-            load_b_kn<Op, kLd>(b0, b1, x, n, kc, g, t);
-            Op::mma(acc[n], a, b0, b1);
-        }
+        for (int n = 0; n < HS / 8; n++)
+            Op::mma(acc[n], a, load_b_kn<Op, kLd>(x, n, kc, g, t));
     }
 }
 
@@ -245,11 +307,35 @@ __device__ __forceinline__ void stage_rows(float *dst, const float *src, size_t 
     }
 }
 
+// A staged tile's ROWS × HS values split once for the CTA (SplitTile): each becomes in place
+// what the products take (Op::tile_value), Tf32x3's small parts going to lo (same layout). All
+// threads of the CTA call it, after the tile's copies and a barrier; a barrier before its
+// readers.
+template <typename Op, int HS, int ROWS>
+__device__ __forceinline__ void split_tile(float *x, float *lo)
+{
+    constexpr int kVec = HS / 4, kLd = HS + kPad;
+    for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
+        const int off = (i / kVec) * kLd + (i % kVec) * 4;
+        float4 v = *reinterpret_cast<const float4 *>(x + off), small;
+        v.x = Op::tile_value(v.x, small.x);
+        v.y = Op::tile_value(v.y, small.y);
+        v.z = Op::tile_value(v.z, small.z);
+        v.w = Op::tile_value(v.w, small.w);
+        *reinterpret_cast<float4 *>(x + off) = v;
+        if constexpr (Op::kSmall)
+            *reinterpret_cast<float4 *>(lo + off) = small;
+    }
+}
+
 // The key tiles 0 .. tiles−1 of K and V (BC rows each) through two shared buffers each: tile
 // j+1 is copied while body(j, k tile, v tile) runs on tile j. All threads of the CTA call it.
-template <int HS, int BC, typename Body>
-__device__ __forceinline__ void walk_kv_tiles(float *ks, float *vs, const float *k, const float *v,
-                                              size_t ld, int T, int tiles, Body &&body)
+// kSplit: each tile is split for the CTA (split_tile) before body sees it, Tf32x3's small parts
+// in klo / vlo (one buffer each: tile j+1 is split only after body(j)'s closing barrier).
+template <typename Op, int HS, int BC, bool kSplit, typename Body>
+__device__ __forceinline__ void walk_kv_tiles(float *ks, float *vs, float *klo, float *vlo,
+                                              const float *k, const float *v, size_t ld, int T,
+                                              int tiles, Body &&body)
 {
     constexpr int kTile = BC * (HS + kPad);
     stage_rows<HS, BC>(ks, k, ld, 0, T);
@@ -264,6 +350,11 @@ __device__ __forceinline__ void walk_kv_tiles(float *ks, float *vs, const float 
         cp_async_commit();  // possibly empty: the wait below counts groups
         cp_async_wait<1>(); // tile j's copies (this thread's) are done
         __syncthreads();    // ... and every thread's
+        if constexpr (kSplit) {
+            split_tile<Op, HS, BC>(ks + cur, klo);
+            split_tile<Op, HS, BC>(vs + cur, vlo);
+            __syncthreads();
+        }
         body(j, ks + cur, vs + cur);
         __syncthreads();    // tile j is consumed before its buffer takes tile j+2
     }
@@ -313,12 +404,16 @@ __global__ void __launch_bounds__(kThreads)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
+    // TF32 rounds each K / V tile in place once for the CTA; 3xTF32's small parts would need
+    // another 34 KiB here (3 CTAs an SM would become 2), so its warps split what they load
+    constexpr bool kSplit = !Op::kSmall;
     const int last_row = min(qt * kRows + kRows, T) - 1;
-    walk_kv_tiles<HS, BC>(ks, vs, k, v, ld, T, last_row / BC + 1,
-                          [&](int j, const float *kt, const float *vt) {
+    walk_kv_tiles<Op, HS, BC, kSplit>(ks, vs, nullptr, nullptr, k, v, ld, T, last_row / BC + 1,
+                                      [&](int j, const float *kt, const float *vt) {
         const int k0 = j * BC;
         if (k0 > q0 + kWarpRows - 1)
             return;  // every key of the tile follows this warp's rows
+        const auto ktile = tile_of<kSplit>(kt, nullptr), vtile = tile_of<kSplit>(vt, nullptr);
         float s[BC / 8][4];
 #pragma unroll
         for (int n = 0; n < BC / 8; n++)
@@ -329,11 +424,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int kc = 0; kc < HS / 8; kc++) {
             const typename Op::A a = Op::split_a(qf[kc]);
 #pragma unroll
-            for (int n = 0; n < BC / 8; n++) {
-                uint32_t b0, b1;
-                load_b_nk<Op, kLd>(b0, b1, kt, n, kc, g, t);
-                Op::mma(s[n], a, b0, b1);
-            }
+            for (int n = 0; n < BC / 8; n++)
+                Op::mma(s[n], a, load_b_nk<Op, kLd>(ktile, n, kc, g, t));
         }
         if (tile_needs_mask(q0, k0, BC, T)) {
 #pragma unroll
@@ -380,7 +472,7 @@ __global__ void __launch_bounds__(kThreads)
             o[n][2] *= alpha[1];
             o[n][3] *= alpha[1];
         }
-        mma_scores<Op, HS, BC>(o, s, vt, g, t);  // o += p · v
+        mma_scores<Op, HS, BC>(o, s, vtile, g, t);  // o += p · v
     });
 
     float *orow = out + (size_t)b * T * C + (size_t)h * HS;
@@ -416,8 +508,11 @@ __global__ void __launch_bounds__(kThreads)
 {
     constexpr int kLd = HS + kPad;
     FLASH_DYN_SMEM(sm);
+    // K, V as copied (each warp's own rows: A operands); Q and dO split for the CTA at each query
+    // tile, 3xTF32's small parts in qlo / dolo (dkdv_bytes)
     float *ks = sm, *vs = ks + kRows * kLd, *qs = vs + kRows * kLd, *dos = qs + BR * kLd;
-    float *ls = dos + BR * kLd, *ds = ls + BR;
+    float *qlo = dos + BR * kLd, *dolo = qlo + (Op::kSmall ? BR * kLd : 0);
+    float *ls = dolo + (Op::kSmall ? BR * kLd : 0), *ds = ls + BR;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
     const size_t ld = 3 * (size_t)C;
@@ -449,6 +544,10 @@ __global__ void __launch_bounds__(kThreads)
         }
         cp_async_wait<0>();  // these copies and (first time) K and V
         __syncthreads();
+        split_tile<Op, HS, BR>(qs, qlo);
+        split_tile<Op, HS, BR>(dos, dolo);
+        __syncthreads();
+        const SplitTile qtile{qs, qlo}, dotile{dos, dolo};
         if (kw >= T || q0 + BR - 1 < kw)
             continue;  // no key of this warp, or every query of the tile precedes its keys
         float st[BR / 8][4], dpt[BR / 8][4];
@@ -465,11 +564,8 @@ __global__ void __launch_bounds__(kThreads)
             const typename Op::A ka = Op::split_a(kraw), va = Op::split_a(vraw);
 #pragma unroll
             for (int n = 0; n < BR / 8; n++) {
-                uint32_t b0, b1;
-                load_b_nk<Op, kLd>(b0, b1, qs, n, kc, g, t);
-                Op::mma(st[n], ka, b0, b1);
-                load_b_nk<Op, kLd>(b0, b1, dos, n, kc, g, t);
-                Op::mma(dpt[n], va, b0, b1);
+                Op::mma(st[n], ka, load_b_nk<Op, kLd>(qtile, n, kc, g, t));
+                Op::mma(dpt[n], va, load_b_nk<Op, kLd>(dotile, n, kc, g, t));
             }
         }
         // masked only where a query of the tile precedes a key of the warp or runs past T
@@ -484,8 +580,8 @@ __global__ void __launch_bounds__(kThreads)
                 st[n][i] = p;
                 dpt[n][i] = p * (dpt[n][i] - ds[c]);
             }
-        mma_scores<Op, HS, BR>(dv, st, dos, g, t);  // dV += Pᵀ·dO
-        mma_scores<Op, HS, BR>(dk, dpt, qs, g, t);  // dK += dSᵀ·Q
+        mma_scores<Op, HS, BR>(dv, st, dotile, g, t);  // dV += Pᵀ·dO
+        mma_scores<Op, HS, BR>(dk, dpt, qtile, g, t);  // dK += dSᵀ·Q
     }
 
     float *dkrow = dqkv + (size_t)b * T * ld + (size_t)h * HS + C, *dvrow = dkrow + C;
@@ -515,7 +611,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 {
     constexpr int kLd = HS + kPad;
     FLASH_DYN_SMEM(sm);
-    float *ks = sm, *vs = sm + 2 * BC * kLd;
+    // K and V split for the CTA at each key tile, 3xTF32's small parts in klo / vlo (dq_bytes)
+    float *ks = sm, *vs = sm + 2 * BC * kLd, *klo = sm + 4 * BC * kLd, *vlo = klo + BC * kLd;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z, C = NH * HS;
@@ -541,11 +638,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
     const int last_row = min(qt * kRows + kRows, T) - 1;
-    walk_kv_tiles<HS, BC>(ks, vs, k, v, ld, T, last_row / BC + 1,
-                          [&](int j, const float *kt, const float *vt) {
+    walk_kv_tiles<Op, HS, BC, true>(ks, vs, klo, vlo, k, v, ld, T, last_row / BC + 1,
+                                    [&](int j, const float *kt, const float *vt) {
         const int k0 = j * BC;
         if (k0 > q0 + kWarpRows - 1)
             return;  // every key of the tile follows this warp's rows
+        const SplitTile ktile{kt, klo}, vtile{vt, vlo};
         float s[BC / 8][4], dp[BC / 8][4];
 #pragma unroll
         for (int n = 0; n < BC / 8; n++)
@@ -557,11 +655,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             const typename Op::A qa = Op::split_a(qf[kc]), da = Op::split_a(df[kc]);
 #pragma unroll
             for (int n = 0; n < BC / 8; n++) {
-                uint32_t b0, b1;
-                load_b_nk<Op, kLd>(b0, b1, kt, n, kc, g, t);
-                Op::mma(s[n], qa, b0, b1);
-                load_b_nk<Op, kLd>(b0, b1, vt, n, kc, g, t);
-                Op::mma(dp[n], da, b0, b1);
+                Op::mma(s[n], qa, load_b_nk<Op, kLd>(ktile, n, kc, g, t));
+                Op::mma(dp[n], da, load_b_nk<Op, kLd>(vtile, n, kc, g, t));
             }
         }
         const bool mask = tile_needs_mask(q0, k0, BC, T);
@@ -576,7 +671,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                               : exp2f(s[n][i] * sl2 - (hi ? lr1 : lr0));
                 s[n][i] = p * (dp[n][i] - (hi ? dr1 : dr0));
             }
-        mma_scores<Op, HS, BC>(dq, s, kt, g, t);  // dQ += dS·K
+        mma_scores<Op, HS, BC>(dq, s, ktile, g, t);  // dQ += dS·K
     });
 
     float *dqrow = dqkv + (size_t)b * T * ld + (size_t)h * HS;
@@ -597,11 +692,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Key tiles of 64 (the forward's and dQ's two K / V buffers: 4 × 64 × (hs + 4) floats, 68 KiB
 // at hs 64, dynamic shared memory) and query tiles of 64 for dK / dV.
 constexpr int kKeys = 64;
-constexpr size_t kv_walk_bytes(int hs) { return 4 * (size_t)kKeys * (hs + kPad) * sizeof(float); }
-constexpr size_t dkdv_bytes(int hs)
+static_assert(kKeys == kRows, "dkdv_bytes counts K, V, Q and dO tiles alike");
+constexpr size_t tile_bytes(int hs) { return (size_t)kKeys * (hs + kPad) * sizeof(float); }
+constexpr size_t kv_walk_bytes(int hs) { return 4 * tile_bytes(hs); }
+// dQ: the walk's buffers, and 3xTF32's small parts of a K and a V tile (102 KiB at hs 64; dQ's
+// 255 registers allow 2 CTAs an SM either way)
+template <typename Op> constexpr size_t dq_bytes(int hs)
 {
-    return (2 * (size_t)kRows + 2 * (size_t)kKeys) * (hs + kPad) * sizeof(float) +
-           2 * (size_t)kKeys * sizeof(float);
+    return kv_walk_bytes(hs) + (Op::kSmall ? 2 * tile_bytes(hs) : 0);
+}
+// dK/dV: K, V, Q, dO tiles, 3xTF32's small parts of Q and dO (103 KiB at hs 64; 2 CTAs an SM,
+// as its registers allow), the query tile's lse and D
+template <typename Op> constexpr size_t dkdv_bytes(int hs)
+{
+    return (4 + (Op::kSmall ? 2 : 0)) * tile_bytes(hs) + 2 * (size_t)kKeys * sizeof(float);
 }
 
 // The head sizes with a kernel: up to 64 (a warp's Q, dO and dQ fragments stay in registers).
@@ -649,9 +753,9 @@ void backward_hs(cudaStream_t s, float *dqkv, float *dsum, const float *dout, co
     auto *dq = flash_tf32_dq_k<Op, HS, kKeys>;
     FLASH_LAUNCH_DYN(rowdot, blocks < 65535u * 16u ? blocks : 65535u * 16u, 256, 0, s, dsum, dout,
                      out, B, T, NH);  // grid-stride beyond the cap
-    FLASH_LAUNCH_DYN(dkdv, grid_of(T, NH, B), kThreads, dkdv_bytes(HS), s, dqkv, qkv, dout, lse,
-                     dsum, T, NH, scale);
-    FLASH_LAUNCH_DYN(dq, grid_of(T, NH, B), kThreads, kv_walk_bytes(HS), s, dqkv, qkv, dout, lse,
+    FLASH_LAUNCH_DYN(dkdv, grid_of(T, NH, B), kThreads, dkdv_bytes<Op>(HS), s, dqkv, qkv, dout,
+                     lse, dsum, T, NH, scale);
+    FLASH_LAUNCH_DYN(dq, grid_of(T, NH, B), kThreads, dq_bytes<Op>(HS), s, dqkv, qkv, dout, lse,
                      dsum, T, NH, scale);
 }
 

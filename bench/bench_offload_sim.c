@@ -10,8 +10,8 @@
  * attention (18 C values per token and layer: ln1, qkv, attention out, its projection, residual,
  * ln2, fc, gelu, fc projection, residual; B frees the same share as in (a)). A recomputed F
  * keeps its input (B*T*C fp32), its R takes T_F.
- * Copies: PCIe Gen5 about 50 GB/s per direction, 10 us a copy; first column: each rank has a
- * link of its own (one GPU each); second column: the four ranks share one GPU's 50 GB/s link
+ * Copies: PCIe Gen5 about 50 GB/s per direction (or GBPS), 10 us a copy; first column: each rank
+ * has a link of its own (one GPU each); second column: the four ranks share one GPU's link
  * (zb_share_t.link: k copies in flight in a direction get 50 / k each; compute factors 1).
  * Rows: zb-h1 (no limit), then at limit = half zb-h1's peak: zb-h1 with --offload auto, auto
  * with --recompute auto (the project's recompute search), zb-h1 with every F recomputed, auto
@@ -19,7 +19,8 @@
  * --offload auto --recompute auto` finds at that limit: its best <family>+O row and its best row
  * without offload (recompute allowed), by makespan. Ratios vs zb-h1 (span, or makespan for the
  * plan rows).
- * Usage: bench_offload_sim [M]   (default 8) */
+ * Usage: bench_offload_sim [M [GBPS]]   (defaults 8 and 50; the H100 of 2026-11-27c looked
+ * like 35-38 GB/s for four ranks copying at once: docs/offload.md) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ typedef struct {
 static int stash_model; /* 0: zbpp's fp32 stash, 1: bf16 with flash attention */
 
 enum { OWN_LINKS, SHARED_LINK }; /* the columns: a link per rank, or one the ranks share */
-static const double LINK = 50e9 / 1e3; /* bytes per ms, per direction */
+static double LINK = 50e9 / 1e3; /* bytes per ms, per direction (main's GBPS) */
 
 static void costs_init(zb_costs_t *c, int links, double limit)
 {
@@ -187,9 +188,9 @@ static void table(int M)
            stash_model ? "bf16 stash, flash attention (no T x T probabilities)"
                        : "zbpp's stash today: fp32 with the T x T attention probabilities");
     printf("stage ms: F %.3f  B %.3f  W %.3f; stash %.1f MiB per (stage, mb), B frees %.1f; "
-           "a copy takes %.3f ms at 50 GB/s, %.3f with four at once on one 50 GB/s link\n",
+           "a copy takes %.3f ms at %.0f GB/s, %.3f with four at once on one such link\n",
            c.t_f[0], c.t_b[0], c.t_w[0], c.m_f[0] / MiB, -c.m_b[0] / MiB,
-           zb_costs_t_copy(&c, ZB_ACT_O, 0), 0.01 + 4 * c.m_f[0] / LINK);
+           zb_costs_t_copy(&c, ZB_ACT_O, 0), LINK / 1e6, 0.01 + 4 * c.m_f[0] / LINK);
     printf("zb-h1 peak %.1f MiB per rank; limit = half: %.1f MiB\n", h1.peak / MiB, limit / MiB);
     zb_costs_free(&c);
     static const struct {
@@ -230,12 +231,14 @@ static void table(int M)
 int main(int argc, char **argv)
 {
     const int M = argc > 1 ? atoi(argv[1]) : 8;
-    if (M < 1 || M > 1024) {
-        fprintf(stderr, "usage: bench_offload_sim [M (1..1024)]\n");
+    const double gbps = argc > 2 ? atof(argv[2]) : 50.0;
+    if (M < 1 || M > 1024 || !(gbps >= 1.0 && gbps <= 10000.0) || argc > 3) {
+        fprintf(stderr, "usage: bench_offload_sim [M (1..1024) [GBPS (1..10000)]]\n");
         return 2;
     }
+    LINK = gbps * 1e9 / 1e3;
     printf("P=%d M=%d, GPT-2 124M-like: 4 of %d layers per rank, T=%d, one sequence per "
-           "microbatch; span = the simulator's T\n", P, M, LAYERS, T);
+           "microbatch; span = the simulator's T; links %.0f GB/s\n", P, M, LAYERS, T, gbps);
     for (stash_model = 0; stash_model < 2; stash_model++)
         table(M);
     return 0;

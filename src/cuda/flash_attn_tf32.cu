@@ -106,11 +106,13 @@ template <int pending> __device__ __forceinline__ void cp_async_wait()
 }
 #endif
 
-// How a product's fp32 operands meet the TF32 tensor cores. A fragment is held in registers in
-// the form operand() gives (what a load returns); split_a() turns an A fragment into what mma()
-// takes, once per k chunk (an A fragment meets several B tiles); mma() takes B in loaded form.
+// How a product's fp32 operands meet the TF32 tensor cores. An A fragment is held in registers
+// in the form operand() gives (what a load returns); split_a() turns it into what mma() takes,
+// once per k chunk (an A fragment meets several B tiles). A B fragment reaches mma() split
+// already: from a raw tile by split_b() at the load, from a split tile as stored (b_at below).
 //
-// Tf32x1: each operand rounded to TF32 (u = 2^-11) as it is loaded; one mma per product.
+// Tf32x1: each operand rounded to TF32 (u = 2^-11), A as it is loaded, B tiles in place when
+// they arrive; one mma per product.
 struct Tf32x1 {
     static constexpr bool kSmall = false;  // no second part: split_tile rounds in place
     struct A {

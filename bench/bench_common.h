@@ -1,4 +1,4 @@
-/* What several benchmarks share: positional integer arguments, GPT-2 124M shapes.
+/* What several benchmarks share: positional integer arguments, medians, GPT-2 124M shapes.
  * Header-only: each bench is one executable. */
 #ifndef ZBPP_BENCH_COMMON_H
 #define ZBPP_BENCH_COMMON_H
@@ -22,6 +22,20 @@ static inline int bench_int_arg(const char *prog, int argc, char **argv, int i, 
         exit(2);
     }
     return (int)v;
+}
+
+/* qsort's order for doubles, ascending. */
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (v is sorted in place; the upper middle for an even n). */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return v[n / 2];
 }
 
 /* GPT-2 124M (C = 768, NH = 12, vocabulary 50257 padded to 50304, 1024 positions) with `layers`

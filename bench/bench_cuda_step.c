@@ -29,12 +29,6 @@ static double now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     zb_cuda_stage_t *s;
     zb_cuda_stash_t *st[8];
@@ -227,11 +221,11 @@ int main(int argc, char **argv)
         phased(&r, tokens, targets, ntok, ph);
         pf[i] = ph[0], pb[i] = ph[1], pw[i] = ph[2];
     }
-    qsort(pf, steps, sizeof *pf, cmp_d);
-    qsort(pb, steps, sizeof *pb, cmp_d);
-    qsort(pw, steps, sizeof *pw, cmp_d);
-    qsort(tf, steps, sizeof *tf, cmp_d);
-    qsort(td, steps, sizeof *td, cmp_d);
+    qsort(pf, steps, sizeof *pf, bench_cmp_double);
+    qsort(pb, steps, sizeof *pb, bench_cmp_double);
+    qsort(pw, steps, sizeof *pw, bench_cmp_double);
+    qsort(tf, steps, sizeof *tf, bench_cmp_double);
+    qsort(td, steps, sizeof *td, bench_cmp_double);
     double mf = tf[steps / 2], md = td[steps / 2];
     double params = 0;
     for (int k = 0; k < ZB_GPT2_NUM_TENSORS; k++)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "zbpp/cuda.h"
+#include "zbpp/util.h"
 
 #include "bench_common.h"
 
@@ -30,33 +31,12 @@ int main(int argc, char **argv)
 }
 #else
 
-#include <time.h>
-
 #include <cuda_runtime_api.h>
 
 #include "cuda/ctx.h"
 #include "cuda/kernels.h"
 
 enum { STREAMS = 4, SMALL = 4096 };
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
 
 static void must(cudaError_t e, const char *what)
 {
@@ -77,7 +57,7 @@ typedef struct {
 static double copy_round(rig_t *r, int k, int dir, int copies)
 {
     must(cudaDeviceSynchronize(), "sync");
-    const double t0 = now_s();
+    const double t0 = zb_now();
     for (int c = 0; c < copies; c++)
         for (int q = 0; q < k; q++) {
             if (dir != 1)
@@ -92,7 +72,7 @@ static double copy_round(rig_t *r, int k, int dir, int copies)
                      "copy up");
         }
     must(cudaDeviceSynchronize(), "sync");
-    return now_s() - t0;
+    return zb_now() - t0;
 }
 
 static void link_table(rig_t *r, int reps)
@@ -109,7 +89,7 @@ static void link_table(rig_t *r, int reps)
             for (int i = 0; i < reps; i++)
                 t[i] = copy_round(r, k, dir, 2);
             /* both ways moves bytes/2 each way a copy, bytes in all */
-            printf(" %8.1f", (double)k * 2 * (double)r->bytes / median(t, reps) / 1e9);
+            printf(" %8.1f", (double)k * 2 * (double)r->bytes / bench_median(t, reps) / 1e9);
         }
         printf("\n");
     }
@@ -163,7 +143,7 @@ static void small_table(rig_t *r, int reps)
             printf("%-34s %10.3f %16.3f\n",
                    up ? (kernel ? "up, copy kernel (small_copy.c)" : "up, cudaMemcpyAsync")
                       : (kernel ? "down, copy kernel (small_copy.c)" : "down, cudaMemcpyAsync"),
-                   median(t[0], reps), median(t[1], reps));
+                   bench_median(t[0], reps), bench_median(t[1], reps));
         }
     cudaFree(dev_small);
     cudaFreeHost(host_small);
@@ -231,7 +211,7 @@ static void load_table(rig_t *r, int reps)
         for (int beside = 0; beside < 2; beside++)
             for (int i = 0; i < reps; i++)
                 t[beside][i] = load_ms(&l, product, beside, r);
-        double m0 = median(t[0], reps), m1 = median(t[1], reps);
+        double m0 = bench_median(t[0], reps), m1 = bench_median(t[1], reps);
         printf("%-40s %10.3f %18.3f %8.3f\n",
                product ? "fp32 product 2048x4096x4096 (SMs)" : "copy kernel 1 GiB (memory)", m0, m1,
                m1 / m0);

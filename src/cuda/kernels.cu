@@ -300,6 +300,15 @@ __global__ void causal_softmax_backward_k(float *datt, const float *att, size_t 
 // first reads it once for each thread's running max and its sum of exp(x - that max), rescaled
 // when the max grows, combined over the block at the row's max; the second writes the
 // probabilities. The sum stays a double of float exponentials, as before.
+// The logits' gradient at column j from its probability p: (p − onehot)·dloss, padded columns
+// 0. Both the backward and the forward that folds it in (dloss != 0) write it, the same bits.
+__device__ __forceinline__ float logit_grad(float p, int j, int target, int V, float dloss)
+{
+    if (j == target)
+        p -= 1.0f;
+    return j < V ? p * dloss : 0.0f;
+}
+
 __global__ void crossentropy_forward_k(float *losses, float *probs, const int *targets, int V,
                                        int Vp, float dloss)
 {
@@ -325,14 +334,10 @@ __global__ void crossentropy_forward_k(float *losses, float *probs, const int *t
     if (dloss == 0.0f) {
         for (int i = threadIdx.x; i < Vp; i += blockDim.x)
             row[i] = i < V ? expf(row[i] - mx) * inv : 0.0f;
-    } else {  // crossentropy_backward_k's arithmetic on the probability just computed
+    } else {  // the backward's gradient of the probability just computed
         const int t = targets[n];
-        for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
-            float p = i < V ? expf(row[i] - mx) * inv : 0.0f;
-            if (i == t)
-                p -= 1.0f;
-            row[i] = i < V ? p * dloss : 0.0f;
-        }
+        for (int i = threadIdx.x; i < Vp; i += blockDim.x)
+            row[i] = logit_grad(i < V ? expf(row[i] - mx) * inv : 0.0f, i, t, V, dloss);
     }
     if (threadIdx.x == 0)
         losses[n] = (float)((double)mx + log(sum) - (double)target_logit);
@@ -345,10 +350,7 @@ __global__ void crossentropy_backward_k(float *probs, const int *targets, float 
          i += (size_t)gridDim.x * blockDim.x) {
         size_t n = i / Vp;
         int j = (int)(i % Vp);
-        float p = probs[i];
-        if (j == targets[n])
-            p -= 1.0f;
-        probs[i] = j < V ? p * dloss : 0.0f;
+        probs[i] = logit_grad(probs[i], j, targets[n], V, dloss);
     }
 }
 

@@ -123,11 +123,11 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     }
 }
 
-// NV (float4's a lane) for rows the warp kernels take, 0 for the block kernels' rows
-int ln_row_vecs(int C, const void *p0, const void *p1, const void *p2)
+// NV (float4's a lane) for N rows the warp kernels take, 0 for the block kernels' rows
+int ln_row_vecs(int N, int C, const void *p0, const void *p1, const void *p2, const void *p3)
 {
     auto al = [](const void *p) { return ((uintptr_t)p & 15) == 0; };
-    if (C % 4 || !al(p0) || !al(p1) || !al(p2))
+    if (N < 1 || C % 4 || !al(p0) || !al(p1) || !al(p2) || !al(p3))
         return 0;
     int nv = (C / 4 + 31) / 32;
     return nv <= kRowVecs ? nv : 0;
@@ -155,7 +155,7 @@ bool zb_cuk_layernorm_rows_forward(cudaStream_t s, float *out, float *mean, floa
                                    const float *inp, const float *weight, const float *bias,
                                    int N, int C)
 {
-    const int nv = N > 0 && ((uintptr_t)bias & 15) == 0 ? ln_row_vecs(C, out, inp, weight) : 0;
+    const int nv = ln_row_vecs(N, C, out, inp, weight, bias);
     const int blocks = (N + kRowWarps - 1) / kRowWarps, threads = kRowWarps * 32;
     return by_row_vecs(nv, [&](auto v) {
         FLASH_LAUNCH(layernorm_forward_rows_k<decltype(v)::value>, blocks, threads, s, out, mean,
@@ -167,7 +167,7 @@ bool zb_cuk_layernorm_rows_backward_input(cudaStream_t s, float *dinp, const flo
                                           const float *inp, const float *mean, const float *rstd,
                                           const float *weight, int N, int C)
 {
-    const int nv = N > 0 && ((uintptr_t)dinp & 15) == 0 ? ln_row_vecs(C, dout, inp, weight) : 0;
+    const int nv = ln_row_vecs(N, C, dinp, dout, inp, weight);
     const int blocks = (N + kRowWarps - 1) / kRowWarps, threads = kRowWarps * 32;
     return by_row_vecs(nv, [&](auto v) {
         FLASH_LAUNCH(layernorm_backward_input_rows_k<decltype(v)::value>, blocks, threads, s, dinp,

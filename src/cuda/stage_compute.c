@@ -361,6 +361,15 @@ static void block_forward(zb_cuda_stage_t *s, const block_params_t *w, layer_act
     zb_cu_residual_forward(c, y, a->res2, s->tmp, NC);
 }
 
+/* By the SMs: a device-to-device cudaMemcpyAsync may queue on a copy engine behind a stash. */
+static void copy_f(zb_cu_ctx_t *c, float *dst, const float *src, size_t n)
+{
+    if (c->status != ZB_OK)
+        return;
+    zb_cuk_copy_words(c->stream, dst, src, n);
+    zb_cu_launch_check(c, "copy");
+}
+
 /* F in fp32 storage, after the tokens and targets are queued: the losses land in s->losses. */
 static void forward_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x_in,
                          float *x_out)
@@ -373,9 +382,8 @@ static void forward_fp32(zb_cuda_stage_t *s, zb_cuda_stash_t *st, const float *x
     if (span->embed) {
         float *dst = (nl == 0 && !span->head) ? x_out : x0;
         zb_cu_encoder_forward(c, dst, st->tokens, P(s, ZB_WTE), P(s, ZB_WPE), s->B, s->T, C);
-    } else if (c->status == ZB_OK) { /* by the SMs: no copy engine inside an action */
-        zb_cuk_copy_words(c->stream, x0, x_in, NC);
-        zb_cu_launch_check(c, "forward input copy");
+    } else {
+        copy_f(c, x0, x_in, NC);
     }
     for (int l = 0; l < nl; l++) {
         block_params_t w = block_params(s, l);
@@ -536,15 +544,6 @@ static zb_status_t memset_f(zb_cu_ctx_t *c, float *p, size_t n)
     if (e != cudaSuccess)
         zb_cu_fail(c, ZB_EIO, "CUDA memset: %s", cudaGetErrorString(e));
     return c->status;
-}
-
-/* By the SMs: a device-to-device cudaMemcpyAsync may queue on a copy engine behind a stash. */
-static void copy_f(zb_cu_ctx_t *c, float *dst, const float *src, size_t n)
-{
-    if (c->status != ZB_OK)
-        return;
-    zb_cuk_copy_words(c->stream, dst, src, n);
-    zb_cu_launch_check(c, "copy");
 }
 
 static void block_backward_input(zb_cuda_stage_t *s, const block_params_t *w, layer_acts_t *a,

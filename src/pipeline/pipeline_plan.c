@@ -177,8 +177,6 @@ static zb_status_t flop_partition(const pl_t *pl, int S, int *first, zb_costs_t 
     return st;
 }
 
-/* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
- * (owned by the caller on success). */
 /* The host link the GPU's ranks share, in the simulator (zb_share_t.link), where the profile
  * timed a copy alone and with every rank copying: each copy's own bandwidth is the one alone,
  * and the link carries `threads` times the share each rank got with all copying. */
@@ -193,6 +191,8 @@ static void share_host_link(const zb_profile_t *p, zb_costs_t *costs)
     costs->bw_h2d = p->copy_h2d_alone;
 }
 
+/* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
+ * (owned by the caller on success). */
 static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *costs,
                                zb_err_t *err)
 {

@@ -22,6 +22,15 @@ typedef struct {
     int sims;    /* simulations spent */
 } pull_t;
 
+/* Whether each rank's peak is within its bound. */
+static bool within_caps(const pull_t *q, int ranks, const double *peaks)
+{
+    bool fits = true;
+    for (int r = 0; r < ranks; r++)
+        fits &= !isfinite(q->cap[r]) || peaks[r] <= q->cap[r] + 1e-9 * fmax(1.0, fabs(q->cap[r]));
+    return fits;
+}
+
 /* The simulated makespan of s, INFINITY when a rank goes over its bound or the simulation
  * fails; peaks (may be NULL) gets each rank's peak. */
 static double evaluate(const zb_schedule_t *s, pull_t *q, double *peaks)
@@ -31,14 +40,9 @@ static double evaluate(const zb_schedule_t *s, pull_t *q, double *peaks)
     q->sims++;
     if (zb_simulate(s, q->c, &sim, &e) != ZB_OK)
         return INFINITY;
-    bool fits = true;
-    for (int r = 0; r < s->ranks; r++) {
-        const double cap = q->cap[r];
-        fits &= !isfinite(cap) || sim.peak_mem[r] <= cap + 1e-9 * fmax(1.0, fabs(cap));
-        if (peaks)
-            peaks[r] = sim.peak_mem[r];
-    }
-    const double m = fits ? sim.makespan : INFINITY;
+    if (peaks)
+        memcpy(peaks, sim.peak_mem, (size_t)s->ranks * sizeof *peaks);
+    const double m = within_caps(q, s->ranks, sim.peak_mem) ? sim.makespan : INFINITY;
     zb_sim_free(&sim);
     return m;
 }
@@ -87,7 +91,8 @@ static bool pull_one(zb_schedule_t *s, pull_t *q, double *best)
             const zb_action_t *l = &p->actions[i];
             if (l->type != ZB_ACT_L)
                 continue;
-            const int b = find(p, ZB_ACT_B, l->stage, l->mb), o = find(p, ZB_ACT_O, l->stage, l->mb);
+            const int b = find(p, ZB_ACT_B, l->stage, l->mb);
+            const int o = find(p, ZB_ACT_O, l->stage, l->mb);
             const double end = sim.end[r][i];
             if (b < 0 || o < 0 || fabs(sim.start[r][b] - end) > 1e-9 * fmax(1.0, fabs(end)))
                 continue; /* its backward did not wait for it */
@@ -124,7 +129,7 @@ void zb_offload_pull_reloads(zb_schedule_t *s, const zb_costs_t *c, bool keep_pe
         double best = evaluate(s, &q, peaks); /* the start: its own peaks are within reach */
         for (int r = 0; r < s->ranks; r++)
             q.cap[r] = keep_peaks ? fmin(zb_costs_limit(c, r), peaks[r]) : zb_costs_limit(c, r);
-        if (isfinite(best) && isfinite(evaluate(s, &q, NULL))) /* a start over a limit stays */
+        if (isfinite(best) && within_caps(&q, s->ranks, peaks)) /* a start over a limit stays */
             while (q.sims < PULL_SIMS && pull_one(s, &q, &best)) {
             }
     }

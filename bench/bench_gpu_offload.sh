@@ -17,7 +17,9 @@
 #    (auto, zb-h1); the fastest run of each (goals: offload step <= 1.05 x zb-h1's and below
 #    recompute's);
 #  - every run's pipeline span measured against the simulator's (goal with offload: within 3 %).
-# Writes every run's log next to the table; without a GPU it says so and exits 77.
+# OFFLOAD_RUNS (names from the table, space-separated) runs only those besides ref (for a short
+# device lease); unset: all. Writes every run's log next to the table; without a GPU it says so
+# and exits 77.
 set -uo pipefail
 B=${1:?usage: bench_gpu_offload.sh BUILD [STEPS] [LAYERS] [T] [PRECISION] [P] [M]}
 STEPS=${2:-6}
@@ -31,38 +33,44 @@ source "$(dirname "$0")/gpu_bench_lib.sh" # Z, OUTDIR, run, big, field, ratio; e
 
 echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)," \
     "L=$L C=768 V=50257 T=$T, $PREC, P=$P thread ranks on one GPU, M=$M, $STEPS steps"
+# wanted NAME: whether OFFLOAD_RUNS asks for this run (ref always)
+wanted() {
+    [ "$1" = ref ] || [ -z "${OFFLOAD_RUNS:-}" ] && return 0
+    case " $OFFLOAD_RUNS " in *" $1 "*) return 0 ;; esac
+    return 1
+}
 common=(--ranks "$P" --schedule zb-h1 --batch "$M" --microbatches "$M" --partition profile
     --gpu-messages device)
 big ref "${common[@]}"
-big all "${common[@]}" --offload all
+wanted all && big all "${common[@]}" --offload all
 # 1f1b, whose W follows its B: rank r holds P - r stashes at its peak, which --offload all can
 # take off the device (zb-h1's later W keeps a reloaded stash until then)
 one=(--ranks "$P" --schedule 1f1b --batch "$M" --microbatches "$M" --partition profile
     --gpu-messages device)
-big ref1 "${one[@]}"
-big all1 "${one[@]}" --offload all
+wanted ref1 && big ref1 "${one[@]}"
+wanted all1 && big all1 "${one[@]}" --offload all
 limit=$(field ref half_limit)
 # A two-chunk layout (8 stages, stage s on rank s mod P) holds more besides its activations on
 # some ranks than zb-h1's (the last rank: two stages' state, the head's among them), so zb-h1's
 # totals less half its activations would not even hold its parameters there. Its limits keep the
 # same activation budget: each rank's static memory in that layout (a one-step probe without a
 # limit) plus half of zb-h1's activation peak on that rank.
-run probe2 --ranks "$P" --schedule interleaved-1f1b --chunks 2 --batch "$M" --microbatches "$M" \
+wanted off_interleaved || wanted off_looped || wanted rc_interleaved && run probe2 --ranks "$P" --schedule interleaved-1f1b --chunks 2 --batch "$M" --microbatches "$M" \
     --partition profile --gpu-messages device --layers "$L" --channels 768 --heads 12 \
     --vocab 50257 --seq "$T" --steps 1
-limit2=$(awk -v s="$(field probe2 static)" -v h="$(field ref half_act)" 'BEGIN {
-    n = split(s, a, ","); if (split(h, b, ",") != n || n == 0) exit
-    for (i = 1; i <= n; i++) printf "%s%.1f", i > 1 ? "," : "", a[i] + b[i] }')
+limit2=$(add_lists "$(field probe2 static)" "$(field ref half_act)")
 # at half memory: NAME FAMILY CHUNKS (0: the family's own) LIMITS MODE-FLAGS...
 half() {
     local name=$1 fam=$2 v=$3 lim=$4
     shift 4
+    wanted "$name" || return 0
     local chunks=()
     [ "$v" -gt 0 ] && chunks=(--chunks "$v")
     big "$name" --ranks "$P" --schedule "$fam" "${chunks[@]}" --batch "$M" --microbatches "$M" \
         --partition profile --gpu-messages device --mem-limit-mb "$lim" "$@"
 }
-runs="ref all ref1 all1"
+runs=""
+for r in ref all ref1 all1; do wanted $r && runs="$runs $r"; done
 if [ -n "$limit" ]; then
     half off_interleaved interleaved-1f1b 2 "${limit2:-$limit}" --offload auto
     half off_looped looped-bfs 2 "${limit2:-$limit}" --offload auto
@@ -71,7 +79,9 @@ if [ -n "$limit" ]; then
     half off_auto auto 0 "$limit" --offload auto
     half rc_auto auto 0 "$limit" --recompute auto
     half rc_zbh1 zb-h1 0 "$limit" --recompute auto
-    runs="$runs off_interleaved off_looped rc_interleaved off_zbh1 off_auto rc_auto rc_zbh1"
+    for r in off_interleaved off_looped rc_interleaved off_zbh1 off_auto rc_auto rc_zbh1; do
+        wanted $r && runs="$runs $r"
+    done
 else
     echo "no memory table in the reference run: the half-memory runs are skipped"
 fi

@@ -7,9 +7,11 @@
  *     same direction runs, by cudaMemcpyAsync (a copy engine) and by a copy kernel through
  *     page-locked memory (src/cuda/small_copy.c's way), against each alone: how long a small
  *     transfer inside an action waits behind a stash;
- *  3. compute beside copies: an fp32 product (2048 x 4096 x 4096, compute-bound) and a copy
- *     kernel over 1 GiB (memory-bound), each alone and while four streams copy stashes both
- *     ways: whether the copies slow the SMs.
+ *  3. compute beside copies: an fp32 product (2048 x 4096 x 4096, compute-bound), 64 bf16
+ *     products of a W's shape (1024 x 3072 x 768, a GPT-2 MLP's weight gradient: operands that
+ *     live in L2), 64 copy kernels over 16 MiB (L2-resident) and one over 1 GiB (DRAM), each
+ *     alone and while four streams copy stashes both ways: whether the copies slow the SMs,
+ *     and whether through L2 (the copy engines' traffic passes through it).
  * Medians of `reps` runs (default 5), device events or the host clock around synchronised work.
  * Usage: bench_host_link [MiB=96] [reps=5]; exits 77 without a GPU. */
 #include <stdio.h>
@@ -34,6 +36,7 @@ int main(int argc, char **argv)
 #include <cuda_runtime_api.h>
 
 #include "cuda/ctx.h"
+#include "cuda/gemm.h"
 #include "cuda/kernels.h"
 
 enum { STREAMS = 4, SMALL = 4096 };
@@ -149,13 +152,45 @@ static void small_table(rig_t *r, int reps)
     cudaFreeHost(host_small);
 }
 
+typedef enum { LOAD_FP32_PRODUCT, LOAD_BF16_PRODUCTS, LOAD_L2_COPIES, LOAD_DRAM_COPY, LOADS } load_kind_t;
+
+static const char *const LOAD_NAMES[LOADS] = {
+    "fp32 product 2048x4096x4096 (SMs)", "64 bf16 products 1024x3072x768 (L2)",
+    "64 copy kernels 16 MiB (L2)", "copy kernel 1 GiB (DRAM)"};
+
+enum { BF16_M = 1024, BF16_N = 3072, BF16_K = 768, REPEATS = 64, L2_WORDS = 1 << 22 };
+
 typedef struct {
-    zb_cu_ctx_t ctx;
-    float *a, *w, *out; /* the product */
-    float *src, *dst;   /* the copy kernel's 1 GiB */
+    zb_cu_ctx_t ctx, ctx16;
+    float *a, *w, *out;       /* the fp32 product */
+    void *a16, *w16, *out16;  /* the bf16 products (bf16 operands, fp32 result) */
+    float *src, *dst;         /* the copy kernels' 1 GiB (its first 16 MiB for L2) */
 } load_t;
 
-static double load_ms(load_t *l, bool product, bool copies_beside, rig_t *r)
+static void run_load(load_t *l, load_kind_t kind)
+{
+    switch (kind) {
+    case LOAD_FP32_PRODUCT:
+        zb_cu_matmul_forward(&l->ctx, l->out, l->a, l->w, NULL, 2048, 4096, 4096);
+        break;
+    case LOAD_BF16_PRODUCTS:
+        for (int i = 0; i < REPEATS; i++) {
+            zb_cu_gemm_args_t g = {.M = BF16_M, .N = BF16_N, .K = BF16_K, .alpha = 1.0f,
+                                   .A = l->a16, .B = l->w16, .C = l->out16, .lda = BF16_K,
+                                   .ldb = BF16_N, .ldc = BF16_N, .ta_type = ZB_CU_BF16,
+                                   .tc_type = ZB_CU_F32};
+            zb_cu_gemm_ex(&l->ctx16, &g);
+        }
+        break;
+    case LOAD_L2_COPIES:
+        for (int i = 0; i < REPEATS; i++)
+            zb_cuk_copy_words(l->ctx.stream, l->dst, l->src, L2_WORDS);
+        break;
+    default: zb_cuk_copy_words(l->ctx.stream, l->dst, l->src, (size_t)1 << 28);
+    }
+}
+
+static double load_ms(load_t *l, load_kind_t kind, bool copies_beside, rig_t *r)
 {
     cudaEvent_t a, b;
     must(cudaEventCreate(&a), "event");
@@ -172,12 +207,11 @@ static double load_ms(load_t *l, bool product, bool copies_beside, rig_t *r)
                                      cudaMemcpyHostToDevice, r->s[q]),
                      "copy up");
             }
-    must(cudaEventRecord(a, l->ctx.stream), "record");
-    if (product)
-        zb_cu_matmul_forward(&l->ctx, l->out, l->a, l->w, NULL, 2048, 4096, 4096);
-    else
-        zb_cuk_copy_words(l->ctx.stream, l->dst, l->src, (size_t)1 << 28);
-    must(cudaEventRecord(b, l->ctx.stream), "record");
+    /* the bf16 products queue on their own context's stream: it waits for the same start */
+    cudaStream_t s = kind == LOAD_BF16_PRODUCTS ? l->ctx16.stream : l->ctx.stream;
+    must(cudaEventRecord(a, s), "record");
+    run_load(l, kind);
+    must(cudaEventRecord(b, s), "record");
     must(cudaEventSynchronize(b), "sync");
     float ms = 0;
     must(cudaEventElapsedTime(&ms, a, b), "elapsed");
@@ -191,35 +225,42 @@ static void load_table(rig_t *r, int reps)
 {
     load_t l;
     zb_err_t e;
-    if (zb_cu_ctx_init(&l.ctx, 0, ZB_CUDA_FP32, &e) != ZB_OK) {
+    if (zb_cu_ctx_init(&l.ctx, 0, ZB_CUDA_FP32, &e) != ZB_OK ||
+        zb_cu_ctx_init(&l.ctx16, 0, ZB_CUDA_BF16, &e) != ZB_OK) {
         fprintf(stderr, "bench_host_link: %s\n", e.msg);
         exit(1);
     }
     must(cudaMalloc((void **)&l.a, (size_t)2048 * 4096 * 4), "malloc");
     must(cudaMalloc((void **)&l.w, (size_t)4096 * 4096 * 4), "malloc");
     must(cudaMalloc((void **)&l.out, (size_t)2048 * 4096 * 4), "malloc");
+    must(cudaMalloc(&l.a16, (size_t)BF16_M * BF16_K * 2), "malloc");
+    must(cudaMalloc(&l.w16, (size_t)BF16_K * BF16_N * 2), "malloc");
+    must(cudaMalloc(&l.out16, (size_t)BF16_M * BF16_N * 4), "malloc");
     must(cudaMalloc((void **)&l.src, (size_t)1 << 30), "malloc");
     must(cudaMalloc((void **)&l.dst, (size_t)1 << 30), "malloc");
     must(cudaMemset(l.a, 0, (size_t)2048 * 4096 * 4), "memset");
     must(cudaMemset(l.w, 0, (size_t)4096 * 4096 * 4), "memset");
+    must(cudaMemset(l.a16, 0, (size_t)BF16_M * BF16_K * 2), "memset");
+    must(cudaMemset(l.w16, 0, (size_t)BF16_K * BF16_N * 2), "memset");
     must(cudaMemset(l.src, 0, (size_t)1 << 30), "memset");
     printf("compute beside copies: ms (median of %d)\n", reps);
     printf("%-40s %10s %18s %8s\n", "", "alone", "beside 4x2 copies", "ratio");
-    for (int product = 1; product >= 0; product--) {
+    for (int kind = 0; kind < LOADS; kind++) {
         double t[2][64];
-        load_ms(&l, product, false, r); /* warm (the product's plan) */
+        load_ms(&l, kind, false, r); /* warm (the products' plans) */
         for (int beside = 0; beside < 2; beside++)
             for (int i = 0; i < reps; i++)
-                t[beside][i] = load_ms(&l, product, beside, r);
+                t[beside][i] = load_ms(&l, kind, beside, r);
         double m0 = bench_median(t[0], reps), m1 = bench_median(t[1], reps);
-        printf("%-40s %10.3f %18.3f %8.3f\n",
-               product ? "fp32 product 2048x4096x4096 (SMs)" : "copy kernel 1 GiB (memory)", m0, m1,
-               m1 / m0);
+        printf("%-40s %10.3f %18.3f %8.3f\n", LOAD_NAMES[kind], m0, m1, m1 / m0);
     }
-    if (zb_cu_ctx_check(&l.ctx, "bench_host_link", &e) != ZB_OK)
+    if (zb_cu_ctx_check(&l.ctx, "bench_host_link", &e) != ZB_OK ||
+        zb_cu_ctx_check(&l.ctx16, "bench_host_link", &e) != ZB_OK)
         fprintf(stderr, "bench_host_link: %s\n", e.msg);
     cudaFree(l.a), cudaFree(l.w), cudaFree(l.out), cudaFree(l.src), cudaFree(l.dst);
+    cudaFree(l.a16), cudaFree(l.w16), cudaFree(l.out16);
     zb_cu_ctx_destroy(&l.ctx);
+    zb_cu_ctx_destroy(&l.ctx16);
 }
 
 int main(int argc, char **argv)

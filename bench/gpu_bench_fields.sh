@@ -51,4 +51,12 @@ field() {
         awk -v want="$want" -v c=$col '$1 == want && NF >= 10 { if ($c > m) m = $c } END { printf "%.1f", m }' "$log" ;;
     esac
 }
+# add_lists A B: two comma-separated lists added element by element (%.1f); empty where their
+# lengths differ or both are empty. (The ternary is parenthesised: inside printf's arguments mawk
+# reads a bare '>' as a redirection.)
+add_lists() {
+    awk -v s="$1" -v h="$2" 'BEGIN {
+        n = split(s, a, ","); if (split(h, b, ",") != n || n == 0) exit
+        for (i = 1; i <= n; i++) printf "%s%.1f", (i > 1 ? "," : ""), a[i] + b[i] }'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "n/a" }'; }

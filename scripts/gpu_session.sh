@@ -32,7 +32,8 @@
 #                                   tf32 (the TF32 attention: its test, bench_flash, the step),
 #                                   torchtf32 (PyTorch eager tf32 at TF32_B), x3 (the 3xTF32
 #                                   attention: its tests, bench_flash, the fp32 step at X3_B with
-#                                   each attention, PyTorch eager fp32 there), cputorch (cpu's
+#                                   each attention of X3_ATTN (default "fma 3xtf32"), PyTorch
+#                                   eager fp32 there), cputorch (cpu's
 #                                   last step alone: the CPU step against PyTorch's). GOALS_LIMIT,
 #                                   CPU_LIMIT and OFFLOAD_LIMIT bound those parts (default 200,
 #                                   300, 260 s); torchprof
@@ -212,6 +213,7 @@ all)
             # beside a stash copy, compute beside copies
             step host_link 60 build-gpu/bench_host_link 96 5
             cat "$logs/host_link.log"
+            # OFFLOAD_RUNS: only those runs besides the reference (bench_gpu_offload.sh)
             step offload "${OFFLOAD_LIMIT:-260}" env OUT="$logs" bash bench/bench_gpu_offload.sh build-gpu 6 16 1024 bf16 4 8
             tail -18 "$logs/offload.log"
             ;;
@@ -289,7 +291,7 @@ all)
             grep -E "FAILED|ERROR|3xtf32|Assert|PASSED|params after" "$logs/test_cuda_gpu_stage.log" | head -12
             step bench_flash_x3 40 build-gpu/bench_flash 8 1024 12 64 20 fp32
             tail -10 "$logs/bench_flash_x3.log"
-            for a in fma 3xtf32; do
+            for a in ${X3_ATTN:-fma 3xtf32}; do
                 step "bench_step_fp32_$a" 75 build-gpu/bench_cuda_step fp32 "${X3_B:-32}" 1024 4 12 2 "$a"
                 grep -vE "^ *$" "$logs/bench_step_fp32_$a.log" | sed -n 2,8p
             done

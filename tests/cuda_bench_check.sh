@@ -88,6 +88,10 @@ $(field sample static) $(field sample half_act)"' _ "$SRC")
 [ "$got" = "48.7 44.28 45.72 42.65 5.3 1.67 0.59 1.33 0.00 2410.3 651.2 2204.4,938.0 411.8,651.2 \
 1998.5,612.5 205.9,325.6" ] \
   || { echo "FAIL: gpu_bench_fields.sh read '$got' from the sample log"; exit 1; }
+# add_lists (the two-chunk layouts' limits in bench_gpu_offload.sh): element by element, and
+# nothing where the lengths differ
+got=$(bash -c 'source "$1/bench/gpu_bench_fields.sh"; echo "$(add_lists 1998.5,612.5 205.9,325.6)|$(add_lists 1,2 3)|$(add_lists "" "")"' _ "$SRC")
+[ "$got" = "2204.4,938.1||" ] || { echo "FAIL: add_lists gave '$got'"; exit 1; }
 # the predicted memory needs no GPU: a row per precision and B, bf16 at B = 64 among them, and
 # each precision's largest B
 "$(dirname "$1")/bench_cuda_memory" >"$tmp/mem" 2>&1

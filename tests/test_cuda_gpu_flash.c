@@ -391,9 +391,9 @@ static void test_flash_3xtf32_vs_materialised(void **state)
     assert_int_not_equal(cudaGetLastError(), cudaSuccess);
 }
 
-/* The kernels' TF32 rounding (two integer instructions) is the hardware's cvt.rna.tf32.f32 for
- * every finite fp32, and keeps every non-finite one non-finite: the tf32 and 3xtf32 kernels'
- * bits do not depend on which of the two they use. */
+/* The kernels' TF32 rounding (integer instructions) is the hardware's cvt.rna.tf32.f32 for every
+ * finite fp32, and passes every NaN and infinity through unchanged: the tf32 and 3xtf32 kernels'
+ * bits do not depend on which of the two they use, and a NaN input stays a NaN. */
 static void test_tf32_rounding_is_cvt_rna(void **state)
 {
     (void)state;

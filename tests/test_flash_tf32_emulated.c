@@ -97,6 +97,64 @@ static void test_3xtf32_other_head_sizes(void **state)
     check_other_head_sizes(&KERNELS_3X);
 }
 
+/* A NaN in the inputs reaches the outputs it feeds and no others: CUDA's canonical NaN
+ * (0x7fffffff) is the pattern the TF32 rounding's add would carry into the sign bit (±0). At
+ * T 17, hs 16 (one head): a NaN in V's row 3 reaches out's column 0 from row 3 on; one in Q's
+ * row 7 every column of out's row 7 and no other row; one in dO's row 5 every column of dQ's row
+ * 5 (through D and dS) and no other row. (V's NaN also reaches column 0 of the rows before 3: a
+ * masked score is a probability of 0 in the tile's product, and 0 · NaN is NaN.) */
+static int row_has_nan(const float *x, size_t row, size_t stride, size_t off, int cols, int all)
+{
+    int nans = 0;
+    for (int c = 0; c < cols; c++)
+        nans += isnan(x[row * stride + off + c]);
+    return all ? nans == cols : nans > 0;
+}
+
+static void check_nan_propagates(const flash32_kernels_t *k)
+{
+    enum { T = 17, HS = 16, LD = 3 * HS };
+    const uint32_t canonical = 0x7fffffffu;
+    float nan, qkv[T * LD], dout[T * HS];
+    memcpy(&nan, &canonical, sizeof nan);
+    for (int where = 0; where < 3; where++) {
+        for (int i = 0; i < T * LD; i++)
+            qkv[i] = 1.5f * frand();
+        for (int i = 0; i < T * HS; i++)
+            dout[i] = frand();
+        if (where == 0)
+            qkv[3 * LD + 2 * HS] = nan; /* V[3][0] */
+        else if (where == 1)
+            qkv[7 * LD] = nan; /* Q[7][0] */
+        else
+            dout[5 * HS] = nan; /* dO[5][0] */
+        run_t r;
+        run_kernels(k, &r, qkv, dout, 1, T, 1, HS);
+        for (int t = 0; t < T; t++) {
+            if (where == 0) {
+                if (t >= 3)
+                    assert_true(isnan(r.out[t * HS]));
+                assert_false(row_has_nan(r.out, t, HS, 1, HS - 1, 0));
+            } else if (where == 1) {
+                assert_int_equal(row_has_nan(r.out, t, HS, 0, HS, 1), t == 7);
+                assert_int_equal(row_has_nan(r.out, t, HS, 0, HS, 0), t == 7);
+            } else {
+                assert_false(row_has_nan(r.out, t, HS, 0, HS, 0));
+                assert_int_equal(row_has_nan(r.dqkv, t, LD, 0, HS, 1), t == 5);
+                assert_int_equal(row_has_nan(r.dqkv, t, LD, 0, HS, 0), t == 5);
+            }
+        }
+        free(r.out), free(r.dqkv), free(r.lse);
+    }
+}
+
+static void test_nan_propagates(void **state)
+{
+    (void)state;
+    check_nan_propagates(&KERNELS);
+    check_nan_propagates(&KERNELS_3X);
+}
+
 static void test_refused_shapes(void **state)
 {
     (void)state;
@@ -122,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_kernels_other_head_sizes),
         cmocka_unit_test(test_3xtf32_hs64),
         cmocka_unit_test(test_3xtf32_other_head_sizes),
+        cmocka_unit_test(test_nan_propagates),
         cmocka_unit_test(test_refused_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -52,20 +52,38 @@ constexpr int kThreads = 128;
 
 // fp32 → TF32 (10 mantissa bits), rounded to nearest, ties away from zero: half a TF32 ulp added
 // to the bits, the 13 low bits cleared. For a finite x this is cvt.rna.tf32.f32's result bit for
-// bit, in two integer instructions where ptxas expands cvt to four on sm_90 (a finiteness test
-// and a select besides), and the split below takes two conversions per operand per product: the
-// 3xTF32 kernels were issue-bound on them (docs/cuda.md, "The 3xTF32 split"). A NaN whose payload
-// lies only in those low bits becomes an infinity; non-finite in is non-finite out either way.
+// bit, in two integer instructions (ptxas expands cvt to four on sm_90), and the split below takes
+// two conversions per operand per product: the 3xTF32 kernels were issue-bound on them (docs/
+// cuda.md, "The 3xTF32 split"). The add alone would carry a NaN whose top mantissa bits are all
+// set (CUDA's canonical 0x7fffffff among them) into the sign bit and make it ±0, so a NaN in V or
+// dO would vanish from the output: a NaN passes through as it is (a third instruction, a
+// predicated select). An infinity stays that infinity.
+__device__ __forceinline__ uint32_t tf32_bits_of_finite(uint32_t b)
+{
+    return (b + 0x1000u) & 0xffffe000u;
+}
+
 __device__ __forceinline__ uint32_t to_tf32(float x)
 {
-    return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    return isnan(x) ? __float_as_uint(x) : tf32_bits_of_finite(__float_as_uint(x));
 }
 
 #ifndef ZB_FLASH_EMULATE
-// The same rounding where it stands: volatile, so the compiler neither hoists it out of a loop
-// nor merges it with another (Tf32x3 splits a fragment at each use; kept split across the key
-// tiles, Q's and dO's fragments would double their registers and spill).
+// The same roundings where they stand: volatile, so the compiler neither hoists them out of a
+// loop nor merges them with another (Tf32x3 splits a fragment at each use; kept split across the
+// key tiles, Q's and dO's fragments would double their registers and spill).
 __device__ __forceinline__ uint32_t to_tf32_here(float x)
+{
+    uint32_t r;
+    asm volatile("{\n\t.reg .pred nan;\n\t.reg .b32 t;\n\tsetp.nan.f32 nan, %1, %1;\n\t"
+                 "add.u32 t, %2, 4096;\n\tand.b32 t, t, 0xffffe000;\n\tselp.b32 %0, %2, t, nan;\n}\n"
+                 : "=r"(r)
+                 : "f"(x), "r"(__float_as_uint(x)));
+    return r;
+}
+// only where x is finite or a NaN already reaches the product another way (the small part of a
+// split: its big part carries the NaN)
+__device__ __forceinline__ uint32_t to_tf32_finite_here(float x)
 {
     uint32_t r;
     asm volatile("{\n\tadd.u32 %0, %1, 4096;\n\tand.b32 %0, %0, 0xffffe000;\n}\n"
@@ -75,6 +93,10 @@ __device__ __forceinline__ uint32_t to_tf32_here(float x)
 }
 #else
 __device__ __forceinline__ uint32_t to_tf32_here(float x) { return to_tf32(x); }
+__device__ __forceinline__ uint32_t to_tf32_finite_here(float x)
+{
+    return tf32_bits_of_finite(__float_as_uint(x));
+}
 #endif
 
 #ifndef ZB_FLASH_EMULATE
@@ -161,7 +183,7 @@ struct Tf32x3 {
     static __device__ __forceinline__ void split(uint32_t x, uint32_t &big, uint32_t &small)
     {
         big = to_tf32_here(__uint_as_float(x));  // low bits clear: the difference is exact
-        small = to_tf32_here(__uint_as_float(x) - __uint_as_float(big));
+        small = to_tf32_finite_here(__uint_as_float(x) - __uint_as_float(big));
     }
     static __device__ __forceinline__ A split_a(const uint32_t a[4])
     {
@@ -182,7 +204,7 @@ struct Tf32x3 {
     static __device__ __forceinline__ float tile_value(float x, float &small)
     {
         const float big = __uint_as_float(to_tf32(x));
-        small = __uint_as_float(to_tf32(x - big));
+        small = __uint_as_float(tf32_bits_of_finite(__float_as_uint(x - big)));
         return big;
     }
     static __device__ __forceinline__ B stored_b(const float *x, const float *lo, int i0, int i1)
@@ -783,7 +805,7 @@ void backward_op(cudaStream_t s, float *dqkv, void *scratch, const float *dout, 
 }
 
 #ifndef ZB_FLASH_EMULATE
-// Every fp32 bit pattern once (grid-stride over 2^32), both forms of the rounding against cvt.
+// Every fp32 bit pattern once (grid-stride over 2^32), each form of the rounding against cvt.
 __global__ void tf32_rounding_check_k(unsigned long long *mismatches)
 {
     unsigned long long bad = 0;
@@ -793,11 +815,11 @@ __global__ void tf32_rounding_check_k(unsigned long long *mismatches)
         const float x = __uint_as_float((uint32_t)i);
         uint32_t hw;
         asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hw) : "f"(x));
-        const uint32_t mine = to_tf32(x), here = to_tf32_here(x);
+        const uint32_t mine = to_tf32(x), here = to_tf32_here(x), finite = to_tf32_finite_here(x);
         if (isfinite(x))
-            bad += (mine != hw) + (here != hw);
-        else
-            bad += isfinite(__uint_as_float(mine)) + isfinite(__uint_as_float(here));
+            bad += (mine != hw) + (here != hw) + (finite != hw);
+        else  // a NaN (its payload too) and an infinity pass through unchanged
+            bad += (mine != (uint32_t)i) + (here != (uint32_t)i);
     }
     if (bad)
         atomicAdd(mismatches, bad);

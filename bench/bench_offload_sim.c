@@ -19,8 +19,13 @@
  * --offload auto --recompute auto` finds at that limit: its best <family>+O row and its best row
  * without offload (recompute allowed), by makespan. Ratios vs zb-h1 (span, or makespan for the
  * plan rows).
- * Usage: bench_offload_sim [M [GBPS]]   (defaults 8 and 50; the H100 of 2026-11-27c looked
- * like 35-38 GB/s for four ranks copying at once: docs/offload.md) */
+ * The shared column can also carry the link's total both ways (BOTH GB/s, 0 = none:
+ * share.link_both) and a compute factor while copies are in flight (SLOW, 1 = none:
+ * share.copy_slow, every phase): the H100 of 2026-11-28 measured 55 GB/s one way, 86.6 both
+ * ways and a W-shaped bf16 product 1.10x slower beside copies (`bench_offload_sim 8 55 86.6
+ * 1.1`).
+ * Usage: bench_offload_sim [M [GBPS [BOTH [SLOW]]]]   (defaults 8, 50, 0, 1; the H100 of
+ * 2026-11-27c looked like 35-38 GB/s for four ranks copying at once: docs/offload.md) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +48,8 @@ static int stash_model; /* 0: zbpp's fp32 stash, 1: bf16 with flash attention */
 
 enum { OWN_LINKS, SHARED_LINK }; /* the columns: a link per rank, or one the ranks share */
 static double LINK = 50e9 / 1e3; /* bytes per ms, per direction (main's GBPS) */
+static double LINK_BOTH = 0;      /* bytes per ms, both directions together (BOTH; 0 = none) */
+static double COPY_SLOW = 1;      /* compute factor beside copies (SLOW) */
 
 static void costs_init(zb_costs_t *c, int links, double limit)
 {
@@ -74,6 +81,9 @@ static void costs_init(zb_costs_t *c, int links, double limit)
             for (int k = 0; k < P; k++)
                 c->share.f[ph][k] = 1.0;
         c->share.link[0] = c->share.link[1] = LINK;
+        c->share.link_both = LINK_BOTH;
+        for (int ph = 0; ph < 3; ph++)
+            c->share.copy_slow[ph] = COPY_SLOW;
     }
 }
 
@@ -232,13 +242,22 @@ int main(int argc, char **argv)
 {
     const int M = argc > 1 ? atoi(argv[1]) : 8;
     const double gbps = argc > 2 ? atof(argv[2]) : 50.0;
-    if (M < 1 || M > 1024 || !(gbps >= 1.0 && gbps <= 10000.0) || argc > 3) {
-        fprintf(stderr, "usage: bench_offload_sim [M (1..1024) [GBPS (1..10000)]]\n");
+    const double both = argc > 3 ? atof(argv[3]) : 0.0, slow = argc > 4 ? atof(argv[4]) : 1.0;
+    if (M < 1 || M > 1024 || !(gbps >= 1.0 && gbps <= 10000.0) ||
+        !(both == 0.0 || (both >= 1.0 && both <= 10000.0)) || !(slow >= 1.0 && slow <= 10.0) ||
+        argc > 5) {
+        fprintf(stderr, "usage: bench_offload_sim [M (1..1024) [GBPS (1..10000) [BOTH (0 or "
+                        "1..10000) [SLOW (1..10)]]]]\n");
         return 2;
     }
     LINK = gbps * 1e9 / 1e3;
+    LINK_BOTH = both * 1e9 / 1e3;
+    COPY_SLOW = slow;
     printf("P=%d M=%d, GPT-2 124M-like: 4 of %d layers per rank, T=%d, one sequence per "
-           "microbatch; span = the simulator's T; links %.0f GB/s\n", P, M, LAYERS, T, gbps);
+           "microbatch; span = the simulator's T; links %.0f GB/s", P, M, LAYERS, T, gbps);
+    if (both > 0 || slow > 1)
+        printf(" (shared: %.1f GB/s both ways, compute %.2fx beside copies)", both, slow);
+    printf("\n");
     for (stash_model = 0; stash_model < 2; stash_model++)
         table(M);
     return 0;

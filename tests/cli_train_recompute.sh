@@ -76,6 +76,18 @@ for bad in "1,2,3:3 values for 2 ranks" "1,,2:one per rank separated by commas" 
 done
 echo "ok: one --mem-limit-mb per rank recomputes where that rank needs it; bad lists refused"
 
+# an interleaved family's limit is checked against its own placement (loop: the head on the last
+# rank), not the V's (head and embedding both on rank 0): rank 0 needs 5.66 MiB besides its
+# activations there, 6.64 in a V; at 6.4 it trains, recomputing some forwards (refused up front
+# before 2026-11-28)
+"$Z" train --text "$SRC/data/demo_corpus.txt" --ranks 4 --schedule interleaved-1f1b --chunks 2 \
+    --layers 8 --channels 64 --heads 2 --seq 32 --vocab 4096 --batch 8 --microbatches 8 \
+    --steps 1 --partition flops --mem-limit-mb 6.4,20,20,20 --recompute auto >"$tmp/il.out" 2>&1 ||
+    fail "interleaved at rank 0's loop bound: $(tail -1 "$tmp/il.out")"
+grep -q "^pipeline: interleaved-1f1b+rc, P=4 v=2" "$tmp/il.out" ||
+    fail "interleaved under its limit: $(grep pipeline: "$tmp/il.out")"
+echo "ok: an interleaved family's limit meets its own placement's bound"
+
 for bad in some ALL ""; do
     if "$Z" train "${common[@]}" --ranks 2 --recompute "$bad" >"$tmp/o" 2>&1; then
         fail "--recompute '$bad' accepted"

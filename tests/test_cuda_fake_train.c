@@ -294,7 +294,7 @@ static void test_profile(void **state)
     for (int l = 0; l < 3; l++)
         assert_true(p.block[l].f > 0 && p.block[l].b > 0 && p.block[l].w > 0);
     assert_true(p.embed.f > 0 && p.head.f > 0 && p.head.b > 0 && p.comm >= 0);
-    assert_true(p.copy_d2h > 0 && p.copy_h2d > 0);
+    assert_true(p.copy_d2h > 0 && p.copy_h2d > 0 && p.copy_both > 0);
     assert_int_equal(p.threads, 1);
     assert_int_equal(p.share.n, 0); /* one rank shares with nobody */
     zb_profile_free(&p);
@@ -321,6 +321,9 @@ static void test_profile(void **state)
         for (int q = 0; q < 3; q++)
             assert_true(p.share.mix[ph][q] > 0 && p.share.mix[ph][q] <= 1e3);
     assert_true(p.share.bw > 0 && p.share.bw <= 1e3); /* and a fused BW against B + W */
+    for (int ph = 0; ph < 3; ph++) /* and each phase beside copies both ways */
+        assert_true(p.share.copy_slow[ph] > 0 && p.share.copy_slow[ph] <= 1e3);
+    assert_true(p.copy_both > 0);
     assert_int_equal(zb_share_check(&p.share, &e), ZB_OK);
     zb_profile_free(&p);
 }
@@ -364,8 +367,17 @@ static void test_profile_peer_units(void **state)
     /* the timed context: one round of each part with the peer beside it as profiled */
     zb_op_time_t t;
     for (int k = 0; k < 3; k++)
-        if (cp_round(&lead, &peer, 1, k, beside_ref, k == PART_BLOCK, scale, &t, &e) != ZB_OK)
+        if (cp_round(&lead, &peer, 1, k, beside_ref, k == PART_BLOCK, false, scale, &t, &e) !=
+            ZB_OK)
             fail_msg("round of part %d: %s", k, e.msg);
+    /* beside copies (share.copy_slow): both contexts copy both ways through each timed phase
+     * (two in flight per direction from its start), and none is left in flight after it */
+    long copies_before = fake_host_copies;
+    if (cp_round(&lead, &peer, 1, PART_BLOCK, beside_ref, false, true, scale, &t, &e) != ZB_OK)
+        fail_msg("round beside copies: %s", e.msg);
+    assert_true(fake_host_copies - copies_before >= 3 * 2 * 4); /* 3 phases, 2 contexts */
+    assert_null(fake_copies_head);
+    assert_int_equal(lead.loads[0] + lead.loads[1] + peer.loads[0] + peer.loads[1], 0);
     assert_int_equal(peer.groups, COVER);
     /* a device without room for a peer's third group of stashes: two do (the units wrap
      * around them), one does not */
@@ -381,7 +393,7 @@ static void test_profile_peer_units(void **state)
     if (cp_init(&peer, params, 2, 16, &GPU, lead.parts, 1, &e) != ZB_OK)
         fail_msg("a peer with two groups: %s", e.msg);
     assert_int_equal(peer.groups, 2);
-    if (cp_round(&lead, &peer, 1, PART_BLOCK, beside_ref, false, scale, &t, &e) != ZB_OK)
+    if (cp_round(&lead, &peer, 1, PART_BLOCK, beside_ref, false, false, scale, &t, &e) != ZB_OK)
         fail_msg("round beside a peer of two groups: %s", e.msg);
     for (int u = 0; u < 5; u++)
         if (peer_unit(&peer, 1, scale, &e) != ZB_OK) /* B's, wrapping around two groups */

@@ -1,7 +1,8 @@
 /* Simulator with ranks sharing one device (zb_costs_t.share): timelines computed by hand (by
  * the number of others busy, and by what they run: the mix), the fixed-cost timeline when every
  * factor is 1 (every family, compute-only, lowered, with copies), a fused BW as its B part then
- * its W part, copies sharing a host link, and bad shares refused. */
+ * its W part, copies sharing a host link (one way and both ways), compute slowed while copies
+ * run, and bad shares refused. */
 #include "schedule_testutil.h"
 #include "zbpp/plan.h"
 
@@ -283,6 +284,73 @@ static void test_link_hand_computed(void **state)
     zb_schedule_free(s);
 }
 
+/* test_link_hand_computed's schedule and costs (F 1, BW 1, a copy 1 byte at 0.5), with a host
+ * link of 100 each way: never binding by itself. */
+static zb_schedule_t *copy_pairs(zb_costs_t *c)
+{
+    zb_schedule_t *s = zb_schedule_new("hand", 2, 1, ZB_PLACE_LOOP, 1);
+    for (int r = 0; r < 2; r++) {
+        const zb_action_type_t t[] = {ZB_ACT_F, ZB_ACT_O, ZB_ACT_L, ZB_ACT_BW};
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(zb_schedule_push(s, r, tu_act(t[i], r, 0)), ZB_OK);
+    }
+    tu_costs(c, 2, 1, 1, 0, 0);
+    zb_err_t e = {0};
+    assert_int_equal(zb_costs_set_offload(c, 1, 0.5, 0.5, 0, &e), ZB_OK);
+    set_share(c, 2, 1.0);
+    c->share.link[0] = c->share.link[1] = 100;
+    return s;
+}
+
+/* Compute 1.5x slower while any copy is in flight (copy_slow): r1's F (1..) runs beside r0's O
+ * (1..3): 1.5 long, ends 2.5; everything after it on r1 shifts by 0.5, and r0's BW waits for
+ * r1's. Without the factor the timeline is the channels' own (test_link_hand_computed).
+ *   r0 F 0..1, O 1..3, L 3..5, BW 7.5..8.5;  r1 F 1..2.5, O 2.5..4.5, L 4.5..6.5, BW 6.5..7.5 */
+static void test_compute_beside_copies(void **state)
+{
+    (void)state;
+    zb_costs_t c;
+    zb_schedule_t *s = copy_pairs(&c);
+    zb_sim_t sim;
+    sim_ok(s, &c, &sim);
+    assert_close(sim.makespan, 8); /* the link never binds: the channels' own timeline */
+    zb_sim_free(&sim);
+    for (int p = 0; p < 3; p++)
+        c.share.copy_slow[p] = 1.5;
+    sim_ok(s, &c, &sim);
+    const double start[2][4] = {{0, 1, 3, 7.5}, {1, 2.5, 4.5, 6.5}},
+                 end[2][4] = {{1, 3, 5, 8.5}, {2.5, 4.5, 6.5, 7.5}};
+    expect_two_by_two(&sim, start, end);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
+/* A link that carries 0.5 both ways together (one copy's bandwidth), each direction alone
+ * unbounded: from 3, r1's O (half done) and r0's L share it, 0.25 each; at 5 r1's O ends and
+ * r0's L (half done) goes on beside r1's L, both one way, 0.5 each:
+ *   r0 F 0..1, O 1..3, L 3..6, BW 8..9;  r1 F 1..2, O 2..5, L 5..7, BW 7..8 */
+static void test_link_both_ways(void **state)
+{
+    (void)state;
+    zb_costs_t c;
+    zb_schedule_t *s = copy_pairs(&c);
+    c.share.link_both = 0.5;
+    zb_sim_t sim;
+    sim_ok(s, &c, &sim);
+    const double start[2][4] = {{0, 1, 3, 8}, {1, 2, 5, 7}},
+                 end[2][4] = {{1, 3, 6, 9}, {2, 5, 7, 8}};
+    expect_two_by_two(&sim, start, end);
+    zb_sim_free(&sim);
+    /* a total both ways no pair of copies reaches changes nothing */
+    c.share.link_both = 1.0;
+    sim_ok(s, &c, &sim);
+    assert_close(sim.makespan, 8);
+    zb_sim_free(&sim);
+    zb_costs_free(&c);
+    zb_schedule_free(s);
+}
+
 /* A link no set of copies can fill (all four ranks' copies at their own bandwidth at once) gives
  * the timeline of channels of their own, for 1f1b and zb-h1 with every stash offloaded. */
 static void test_link_that_never_binds(void **state)
@@ -389,6 +457,14 @@ static void test_bad_share(void **state)
     c.share.link[1] = NAN;
     assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
     c.share.link[1] = 3;
+    c.share.link_both = -1;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "host link bandwidth both ways is -1"));
+    c.share.link_both = 5;
+    c.share.copy_slow[2] = NAN;
+    assert_int_equal(zb_costs_check(&c, &e), ZB_EINVAL);
+    assert_non_null(strstr(e.msg, "factor of W beside copies"));
+    c.share.copy_slow[2] = 1.2;
     zb_costs_t copy;
     if (zb_costs_clone(&copy, &c, &e) != ZB_OK)
         fail_msg("%s", e.msg);
@@ -397,6 +473,8 @@ static void test_bad_share(void **state)
     assert_close(copy.share.mix[1][2], 1.5);
     assert_close(copy.share.bw, 0.9);
     assert_close(copy.share.link[1], 3);
+    assert_close(copy.share.link_both, 5);
+    assert_close(copy.share.copy_slow[2], 1.2);
     zb_costs_free(&copy);
     zb_costs_free(&c);
     zb_schedule_free(s);
@@ -412,6 +490,8 @@ int main(void)
         cmocka_unit_test(test_denser_schedule_gains_less),
         cmocka_unit_test(test_link_hand_computed),
         cmocka_unit_test(test_link_that_never_binds),
+        cmocka_unit_test(test_compute_beside_copies),
+        cmocka_unit_test(test_link_both_ways),
         cmocka_unit_test(test_rechunk_keeps_share),
         cmocka_unit_test(test_bad_share),
     };

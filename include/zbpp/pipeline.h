@@ -196,7 +196,7 @@ typedef struct {
     double *predicted_stash_bytes; /* memory model (zb_simulate), per rank */
     long rollbacks;           /* post-validation steps that had to be undone and redone */
     char note[512];           /* e.g. what the cost model was */
-    char offload_note[256];   /* a schedule with O/L: how many, and the copies' model ("" none) */
+    char offload_note[384];   /* a schedule with O/L: how many, and the copies' model ("" none) */
     char device[256];         /* --device cuda: GPUs and SM partitions of the ranks ("" = CPU) */
     /* distributed run: the error (if any) is known to every rank, so processes may exit
      * normally instead of aborting the job (start-up checks, checkpoint agreement) */

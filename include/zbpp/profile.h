@@ -74,9 +74,14 @@ typedef struct {
                                   offload's O and L move); 0 = not measured (CPU) */
     double copy_d2h_alone, copy_h2d_alone; /* the same with one rank copying (0 = not
                                               measured): with copy_d2h, the host link's model */
+    double copy_both;     /* bytes per second all `threads` ranks move together while each
+                             copies one such message down and one up at once: the link's total
+                             both ways (0 = not measured) */
     /* GPU profiles of ranks sharing one GPU (threads > 1): a block's F, B and W timed with k
      * = 0 .. threads-1 of the other ranks busy, over the time with all of them busy (the parts'
-     * figures), so f[p][threads - 1] = 1 (zb_share_t, schedule.h); n = 0: not measured */
+     * figures), so f[p][threads - 1] = 1 (zb_share_t, schedule.h); n = 0: not measured.
+     * share.copy_slow: the same F, B and W with every rank also copying both ways, over the
+     * time without the copies */
     zb_share_t share;
     double wall;          /* seconds the measurement took */
 } zb_profile_t;

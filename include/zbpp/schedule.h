@@ -127,6 +127,15 @@ typedef struct {
      * share. A copy runs at the costs' bandwidth alone, and k copies in flight in one direction
      * each at link / k where that is less. 0 = none: each rank's channel is its own. */
     double link[2];
+    /* The link's total with copies in flight both ways (bytes per time unit, both directions
+     * together): where the two directions' rates above add up to more, each copy's rate is
+     * scaled down by the same ratio (a PCIe link carries less both ways than twice one way).
+     * 0 = none: the directions are independent. Used with link only. */
+    double link_both;
+    /* [phase] duration factor of a compute action while any copy is in flight on the link
+     * (copy engines' traffic crossing the L2 the SMs work in), over its time without: it
+     * multiplies the other factors. 0 = 1. Used with link only. */
+    double copy_slow[3];
 } zb_share_t;
 
 typedef struct {

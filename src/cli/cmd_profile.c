@@ -297,8 +297,12 @@ static void print_table(const opts_t *o, const zb_profile_t *p, const int *first
            o->dev.cuda ? "device -> host -> device" : "between rank threads", p->comm * 1e3);
     if (p->copy_d2h > 0) /* what --offload's copies are planned with */
         printf("to page-locked host memory %.1f GB/s, back %.1f GB/s per rank with %d ranks "
-               "copying; %.1f and %.1f GB/s alone\n", p->copy_d2h / 1e9, p->copy_h2d / 1e9,
-               p->threads, p->copy_d2h_alone / 1e9, p->copy_h2d_alone / 1e9);
+               "copying; %.1f and %.1f GB/s alone; %.1f GB/s in all with every rank copying "
+               "both ways\n", p->copy_d2h / 1e9, p->copy_h2d / 1e9, p->threads,
+               p->copy_d2h_alone / 1e9, p->copy_h2d_alone / 1e9, p->copy_both / 1e9);
+    if (p->share.n > 1 && p->share.copy_slow[0] > 0)
+        printf("a block beside the ranks' copies: F %.3f, B %.3f, W %.3f of its time without\n",
+               p->share.copy_slow[0], p->share.copy_slow[1], p->share.copy_slow[2]);
     printf("\n");
     printf("stages for P=%d ranks x V=%d chunks (%s placement), partition balancing F+B+W:\n",
            o->ranks, o->chunks, zb_placement_name(o->placement));
@@ -370,9 +374,11 @@ static void print_json(const opts_t *o, const zb_profile_t *p, const int *first,
                part_name(k, L, buf, sizeof buf), t.f, t.b, t.w);
     }
     printf("\n  ],\n  \"message_bytes\": %zu, \"comm\": %.6g, \"copy_d2h\": %.6g, "
-           "\"copy_h2d\": %.6g, \"copy_d2h_alone\": %.6g, \"copy_h2d_alone\": %.6g,\n",
+           "\"copy_h2d\": %.6g, \"copy_d2h_alone\": %.6g, \"copy_h2d_alone\": %.6g, "
+           "\"copy_both\": %.6g, \"copy_slow\": [%.6g, %.6g, %.6g],\n",
            p->msg_bytes, p->comm, p->copy_d2h, p->copy_h2d, p->copy_d2h_alone,
-           p->copy_h2d_alone);
+           p->copy_h2d_alone, p->copy_both, p->share.copy_slow[0], p->share.copy_slow[1],
+           p->share.copy_slow[2]);
     printf("  \"ranks\": %d, \"chunks\": %d, \"placement\": \"%s\", \"microbatches\": %d,\n",
            o->ranks, o->chunks, zb_placement_name(o->placement), o->c.microbatches);
     printf("  \"stages\": [");

@@ -120,16 +120,17 @@ enum {
     SHARE_MSG_BYTES,
     SHARE_COMM,
     SHARE_WALL,
-    SHARE_COPY,               /* copy_d2h, copy_h2d, copy_d2h_alone, copy_h2d_alone */
-    SHARE_DEVICE = SHARE_COPY + 4, /* share.n, then share.f[3][ZB_SHARE_MAX] */
-    SHARE_MIX = SHARE_DEVICE + 1 + 3 * ZB_SHARE_MAX, /* share.mix[3][3], then share.bw */
-    SHARE_EMBED = SHARE_MIX + 10,                   /* f, b, w */
+    SHARE_COPY, /* copy_d2h, copy_h2d, copy_d2h_alone, copy_h2d_alone, copy_both */
+    SHARE_DEVICE = SHARE_COPY + 5, /* share.n, then share.f[3][ZB_SHARE_MAX] */
+    SHARE_MIX = SHARE_DEVICE + 1 + 3 * ZB_SHARE_MAX, /* share.mix[3][3], share.bw, then
+                                                      * share.copy_slow[3] */
+    SHARE_EMBED = SHARE_MIX + 13,                   /* f, b, w */
     SHARE_HEAD = SHARE_EMBED + 3,
     SHARE_BLOCKS = SHARE_HEAD + 3, /* 3 per block */
     SHARE_MAX_LAYERS = 1024,   /* the model's limit (ZB_GPT2_MAX_LAYERS) */
     SHARE_LEN = SHARE_BLOCKS + 3 * SHARE_MAX_LAYERS
 };
-#define SHARE_MAGIC_VALUE 20261128.0
+#define SHARE_MAGIC_VALUE 20261128.1 /* the layout above: changed with it */
 
 static void put_op(double *d, zb_op_time_t t) { d[0] = t.f, d[1] = t.b, d[2] = t.w; }
 static zb_op_time_t get_op(const double *d) { return (zb_op_time_t){d[0], d[1], d[2]}; }
@@ -147,6 +148,7 @@ static void pack_profile(const zb_profile_t *p, double *msg)
     msg[SHARE_WALL] = p->wall;
     msg[SHARE_COPY] = p->copy_d2h, msg[SHARE_COPY + 1] = p->copy_h2d;
     msg[SHARE_COPY + 2] = p->copy_d2h_alone, msg[SHARE_COPY + 3] = p->copy_h2d_alone;
+    msg[SHARE_COPY + 4] = p->copy_both;
     msg[SHARE_DEVICE] = p->share.n;
     for (int ph = 0; ph < 3; ph++)
         for (int k = 0; k < ZB_SHARE_MAX; k++)
@@ -155,6 +157,8 @@ static void pack_profile(const zb_profile_t *p, double *msg)
         for (int q = 0; q < 3; q++)
             msg[SHARE_MIX + 3 * ph + q] = p->share.mix[ph][q];
     msg[SHARE_MIX + 9] = p->share.bw;
+    for (int ph = 0; ph < 3; ph++)
+        msg[SHARE_MIX + 10 + ph] = p->share.copy_slow[ph];
     put_op(msg + SHARE_EMBED, p->embed);
     put_op(msg + SHARE_HEAD, p->head);
     for (int l = 0; l < p->layers; l++)
@@ -185,6 +189,7 @@ static zb_profile_t *unpack_profile(const pl_t *pl, const double *msg)
     p->wall = msg[SHARE_WALL];
     p->copy_d2h = msg[SHARE_COPY], p->copy_h2d = msg[SHARE_COPY + 1];
     p->copy_d2h_alone = msg[SHARE_COPY + 2], p->copy_h2d_alone = msg[SHARE_COPY + 3];
+    p->copy_both = msg[SHARE_COPY + 4];
     p->share.n = (int)msg[SHARE_DEVICE];
     for (int ph = 0; ph < 3; ph++)
         for (int k = 0; k < ZB_SHARE_MAX; k++)
@@ -193,6 +198,8 @@ static zb_profile_t *unpack_profile(const pl_t *pl, const double *msg)
         for (int q = 0; q < 3; q++)
             p->share.mix[ph][q] = msg[SHARE_MIX + 3 * ph + q];
     p->share.bw = msg[SHARE_MIX + 9];
+    for (int ph = 0; ph < 3; ph++)
+        p->share.copy_slow[ph] = msg[SHARE_MIX + 10 + ph];
     p->embed = get_op(msg + SHARE_EMBED);
     p->head = get_op(msg + SHARE_HEAD);
     for (int l = 0; l < L; l++)

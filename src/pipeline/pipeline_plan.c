@@ -187,14 +187,17 @@ static void share_host_link(const zb_profile_t *p, zb_costs_t *costs)
         return;
     costs->share.link[0] = p->threads * p->copy_d2h;
     costs->share.link[1] = p->threads * p->copy_h2d;
+    costs->share.link_both = p->copy_both > 0 ? p->copy_both : 0; /* all ranks, both ways */
     costs->bw_d2h = p->copy_d2h_alone;
     costs->bw_h2d = p->copy_h2d_alone;
 }
 
 /* Partition S stages balancing the cost model into first[]; the per-stage costs in *costs
- * (owned by the caller on success). */
+ * (owned by the caller on success). `placed`: the schedule when it is already made (a family,
+ * a file), whose placement alone bounds what a --mem-limit must leave the rest; NULL while the
+ * planner has still to choose (either placement). */
 static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *costs,
-                               zb_err_t *err)
+                               const zb_schedule_t *placed, zb_err_t *err)
 {
     if (S > ZB_TAG_MAX_STAGE + 1) /* also bounds first[] */
         return zb_err_set(err, ZB_EINVAL, "%d stages: at most %d are supported", S,
@@ -227,7 +230,7 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
         double fixed = 0;
         costs->mem_limit = INFINITY;
         for (int r = 0; r < pl->P; r++) {
-            double f = pl_static_bound_rank(pl, S, first, r);
+            double f = pl_static_bound_rank(pl, S, first, r, placed);
             if (rank_limit(pl, r) - f < costs->mem_limit)
                 costs->mem_limit = rank_limit(pl, r) - f, tight = r, fixed = f;
         }
@@ -252,7 +255,7 @@ static zb_status_t plan_stages(const pl_t *pl, int S, int *first, zb_costs_t *co
 /* Cost and partition a schedule that was made without costs (a family, a file). */
 static zb_status_t cost_candidate(const pl_t *pl, candidate_t *c, zb_err_t *err)
 {
-    zb_status_t st = plan_stages(pl, c->sched->stages, c->first, &c->costs, err);
+    zb_status_t st = plan_stages(pl, c->sched->stages, c->first, &c->costs, c->sched, err);
     if (st != ZB_OK) {
         zb_schedule_free(c->sched);
         c->sched = NULL;
@@ -267,7 +270,7 @@ static zb_status_t try_chunks(const pl_t *pl, const zb_gen_params_t *base, int v
     if (v * pl->P > pl->mcfg.layers)
         return zb_err_set(err, ZB_EINVAL, "more stages (%d) than transformer blocks (%d)",
                           v * pl->P, pl->mcfg.layers);
-    zb_status_t st = plan_stages(pl, v * pl->P, c->first, &c->costs, err);
+    zb_status_t st = plan_stages(pl, v * pl->P, c->first, &c->costs, NULL, err);
     if (st != ZB_OK)
         return st;
     zb_gen_params_t gp = *base;
@@ -307,7 +310,7 @@ static zb_status_t below_any_schedule(const pl_t *pl, zb_err_t *err)
     int v = o->chunks ? o->chunks : 1;
     zb_costs_t c;
     int first[1025];
-    zb_status_t st = plan_stages(pl, v * pl->P, first, &c, err);
+    zb_status_t st = plan_stages(pl, v * pl->P, first, &c, NULL, err);
     if (st != ZB_OK)
         return st;
     bool rc = o->recompute != ZB_RECOMPUTE_NONE;
@@ -637,14 +640,18 @@ static void offload_note(const zb_schedule_t *s, const zb_costs_t *c, zb_pipelin
     for (int k = 1; k < s->stages; k++)
         big = zb_costs_t_copy(c, ZB_ACT_O, k) > zb_costs_t_copy(c, ZB_ACT_O, big) ? k : big;
     const double bytes = c->stash_bytes ? c->stash_bytes[big] : fabs(c->m_f[big]);
+    const double *slow = c->share.copy_slow;
     if (c->bw_d2h > 0 && c->bw_h2d > 0 && c->share.link[0] > 0)
         snprintf(rep->offload_note, sizeof rep->offload_note,
                  "%d of %d stashes offloaded; a copy at %.1f GB/s to the host, %.1f back, the "
-                 "ranks' copies sharing a host link of %.1f / %.1f GB/s (the profiled host link: "
-                 "docs/offload.md); stage %d's stash %.1f MiB: O %.3f, L %.3f ms alone",
+                 "ranks' copies sharing a host link of %.1f / %.1f GB/s, %.1f both ways (the "
+                 "profiled host link: docs/offload.md), compute beside copies F %.2f, B %.2f, "
+                 "W %.2f of its time; stage %d's stash %.1f MiB: O %.3f, L %.3f ms alone",
                  n_o, s->stages * s->microbatches, c->bw_d2h / 1e9, c->bw_h2d / 1e9,
-                 c->share.link[0] / 1e9, c->share.link[1] / 1e9, big, bytes / MIB,
-                 1e3 * zb_costs_t_copy(c, ZB_ACT_O, big), 1e3 * zb_costs_t_copy(c, ZB_ACT_L, big));
+                 c->share.link[0] / 1e9, c->share.link[1] / 1e9, c->share.link_both / 1e9,
+                 slow[0] > 0 ? slow[0] : 1, slow[1] > 0 ? slow[1] : 1, slow[2] > 0 ? slow[2] : 1,
+                 big, bytes / MIB, 1e3 * zb_costs_t_copy(c, ZB_ACT_O, big),
+                 1e3 * zb_costs_t_copy(c, ZB_ACT_L, big));
     else if (c->bw_d2h > 0 && c->bw_h2d > 0)
         snprintf(rep->offload_note, sizeof rep->offload_note,
                  "%d of %d stashes offloaded; copies per rank at %.1f GB/s to the host, %.1f back "

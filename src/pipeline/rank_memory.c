@@ -128,11 +128,14 @@ static void add_total(zb_rank_mem_t *m)
                m->workspace;
 }
 
-double pl_static_bound_rank(const pl_t *run, int S, const int *first, int r)
+double pl_static_bound_rank(const pl_t *run, int S, const int *first, int r,
+                            const zb_schedule_t *placed)
 {
     pl_t view = *run; /* the candidate partition (read only) */
     view.plan.S = S;
     memcpy(view.plan.first, first, (size_t)(S + 1) * sizeof *first);
+    if (placed)
+        view.plan.sched = (zb_schedule_t *)placed;
     const pl_t *pl = &view;
     /* before the schedule is known, any stage of a rank may get an R output buffer */
     int stages_per_rank = (S + pl->P - 1) / pl->P;
@@ -140,9 +143,13 @@ double pl_static_bound_rank(const pl_t *run, int S, const int *first, int r)
                        ? (double)stages_per_rank * (double)pl->NC * sizeof(float)
                        : 0;
     zb_rank_mem_t a = {0}, b = {0};
-    static_part(pl, S, loop_rank, r, &a);
-    if (S == 2 * pl->P)
-        static_part(pl, S, v_rank, r, &b);
+    if (placed && placed->stages == S)
+        static_part(pl, S, sched_rank, r, &a);
+    else {
+        static_part(pl, S, loop_rank, r, &a);
+        if (S == 2 * pl->P)
+            static_part(pl, S, v_rank, r, &b);
+    }
     a.messages += r_out, b.messages += r_out;
     add_total(&a), add_total(&b);
     return fmax(a.total, b.total);
@@ -152,7 +159,7 @@ double pl_static_bound(const pl_t *run, int S, const int *first)
 {
     double most = 0;
     for (int r = 0; r < run->P; r++)
-        most = fmax(most, pl_static_bound_rank(run, S, first, r));
+        most = fmax(most, pl_static_bound_rank(run, S, first, r, NULL));
     return most;
 }
 

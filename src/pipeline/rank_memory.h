@@ -11,8 +11,12 @@
  * this. pl_mem_predict: rank's figures from `plan` (its partition and program) with the memory
  * model's activation peak; pl_mem_measure: the device's figures from its allocations. */
 double pl_static_bound(const pl_t *pl, int S, const int *first);
-/* The same bound for rank r alone (either placement of its stages). */
-double pl_static_bound_rank(const pl_t *pl, int S, const int *first, int r);
+/* The same bound for rank r alone: over either placement of its stages, or with `placed` (a
+ * schedule of S stages, NULL = not known yet) that schedule's placement alone (an interleaved
+ * family is never V-shaped: the V's bound, with the head beside the embedding on rank 0, would
+ * refuse limits its own placement meets). */
+double pl_static_bound_rank(const pl_t *pl, int S, const int *first, int r,
+                            const zb_schedule_t *placed);
 void pl_mem_predict(const pl_t *pl, const pl_plan_t *plan, int rank, double activations,
                     zb_rank_mem_t *m);
 /* What each rank of schedule s (compute-only or lowered) holds besides its activations, bytes,

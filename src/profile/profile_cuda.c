@@ -29,7 +29,7 @@
  * (two at least, the third where the device has room for it), so that its work beside a timed
  * round runs on stashes ready for it (cp_peers_top_up); a cycle of F, B, W uses CYCLES groups. */
 enum { ROUND = 4, COVER = 3, CYCLES = 2, PINGPONGS = 15, PART_EMBED = 0, PART_BLOCK = 1,
-       PART_HEAD = 2 };
+       PART_HEAD = 2, LOAD_MSGS = 4 };
 
 typedef struct {
     zb_gpt2_config_t one;        /* the model's config with one layer */
@@ -49,37 +49,55 @@ typedef struct {
     struct CUevent_st *round_done; /* the timed context's: the end of its round */
     float *x_in, *x_out, *dx_out, *dx_in; /* device, B·T·C each */
     float *msg;                  /* host, B·T·C, page-locked as the staged messages' slots */
+    /* the host link kept busy beside a timed round (cp_share's copies case): LOAD_MSGS
+     * messages' worth on the device and in page-locked memory, copied down and up on the
+     * stash streams; per direction two copies in flight, load_done[d][i % 2] after copy i */
+    float *load_dev, *load_host;
+    size_t load_n;
+    struct CUevent_st *load_done[2][2];
+    int loads[2];
     int *tokens;                 /* host, 2·B·T: tokens then targets */
     size_t ntok;                 /* B·T */
 } cprof_t;
 
 /* Seconds for every context (p and its n peers) to copy nc floats over the host link at once,
- * device -> page-locked host (x_out -> msg) or back (msg -> x_in), each on its block stage's
- * stash stream. Each context queues COPY_REPS copies back to back and the time is per copy:
- * a stash is ~100x a message, so a copy timed alone with the host's issue and wait around it
- * (~10-20 us) would understate the bandwidth a stash gets by 10-20 %. */
-enum { COPY_REPS = 8 };
+ * device -> page-locked host (x_out -> msg), back (msg -> x_in), or both (COPY_BOTH: a copy
+ * each way at once, the way up from the load buffers), each on its block stage's stash streams.
+ * Each context queues COPY_REPS copies (pairs) back to back and the time is per copy: a stash
+ * is ~100x a message, so a copy timed alone with the host's issue and wait around it (~10-20
+ * us) would understate the bandwidth a stash gets by 10-20 %. */
+enum { COPY_REPS = 8, COPY_DOWN = 0, COPY_UP = 1, COPY_BOTH = 2 };
 
-static zb_status_t copies_at_once(cprof_t *p, cprof_t *peers, int n, bool upload, size_t nc,
+static zb_status_t copies_at_once(cprof_t *p, cprof_t *peers, int n, int dir, size_t nc,
                                   double *secs, zb_err_t *err)
 {
-    struct CUevent_st *done[64] = {NULL};
+    struct CUevent_st *done[2][64] = {{NULL}};
     n = n < 63 ? n : 63;
     zb_status_t st = ZB_OK;
     for (int q = 0; q <= n && st == ZB_OK; q++)
-        st = zb_cuda_event_new((q ? &peers[q - 1] : p)->stage[PART_BLOCK], &done[q], err);
+        for (int d = 0; d < 2 && st == ZB_OK; d++)
+            st = zb_cuda_event_new((q ? &peers[q - 1] : p)->stage[PART_BLOCK], &done[d][q], err);
     double t0 = zb_now();
     for (int r = 0; r < COPY_REPS; r++) /* every context's first copy first: all in flight */
         for (int q = 0; q <= n && st == ZB_OK; q++) {
             cprof_t *c = q ? &peers[q - 1] : p;
-            st = zb_cuda_stash_copy(c->stage[PART_BLOCK], upload, upload ? c->x_in : c->msg,
-                                    upload ? c->msg : c->x_out, nc, done[q], err);
+            zb_cuda_stage_t *s = c->stage[PART_BLOCK];
+            if (dir != COPY_UP)
+                st = zb_cuda_stash_copy(s, false, c->msg, c->x_out, nc, done[0][q], err);
+            if (st == ZB_OK && dir != COPY_DOWN)
+                st = dir == COPY_UP
+                         ? zb_cuda_stash_copy(s, true, c->x_in, c->msg, nc, done[1][q], err)
+                         : zb_cuda_stash_copy(s, true, c->load_dev, c->load_host, nc,
+                                              done[1][q], err);
         }
     for (int q = 0; q <= n && st == ZB_OK; q++)
-        st = zb_cuda_event_sync(done[q], err);
+        for (int d = 0; d < 2 && st == ZB_OK; d++)
+            if ((d == 0 && dir != COPY_UP) || (d == 1 && dir != COPY_DOWN))
+                st = zb_cuda_event_sync(done[d][q], err);
     *secs = (zb_now() - t0) / COPY_REPS;
     for (int q = 0; q <= n; q++)
-        zb_cuda_event_free(done[q]);
+        for (int d = 0; d < 2; d++)
+            zb_cuda_event_free(done[d][q]);
     return st;
 }
 
@@ -115,6 +133,11 @@ static void cp_free(cprof_t *p)
     zb_cuda_event_free(p->unit_done[0]);
     zb_cuda_event_free(p->unit_done[1]);
     zb_cuda_event_free(p->round_done);
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < 2; i++)
+            zb_cuda_event_free(p->load_done[d][i]);
+    zb_cuda_buffer_free(p->load_dev);
+    zb_cuda_host_free(p->load_host);
     zb_cuda_partitions_free(p->parts); /* after the stages that queued on its stream */
     zb_cuda_buffer_free(p->x_in);
     zb_cuda_buffer_free(p->x_out);
@@ -195,6 +218,13 @@ static zb_status_t cp_init(cprof_t *p, const zb_gpt2_params_t *full, int B, int 
     float **bufs[4] = {&p->x_in, &p->x_out, &p->dx_out, &p->dx_in};
     for (int b = 0; b < 4 && st == ZB_OK; b++)
         st = zb_cuda_buffer_alloc(p->stage[PART_BLOCK], nc, bufs[b], err);
+    p->load_n = LOAD_MSGS * nc;
+    if (st == ZB_OK)
+        st = zb_cuda_buffer_alloc(p->stage[PART_BLOCK], p->load_n, &p->load_dev, err);
+    if (st == ZB_OK)
+        st = zb_cuda_host_alloc(p->load_n, &p->load_host, err);
+    for (int e = 0; e < 4 && st == ZB_OK; e++)
+        st = zb_cuda_event_new(p->stage[PART_BLOCK], &p->load_done[e / 2][e % 2], err);
     if (st == ZB_OK) {
         uint64_t seed = 0x9E3779B97F4A7C15u;
         for (size_t i = 0; i < 2 * n; i++)
@@ -324,11 +354,59 @@ static zb_status_t cp_peers_start(cprof_t *peers, int n_peers, int beside, float
     return st;
 }
 
+/* ---- the host link kept busy beside a timed round (share.copy_slow) ---- */
+
+/* Context c's next copy in direction d (0 down, 1 up) of its load buffers. */
+static zb_status_t load_copy(cprof_t *c, int d, zb_err_t *err)
+{
+    zb_status_t st = zb_cuda_stash_copy(c->stage[PART_BLOCK], d == 1,
+                                        d ? c->load_dev : c->load_host,
+                                        d ? c->load_host : c->load_dev, c->load_n,
+                                        c->load_done[d][c->loads[d] % 2], err);
+    c->loads[d]++;
+    return st;
+}
+
+/* Two copies each way in flight on c's stash streams, queued before the timed round. */
+static zb_status_t load_start(cprof_t *c, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    c->loads[0] = c->loads[1] = 0;
+    for (int i = 0; i < 4 && st == ZB_OK; i++)
+        st = load_copy(c, i % 2, err);
+    return st;
+}
+
+/* A direction whose older copy has ended gets another: one in flight at least, always. */
+static zb_status_t load_top_up(cprof_t *c, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    for (int d = 0; d < 2 && st == ZB_OK; d++) {
+        bool older_done = false;
+        st = zb_cuda_event_query(c->load_done[d][c->loads[d] % 2], &older_done, err);
+        if (st == ZB_OK && older_done)
+            st = load_copy(c, d, err);
+    }
+    return st;
+}
+
+/* Wait for c's copies still in flight (the next round is timed without them). */
+static zb_status_t load_drain(cprof_t *c, zb_err_t *err)
+{
+    zb_status_t st = ZB_OK;
+    for (int e = 0; e < 4 && st == ZB_OK; e++)
+        if (c->loads[e / 2] > e % 2)
+            st = zb_cuda_event_sync(c->load_done[e / 2][e % 2], err);
+    c->loads[0] = c->loads[1] = 0;
+    return st;
+}
+
 /* Until `done` (the timed round's end) has happened: a peer whose second-last unit has ended
  * (one left) gets another, so every peer computes for the whole round, however long the
- * timed part is. */
-static zb_status_t cp_peers_top_up(cprof_t *peers, int n_peers, int beside, float scale,
-                                   struct CUevent_st *done, zb_err_t *err)
+ * timed part is; with `copies`, the timed context p and every peer keep copying both ways. */
+static zb_status_t cp_peers_top_up(cprof_t *p, cprof_t *peers, int n_peers, int beside,
+                                   bool copies, float scale, struct CUevent_st *done,
+                                   zb_err_t *err)
 {
     for (;;) {
         bool finished = false;
@@ -340,7 +418,11 @@ static zb_status_t cp_peers_top_up(cprof_t *peers, int n_peers, int beside, floa
             st = zb_cuda_event_query(peers[q].unit_done[peers[q].units % 2], &older_done, err);
             if (st == ZB_OK && older_done)
                 st = peer_unit(&peers[q], beside, scale, err);
+            if (st == ZB_OK && copies)
+                st = load_top_up(&peers[q], err);
         }
+        if (st == ZB_OK && copies)
+            st = load_top_up(p, err);
         if (st != ZB_OK)
             return st;
     }
@@ -353,7 +435,7 @@ static zb_status_t cp_peers_top_up(cprof_t *peers, int n_peers, int beside, floa
  * n_peers other ranks' contexts busy throughout with beside[phase]. Seconds per microbatch
  * into t. */
 static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, const int beside[4],
-                            bool fused, float scale, zb_op_time_t *t, zb_err_t *err)
+                            bool fused, bool copies, float scale, zb_op_time_t *t, zb_err_t *err)
 {
     zb_cuda_stage_t *s = p->stage[k];
     zb_cuda_timer_t *tm = p->timer[k];
@@ -362,6 +444,8 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, cons
     for (int i = 0; i < (fused ? 2 : 3) && st == ZB_OK; i++) {
         const int ph = fused && i == 1 ? FUSED_BW : i;
         st = cp_peers_start(peers, n_peers, beside[ph], scale, err);
+        for (int q = 0; q <= n_peers && copies && st == ZB_OK; q++)
+            st = load_start(q ? &peers[q - 1] : p, err);
         if (st == ZB_OK)
             st = zb_cuda_timer_step_begin(tm, err);
         if (st == ZB_OK)
@@ -373,7 +457,8 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, cons
         if (st == ZB_OK)
             st = zb_cuda_event_record(s, p->round_done, err);
         if (st == ZB_OK)
-            st = cp_peers_top_up(peers, n_peers, beside[ph], scale, p->round_done, err);
+            st = cp_peers_top_up(p, peers, n_peers, beside[ph], copies, scale, p->round_done,
+                                 err);
         double t0 = 0, t1 = 0;
         if (st == ZB_OK)
             st = zb_cuda_timer_resolve(tm, tm, 0, &t0, &t1, 1, err);
@@ -382,6 +467,8 @@ static zb_status_t cp_round(cprof_t *p, cprof_t *peers, int n_peers, int k, cons
             st = zb_cuda_sync(s, err);
         for (int q = 0; q < n_peers && st == ZB_OK; q++)
             st = zb_cuda_sync(peers[q].stage[PART_BLOCK], err);
+        for (int q = 0; q <= n_peers && copies && st == ZB_OK; q++)
+            st = load_drain(q ? &peers[q - 1] : p, err);
     }
     if (st == ZB_OK)
         *t = (zb_op_time_t){secs[0] / ROUND, secs[1] / ROUND, secs[2] / ROUND};
@@ -392,18 +479,19 @@ static double cp_median(double *v, int n) { return zb_median(v, (size_t)n); }
 
 /* The ranks' slowdown of each other (zb_profile_t.share): the block part timed with k = 0 ..
  * n_peers of the other ranks busy as the profile's parts are (beside_ref), with all of them
- * running one phase throughout (F, B or W: the mix), and as a fused BW beside all of them as
- * profiled, reps rounds each, interleaved so that drift hits every case alike. Each factor is
- * a median time over the one with all n_peers busy as the parts were timed; the fused BW's is
- * over that B's and W's sum. */
+ * running one phase throughout (F, B or W: the mix), as a fused BW beside all of them as
+ * profiled, and beside all of them as profiled with every rank also copying both ways over
+ * the host link (copy_slow), reps rounds each, interleaved so that drift hits every case
+ * alike. Each factor is a median time over the one with all n_peers busy as the parts were
+ * timed; the fused BW's is over that B's and W's sum. */
 static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, float scale,
                             zb_share_t *out, zb_err_t *err)
 {
     memset(out, 0, sizeof *out);
     if (n_peers < 1 || n_peers + 1 > ZB_SHARE_MAX)
         return ZB_OK; /* no sharing, or more ranks than the model takes: fixed costs */
-    /* cases: k = 0 .. n_peers, then all beside F, B, W, then the fused BW */
-    const int K = n_peers + 1, C = K + 4, FUSED = K + 3;
+    /* cases: k = 0 .. n_peers, then all beside F, B, W, then the fused BW, then the copies */
+    const int K = n_peers + 1, C = K + 5, FUSED = K + 3, COPIES = K + 4;
     double *t = malloc(3 * (size_t)C * (size_t)reps * sizeof *t); /* [phase][case][rep] */
     if (!t)
         return zb_err_set(err, ZB_ENOMEM, "profile: out of memory");
@@ -415,7 +503,7 @@ static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, f
             const int all[4] = {c - K, c - K, c - K, c - K};
             const bool mix = c >= K && c < FUSED;
             st = cp_round(p, peers, c < K ? c : n_peers, PART_BLOCK, mix ? all : beside_ref,
-                          c == FUSED, scale, &m, err);
+                          c == FUSED, c == COPIES, scale, &m, err);
             T_AT(0, c, r) = m.f, T_AT(1, c, r) = m.b, T_AT(2, c, r) = m.w;
         }
     for (int ph = 0; ph < 3 && st == ZB_OK; ph++) {
@@ -428,6 +516,8 @@ static zb_status_t cp_share(cprof_t *p, cprof_t *peers, int n_peers, int reps, f
             else
                 out->mix[ph][c - K] = f;
         }
+        double beside = ref > 0 ? cp_median(&T_AT(ph, COPIES, 0), reps) / ref : 1.0;
+        out->copy_slow[ph] = beside > 0 && beside <= 1e3 ? beside : 1.0;
     }
     if (st == ZB_OK) {
         double split = cp_median(&T_AT(1, n_peers, 0), reps) + cp_median(&T_AT(2, n_peers, 0), reps);
@@ -490,7 +580,7 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
             }
             zb_op_time_t t;
             if (st == ZB_OK)
-                st = cp_round(&p, peers, n_peers, k, beside_ref, false, scale, &t, err);
+                st = cp_round(&p, peers, n_peers, k, beside_ref, false, false, scale, &t, err);
             if (st == ZB_OK && r >= 0) {
                 double *d = times + ((size_t)r * (size_t)parts + (size_t)part) * 3;
                 d[0] = t.f, d[1] = t.b, d[2] = t.w;
@@ -535,27 +625,31 @@ zb_status_t zb_cuda_profile_measure(const zb_gpt2_params_t *params, const zb_gpt
      * direction timed apart (the planner times an O and an L with these bandwidths) */
     /* ... and one rank copying alone (what a copy gets while the others' channels are idle:
      * the planner's link model, docs/offload.md) */
-    double d2h[PINGPONGS], h2d[PINGPONGS], d2h1[PINGPONGS], h2d1[PINGPONGS];
+    /* ... and every rank copying both ways at once (the link's total both ways) */
+    double d2h[PINGPONGS], h2d[PINGPONGS], d2h1[PINGPONGS], h2d1[PINGPONGS], both[PINGPONGS];
     for (int i = -1; i < PINGPONGS && st == ZB_OK; i++) {
-        double down = 0, up = 0, down1 = 0, up1 = 0;
-        st = copies_at_once(&p, peers, made, false, nc, &down, err);
+        double down = 0, up = 0, down1 = 0, up1 = 0, two = 0;
+        st = copies_at_once(&p, peers, made, COPY_DOWN, nc, &down, err);
         if (st == ZB_OK)
-            st = copies_at_once(&p, peers, made, true, nc, &up, err);
+            st = copies_at_once(&p, peers, made, COPY_UP, nc, &up, err);
         if (st == ZB_OK)
-            st = copies_at_once(&p, peers, 0, false, nc, &down1, err);
+            st = copies_at_once(&p, peers, 0, COPY_DOWN, nc, &down1, err);
         if (st == ZB_OK)
-            st = copies_at_once(&p, peers, 0, true, nc, &up1, err);
+            st = copies_at_once(&p, peers, 0, COPY_UP, nc, &up1, err);
+        if (st == ZB_OK)
+            st = copies_at_once(&p, peers, made, COPY_BOTH, nc, &two, err);
         if (i >= 0)
-            d2h[i] = down, h2d[i] = up, d2h1[i] = down1, h2d1[i] = up1;
+            d2h[i] = down, h2d[i] = up, d2h1[i] = down1, h2d1[i] = up1, both[i] = two;
     }
     if (st == ZB_OK) {
         double bytes = (double)nc * sizeof(float), down = cp_median(d2h, PINGPONGS),
                up = cp_median(h2d, PINGPONGS), down1 = cp_median(d2h1, PINGPONGS),
-               up1 = cp_median(h2d1, PINGPONGS);
+               up1 = cp_median(h2d1, PINGPONGS), two = cp_median(both, PINGPONGS);
         out->copy_d2h = down > 0 ? bytes / down : 0;
         out->copy_h2d = up > 0 ? bytes / up : 0;
         out->copy_d2h_alone = down1 > 0 ? bytes / down1 : 0;
         out->copy_h2d_alone = up1 > 0 ? bytes / up1 : 0;
+        out->copy_both = two > 0 ? 2.0 * (made + 1) * bytes / two : 0;
         out->comm = cp_median(rtt, PINGPONGS);
         out->msg_bytes = nc * sizeof(float);
         out->cfg = *cfg;

@@ -192,6 +192,15 @@ zb_status_t zb_share_check(const zb_share_t *sh, zb_err_t *err)
             return zb_err_set(err, ZB_EINVAL,
                               "costs: host link bandwidth %s is %g (0, or in (0, %g])",
                               d ? "host to device" : "device to host", sh->link[d], ZB_COST_MAX);
+    if (sh->link_both != 0 && !(sh->link_both > 0 && sh->link_both <= ZB_COST_MAX))
+        return zb_err_set(err, ZB_EINVAL,
+                          "costs: host link bandwidth both ways is %g (0, or in (0, %g])",
+                          sh->link_both, ZB_COST_MAX);
+    for (int p = 0; p < 3; p++)
+        if (sh->copy_slow[p] != 0 && !(sh->copy_slow[p] > 0 && sh->copy_slow[p] <= 1e3))
+            return zb_err_set(err, ZB_EINVAL,
+                              "costs: factor of %s beside copies is %g (0, or in (0, 1000])",
+                              share_phase(p), sh->copy_slow[p]);
     for (int p = 0; p < 3 && zb_share_has_mix(sh); p++)
         for (int q = 0; q < 3; q++)
             if (!(sh->mix[p][q] > 0) || !(sh->mix[p][q] <= 1e3))

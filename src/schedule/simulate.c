@@ -482,12 +482,32 @@ static void link_start(sim_ctx_t *x, double now, zb_sim_t *o)
     }
 }
 
-/* Duration factor of each copy in direction d (0: O, 1: L) while k are in flight in it. */
-static double link_factor(const sim_ctx_t *x, int d, int k)
+/* Duration factor of each copy in direction d (0: O, 1: L) while active[e] copies are in
+ * flight in direction e: each runs at its own bandwidth, or its share of its direction's link
+ * where that is less, and both directions' rates scaled down together where they add up to
+ * more than the link carries both ways. */
+static double link_factor(const sim_ctx_t *x, int d, const int active[2])
 {
-    const double link = x->c->share.link[d], own = d ? x->c->bw_h2d : x->c->bw_d2h;
-    const double f = link > 0 ? k * own / link : 1;
-    return f > 1 ? f : 1;
+    const zb_share_t *sh = &x->c->share;
+    double own[2] = {x->c->bw_d2h, x->c->bw_h2d}, rate[2];
+    if (!(own[d] > 0))
+        return 1; /* no bandwidth: a copy takes its F's time, whatever else runs */
+    for (int e = 0; e < 2; e++) {
+        rate[e] = own[e] > 0 ? own[e] : 0;
+        if (sh->link[e] > 0 && active[e] > 0 && sh->link[e] / active[e] < rate[e])
+            rate[e] = sh->link[e] / active[e];
+    }
+    const double total = active[0] * rate[0] + active[1] * rate[1];
+    if (sh->link_both > 0 && active[0] > 0 && active[1] > 0 && total > sh->link_both)
+        rate[d] *= sh->link_both / total;
+    return own[d] / rate[d];
+}
+
+/* A compute action's factor of phase p while copies are in flight (share.copy_slow). */
+static double copy_slow(const sim_ctx_t *x, int p)
+{
+    const double f = x->c->share.copy_slow[p];
+    return f > 0 ? f : 1;
 }
 
 static void link_count(const sim_ctx_t *x, int active[2])
@@ -503,7 +523,7 @@ static double link_next(const sim_ctx_t *x, double now, const int active[2])
     double next = INFINITY;
     for (int q = 0; x->cq && q < 2 * x->s->ranks; q++)
         if (x->cleft[q] >= 0)
-            next = fmin(next, now + x->cleft[q] * link_factor(x, q % 2, active[q % 2]));
+            next = fmin(next, now + x->cleft[q] * link_factor(x, q % 2, active));
     return next;
 }
 
@@ -515,7 +535,7 @@ static void link_advance(sim_ctx_t *x, double now, double next, const int active
     for (int q = 0; x->cq && q < 2 * x->s->ranks; q++) {
         if (x->cleft[q] < 0)
             continue;
-        const double f = link_factor(x, q % 2, active[q % 2]);
+        const double f = link_factor(x, q % 2, active);
         if (now + x->cleft[q] * f > next * (1 + 1e-12) + 1e-300) {
             x->cleft[q] -= (next - now) / f;
             continue;
@@ -615,6 +635,8 @@ static void run_shared(sim_ctx_t *x, zb_sim_t *o)
         for (int r = 0; r < P; r++)
             if (x->left[r] >= 0) {
                 factor[r] = share_factor(x, r, phase, busy);
+                if (copying[0] + copying[1] > 0)
+                    factor[r] *= copy_slow(x, phase[r]);
                 next = fmin(next, now + part[r] * factor[r]);
             }
         for (int r = 0; r < P; r++) {

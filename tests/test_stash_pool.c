@@ -118,14 +118,14 @@ static void test_stash_slots_follow_the_program(void **state)
                                  ACT(B, 0, 1), ACT(W, 0, 0), ACT(W, 0, 1), ACT(B, 0, 2),
                                  ACT(W, 0, 2)};
     zb_rank_program_t p = program(split, 9);
-    pl_stash_plan(&p, 0, n);
+    pl_stash_plan(&p, 0, 4, NULL, n);
     assert_int_equal(n[0], 3);
     assert_int_equal(n[1], 2);
     assert_int_equal(n[2], 2);
     /* fused backward: the BW part lives only during the BW */
     const zb_action_t fused[] = {ACT(F, 1, 0), ACT(F, 1, 1), ACT(BW, 1, 0), ACT(BW, 1, 1)};
     p = program(fused, 4);
-    pl_stash_plan(&p, 1, n);
+    pl_stash_plan(&p, 1, 4, NULL, n);
     assert_int_equal(n[0], 2);
     assert_int_equal(n[1], 2);
     assert_int_equal(n[2], 1);
@@ -134,10 +134,60 @@ static void test_stash_slots_follow_the_program(void **state)
                         ACT(W, 0, 0), ACT(R, 0, 1), ACT(B, 0, 1), ACT(W, 0, 1)};
     rc[0].flags = rc[1].flags = ZB_ACT_NOSAVE;
     p = program(rc, 8);
-    pl_stash_plan(&p, 0, n);
+    pl_stash_plan(&p, 0, 4, NULL, n);
     assert_int_equal(n[0], 1);
     assert_int_equal(n[1], 1);
     assert_int_equal(n[2], 1);
+}
+
+/* An O's slots given back later than the O (pl_stash_plan's release): F0 O0 F1 O1 F2 L0 B0 W0
+ * L1 B1 W1 B2 W2 with O0's slots back before F2 and O1's before B0. At the O, F1 takes O0's
+ * slots (2 FW slots in all); later, F1 takes a third pair while O0's download may still run,
+ * F2 takes O0's again, and L0 a new one (3 FW and FB slots). O1's at the step's end instead:
+ * its own L gives them back (L1 then takes them: the first free ones). Sizing and the slots'
+ * bookkeeping agree: the walk never runs out of slots. */
+static void test_offload_slots_go_back_later(void **state)
+{
+    (void)state;
+    const zb_action_t prog[] = {ACT(F, 0, 0), ACT(O, 0, 0), ACT(F, 0, 1), ACT(O, 0, 1),
+                                ACT(F, 0, 2), ACT(L, 0, 0), ACT(B, 0, 0), ACT(W, 0, 0),
+                                ACT(L, 0, 1), ACT(B, 0, 1), ACT(W, 0, 1), ACT(B, 0, 2),
+                                ACT(W, 0, 2)};
+    const int len = (int)(sizeof prog / sizeof *prog);
+    zb_rank_program_t p = program(prog, len);
+    int n[3];
+    pl_stash_plan(&p, 0, 4, NULL, n);
+    assert_int_equal(n[PL_FW], 2);
+    assert_int_equal(n[PL_FB], 2);
+    int release[4] = {pl_release_key(ZB_ACT_F, 2), pl_release_key(ZB_ACT_B, 0), PL_RELEASE_AT_O,
+                      PL_RELEASE_AT_O};
+    pl_stash_plan(&p, 0, 4, release, n);
+    assert_int_equal(n[PL_FW], 3);
+    assert_int_equal(n[PL_FB], 3);
+    for (int variant = 0; variant < 2; variant++) {
+        if (variant == 1)
+            release[1] = PL_RELEASE_AT_END;
+        pl_stash_slots_t sl;
+        zb_err_t e;
+        must(pl_stash_slots_init(&sl, &p, 0, 4, release, &e), &e);
+        int o0_slot = -1, o1_slot = -1;
+        for (int i = 0; i < len; i++) {
+            const zb_action_t *a = &prog[i];
+            if (!pl_stash_slots_begin(&sl, a, &e))
+                fail_msg("variant %d, action %d: %s", variant, i, e.msg);
+            const int fw = pl_stash_slots_at(&sl, PL_FW, a->mb);
+            if (a->type == ZB_ACT_O)
+                *(a->mb ? &o1_slot : &o0_slot) = fw;
+            if (i == 2) /* F1: not O0's slot, which its download may still read */
+                assert_int_not_equal(fw, o0_slot);
+            if (i == 4) /* F2: O0's, given back before it */
+                assert_int_equal(fw, o0_slot);
+            if (i == 8 && variant == 1) /* L1: its own O's, given back before it */
+                assert_int_equal(fw, o1_slot);
+            pl_stash_slots_end(&sl, a);
+        }
+        pl_stash_slots_free(&sl);
+    }
 }
 
 static void test_message_slots_follow_the_program(void **state)
@@ -247,6 +297,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_stash_same_bits),
         cmocka_unit_test(test_stash_slots_follow_the_program),
+        cmocka_unit_test(test_offload_slots_go_back_later),
         cmocka_unit_test(test_message_slots_follow_the_program),
         cmocka_unit_test(test_message_slots_spread),
         cmocka_unit_test(test_pool_refuses_out_of_order),

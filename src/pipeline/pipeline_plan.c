@@ -16,6 +16,7 @@
 #include "pipeline/pipeline_plan.h"
 #include "pipeline/rank_cuda.h"
 #include "pipeline/rank_memory.h"
+#include "pipeline/stash_slots.h"
 #include "zbpp/cuda.h"
 #include "zbpp/plan.h"
 #include "zbpp/schedule_io.h"
@@ -96,6 +97,7 @@ void pl_plan_free(pl_t *pl)
         zb_costs_free(&plan->costs);
     free(plan->unit_owner);
     free(plan->tail);
+    free(plan->o_release);
     memset(plan, 0, sizeof *plan);
 }
 
@@ -683,6 +685,39 @@ static zb_status_t assign_units(const pl_t *pl, pl_plan_t *plan, zb_err_t *err)
     return ZB_OK;
 }
 
+/* Where each O's device slots go back (pl_plan_t.o_release): before the first compute action
+ * of its stage, after it in its rank's program, that starts once the download has ended in
+ * the simulation (the simulator frees the memory when the copy ends); after none, at the
+ * step's end. Nothing when s offloads nothing. */
+static zb_status_t plan_o_release(const zb_schedule_t *s, const zb_sim_t *sim, pl_plan_t *plan,
+                                  zb_err_t *err)
+{
+    if (!zb_schedule_has_offload(s))
+        return ZB_OK;
+    const size_t n = (size_t)s->stages * (size_t)s->microbatches;
+    if (!(plan->o_release = malloc(n * sizeof *plan->o_release)))
+        return zb_err_set(err, ZB_ENOMEM, "out of memory for the plan");
+    for (size_t k = 0; k < n; k++)
+        plan->o_release[k] = PL_RELEASE_AT_O;
+    for (int r = 0; r < s->ranks; r++) {
+        const zb_rank_program_t *prog = &s->rank[r];
+        for (int i = 0; i < prog->len; i++) {
+            const zb_action_t *o = &prog->actions[i];
+            if (o->type != ZB_ACT_O)
+                continue;
+            int key = PL_RELEASE_AT_END;
+            for (int j = i + 1; j < prog->len && key == PL_RELEASE_AT_END; j++) {
+                const zb_action_t *a = &prog->actions[j];
+                if (a->stage == o->stage && zb_action_is_compute(a->type) &&
+                    sim->start[r][j] >= sim->end[r][i])
+                    key = pl_release_key(a->type, a->mb);
+            }
+            plan->o_release[(size_t)o->stage * (size_t)s->microbatches + (size_t)o->mb] = key;
+        }
+    }
+    return ZB_OK;
+}
+
 /* The chosen schedule checked (sizes, memory) and simulated for the prediction, then lowered
  * into plan->sched (a lowered file keeps its own message order). */
 static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *plan,
@@ -709,6 +744,10 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the plan");
     }
     zb_sim_last_ranks(&sim, 0.01, plan->tail);
+    if ((st = plan_o_release(plain, &sim, plan, err)) != ZB_OK) {
+        zb_sim_free(&sim);
+        return st;
+    }
     for (int r = 0; r < pl->P && r < rep->ranks; r++)
         rep->predicted_stash_bytes[r] = sim.peak_mem[r];
     if (!zb_schedule_has_comms(plain))
@@ -751,6 +790,8 @@ zb_status_t pl_plan_build(const pl_t *pl, pl_plan_t *plan, zb_pipeline_report_t 
         candidate_free(c);
         zb_schedule_free(plan->sched);
         free(plan->unit_owner);
+        free(plan->tail);
+        free(plan->o_release);
         memset(plan, 0, sizeof *plan);
     }
     free(c);

@@ -43,6 +43,11 @@ typedef struct {
     int *slot[3];  /* [M] slot of a microbatch, -1 = none */
     unsigned char *away; /* [M] offloaded (an O ran, its L has not): FW and FB in host memory */
     int M;
+    /* Where an O's FW and FB slots go back (stash_slots.h, pl_release_key): NULL = at the O;
+     * else [M] per microbatch, and pending[k][m] the slot microbatch m's O left occupied until
+     * then (-1 none) */
+    int *release;
+    int *pending[2];
 } pl_stash_slots_t;
 
 /* A stage's stashes pooled by lifetime on the host (stash_pool.c): the slots' bytes (bytes[k]
@@ -144,6 +149,10 @@ typedef struct {
      * when they finish, no other rank computes, so on a GPU their work after the program (the
      * tied fold, the norm) runs on the whole GPU (pl_cu_on_tail) */
     unsigned char *tail;
+    /* [S·M] where the device slots of (stage s, microbatch m)'s O go back (pl_release_key): at
+     * the stage's first compute action that starts after the copy ends in the simulation, as
+     * the simulator frees them; NULL: the schedule offloads nothing */
+    int *o_release;
 } pl_plan_t;
 
 struct pl {

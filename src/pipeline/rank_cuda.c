@@ -391,7 +391,7 @@ static zb_status_t cuda_open(pl_rank_t *R, zb_err_t *err)
             st = zb_cuda_stage_plan_sms(cs->stage, pl->opts->cuda->gemm_sms, err);
         if (st == ZB_OK)
             st = pl_cu_stash_pool_init(&cs->pool, cs->stage, &pl->plan.sched->rank[R->rank], s,
-                                       pl->M, err);
+                                       pl->M, pl_o_release(&pl->plan, s, pl->M), err);
         if (st == ZB_OK && !ls->span.embed)
             st = pl_cu_buf_init(R, ls, cs, &cs->x_in, PL_BUF_X_IN, err);
         if (st == ZB_OK && !ls->span.head)

@@ -88,12 +88,13 @@ static void offload_reset(pl_cu_stash_pool_t *p)
 }
 
 zb_status_t pl_cu_stash_pool_init(pl_cu_stash_pool_t *p, zb_cuda_stage_t *s,
-                                  const zb_rank_program_t *prog, int stage, int M, zb_err_t *err)
+                                  const zb_rank_program_t *prog, int stage, int M,
+                                  const int *release, zb_err_t *err)
 {
     memset(p, 0, sizeof *p);
     p->stage = s;
     zb_cuda_stash_regions(s, p->bytes);
-    zb_status_t st = pl_stash_slots_init(&p->slots, prog, stage, M, err);
+    zb_status_t st = pl_stash_slots_init(&p->slots, prog, stage, M, release, err);
     if (st == ZB_OK && !(p->view = calloc((size_t)M, sizeof *p->view)))
         st = zb_err_set(err, ZB_ENOMEM, "out of memory for a stage's stashes");
     for (int k = 0; k < 3 && st == ZB_OK; k++) {

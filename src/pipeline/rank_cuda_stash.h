@@ -32,8 +32,8 @@ typedef struct {
     pl_cu_offload_t off;    /* n == 0: the program offloads nothing */
 } pl_cu_stash_pool_t;
 
-/* init: the slots `stage`'s program needs (pl_stash_plan), on stage s's device, and the host
- * slots of its offloads; begin binds and returns microbatch a->mb's stash for compute action a
+/* init: the slots `stage`'s program needs (pl_stash_plan; release: where its O's slots go back,
+ * NULL at the O), on stage s's device, and the host slots of its offloads; begin binds and returns microbatch a->mb's stash for compute action a
  * (taking slots, its stream waiting for an offload still reading one or a reload still
  * writing its stash; NULL + err when the program breaks the order), end gives back what a
  * leaves unneeded; copy runs an O or L (the copies queued on the stage's copy streams, no host
@@ -41,7 +41,8 @@ typedef struct {
  * live: bytes the stashes hold on the device now; bytes: the pool's device allocation;
  * host_bytes: its pinned host slots. */
 zb_status_t pl_cu_stash_pool_init(pl_cu_stash_pool_t *p, zb_cuda_stage_t *s,
-                                  const zb_rank_program_t *prog, int stage, int M, zb_err_t *err);
+                                  const zb_rank_program_t *prog, int stage, int M,
+                                  const int *release, zb_err_t *err);
 void pl_cu_stash_pool_free(pl_cu_stash_pool_t *p);
 void pl_cu_stash_pool_reset(pl_cu_stash_pool_t *p);
 zb_cuda_stash_t *pl_cu_stash_pool_begin(pl_cu_stash_pool_t *p, const zb_action_t *a,

@@ -139,14 +139,14 @@ double pl_cuda_stage_messages(const pl_t *pl, const zb_rank_program_t *prog, int
 }
 
 /* The stage's stash slots by lifetime, as rank_cuda_stash.c allocates them: the FW, FB and BW
- * slots the program holds at once (pl_stash_plan, the CPU rank's rule) times each region's
- * bytes, and the stage's scratch. */
+ * slots the program holds at once (pl_stash_plan, the CPU rank's rule, with the plan's O
+ * releases) times each region's bytes, and the stage's scratch. */
 void pl_cuda_stage_stash(const pl_t *pl, const zb_rank_program_t *prog, int stage,
                          const zb_gpt2_span_t *sp, zb_rank_mem_t *m)
 {
     zb_cuda_stage_mem_t c = stage_figures(pl, sp, false); /* the stash and scratch alone */
     int n[3];
-    pl_stash_plan(prog, stage, n);
+    pl_stash_plan(prog, stage, pl->M, pl_o_release(&pl->plan, stage, pl->M), n);
     for (int k = 0; k < 3; k++)
         m->stash_alloc += (double)n[k] * (double)c.region[k];
     m->stash_alloc += (double)c.scratch;

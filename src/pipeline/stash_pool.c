@@ -22,7 +22,7 @@ size_t pl_stash_stage_bytes(const pl_t *pl, const zb_rank_program_t *prog, int s
     size_t bytes[ZB_GPT2_NUM_REGIONS];
     int n[3];
     zb_gpt2_stash_regions(&pl->mcfg, &sp, pl->mbB, pl->T, pl->keep, bytes);
-    pl_stash_plan(prog, stage, n);
+    pl_stash_plan(prog, stage, pl->M, NULL, n); /* a CPU rank offloads nothing */
     if (scratch)
         *scratch = round64(bytes[ZB_GPT2_REGION_SCRATCH]);
     size_t sum = 0;
@@ -40,7 +40,7 @@ zb_status_t pl_stash_pool_init(pl_stash_pool_t *p, const pl_t *pl,
     zb_gpt2_stash_regions(&pl->mcfg, span, pl->mbB, pl->T, pl->keep, p->bytes);
     for (int k = 0; k < ZB_GPT2_NUM_REGIONS; k++)
         p->bytes[k] = round64(p->bytes[k]);
-    zb_status_t st = pl_stash_slots_init(&p->slots, prog, stage, p->M, err);
+    zb_status_t st = pl_stash_slots_init(&p->slots, prog, stage, p->M, NULL, err);
     if (st != ZB_OK)
         return st;
     p->view = calloc((size_t)p->M, sizeof *p->view);

@@ -9,11 +9,16 @@
  *   B     : takes a BW slot, gives FB back after it
  *   W     : gives FW and BW back after it
  *   BW    : takes a BW slot, gives all three back after it
- *   O     : gives FW and FB back after it (the stash is in host memory until its L)
+ *   O     : gives FW and FB back after it (the stash is in host memory until its L), or
+ *           later: before the action its release names (the first to start after the copy
+ *           ends in the plan's simulation), or its own L's (stash_slots.h)
  *   L     : takes an FW and an FB slot again (the B after it finds the stash there)
  * A slot given back is taken by the next action that needs one, in program order: on a GPU the
  * rank's one stream runs its actions in that order, so the next user's writes follow the last
- * reads. */
+ * reads (and an O's, by an event). Giving an O's slots back at the O let the next forward take
+ * them at once and wait on the device for the download (H100, 2026-11-28: zb-h1 --offload
+ * all's forwards ran a copy apart); later, they are free when it comes, as the simulator
+ * assumes. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,16 +45,42 @@ static void action_slots(const zb_action_t *a, int take[3], int give[3])
     }
 }
 
-void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3])
+/* Whether microbatch mb's O gives its slots back later than at the O. */
+static bool deferred(const int *release, int mb)
+{
+    return release && release[mb] != PL_RELEASE_AT_O;
+}
+
+/* Whether action a is where microbatch m's deferred O slots go back: the action its release
+ * names, or m's own L. */
+static bool releases(const int *release, int m, const zb_action_t *a)
+{
+    return release[m] == pl_release_key(a->type, a->mb) || (a->type == ZB_ACT_L && a->mb == m);
+}
+
+void pl_stash_plan(const zb_rank_program_t *prog, int stage, int M, const int *release,
+                   int n[3])
 {
     int now[3] = {0, 0, 0};
     n[PL_FW] = n[PL_FB] = n[PL_BW] = 0;
+    unsigned char *pending = release ? calloc((size_t)M + 1, 1) : NULL;
+    if (!pending)
+        release = NULL; /* no room to follow them: every O's at the O */
     for (int i = 0; i < prog->len; i++) {
         const zb_action_t *a = &prog->actions[i];
-        if (a->stage != stage)
+        if (a->stage != stage || a->mb < 0 || a->mb >= M)
             continue;
+        for (int m = 0; release && m < M; m++)
+            if (pending[m] && releases(release, m, a)) {
+                pending[m] = 0;
+                now[PL_FW]--, now[PL_FB]--;
+            }
         int take[3], give[3];
         action_slots(a, take, give);
+        if (a->type == ZB_ACT_O && deferred(release, a->mb)) {
+            give[PL_FW] = give[PL_FB] = 0;
+            pending[a->mb] = 1;
+        }
         for (int k = 0; k < 3; k++) {
             now[k] += take[k];
             if (now[k] > n[k])
@@ -57,6 +88,7 @@ void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3])
             now[k] -= give[k];
         }
     }
+    free(pending);
     if (n[PL_FW] < 1)
         n[PL_FW] = 1;
     if (n[PL_FB] < 1)
@@ -64,11 +96,19 @@ void pl_stash_plan(const zb_rank_program_t *prog, int stage, int n[3])
 }
 
 zb_status_t pl_stash_slots_init(pl_stash_slots_t *s, const zb_rank_program_t *prog, int stage,
-                                int M, zb_err_t *err)
+                                int M, const int *release, zb_err_t *err)
 {
     memset(s, 0, sizeof *s);
     s->M = M;
-    pl_stash_plan(prog, stage, s->n);
+    if (release) {
+        if (!(s->release = malloc((size_t)M * sizeof(int) + 1)))
+            return zb_err_set(err, ZB_ENOMEM, "out of memory for a stage's stash slots");
+        memcpy(s->release, release, (size_t)M * sizeof(int));
+        for (int k = 0; k < 2; k++)
+            if (!(s->pending[k] = malloc((size_t)M * sizeof(int) + 1)))
+                return zb_err_set(err, ZB_ENOMEM, "out of memory for a stage's stash slots");
+    }
+    pl_stash_plan(prog, stage, M, s->release, s->n);
     for (int k = 0; k < 3; k++) {
         s->owner[k] = malloc((size_t)s->n[k] * sizeof(int) + 1);
         s->slot[k] = malloc((size_t)M * sizeof(int) + 1);
@@ -86,6 +126,7 @@ void pl_stash_slots_free(pl_stash_slots_t *s)
     for (int k = 0; k < 3; k++)
         free(s->owner[k]), free(s->slot[k]);
     free(s->away);
+    free(s->release), free(s->pending[0]), free(s->pending[1]);
     memset(s, 0, sizeof *s);
 }
 
@@ -99,6 +140,20 @@ void pl_stash_slots_reset(pl_stash_slots_t *s)
     }
     if (s->away)
         memset(s->away, 0, (size_t)s->M);
+    for (int k = 0; k < 2; k++)
+        for (int m = 0; s->pending[k] && m < s->M; m++)
+            s->pending[k][m] = -1;
+}
+
+/* The deferred O slots due before action a go back (their owner -1). */
+static void release_due(pl_stash_slots_t *s, const zb_action_t *a)
+{
+    for (int m = 0; s->release && m < s->M; m++)
+        if (s->pending[PL_FW][m] >= 0 && releases(s->release, m, a))
+            for (int k = 0; k < 2; k++) {
+                s->owner[k][s->pending[k][m]] = -1;
+                s->pending[k][m] = -1;
+            }
 }
 
 static bool take(pl_stash_slots_t *s, int k, int mb)
@@ -126,6 +181,7 @@ bool pl_stash_slots_begin(pl_stash_slots_t *s, const zb_action_t *a, zb_err_t *e
         zb_err_set(err, ZB_ESCHEDULE, "microbatch %d out of range (M = %d)", mb, s->M);
         return false;
     }
+    release_due(s, a);
     bool held = s->slot[PL_FW][mb] >= 0;
     switch ((zb_action_type_t)a->type) {
     case ZB_ACT_O:
@@ -186,6 +242,13 @@ void pl_stash_slots_end(pl_stash_slots_t *s, const zb_action_t *a)
 {
     int take_n[3], give_n[3];
     action_slots(a, take_n, give_n);
+    if (a->type == ZB_ACT_O && deferred(s->release, a->mb)) { /* occupied until its release */
+        for (int k = 0; k < 2; k++) {
+            s->pending[k][a->mb] = s->slot[k][a->mb];
+            s->slot[k][a->mb] = -1;
+        }
+        return;
+    }
     for (int k = 0; k < 3; k++)
         if (give_n[k])
             give(s, k, a->mb);

@@ -37,6 +37,7 @@ int main(void)
 #include "pipeline_testutil.h"
 #include "pipeline/pipeline_hooks.h"
 #include "zbpp/pipeline.h"
+#include "zbpp/schedule_io.h"
 #include "zbpp/util.h"
 
 /* ---- SM partitions without a driver: a fake 132-SM Hopper's plan, no streams ---- */
@@ -879,12 +880,54 @@ static void offload_same_bits(const char *schedule, int P)
     free(rep[0]), free(rep[1]);
 }
 
+/* A schedule file with O/L cells (the planner's zb-h1 with every stash offloaded, copies as
+ * long as a forward): its O's give their device slots back where the plan's simulation frees
+ * the memory (after the download, not at the O as --offload all does): the same bits, and
+ * slots predicted = allocated. */
+static char offload_file[64];
+static void offload_from_file(zb_pipeline_opts_t *o)
+{
+    o->schedule = NULL;
+    o->schedule_file = offload_file;
+}
+
+static void offload_file_same_bits(int P, int M)
+{
+    zb_schedule_t *plain = NULL, *off = NULL;
+    zb_gen_params_t gp = {.ranks = P, .microbatches = M};
+    zb_costs_t c;
+    zb_err_t e;
+    if (zb_generate("zb-h1", &gp, &plain, &e) != ZB_OK ||
+        zb_costs_init_uniform(&c, P, 1, 1, 1, 0, 1, -0.5, -0.5, &e) != ZB_OK ||
+        zb_add_offload(plain, NULL, &c, &off, &e) != ZB_OK)
+        fail_msg("%s", e.msg);
+    snprintf(offload_file, sizeof offload_file, "/tmp/zbpp-offload-%d.csv", (int)getpid());
+    FILE *f = fopen(offload_file, "w");
+    assert_non_null(f);
+    assert_int_equal(zb_csv_write(off, f, &e), ZB_OK);
+    fclose(f);
+    zb_pipeline_report_t *rep[2];
+    same_bits_with("zb-h1", P, offload_from_file, "cuda, a CSV with O/L", rep);
+    unlink(offload_file);
+    for (int r = 0; r < P; r++)
+        if (rep[1]->mem_predicted[r].stash_alloc != rep[1]->mem_measured[r].stash_alloc)
+            fail_msg("CSV offload rank %d: stash slots predicted %.0f, allocated %.0f", r,
+                     rep[1]->mem_predicted[r].stash_alloc, rep[1]->mem_measured[r].stash_alloc);
+    print_message("    zb-h1+O from a CSV, rank 0 stash slots: %.0f bytes (%.0f without offload)\n",
+                  rep[1]->mem_measured[0].stash_alloc, rep[0]->mem_measured[0].stash_alloc);
+    zb_pipeline_report_free(rep[0]), zb_pipeline_report_free(rep[1]);
+    free(rep[0]), free(rep[1]);
+    zb_costs_free(&c);
+    zb_schedule_free(plain), zb_schedule_free(off);
+}
+
 static void test_gpu_offload_same_bits(void **state)
 {
     (void)state;
     offload_same_bits("1f1b", 4);
     offload_same_bits("zb-h1", 4);
     offload_same_bits("zb-v", 2);
+    offload_file_same_bits(4, 8);
     zb_train_config_t c;
     tiny(&c, 4, 1);
     zb_pipeline_opts_t o;

@@ -688,11 +688,13 @@ static zb_status_t assign_units(const pl_t *pl, pl_plan_t *plan, zb_err_t *err)
 /* Where each O's device slots go back (pl_plan_t.o_release): before the first compute action
  * of its stage, after it in its rank's program, that starts once the download has ended in
  * the simulation (the simulator frees the memory when the copy ends); after none, at the
- * step's end. Nothing when s offloads nothing. */
-static zb_status_t plan_o_release(const zb_schedule_t *s, const zb_sim_t *sim, pl_plan_t *plan,
-                                  zb_err_t *err)
+ * step's end. Nothing (at the O) when s offloads nothing, and for --offload all, whose point
+ * is the stashes off the device: there the next forward takes an O's slots at once and its
+ * stream waits for the download (the least memory; the simulator does not see those waits). */
+static zb_status_t plan_o_release(const pl_t *pl, const zb_schedule_t *s, const zb_sim_t *sim,
+                                  pl_plan_t *plan, zb_err_t *err)
 {
-    if (!zb_schedule_has_offload(s))
+    if (!zb_schedule_has_offload(s) || pl->opts->offload == ZB_OFFLOAD_ALL)
         return ZB_OK;
     const size_t n = (size_t)s->stages * (size_t)s->microbatches;
     if (!(plan->o_release = malloc(n * sizeof *plan->o_release)))
@@ -744,7 +746,7 @@ static zb_status_t predict_and_lower(const pl_t *pl, candidate_t *c, pl_plan_t *
         return zb_err_set(err, ZB_ENOMEM, "out of memory for the plan");
     }
     zb_sim_last_ranks(&sim, 0.01, plan->tail);
-    if ((st = plan_o_release(plain, &sim, plan, err)) != ZB_OK) {
+    if ((st = plan_o_release(pl, plain, &sim, plan, err)) != ZB_OK) {
         zb_sim_free(&sim);
         return st;
     }

@@ -7,8 +7,10 @@
  *
  * Offload (docs/offload.md): an O queues the download of the microbatch's FW and FB slots into
  * a pinned host slot on the stage's stash download stream, after the compute queued so far,
- * and gives the device slots back; an L takes device slots again and queues the upload on the
- * stash upload stream (zb_cuda_stash_copy: streams apart from the messages'). Neither waits on the host. What keeps the bytes right is four orders, kept by events:
+ * and gives the device slots back (at the O, or where the plan's release puts it:
+ * stash_slots.h); an L takes device slots again and queues the upload on the stash upload
+ * stream (zb_cuda_stash_copy: streams apart from the messages'). Neither waits on the host.
+ * What keeps the bytes right is four orders, kept by events:
  * a device slot an O still reads is written again only after that O (slot_free: the compute
  * stream, or an L's upload, waits for it); an L's upload starts after the compute queued before
  * it (the slots' earlier users), and after its own O; the B after an L waits for the upload;
